@@ -1,0 +1,1 @@
+"""Real adapters for the ports in skills/ports.py."""

@@ -1,0 +1,222 @@
+"""Runtime port on Cloud Run Admin API v2 through `google-cloud-run` (REST transport, sync client in a thread)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from google.api_core import exceptions as gexc
+from google.api_core.client_options import ClientOptions
+from google.cloud import run_v2
+
+from bot.settings import Settings
+from skills.errors import NotFound, UserFacingError
+from skills.ports import (
+    Condition,
+    OperationProgress,
+    RevisionInfo,
+    ServiceInfo,
+    TrafficTarget,
+)
+
+from .google_auth import cloud_credentials
+
+T = TypeVar("T")
+
+
+def explain_api_error(exc: gexc.GoogleAPICallError, what: str) -> UserFacingError:
+    """One clear sentence per Cloud Run API failure, with what to do next."""
+    msg = (exc.message or str(exc)).strip()
+    if isinstance(exc, gexc.NotFound):
+        return NotFound(f"{what}: not found.", "Check VLLM_SERVICE_NAME, GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION.")
+    if isinstance(exc, gexc.PermissionDenied | gexc.Unauthenticated):
+        return UserFacingError(
+            f"{what}: permission denied ({msg}).",
+            "Grant the bot's service account roles/run.developer (and roles/iam.serviceAccountUser to deploy).",
+        )
+    if isinstance(exc, gexc.Conflict | gexc.AlreadyExists | gexc.Aborted):
+        return UserFacingError(f"{what}: conflict ({msg}).", "Another change is in progress; try again in a minute.")
+    if isinstance(exc, gexc.TooManyRequests | gexc.ResourceExhausted):
+        return UserFacingError(
+            f"{what}: quota or rate limit ({msg}).",
+            "For GPUs, request Cloud Run GPU quota for the region (IAM & Admin > Quotas); otherwise retry shortly.",
+        )
+    if isinstance(exc, gexc.InvalidArgument | gexc.BadRequest | gexc.FailedPrecondition):
+        return UserFacingError(f"{what}: Cloud Run rejected the request ({msg}).", "Fix the setting it names and re-plan.")
+    if isinstance(exc, gexc.ServerError):
+        return UserFacingError(f"{what}: Cloud Run had a server error ({msg}).", "Retry in a minute; check status.cloud.google.com.")
+    return UserFacingError(f"{what}: {msg}")
+
+
+def _cond(c: Any) -> Condition:
+    return Condition(type=c.type_, state=c.state.name if c.state else "", reason=_reason(c), message=c.message)
+
+
+def _reason(c: Any) -> str:
+    # A condition carries one of three reason oneofs; whichever is set is the one that explains it.
+    for attr in ("reason", "revision_reason", "execution_reason"):
+        val = getattr(c, attr, None)
+        if val:
+            return str(val.name)
+    return ""
+
+
+def service_to_info(svc: run_v2.Service) -> ServiceInfo:
+    tmpl = svc.template
+    container = tmpl.containers[0] if tmpl.containers else None
+    limits = dict(container.resources.limits) if container else {}
+    tc = _cond(svc.terminal_condition) if svc.terminal_condition.type_ else None
+    ready: bool | None = None
+    if tc is not None:
+        ready = tc.state == "CONDITION_SUCCEEDED" if tc.state != "CONDITION_RECONCILING" else None
+    # Service-level scaling overrides the template's when set; report what is in force.
+    min_i = svc.scaling.min_instance_count or tmpl.scaling.min_instance_count
+    max_i = tmpl.scaling.max_instance_count or svc.scaling.max_instance_count
+    return ServiceInfo(
+        name=svc.name.rsplit("/", 1)[-1],
+        uri=svc.uri,
+        ready=ready,
+        terminal_condition=tc,
+        conditions=[_cond(c) for c in svc.conditions],
+        latest_created_revision=svc.latest_created_revision.rsplit("/", 1)[-1],
+        latest_ready_revision=svc.latest_ready_revision.rsplit("/", 1)[-1],
+        min_instances=min_i,
+        max_instances=max_i,
+        gpu_type=tmpl.node_selector.accelerator,
+        gpu_count=int(limits.get("nvidia.com/gpu", "0") or 0),
+        cpu=limits.get("cpu", ""),
+        memory=limits.get("memory", ""),
+        image=container.image if container else "",
+        concurrency=tmpl.max_instance_request_concurrency,
+        args=list(container.args) if container else [],
+        traffic=[
+            TrafficTarget(
+                revision=t.revision.rsplit("/", 1)[-1],
+                latest=t.type_ == run_v2.TrafficTargetAllocationType.TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST,
+                percent=t.percent,
+            )
+            for t in svc.traffic_statuses or svc.traffic
+        ],
+        requires_auth=not svc.invoker_iam_disabled,
+        update_time=svc.update_time if svc.update_time else None,
+        spec=json.loads(run_v2.Service.to_json(svc)),
+    )
+
+
+def revision_to_info(rev: run_v2.Revision, traffic: dict[str, int] | None = None) -> RevisionInfo:
+    ready_cond = next((c for c in rev.conditions if c.type_ == "Ready"), None)
+    ready = None
+    reason = message = ""
+    if ready_cond is not None:
+        state = ready_cond.state.name
+        ready = True if state == "CONDITION_SUCCEEDED" else (False if state == "CONDITION_FAILED" else None)
+        reason, message = _reason(ready_cond), ready_cond.message
+    short = rev.name.rsplit("/", 1)[-1]
+    return RevisionInfo(
+        name=short,
+        ready=ready,
+        reason=reason,
+        message=message,
+        create_time=rev.create_time if rev.create_time else None,
+        image=rev.containers[0].image if rev.containers else "",
+        traffic_percent=(traffic or {}).get(short, 0),
+    )
+
+
+class CloudRunRuntime:
+    """Clients are built on first use, so the bot starts (and non-cloud commands work) without credentials."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._services: run_v2.ServicesClient | None = None
+        self._revisions: run_v2.RevisionsClient | None = None
+        self._project = ""
+
+    def _clients(self) -> tuple[run_v2.ServicesClient, run_v2.RevisionsClient]:
+        if self._services is None or self._revisions is None:
+            creds, project = cloud_credentials(self._settings)
+            opts = ClientOptions(api_endpoint=self._settings.cloud_run_api_endpoint) if self._settings.cloud_run_api_endpoint else None
+            self._services = run_v2.ServicesClient(credentials=creds, transport="rest", client_options=opts)
+            self._revisions = run_v2.RevisionsClient(credentials=creds, transport="rest", client_options=opts)
+            self._project = project
+        return self._services, self._revisions
+
+    def service_path(self, name: str) -> str:
+        self._clients()
+        return f"projects/{self._project}/locations/{self._settings.google_cloud_location}/services/{name}"
+
+    async def _call(self, what: str, fn: Callable[[], T]) -> T:
+        try:
+            return await asyncio.to_thread(fn)
+        except gexc.GoogleAPICallError as exc:
+            raise explain_api_error(exc, what) from None
+        except gexc.RetryError as exc:
+            raise UserFacingError(f"{what}: Cloud Run did not answer in time ({exc}).", "Retry shortly.") from None
+
+    async def get_service(self, name: str) -> ServiceInfo:
+        services, _ = self._clients()
+        svc = await self._call(f"service {name}", lambda: services.get_service(name=self.service_path(name)))
+        return service_to_info(svc)
+
+    async def get_service_spec(self, name: str) -> dict[str, Any] | None:
+        try:
+            return (await self.get_service(name)).spec
+        except NotFound:
+            return None
+
+    async def list_revisions(self, service: str, limit: int = 10) -> list[RevisionInfo]:
+        services, revisions = self._clients()
+        path = self.service_path(service)
+        svc = await self._call(f"service {service}", lambda: services.get_service(name=path))
+        traffic = {t.revision.rsplit("/", 1)[-1]: t.percent for t in svc.traffic_statuses}
+        revs = await self._call(
+            f"revisions of {service}", lambda: list(revisions.list_revisions(parent=path, page_size=min(limit, 100)))
+        )
+        revs.sort(key=lambda r: r.create_time, reverse=True)
+        return [revision_to_info(r, traffic) for r in revs[:limit]]
+
+    async def get_revision(self, service: str, revision: str) -> RevisionInfo:
+        _, revisions = self._clients()
+        path = f"{self.service_path(service)}/revisions/{revision}"
+        rev = await self._call(f"revision {revision}", lambda: revisions.get_revision(name=path))
+        return revision_to_info(rev)
+
+    async def apply_service(self, name: str, spec: dict[str, Any], *, create: bool) -> str:
+        services, _ = self._clients()
+        body = dict(spec)
+        for output_only in ("uri", "conditions", "terminalCondition", "latestReadyRevision", "latestCreatedRevision",
+                            "trafficStatuses", "observedGeneration", "reconciling", "uid", "generation",
+                            "createTime", "updateTime", "etag", "creator", "lastModifier", "urls"):
+            body.pop(output_only, None)
+        svc = run_v2.Service.from_json(json.dumps(body), ignore_unknown_fields=True)
+        if create:
+            parent = self.service_path(name).rsplit("/services/", 1)[0]
+            svc.name = ""
+            op = await self._call(
+                f"create service {name}", lambda: services.create_service(parent=parent, service=svc, service_id=name)
+            )
+        else:
+            svc.name = self.service_path(name)
+            op = await self._call(f"update service {name}", lambda: services.update_service(service=svc))
+        return str(op.operation.name)
+
+    async def wait_operation(self, operation: str, timeout_s: float) -> OperationProgress:
+        """Poll the operation once or until done/timeout; callers loop to report progress between polls."""
+        services, _ = self._clients()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            op = await self._call("operation", lambda: services.get_operation({"name": operation}))
+            if op.done:
+                err = op.error.message if op.HasField("error") else ""
+                return OperationProgress(done=True, phase="failed" if err else "done", error=err)
+            if time.monotonic() >= deadline:
+                return OperationProgress(done=False, phase="running")
+            await asyncio.sleep(min(2.0, max(0.05, deadline - time.monotonic())))
+
+    async def delete_service(self, name: str) -> str:
+        services, _ = self._clients()
+        op = await self._call(f"delete service {name}", lambda: services.delete_service(name=self.service_path(name)))
+        return str(op.operation.name)

@@ -1,0 +1,68 @@
+"""The self-hosted model's OpenAI-compatible endpoint: base URL, auth, model id, and an AsyncOpenAI client.
+
+Shared by the agent loop and the model-server tools (health, query, bench) so there is one place that knows
+how to reach the model: VLLM_BASE_URL if set, else the Cloud Run service's URL, with an identity token when
+the service is private.
+"""
+
+from __future__ import annotations
+
+import httpx
+from openai import AsyncOpenAI
+
+from bot.settings import Settings
+from skills.errors import UserFacingError
+from skills.ports import ModelServer, Runtime
+
+from .google_auth import IdentityTokens
+
+
+class LLMEndpoint:
+    def __init__(self, settings: Settings, runtime: Runtime, model_server: ModelServer, tokens: IdentityTokens) -> None:
+        self._settings = settings
+        self._runtime = runtime
+        self._model_server = model_server
+        self._tokens = tokens
+        self._model_id = settings.vllm_model_id
+        # One connection pool for every client we hand out (clients differ only in auth headers).
+        self._http = httpx.AsyncClient(timeout=httpx.Timeout(settings.model_timeout_s, connect=10.0))
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def base_url(self) -> str:
+        """The server root (no /v1)."""
+        if self._settings.vllm_base_url:
+            return self._settings.vllm_base_url.rstrip("/")
+        info = await self._runtime.get_service(self._settings.vllm_service_name)
+        if not info.uri:
+            raise UserFacingError(
+                f"Service {info.name} has no URL yet.", "Set VLLM_BASE_URL, or wait until the service is ready."
+            )
+        return info.uri.rstrip("/")
+
+    async def client(self, *, timeout_s: float | None = None) -> AsyncOpenAI:
+        base = await self.base_url()
+        headers = await self._tokens.header_for(base)
+        api_key = self._settings.vllm_api_key.get_secret_value() if self._settings.vllm_api_key else "unused"
+        return AsyncOpenAI(
+            base_url=base + "/v1",
+            api_key=api_key,
+            default_headers=headers,
+            http_client=self._http,
+            timeout=timeout_s or self._settings.model_timeout_s,
+            max_retries=0,  # retries (cold starts) are the caller's decision, with user-visible progress
+        )
+
+    async def model_id(self) -> str:
+        """VLLM_MODEL_ID, else the first id the server lists (cached for the process)."""
+        if self._model_id:
+            return self._model_id
+        ids, probe = await self._model_server.models(await self.base_url())
+        if not ids:
+            raise UserFacingError(
+                f"Could not discover the model id from /v1/models ({probe.error or 'empty list'}).",
+                "Set VLLM_MODEL_ID, or check that the model server is up (`/gemma status`).",
+            )
+        self._model_id = ids[0]
+        return self._model_id

@@ -1,0 +1,41 @@
+"""The wired dependencies a handler or worker gets. Only bot/ builds this (see bot/wiring.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as redis
+
+from bot.settings import Settings
+from bot.telemetry import Telemetry
+from skills.ports import Logs, Metrics, ModelServer, Runtime
+
+
+@dataclass
+class Deps:
+    settings: Settings
+    redis: redis.Redis
+    runtime: Runtime
+    model_server: ModelServer
+    telemetry: Telemetry
+    endpoint: Any = None  # bot.adapters.llm.LLMEndpoint: the model's OpenAI-compatible API
+    chat: Any = None  # slack_sdk AsyncWebClient for posts outside a command (alerts); None in the console
+    logs: Logs | None = None
+    metrics: Metrics | None = None
+    agent: Any = None  # the agent (tool-calling loop), when wired
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Run work after an ack, keeping a reference so it is not garbage-collected mid-flight."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def drain(self, timeout_s: float = 10.0) -> None:
+        """Wait for work started after acks (shutdown, tests)."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout_s)

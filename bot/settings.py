@@ -1,0 +1,127 @@
+"""Settings from the environment (pydantic-settings).
+
+Every remote endpoint is a setting: real deployments need private/regional endpoints (GovSlack, PSC) and
+tests point them at local stand-ins. `load_settings()` collects every problem into one message.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class SettingsError(Exception):
+    """Raised with one message that names every invalid or missing setting."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=None, extra="ignore", case_sensitive=False)
+
+    # --- Slack -----------------------------------------------------------------------------------------
+    slack_bot_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_api_url: str = "https://slack.com/api/"
+    slack_alerts_channel: str = "#gemma-alerts"
+    # Who may confirm write actions: Slack user ids (comma separated) and/or a user group id.
+    deployer_user_ids: str = ""
+    deployer_usergroup_id: str = ""
+
+    # --- State -----------------------------------------------------------------------------------------
+    # Unset: an in-process store with the same interface (fakeredis), for the console and quick trials.
+    redis_url: str | None = None
+    key_prefix: str = "gemma-sre"
+    status_cache_ttl_s: int = Field(default=30, ge=1, le=3600)
+
+    # --- Google Cloud ----------------------------------------------------------------------------------
+    google_cloud_project: str | None = None
+    google_cloud_location: str = "us-central1"
+    vllm_service_name: str = "vllm-gemma4"
+    cloud_run_api_endpoint: str | None = None
+    cloud_logging_api_endpoint: str | None = None
+    cloud_monitoring_api_endpoint: str | None = None
+    # Tests and local stand-ins: skip Application Default Credentials entirely.
+    google_anonymous_credentials: bool = False
+
+    # --- Model server (vLLM, OpenAI-compatible) --------------------------------------------------------
+    vllm_base_url: str | None = None
+    vllm_model_id: str | None = None
+    vllm_api_key: SecretStr | None = None
+    model_timeout_s: float = Field(default=60.0, gt=0)
+    probe_timeout_s: float = Field(default=5.0, gt=0)
+
+    # --- Agent -----------------------------------------------------------------------------------------
+    agent_max_steps: int = Field(default=6, ge=1, le=30)
+    agent_tool_result_tokens: int = Field(default=1500, ge=100)
+    agent_time_budget_s: float = Field(default=120.0, gt=0)
+    agent_cold_start_budget_s: float = Field(default=900.0, ge=0)
+    conversation_ttl_s: int = Field(default=86400, ge=60)
+
+    # --- Logs / diagnosis ------------------------------------------------------------------------------
+    log_token_budget: int = Field(default=3000, ge=200)
+    log_max_entries: int = Field(default=20000, ge=100)
+    log_max_bytes: int = Field(default=20_000_000, ge=10_000)
+
+    # --- Alerts ----------------------------------------------------------------------------------------
+    alert_webhook_user: str = "gemma-sre"
+    alert_webhook_password: SecretStr | None = None
+    alert_webhook_token: SecretStr | None = None
+    alert_max_body_bytes: int = Field(default=256 * 1024, ge=1024)
+    alert_group_window_s: int = Field(default=1800, ge=0)
+    alert_max_attempts: int = Field(default=5, ge=1)
+    alert_reclaim_idle_ms: int = Field(default=60_000, ge=100)
+
+    # --- Deploy ----------------------------------------------------------------------------------------
+    vllm_image: str = "vllm/vllm-openai:v0.11.0"
+    model_bucket: str | None = None
+    hf_token_secret: str = "hf-token"
+    plan_ttl_s: int = Field(default=900, ge=30)
+    deploy_lock_ttl_s: int = Field(default=3600, ge=60)
+
+    # --- Process ---------------------------------------------------------------------------------------
+    port: int = Field(default=8080, ge=1, le=65535)
+    log_level: str = "INFO"
+
+    @field_validator("slack_api_url")
+    @classmethod
+    def _trailing_slash(cls, v: str) -> str:
+        # slack-sdk joins base_url + method name, so the base must end with '/'.
+        return v if v.endswith("/") else v + "/"
+
+    @field_validator("log_level")
+    @classmethod
+    def _level(cls, v: str) -> str:
+        v = v.upper()
+        if v not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR")
+        return v
+
+    @property
+    def deployers(self) -> frozenset[str]:
+        return frozenset(u.strip() for u in self.deployer_user_ids.split(",") if u.strip())
+
+    def key(self, *parts: str) -> str:
+        """A namespaced Redis key: gemma-sre:<part>:<part>..."""
+        return ":".join((self.key_prefix, *parts))
+
+    def serve_problems(self) -> list[str]:
+        """What `serve` needs that the console does not."""
+        problems = []
+        if not self.slack_bot_token:
+            problems.append("SLACK_BOT_TOKEN is required (xoxb-…, from the Slack app's OAuth page)")
+        if not self.slack_signing_secret:
+            problems.append("SLACK_SIGNING_SECRET is required (Slack app > Basic Information)")
+        if not self.redis_url:
+            problems.append("REDIS_URL is required for serve (e.g. redis://10.0.0.3:6379/0)")
+        return problems
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build Settings, turning pydantic's errors into one readable message."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            name = ".".join(str(p) for p in err["loc"]).upper()
+            lines.append(f"{name}: {err['msg']}")
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None

@@ -1,0 +1,37 @@
+"""Build the Deps: choose an adapter for each port from the settings. The one place that knows the wiring."""
+
+from __future__ import annotations
+
+from bot.adapters.cloud_run import CloudRunRuntime
+from bot.adapters.google_auth import IdentityTokens
+from bot.adapters.llm import LLMEndpoint
+from bot.adapters.model_server import HttpModelServer
+from bot.deps import Deps
+from bot.settings import Settings
+from bot.state import make_redis
+from bot.telemetry import Telemetry
+
+
+def build_deps(settings: Settings) -> Deps:
+    tokens = IdentityTokens(settings)
+    api_key = settings.vllm_api_key.get_secret_value() if settings.vllm_api_key else None
+    runtime = CloudRunRuntime(settings)
+    model_server = HttpModelServer(tokens, settings.probe_timeout_s, api_key)
+    deps = Deps(
+        settings=settings,
+        redis=make_redis(settings),
+        runtime=runtime,
+        model_server=model_server,
+        telemetry=Telemetry(),
+        endpoint=LLMEndpoint(settings, runtime, model_server, tokens),
+    )
+    return deps
+
+
+async def close_deps(deps: Deps) -> None:
+    await deps.drain()
+    for part in (deps.model_server, deps.endpoint):
+        close = getattr(part, "aclose", None)
+        if close is not None:
+            await close()
+    await deps.redis.aclose()

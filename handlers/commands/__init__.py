@@ -1,0 +1,1 @@
+"""One module per feature; each registers its /gemma subcommands and actions with handlers.registry."""

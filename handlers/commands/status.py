@@ -1,0 +1,65 @@
+"""/gemma status [service] [--fresh]"""
+
+from __future__ import annotations
+
+from handlers.context import CommandContext
+from handlers.registry import command
+from handlers.reply import Reply
+from skills.status import StatusReport, service_status
+
+
+def _probe(ok: bool, ms: float, err: str) -> str:
+    return f":white_check_mark: {ms:.0f} ms" if ok else f":x: {err or 'failed'} ({ms:.0f} ms)"
+
+
+def render_status(r: StatusReport) -> Reply:
+    s = r.service
+    icon = ":large_green_circle:" if s.ready else (":hourglass:" if s.ready is None else ":red_circle:")
+    state = "ready" if s.ready else ("rolling out" if s.ready is None else "NOT ready")
+    if r.cold:
+        icon, state = ":zzz:", "scaled to zero / cold"
+    reply = Reply(title=f"{icon} {s.name}: {state}")
+    if r.notes:
+        reply.add(text="\n".join(f"• {n}" for n in r.notes))
+    gpu = f"{s.gpu_count} x {s.gpu_type}" if s.gpu_type else "none"
+    reply.add(
+        fields=[
+            ("URL", s.uri or "—"),
+            ("Revisions", f"latest created `{s.latest_created_revision or '—'}`\nlatest ready `{s.latest_ready_revision or '—'}`"),
+            ("Scaling", f"min {s.min_instances} / max {s.max_instances}, concurrency {s.concurrency or '—'}"),
+            ("GPU", gpu),
+            ("CPU / memory", f"{s.cpu or '—'} / {s.memory or '—'}"),
+            ("Image", f"`{s.image or '—'}`"),
+        ]
+    )
+    if r.model is not None:
+        m = r.model
+        reply.add(
+            heading="Model server",
+            fields=[
+                ("/health", _probe(m.health.ok, m.health.latency_ms, m.health.error)),
+                ("/v1/models", _probe(m.models_probe.ok, m.models_probe.latency_ms, m.models_probe.error)),
+                ("Served models", ", ".join(f"`{i}`" for i in m.models) or "—"),
+            ],
+        )
+    age = r.age_s()
+    reply.context = f"data {age:.0f} s old (cached)" if r.from_cache else "fresh data"
+    return reply
+
+
+@command("status", "Cloud Run and model-server health of the vLLM service", "status [service] [--fresh]", ack="Checking…")
+async def status(ctx: CommandContext) -> Reply:
+    st = ctx.deps.settings
+    args = [a for a in ctx.args if a != "--fresh"]
+    service = args[0] if args else st.vllm_service_name
+    report = await service_status(
+        ctx.deps.runtime,
+        ctx.deps.model_server,
+        ctx.deps.redis,
+        st.key("status", service),
+        st.status_cache_ttl_s,
+        service,
+        base_url_override=st.vllm_base_url,
+        fresh="--fresh" in ctx.args,
+    )
+    return render_status(report)

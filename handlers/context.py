@@ -1,0 +1,58 @@
+"""What a handler gets: the wired dependencies, who asked, where, and a responder for the surface."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from .reply import FileOut, Reply
+
+if TYPE_CHECKING:
+    from bot.deps import Deps
+
+
+class Responder(Protocol):
+    """The chat surface (Slack or the console). Message refs are Slack `ts` strings (synthetic in the console)."""
+
+    async def reply(self, reply: Reply) -> None:
+        """The answer to the command itself (Slack: via the response URL)."""
+        ...
+
+    async def post(self, reply: Reply, thread_ts: str | None = None) -> str:
+        """A channel message (or a thread reply); returns its ts so it can be edited in place."""
+        ...
+
+    async def update(self, ts: str, reply: Reply) -> None: ...
+
+    async def upload(self, file: FileOut, thread_ts: str | None = None) -> None: ...
+
+    async def open_modal(self, view: dict) -> None:
+        """Open a modal (Slack only; the console asks on stdin instead)."""
+        ...
+
+
+@dataclass
+class CommandContext:
+    deps: Deps
+    responder: Responder
+    user_id: str
+    channel_id: str
+    args: list[str] = field(default_factory=list)
+    raw_text: str = ""
+    trigger_id: str = ""
+
+
+@dataclass
+class ActionContext:
+    """A button click or a modal submission."""
+
+    deps: Deps
+    responder: Responder
+    user_id: str
+    channel_id: str
+    action_id: str
+    value: str
+    message_ts: str = ""
+    thread_ts: str = ""
+    trigger_id: str = ""
+    form: dict[str, str] = field(default_factory=dict)  # modal inputs by block id

@@ -1,0 +1,70 @@
+"""Subcommands and interactive actions register here; feature modules add themselves with a decorator.
+
+`handlers/commands/` is imported as a whole at start (see `load_all`), so adding a command is adding a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from .context import ActionContext, CommandContext
+from .reply import Reply
+
+CommandFn = Callable[[CommandContext], Awaitable[Reply | None]]
+ActionFn = Callable[[ActionContext], Awaitable[Reply | None]]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    summary: str
+    usage: str
+    run: CommandFn
+    ack: str  # the "working on it" line sent within Slack's 3 s
+
+
+COMMANDS: dict[str, Command] = {}
+ACTIONS: dict[str, ActionFn] = {}
+
+
+def command(name: str, summary: str, usage: str = "", ack: str = "Working on it…") -> Callable[[CommandFn], CommandFn]:
+    def deco(fn: CommandFn) -> CommandFn:
+        if name in COMMANDS:
+            raise RuntimeError(f"command {name!r} registered twice")
+        COMMANDS[name] = Command(name=name, summary=summary, usage=usage or name, run=fn, ack=ack)
+        return fn
+
+    return deco
+
+
+def action(action_id: str) -> Callable[[ActionFn], ActionFn]:
+    """Register a button/modal handler. Prefix-match ids end with '*' (e.g. 'gemma_bench_*')."""
+
+    def deco(fn: ActionFn) -> ActionFn:
+        if action_id in ACTIONS:
+            raise RuntimeError(f"action {action_id!r} registered twice")
+        ACTIONS[action_id] = fn
+        return fn
+
+    return deco
+
+
+def find_action(action_id: str) -> ActionFn | None:
+    if action_id in ACTIONS:
+        return ACTIONS[action_id]
+    for key, fn in ACTIONS.items():
+        if key.endswith("*") and action_id.startswith(key[:-1]):
+            return fn
+    return None
+
+
+def load_all() -> None:
+    """Import every module under handlers/commands so their decorators run (idempotent)."""
+    import importlib
+    import pkgutil
+
+    from . import commands
+
+    for mod in pkgutil.iter_modules(commands.__path__):
+        importlib.import_module(f"{commands.__name__}.{mod.name}")

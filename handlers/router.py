@@ -1,0 +1,65 @@
+"""The /gemma command router: split the text, find the subcommand, run it, turn errors into replies."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import uuid
+
+from skills.errors import UserFacingError
+
+from .context import ActionContext, CommandContext
+from .registry import COMMANDS, Command, find_action
+from .reply import Reply, error_reply
+
+log = logging.getLogger(__name__)
+
+
+def parse(text: str) -> tuple[str, list[str]]:
+    """'/gemma status svc' arrives as text 'status svc'. Unbalanced quotes fall back to whitespace split."""
+    try:
+        parts = shlex.split(text or "")
+    except ValueError:
+        parts = (text or "").split()
+    if not parts:
+        return "help", []
+    return parts[0].lower(), parts[1:]
+
+
+def lookup(name: str) -> Command | None:
+    return COMMANDS.get(name)
+
+
+def help_reply(unknown: str | None = None) -> Reply:
+    title = f"Unknown command `{unknown}`. Here is what I can do:" if unknown else "gemma-sre: what I can do"
+    lines = [f"`/gemma {c.usage}` — {c.summary}" for c in sorted(COMMANDS.values(), key=lambda c: c.name)]
+    return Reply(title=title, ephemeral=True).add(text="\n".join(lines))
+
+
+async def run_command(ctx: CommandContext, name: str) -> Reply | None:
+    cmd = lookup(name)
+    if cmd is None:
+        return help_reply(unknown=name)
+    try:
+        return await cmd.run(ctx)
+    except UserFacingError as exc:
+        return error_reply(exc.message, exc.hint)
+    except Exception:
+        # Users get an id to quote, never a traceback; the log line carries the details.
+        incident = uuid.uuid4().hex[:8]
+        log.exception("command %s failed (error id %s)", name, incident)
+        return error_reply(f"`/gemma {name}` failed unexpectedly (error id {incident}).", "The bot's logs have details.")
+
+
+async def run_action(ctx: ActionContext) -> Reply | None:
+    fn = find_action(ctx.action_id)
+    if fn is None:
+        return error_reply(f"This button ({ctx.action_id}) is not handled by this version of the bot.")
+    try:
+        return await fn(ctx)
+    except UserFacingError as exc:
+        return error_reply(exc.message, exc.hint)
+    except Exception:
+        incident = uuid.uuid4().hex[:8]
+        log.exception("action %s failed (error id %s)", ctx.action_id, incident)
+        return error_reply(f"That action failed unexpectedly (error id {incident}).", "The bot's logs have details.")

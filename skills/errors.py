@@ -1,0 +1,27 @@
+"""Errors a user may see: what happened, and what to do next. Never a traceback."""
+
+from __future__ import annotations
+
+
+class UserFacingError(Exception):
+    """An error whose message is fit for Slack: one sentence of what happened and a hint of what to do."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} {self.hint}".strip()
+
+
+class CloudUnavailable(UserFacingError):
+    """No Google credentials / project: cloud-backed commands cannot run, the rest still can."""
+
+
+class NotFound(UserFacingError):
+    pass
+
+
+class InvalidInput(UserFacingError):
+    pass

@@ -1,0 +1,155 @@
+"""Ports: what the skills need from the outside world, as Protocols, with the domain types they speak.
+
+Adapters live in bot/adapters (real) and tests/standins (wire-level stand-ins the real adapters talk to).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+
+class Condition(BaseModel):
+    type: str
+    state: str = ""  # CONDITION_SUCCEEDED / CONDITION_FAILED / CONDITION_RECONCILING / CONDITION_PENDING
+    reason: str = ""
+    message: str = ""
+
+
+class TrafficTarget(BaseModel):
+    revision: str = ""  # empty with latest=True
+    latest: bool = False
+    percent: int = 0
+
+
+class ServiceInfo(BaseModel):
+    """The parts of a Cloud Run service an operator looks at; `spec` keeps the full v2 JSON for diffs."""
+
+    name: str
+    uri: str = ""
+    ready: bool | None = None  # None: still reconciling
+    terminal_condition: Condition | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    latest_created_revision: str = ""
+    latest_ready_revision: str = ""
+    min_instances: int = 0
+    max_instances: int = 0
+    gpu_type: str = ""
+    gpu_count: int = 0
+    cpu: str = ""
+    memory: str = ""
+    image: str = ""
+    concurrency: int = 0
+    args: list[str] = Field(default_factory=list)
+    traffic: list[TrafficTarget] = Field(default_factory=list)
+    requires_auth: bool = True
+    update_time: datetime | None = None
+    spec: dict[str, Any] = Field(default_factory=dict)
+
+
+class RevisionInfo(BaseModel):
+    name: str
+    ready: bool | None = None
+    reason: str = ""
+    message: str = ""
+    create_time: datetime | None = None
+    image: str = ""
+    traffic_percent: int = 0
+
+
+class OperationProgress(BaseModel):
+    """One observation of a long-running write, reported while it runs."""
+
+    done: bool
+    phase: str
+    error: str = ""
+
+
+class Runtime(Protocol):
+    """Where the model service runs (Cloud Run v2 today; a TPU/GKE runtime can be added behind this)."""
+
+    async def get_service(self, name: str) -> ServiceInfo: ...
+
+    async def list_revisions(self, service: str, limit: int = 10) -> list[RevisionInfo]: ...
+
+    async def get_revision(self, service: str, revision: str) -> RevisionInfo: ...
+
+    async def get_service_spec(self, name: str) -> dict[str, Any] | None:
+        """The service as Cloud Run v2 JSON (None when it does not exist)."""
+        ...
+
+    async def apply_service(self, name: str, spec: dict[str, Any], *, create: bool) -> str:
+        """Create or update from v2 JSON; returns the long-running operation's name."""
+        ...
+
+    async def wait_operation(self, operation: str, timeout_s: float) -> OperationProgress: ...
+
+    async def delete_service(self, name: str) -> str: ...
+
+
+class ProbeResult(BaseModel):
+    ok: bool
+    status_code: int | None = None
+    latency_ms: float = 0.0
+    error: str = ""
+
+
+class ModelServer(Protocol):
+    """The vLLM server's plain HTTP surface (not the chat API): /health, /v1/models, /metrics, /tokenize."""
+
+    async def health(self, base_url: str) -> ProbeResult: ...
+
+    async def models(self, base_url: str) -> tuple[list[str], ProbeResult]: ...
+
+    async def metrics_text(self, base_url: str) -> str: ...
+
+    async def tokenize(self, base_url: str, model: str, prompt: str) -> list[int]: ...
+
+
+class LogEntry(BaseModel):
+    """One log line with the metadata diagnosis needs (Cloud Logging entry, or a plain text line)."""
+
+    timestamp: datetime | None = None
+    severity: str = "DEFAULT"
+    text: str
+    log_name: str = ""
+    revision: str = ""
+    http_status: int | None = None
+
+
+class LogQuery(BaseModel):
+    service: str
+    since: datetime
+    until: datetime | None = None
+    revision: str | None = None
+    min_severity: str = "DEFAULT"
+    max_entries: int = 20000
+    max_bytes: int = 20_000_000
+
+
+class LogBatch(BaseModel):
+    entries: list[LogEntry]
+    truncated: str = ""  # non-empty: why the fetch stopped early (cap on entries or bytes)
+
+
+class Logs(Protocol):
+    async def fetch(self, query: LogQuery) -> LogBatch: ...
+
+
+class MetricPoint(BaseModel):
+    at: datetime
+    value: float
+
+
+class MetricSeries(BaseModel):
+    metric: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    points: list[MetricPoint] = Field(default_factory=list)
+
+
+class Metrics(Protocol):
+    """Cloud Monitoring time series for the service."""
+
+    async def series(self, service: str, metric: str, minutes: int) -> list[MetricSeries]: ...
