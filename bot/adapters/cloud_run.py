@@ -173,7 +173,7 @@ class CloudRunRuntime:
         svc = await self._call(f"service {service}", lambda: services.get_service(name=path))
         traffic = {t.revision.rsplit("/", 1)[-1]: t.percent for t in svc.traffic_statuses}
         revs = await self._call(
-            f"revisions of {service}", lambda: list(revisions.list_revisions(parent=path, page_size=min(limit, 100)))
+            f"revisions of {service}", lambda: list(revisions.list_revisions(request={"parent": path, "page_size": min(limit, 100)}))
         )
         revs.sort(key=lambda r: r.create_time, reverse=True)
         return [revision_to_info(r, traffic) for r in revs[:limit]]

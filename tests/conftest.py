@@ -1,0 +1,84 @@
+"""Shared fixtures: real Redis (per-test key prefix, never FLUSHDB), settings, and wire-level stand-ins."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import redis.asyncio as redis
+
+from bot.settings import Settings, load_settings
+from tests.standins.cloud_run_api import CloudRunStandIn
+from tests.standins.model_server import ModelServerStandIn
+from tests.standins.server import serve
+from tests.standins.slack_api import SlackStandIn
+
+REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+SIGNING_SECRET = "test-signing-secret-0123456789"
+
+
+@pytest.fixture
+def key_prefix() -> str:
+    return f"gemma-sre-test-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+async def redis_client(key_prefix: str) -> AsyncIterator[redis.Redis]:
+    client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    try:
+        await client.ping()
+    except redis.ConnectionError:
+        pytest.fail(f"tests need a Redis server at {REDIS_URL} (.ci/run starts one)")
+    yield client
+    # Only our own keys: other test processes share this server.
+    keys = [k async for k in client.scan_iter(match=f"{key_prefix}:*", count=1000)]
+    if keys:
+        await client.delete(*keys)
+    await client.aclose()
+
+
+@pytest.fixture
+def slack() -> Iterator[SlackStandIn]:
+    standin = SlackStandIn()
+    with serve(standin.app) as url:
+        standin.base_url = url
+        yield standin
+
+
+@pytest.fixture
+def cloud_run() -> Iterator[CloudRunStandIn]:
+    standin = CloudRunStandIn()
+    with serve(standin.app) as url:
+        standin.base_url = url  # type: ignore[attr-defined]
+        yield standin
+
+
+@pytest.fixture
+def model_server() -> Iterator[ModelServerStandIn]:
+    standin = ModelServerStandIn()
+    with serve(standin.app) as url:
+        standin.base_url = url  # type: ignore[attr-defined]
+        yield standin
+
+
+@pytest.fixture
+def settings(key_prefix: str, slack: SlackStandIn, cloud_run: CloudRunStandIn, model_server: ModelServerStandIn) -> Settings:
+    """Settings pointing every remote at a local stand-in."""
+    return load_settings(
+        slack_bot_token="xoxb-test-token",
+        slack_signing_secret=SIGNING_SECRET,
+        slack_api_url=slack.base_url + "/api/",
+        redis_url=REDIS_URL,
+        key_prefix=key_prefix,
+        google_cloud_project="test-proj",
+        google_cloud_location="us-central1",
+        google_anonymous_credentials=True,
+        cloud_run_api_endpoint=cloud_run.base_url,  # type: ignore[attr-defined]
+        vllm_service_name="vllm-gemma4",
+        vllm_base_url=model_server.base_url,  # type: ignore[attr-defined]
+        deployer_user_ids="UDEPLOYER",
+        alert_webhook_token="alert-token-123",
+        alert_webhook_password="alert-pass-123",
+    )

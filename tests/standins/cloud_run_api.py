@@ -1,0 +1,280 @@
+"""A Cloud Run Admin API v2 stand-in (REST/JSON, as google-cloud-run's REST transport speaks it).
+
+Services, revisions and long-running operations live in memory. Creating or updating a service makes a new
+revision; its operation completes after `op_polls` polls, and the revision then becomes ready or fails its
+startup probe (`next_revision_outcome`), with the condition wording Cloud Run uses. Calls are recorded.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+SERVICE_TYPE = "type.googleapis.com/google.cloud.run.v2.Service"
+PROBE_FAILED = (
+    "Revision '{rev}' is not ready and cannot serve traffic. The user-provided container failed the configured "
+    "startup probe checks. Logs for this revision might contain more information."
+)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class _Op:
+    name: str
+    service: str
+    kind: str  # create | update | delete
+    polls_left: int
+    revision: str
+    outcome: str
+    done: bool = False
+    error: str = ""
+
+
+class CloudRunStandIn:
+    def __init__(self, project: str = "test-proj", location: str = "us-central1") -> None:
+        self.project = project
+        self.location = location
+        self.services: dict[str, dict[str, Any]] = {}  # short name -> v2 JSON
+        self.revisions: dict[str, list[dict[str, Any]]] = {}
+        self.ops: dict[str, _Op] = {}
+        self.requests: list[tuple[str, str]] = []  # (method, path)
+        self.op_polls = 1
+        self.next_revision_outcome = "ready"  # or "probe_failed"
+        self.faults: list[tuple[str, int, str]] = []  # (method or '*', status, message), consumed in order
+        self._counter = itertools.count(1)
+        self._lock = threading.Lock()
+        prefix = "/v2/projects/{project}/locations/{location}"
+        self.app = Starlette(
+            routes=[
+                Route(prefix + "/services", self._services, methods=["GET", "POST"]),
+                Route(prefix + "/services/{name}", self._service, methods=["GET", "PATCH", "DELETE"]),
+                Route(prefix + "/services/{name}/revisions", self._list_revisions, methods=["GET"]),
+                Route(prefix + "/services/{name}/revisions/{rev}", self._get_revision, methods=["GET"]),
+                Route(prefix + "/operations/{op}", self._get_operation, methods=["GET"]),
+            ]
+        )
+
+    # --- seeding, for tests ----------------------------------------------------------------------------
+    @property
+    def parent(self) -> str:
+        return f"projects/{self.project}/locations/{self.location}"
+
+    def seed_service(
+        self,
+        name: str,
+        *,
+        uri: str = "",
+        ready: bool = True,
+        min_instances: int = 0,
+        max_instances: int = 1,
+        gpu: str = "nvidia-l4",
+        image: str = "vllm/vllm-openai:v0.11.0",
+        failure_message: str = "",
+    ) -> dict[str, Any]:
+        template = {
+            "scaling": {"minInstanceCount": min_instances, "maxInstanceCount": max_instances},
+            "nodeSelector": {"accelerator": gpu},
+            "maxInstanceRequestConcurrency": 4,
+            "containers": [
+                {
+                    "image": image,
+                    "args": ["--max-model-len", "16384"],
+                    "resources": {"limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"}, "cpuIdle": False},
+                    "ports": [{"containerPort": 8080}],
+                }
+            ],
+        }
+        with self._lock:
+            self.services[name] = {"name": f"{self.parent}/services/{name}", "template": template}
+            self.revisions.setdefault(name, [])
+            rev = self._new_revision(name, template)
+        if ready:
+            self._finish_revision(name, rev, "ready")
+        else:
+            self._finish_revision(name, rev, "probe_failed", failure_message)
+        svc = self.services[name]
+        svc["uri"] = uri or f"https://{name}-abc123-uc.a.run.app"
+        return svc
+
+    def fail_next(self, method: str, status: int, message: str) -> None:
+        self.faults.append((method, status, message))
+
+    # --- internals ----------------------------------------------------------------------------------
+    def _new_revision(self, name: str, template: dict[str, Any]) -> str:
+        n = len(self.revisions[name]) + 1
+        rev_name = f"{name}-{n:05d}-{uuid.uuid4().hex[:3]}"
+        rev = {
+            "name": f"{self.parent}/services/{name}/revisions/{rev_name}",
+            "service": f"{self.parent}/services/{name}",
+            "createTime": _now(),
+            "containers": copy.deepcopy(template.get("containers", [])),
+            "nodeSelector": copy.deepcopy(template.get("nodeSelector", {})),
+            "scaling": copy.deepcopy(template.get("scaling", {})),
+            "reconciling": True,
+            "conditions": [{"type": "Ready", "state": "CONDITION_RECONCILING"}],
+        }
+        self.revisions[name].append(rev)
+        svc = self.services[name]
+        svc["latestCreatedRevision"] = rev["name"]
+        svc["reconciling"] = True
+        svc["terminalCondition"] = {"type": "Ready", "state": "CONDITION_RECONCILING"}
+        return rev_name
+
+    def _finish_revision(self, name: str, rev_name: str, outcome: str, message: str = "") -> None:
+        svc = self.services[name]
+        rev = next(r for r in self.revisions[name] if r["name"].endswith("/" + rev_name))
+        rev["reconciling"] = False
+        svc["reconciling"] = False
+        if outcome == "ready":
+            rev["conditions"] = [{"type": "Ready", "state": "CONDITION_SUCCEEDED", "lastTransitionTime": _now()}]
+            svc["latestReadyRevision"] = rev["name"]
+            svc["terminalCondition"] = {"type": "Ready", "state": "CONDITION_SUCCEEDED", "lastTransitionTime": _now()}
+            traffic = svc.get("traffic") or [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "percent": 100}]
+            svc["traffic"] = traffic
+            svc["trafficStatuses"] = [
+                {"type": t.get("type", "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION"),
+                 "revision": (rev_name if t.get("type") == "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST" else t.get("revision", "")),
+                 "percent": t.get("percent", 0)}
+                for t in traffic
+            ]
+        else:
+            msg = message or PROBE_FAILED.format(rev=rev_name)
+            cond = {"type": "Ready", "state": "CONDITION_FAILED", "revisionReason": "HEALTH_CHECK_CONTAINER_ERROR",
+                    "message": msg, "lastTransitionTime": _now()}
+            rev["conditions"] = [cond, {"type": "ContainerHealthy", "state": "CONDITION_FAILED", "message": msg}]
+            svc["terminalCondition"] = {**cond, "revisionReason": None, "reason": "REVISION_FAILED"}
+            svc["terminalCondition"].pop("revisionReason")
+
+    def _fault(self, method: str) -> Response | None:
+        with self._lock:
+            for i, (m, status, message) in enumerate(self.faults):
+                if m in (method, "*"):
+                    del self.faults[i]
+                    return _error(status, message)
+        return None
+
+    def _op_json(self, op: _Op) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": op.name, "done": op.done}
+        if op.done and op.error:
+            out["error"] = {"code": 9, "message": op.error}
+        elif op.done and op.service in self.services:
+            out["response"] = {"@type": SERVICE_TYPE, **_public(self.services[op.service])}
+        return out
+
+    def _start_op(self, service: str, kind: str, revision: str) -> _Op:
+        op = _Op(
+            name=f"{self.parent}/operations/{uuid.uuid4()}",
+            service=service,
+            kind=kind,
+            polls_left=self.op_polls,
+            revision=revision,
+            outcome=self.next_revision_outcome,
+        )
+        self.ops[op.name.rsplit("/", 1)[-1]] = op
+        return op
+
+    # --- routes -------------------------------------------------------------------------------------
+    async def _services(self, request: Request) -> Response:
+        self.requests.append((request.method, request.url.path))
+        if (fault := self._fault(request.method)) is not None:
+            return fault
+        if request.method == "GET":
+            return JSONResponse({"services": [_public(s) for s in self.services.values()]})
+        name = request.query_params.get("serviceId", "")
+        body = json.loads(await request.body() or b"{}")
+        with self._lock:
+            if name in self.services:
+                return _error(409, f"Resource '{name}' already exists.")
+            body["name"] = f"{self.parent}/services/{name}"
+            body.setdefault("template", {})
+            body["uri"] = f"https://{name}-abc123-uc.a.run.app"
+            self.services[name] = body
+            self.revisions[name] = []
+            rev = self._new_revision(name, body["template"])
+            op = self._start_op(name, "create", rev)
+        return JSONResponse(self._op_json(op))
+
+    async def _service(self, request: Request) -> Response:
+        self.requests.append((request.method, request.url.path))
+        if (fault := self._fault(request.method)) is not None:
+            return fault
+        name = request.path_params["name"]
+        if name not in self.services:
+            return _error(404, f"Resource '{name}' of kind 'SERVICE' in region '{self.location}' in project '{self.project}' does not exist.")
+        if request.method == "GET":
+            return JSONResponse(_public(self.services[name]))
+        if request.method == "DELETE":
+            with self._lock:
+                op = self._start_op(name, "delete", "")
+            return JSONResponse(self._op_json(op))
+        body = json.loads(await request.body() or b"{}")
+        with self._lock:
+            svc = self.services[name]
+            for key in ("template", "scaling", "traffic", "labels", "annotations", "invokerIamDisabled", "ingress"):
+                if key in body:
+                    svc[key] = body[key]
+            rev = self._new_revision(name, svc.get("template", {}))
+            op = self._start_op(name, "update", rev)
+        return JSONResponse(self._op_json(op))
+
+    async def _list_revisions(self, request: Request) -> Response:
+        self.requests.append((request.method, request.url.path))
+        if (fault := self._fault("LIST_REVISIONS")) is not None:
+            return fault
+        name = request.path_params["name"]
+        return JSONResponse({"revisions": list(self.revisions.get(name, []))})
+
+    async def _get_revision(self, request: Request) -> Response:
+        self.requests.append((request.method, request.url.path))
+        name, rev = request.path_params["name"], request.path_params["rev"]
+        for r in self.revisions.get(name, []):
+            if r["name"].endswith("/" + rev):
+                return JSONResponse(r)
+        return _error(404, f"Revision '{rev}' does not exist.")
+
+    async def _get_operation(self, request: Request) -> Response:
+        self.requests.append((request.method, request.url.path))
+        op = self.ops.get(request.path_params["op"])
+        if op is None:
+            return _error(404, "Operation not found.")
+        with self._lock:
+            if not op.done:
+                op.polls_left -= 1
+                if op.polls_left <= 0:
+                    op.done = True
+                    if op.kind == "delete":
+                        self.services.pop(op.service, None)
+                        self.revisions.pop(op.service, None)
+                    else:
+                        self._finish_revision(op.service, op.revision, op.outcome)
+                        if op.outcome != "ready":
+                            op.error = self.services[op.service]["terminalCondition"]["message"]
+        return JSONResponse(self._op_json(op))
+
+
+def _public(svc: dict[str, Any]) -> dict[str, Any]:
+    return copy.deepcopy(svc)
+
+
+_STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 409: "ALREADY_EXISTS",
+           429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": status, "message": message, "status": _STATUS.get(status, "UNKNOWN")}}, status_code=status
+    )

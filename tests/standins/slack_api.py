@@ -1,0 +1,148 @@
+"""A Slack Web API stand-in: answers like Slack on /api/<method>, records every call, and records posts to
+response URLs (/response/<id>). Faults can be injected per method (429 with Retry-After, 500, ok=false).
+
+slack-sdk talks to it for real (AsyncWebClient(base_url=.../api/)); Bolt's `respond` posts to the
+response_url the test puts in the slash-command payload.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+
+@dataclass
+class Call:
+    method: str
+    payload: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Fault:
+    status: int = 500
+    retry_after: int | None = None
+    error: str | None = None  # with status 200: {"ok": false, "error": error}
+
+
+class SlackStandIn:
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.responses: list[dict[str, Any]] = []  # bodies posted to response URLs
+        self.uploads: dict[str, bytes] = {}
+        self.usergroups: dict[str, list[str]] = {}
+        self.faults: dict[str, list[Fault]] = {}
+        self._ts = itertools.count(1)
+        self._lock = threading.Lock()
+        self.base_url = ""  # set by the fixture once served
+        self.app = Starlette(
+            routes=[
+                Route("/api/{method}", self._api, methods=["POST", "GET"]),
+                Route("/response/{rid}", self._response, methods=["POST"]),
+                Route("/upload/{fid}", self._upload, methods=["POST"]),
+            ]
+        )
+
+    # --- test helpers -------------------------------------------------------------------------------
+    def inject(self, method: str, *faults: Fault) -> None:
+        with self._lock:
+            self.faults.setdefault(method, []).extend(faults)
+
+    def of(self, method: str) -> list[dict[str, Any]]:
+        return [c.payload for c in list(self.calls) if c.method == method]
+
+    def response_url(self, rid: str = "r1") -> str:
+        return f"{self.base_url}/response/{rid}"
+
+    def wait_for(self, predicate: Any, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            time.sleep(0.02)
+        return bool(predicate())
+
+    # --- wire -----------------------------------------------------------------------------------------
+    async def _payload(self, request: Request) -> dict[str, Any]:
+        body = await request.body()
+        ctype = request.headers.get("content-type", "")
+        data: dict[str, Any] = dict(request.query_params)
+        if "json" in ctype and body:
+            data.update(json.loads(body))
+        elif body:
+            data.update(dict(parse_qsl(body.decode())))
+        for key in ("blocks", "attachments", "files", "view"):
+            if isinstance(data.get(key), str):
+                try:
+                    data[key] = json.loads(data[key])
+                except ValueError:
+                    pass
+        return data
+
+    def _next_ts(self) -> str:
+        return f"{1_700_000_000 + next(self._ts)}.000100"
+
+    async def _api(self, request: Request) -> Response:
+        method = request.path_params["method"]
+        payload = await self._payload(request)
+        if not request.headers.get("authorization", "").startswith("Bearer ") and "token" not in payload:
+            return JSONResponse({"ok": False, "error": "not_authed"})
+        with self._lock:
+            queue = self.faults.get(method) or []
+            fault = queue.pop(0) if queue else None
+        self.calls.append(Call(method, payload))
+        if fault is not None:
+            if fault.error:
+                return JSONResponse({"ok": False, "error": fault.error}, status_code=fault.status)
+            headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+            err = "ratelimited" if fault.status == 429 else "internal_error"
+            return JSONResponse({"ok": False, "error": err}, status_code=fault.status, headers=headers)
+        return JSONResponse(self._answer(method, payload))
+
+    def _answer(self, method: str, p: dict[str, Any]) -> dict[str, Any]:
+        if method == "auth.test":
+            return {"ok": True, "url": "https://acme.slack.com/", "team": "Acme", "user": "gemma-sre",
+                    "team_id": "T0001", "user_id": "UBOT", "bot_id": "BBOT"}
+        if method in ("chat.postMessage", "chat.postEphemeral"):
+            ts = self._next_ts()
+            return {"ok": True, "channel": p.get("channel", ""), "ts": ts, "message_ts": ts,
+                    "message": {"text": p.get("text", ""), "ts": ts, "thread_ts": p.get("thread_ts")}}
+        if method == "chat.update":
+            return {"ok": True, "channel": p.get("channel", ""), "ts": p.get("ts", ""), "text": p.get("text", "")}
+        if method == "usergroups.users.list":
+            return {"ok": True, "users": self.usergroups.get(str(p.get("usergroup", "")), [])}
+        if method == "views.open":
+            return {"ok": True, "view": {"id": "V0001", **(p.get("view") or {})}}
+        if method == "files.getUploadURLExternal":
+            fid = f"F{next(self._ts):06d}"
+            return {"ok": True, "upload_url": f"{self.base_url}/upload/{fid}", "file_id": fid}
+        if method == "files.completeUploadExternal":
+            files = p.get("files") or []
+            return {"ok": True, "files": [{"id": f.get("id"), "title": f.get("title", "")} for f in files]}
+        if method == "conversations.info":
+            return {"ok": True, "channel": {"id": p.get("channel"), "name": "general"}}
+        return {"ok": True}
+
+    async def _response(self, request: Request) -> Response:
+        body = await request.body()
+        try:
+            data = json.loads(body) if body else {}
+        except ValueError:
+            return PlainTextResponse("invalid_payload", status_code=400)
+        data["_rid"] = request.path_params["rid"]
+        self.responses.append(data)
+        return PlainTextResponse("ok")
+
+    async def _upload(self, request: Request) -> Response:
+        self.uploads[request.path_params["fid"]] = await request.body()
+        return PlainTextResponse("OK - 1")
