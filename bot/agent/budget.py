@@ -1,0 +1,60 @@
+"""Token arithmetic for the loop: cheap estimates, cutting oversized tool results, trimming history.
+
+Estimates use ~4 characters a token (Gemma's tokenizer averages close to that on English and log text);
+exact counts would need a /tokenize round-trip per message, too slow for a per-step guard.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+CHARS_PER_TOKEN = 4
+# Conversation history kept for `/gemma ask` threads (question/answer pairs, not tool traffic).
+HISTORY_TOKENS = 4000
+
+
+def estimate_tokens(text: str) -> int:
+    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+def message_tokens(messages: list[dict[str, Any]]) -> int:
+    total = 0
+    for m in messages:
+        total += 4 + estimate_tokens(str(m.get("content") or ""))
+        if m.get("tool_calls"):
+            total += estimate_tokens(json.dumps(m["tool_calls"], separators=(",", ":")))
+    return total
+
+
+def truncate(text: str, max_tokens: int, narrow_hint: str) -> str:
+    """Cut `text` to about max_tokens, keeping whole lines, with a marker telling the model how to narrow."""
+    if estimate_tokens(text) <= max_tokens:
+        return text
+    limit = max(0, max_tokens * CHARS_PER_TOKEN - 200)  # leave room for the marker
+    head = text[:limit]
+    cut = head.rfind("\n")
+    if cut > limit // 2:
+        head = head[:cut]
+    marker = (
+        f"\n[TRUNCATED: the result was about {estimate_tokens(text)} tokens; only the first "
+        f"{estimate_tokens(head)} are shown. To see more, narrow the query: {narrow_hint}]"
+    )
+    return head + marker
+
+
+def trim_history(history: list[dict[str, Any]], max_tokens: int = HISTORY_TOKENS) -> list[dict[str, Any]]:
+    """Drop the oldest turns until the history fits; the newest message is always kept."""
+    kept: list[dict[str, Any]] = []
+    used = 0
+    for m in reversed(history):
+        cost = message_tokens([m])
+        if kept and used + cost > max_tokens:
+            break
+        kept.append(m)
+        used += cost
+    kept.reverse()
+    # A history must not start with an orphan assistant answer.
+    while len(kept) > 1 and kept[0].get("role") != "user":
+        kept.pop(0)
+    return kept

@@ -1,0 +1,132 @@
+"""One streamed chat completion against the self-hosted model, reached only through the LLMEndpoint.
+
+Streaming keeps a slow generation from looking like a dead server (each chunk resets the read timeout) and
+is what vLLM serves best. Reasoning deltas (`reasoning_content` / `reasoning`) are dropped here: they are
+never shown to users and never sent back to the model.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+from skills.errors import UserFacingError
+from skills.query import explain_openai_error
+
+from .coldstart import ColdStart
+
+TOOL_FLAGS = "--enable-auto-tool-choice --tool-call-parser gemma4"
+
+
+class ToolCallingDisabled(UserFacingError):
+    pass
+
+
+@dataclass
+class StructuredCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text as the server sent it
+
+
+@dataclass
+class Completion:
+    content: str
+    tool_calls: list[StructuredCall] = field(default_factory=list)
+    finish_reason: str = ""
+    model_s: float = 0.0  # time inside the HTTP call, including cold-start waits
+
+
+class ModelClient:
+    def __init__(self, endpoint: Any, cold: ColdStart, max_tokens: int = 1500, temperature: float = 0.2) -> None:
+        self._endpoint = endpoint
+        self._cold = cold
+        self._max_tokens = max_tokens
+        self._temperature = temperature
+        self._client: openai.AsyncOpenAI | None = None
+        self._model = ""
+        self.requests = 0
+
+    @property
+    def cold_waited_s(self) -> float:
+        return self._cold.waited_s
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: str = "auto",
+        timeout_s: float | None = None,
+    ) -> Completion:
+        t0 = time.perf_counter()
+        try:
+            result = await self._cold.call(lambda: self._once(messages, tools, tool_choice, timeout_s))
+        except openai.BadRequestError as exc:
+            raise _bad_request(exc) from None
+        except openai.OpenAIError as exc:
+            raise explain_openai_error(exc, "The model could not answer") from None
+        result.model_s = time.perf_counter() - t0
+        return result
+
+    async def _once(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: str,
+        timeout_s: float | None,
+    ) -> Completion:
+        if self._client is None:
+            self._client = await self._endpoint.client()
+            self._model = await self._endpoint.model_id()
+        self.requests += 1
+        extra: dict[str, Any] = {"tools": tools, "tool_choice": tool_choice} if tools else {}
+        stream = await self._client.chat.completions.create(
+            model=self._model,
+            messages=messages,  # type: ignore[arg-type]
+            stream=True,
+            max_tokens=self._max_tokens,
+            temperature=self._temperature,
+            timeout=timeout_s,
+            **extra,
+        )
+        content: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        finish = ""
+        async for chunk in stream:
+            for choice in chunk.choices:
+                delta = choice.delta
+                if delta.content:
+                    content.append(delta.content)
+                for tc in delta.tool_calls or []:
+                    slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
+                    if tc.id:
+                        slot["id"] = tc.id
+                    if tc.function is not None:
+                        slot["name"] += tc.function.name or ""
+                        slot["arguments"] += tc.function.arguments or ""
+                if choice.finish_reason:
+                    finish = choice.finish_reason
+        structured = [
+            StructuredCall(id=c["id"] or f"call_{self.requests}_{i}", name=c["name"], arguments=c["arguments"])
+            for i, c in sorted(calls.items())
+        ]
+        return Completion(content="".join(content), tool_calls=structured, finish_reason=finish)
+
+
+def _bad_request(exc: openai.BadRequestError) -> UserFacingError:
+    text = str(exc)
+    if "tool choice" in text.lower() or "enable-auto-tool-choice" in text or "tool-call-parser" in text:
+        return ToolCallingDisabled(
+            "The model server refused tool calling (HTTP 400): vLLM was started without tool-call support.",
+            f"Start vLLM with `{TOOL_FLAGS}` (and `--reasoning-parser gemma4`), e.g. redeploy the service "
+            "with those args.",
+        )
+    if "context length" in text.lower() or "max_model_len" in text or "maximum context" in text.lower():
+        return UserFacingError(
+            "The request was longer than the model's context window (HTTP 400).",
+            "Use a shorter log window (`--since`), or raise --max-model-len if KV cache allows.",
+        )
+    return explain_openai_error(exc, "The model rejected the request")

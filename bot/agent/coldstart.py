@@ -1,0 +1,106 @@
+"""Waiting out a cold model service instead of failing.
+
+A Cloud Run GPU service scaled to zero answers the first request only after an instance has started and
+vLLM has loaded the weights: minutes. Meanwhile the call fails with connection refused, 503, 429 ('no
+available instance') or a timeout. We retry with backoff within a budget and tell the user once, with the
+planner's estimate of the cold start, so the thread says "the model is starting" rather than "error".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import openai
+
+from skills.errors import UserFacingError
+
+T = TypeVar("T")
+Progress = Callable[[str], Awaitable[None]]
+
+COLD_STATUS = frozenset({429, 502, 503, 504})
+DEFAULT_COLD_START_MIN = 5.0  # without a planner estimate: a 12B QAT model over GCS FUSE, as reported
+
+
+class ModelUnavailable(UserFacingError):
+    """The model did not answer within the cold-start budget."""
+
+
+def is_cold(exc: BaseException, *, warm: bool) -> bool:
+    """Errors a starting service produces. Once the model has answered in this run, a timeout is slowness
+    (not a cold start) and is not retried."""
+    if isinstance(exc, openai.APITimeoutError):
+        return not warm
+    if isinstance(exc, openai.APIConnectionError):
+        return True
+    return isinstance(exc, openai.APIStatusError) and exc.status_code in COLD_STATUS
+
+
+class ColdStart:
+    """Retry policy for one conversation with the model; remembers whether the model already answered."""
+
+    def __init__(
+        self,
+        budget_s: float,
+        estimate_min: float | None = None,
+        progress: Progress | None = None,
+        initial_backoff_s: float = 2.0,
+        max_backoff_s: float = 30.0,
+    ) -> None:
+        self.budget_s = budget_s
+        self.estimate_min = estimate_min or DEFAULT_COLD_START_MIN
+        self.progress = progress
+        self.initial_backoff_s = initial_backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.warm = False
+        self.waited_s = 0.0  # time spent waiting for the model to start (not counted in the time budget)
+        self.retries = 0
+        self._told = False
+
+    async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        started = time.monotonic()
+        backoff = self.initial_backoff_s
+        while True:
+            try:
+                result = await fn()
+            except openai.OpenAIError as exc:
+                elapsed = time.monotonic() - started
+                if not is_cold(exc, warm=self.warm):
+                    self.waited_s += elapsed if self.retries else 0.0
+                    raise
+                if elapsed + backoff > self.budget_s:
+                    self.waited_s += elapsed
+                    raise ModelUnavailable(
+                        f"The model did not answer within {self.budget_s / 60:.0f} min ({_describe(exc)}).",
+                        "Check `/gemma status`; a service scaled to zero may need longer, or may be failing to start.",
+                    ) from None
+                await self._tell(exc)
+                self.retries += 1
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.max_backoff_s)
+                continue
+            if self.retries:
+                self.waited_s += time.monotonic() - started
+            self.warm = True
+            return result
+
+    async def _tell(self, exc: BaseException) -> None:
+        if self._told or self.progress is None:
+            return
+        self._told = True
+        await self.progress(
+            f":hourglass_flowing_sand: The model is starting ({_describe(exc)}); typical cold start "
+            f"~{self.estimate_min:.0f} min. I will keep trying for up to {self.budget_s / 60:.0f} min."
+        )
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, openai.APITimeoutError):
+        return "no answer yet"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection refused"
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}"
+    return type(exc).__name__

@@ -1,0 +1,214 @@
+"""The tool-calling loop: ask the model, run the read-only tools it calls, feed results back, until it answers.
+
+Guards, each because small self-hosted models do this: a step cap; a token budget per tool result (cut with
+a marker saying how to narrow); identical repeated calls refused (and a step of nothing but repeats ends the
+investigation); unknown tools and invalid arguments returned as errors the model can correct; tool calls
+written as text recovered; the last step allows no tool calls so the model must answer; an overall time
+budget. Tools that modify are never run: a call to one is recorded as a proposed action.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+import prompts
+from skills.errors import UserFacingError
+from skills.redact import redact
+from skills.remediation import ProposedAction, sanitize_action
+
+from .budget import estimate_tokens, message_tokens, truncate
+from .client import ModelClient
+from .textcalls import TextCall, parse_text_calls, strip_reasoning
+from .tools import ToolRegistry, compact_schema
+
+StopReason = Literal["answered", "step_cap", "time_budget", "no_answer"]
+MIN_STEP_S = 5.0  # with less time left than this, the next step is the final one
+
+
+@dataclass
+class LoopResult:
+    answer: str
+    stop_reason: StopReason
+    steps: int = 0
+    proposed: list[ProposedAction] = field(default_factory=list)
+    executed: list[str] = field(default_factory=list)  # read-only tools actually run, in order
+    notes: list[str] = field(default_factory=list)  # refusals and dropped proposals, for the log/footer
+    tokens_sent: int = 0  # estimated prompt tokens over all requests
+    model_s: float = 0.0
+    loop_s: float = 0.0  # the loop's own time (total minus model and tool time)
+    tool_s: float = 0.0
+
+
+@dataclass
+class _Call:
+    id: str
+    name: str
+    arguments: dict[str, Any] | None
+    error: str = ""
+
+
+@dataclass
+class Guards:
+    max_steps: int
+    result_tokens: int
+    time_budget_s: float
+
+
+class Loop:
+    def __init__(self, client: ModelClient, registry: ToolRegistry, guards: Guards) -> None:
+        self.client = client
+        self.registry = registry
+        self.guards = guards
+
+    async def run(self, messages: list[dict[str, Any]]) -> LoopResult:
+        """Runs until an answer; `messages` (system first) is extended in place with the exchange."""
+        t_start = time.perf_counter()
+        res = LoopResult(answer="", stop_reason="step_cap")
+        seen: dict[str, int] = {}
+        force_final = False
+        schemas = self.registry.schemas() or None
+        schema_tokens = estimate_tokens(json.dumps(schemas)) if schemas else 0
+        for step in range(self.guards.max_steps):
+            res.steps = step + 1
+            remaining = self._remaining(t_start, res)
+            last = force_final or step == self.guards.max_steps - 1 or remaining < MIN_STEP_S
+            if last and schemas:
+                messages.append({"role": "user", "content": prompts.load("final_step")})
+            res.tokens_sent += message_tokens(messages) + schema_tokens
+            try:
+                async with asyncio.timeout(max(remaining, 0.001)):
+                    # The last step keeps the tool list but forbids calls: the prompt prefix (system + tools)
+                    # stays byte-identical for vLLM's prefix cache, and the model must answer.
+                    comp = await self.client.complete(messages, schemas, "none" if last else "auto", remaining)
+            except TimeoutError:
+                res.stop_reason = "time_budget"
+                break
+            res.model_s += comp.model_s
+            calls, text = self._calls(comp, step)
+            if not calls or last:
+                res.answer = text
+                res.stop_reason = "answered" if text else "no_answer"
+                if calls:
+                    res.notes.append("tool calls on the final step were ignored")
+                messages.append({"role": "assistant", "content": text})
+                break
+            messages.append(_assistant_message(text, calls))
+            t_tools = time.perf_counter()
+            try:
+                async with asyncio.timeout(max(self._remaining(t_start, res), 0.001)):
+                    outputs = await asyncio.gather(*(self._execute(c, step, seen, res) for c in calls))
+            except TimeoutError:
+                res.stop_reason = "time_budget"
+                break
+            finally:
+                res.tool_s += time.perf_counter() - t_tools
+            for call, (content, _) in zip(calls, outputs, strict=True):
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            if all(repeat for _, repeat in outputs):
+                force_final = True  # the model is looping on the same call(s): make it answer
+        res.loop_s = time.perf_counter() - t_start - res.model_s - res.tool_s
+        return res
+
+    def _remaining(self, t_start: float, res: LoopResult) -> float:
+        # Cold-start waiting does not count against the time budget: the model was not thinking yet.
+        cold_wait = self.client.cold_waited_s
+        return self.guards.time_budget_s - (time.perf_counter() - t_start - cold_wait)
+
+    def _calls(self, comp: Any, step: int) -> tuple[list[_Call], str]:
+        if comp.tool_calls:
+            calls = []
+            for sc in comp.tool_calls:
+                args, err = _json_args(sc.arguments)
+                calls.append(_Call(id=sc.id, name=sc.name, arguments=args, error=err))
+            return calls, strip_reasoning(comp.content)
+        found, rest = parse_text_calls(comp.content)
+        return [_from_text(tc, step, i) for i, tc in enumerate(found)], rest
+
+    async def _execute(self, call: _Call, step: int, seen: dict[str, int], res: LoopResult) -> tuple[str, bool]:
+        """(content for the model, whether it was refused as a repeat)."""
+        tool = self.registry.get(call.name)
+        if tool is None:
+            names = ", ".join(self.registry.names())
+            return f"Error: there is no tool named {call.name!r}. Available tools: {names}.", False
+        if call.error or call.arguments is None:
+            return _arg_error(call.name, call.error or "arguments missing", tool.args), False
+        try:
+            args = tool.args.model_validate(call.arguments)
+        except ValidationError as exc:
+            detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors()[:6])
+            return _arg_error(call.name, detail, tool.args), False
+        key = call.name + json.dumps(args.model_dump(mode="json"), sort_keys=True)
+        if key in seen:
+            return (
+                f"Refused: you already called {call.name} with these arguments at step {seen[key] + 1}; "
+                "its result is above. Do not repeat a call: change the arguments or give your final answer.",
+                True,
+            )
+        seen[key] = step
+        if tool.modifies:
+            return self._propose(call.name, args.model_dump(exclude_none=True), res), False
+        assert tool.run is not None
+        try:
+            out = await tool.run(args)
+        except UserFacingError as exc:
+            out = f"Error from {call.name}: {exc}"
+        except Exception as exc:  # a tool bug must not end the investigation; the model can try another way
+            out = f"Error from {call.name}: {type(exc).__name__}"
+        res.executed.append(call.name)
+        # Everything sent to the model is redacted; tool output is data, and it is bounded.
+        return truncate(redact(out), self.guards.result_tokens, tool.narrow_hint), False
+
+    def _propose(self, name: str, params: dict[str, Any], res: LoopResult) -> str:
+        reason = str(params.pop("reason", ""))
+        action, note = sanitize_action(ProposedAction(action=name, params=params, reason=reason))
+        if action is None:
+            res.notes.append(f"not proposed: {note}")
+            return f"Not recorded: {note}."
+        res.proposed.append(action)
+        return (
+            f"Recorded as a proposed action ({name} {json.dumps(action.params, sort_keys=True)}). It was NOT "
+            "executed: a human must approve it. Continue the investigation or give your final answer."
+        )
+
+
+def _json_args(raw: str) -> tuple[dict[str, Any] | None, str]:
+    if not raw.strip():
+        return {}, ""
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        return None, f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+    if not isinstance(value, dict):
+        return None, "the arguments must be a JSON object"
+    return value, ""
+
+
+def _from_text(tc: TextCall, step: int, i: int) -> _Call:
+    return _Call(id=f"text_{step}_{i}", name=tc.name, arguments=None if tc.error else tc.arguments, error=tc.error)
+
+
+def _arg_error(name: str, detail: str, model: Any) -> str:
+    schema = json.dumps(compact_schema(model), separators=(",", ":"))
+    return f"Error: invalid arguments for {name}: {detail}. Call it again with arguments matching: {schema}"
+
+
+def _assistant_message(text: str, calls: list[_Call]) -> dict[str, Any]:
+    """Structured tool_calls even when the model wrote them as text, so the chat template renders them."""
+    return {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.arguments or {}, separators=(",", ":"))},
+            }
+            for c in calls
+        ],
+    }

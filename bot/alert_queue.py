@@ -1,0 +1,265 @@
+"""The durable alert queue: a Redis Stream with a consumer group, and the workers that drain it.
+
+- `enqueue` (the webhook's hot path) is one Redis round trip: a Lua script that drops duplicates (SET NX with
+  a TTL on the alert's dedup key) and XADDs the rest, atomically.
+- Workers run in the bot process (every instance when Cloud Run scales out). An entry is acknowledged only
+  after its handler returned, i.e. after its Slack effects are recorded in Redis. A failed entry stays
+  pending and is retried when it has been idle for `alert_reclaim_idle_ms` (XAUTOCLAIM), by any worker; an
+  entry still being worked on is kept fresh by a heartbeat, so a slow job is not stolen. After
+  `alert_max_attempts` it goes to the dead-letter stream and the dead-letter handler says so in Slack.
+- Redis going away is survived: workers back off and reconnect, and re-create the group if it vanished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import ValidationError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from bot.deps import Deps
+from skills.incidents import Alert
+from skills.redact import redact
+
+log = logging.getLogger(__name__)
+
+GROUP = "alert-workers"
+
+# KEYS[1] stream, KEYS[2..n+1] dedup keys; ARGV[1] dedup TTL ms, ARGV[2..n+1] alert JSON. Returns 1 per new.
+_ENQUEUE = """
+local out = {}
+for i = 2, #KEYS do
+  if redis.call('SET', KEYS[i], '1', 'NX', 'PX', ARGV[1]) then
+    redis.call('XADD', KEYS[1], '*', 'alert', ARGV[i])
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
+"""
+
+# Reset the entry's idle time only while this consumer still owns it (never steal it back).
+_HEARTBEAT = """
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if p[1] and p[1][2] == ARGV[3] then
+  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[2], 'JUSTID')
+  return 1
+end
+return 0
+"""
+
+JobHandler = Callable[[str, Alert], Awaitable[None]]
+DeadHandler = Callable[[str, Alert | None, str, int], Awaitable[None]]
+_REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+
+
+class AlertQueue:
+    def __init__(
+        self,
+        deps: Deps,
+        handle: JobHandler | None = None,
+        on_dead: DeadHandler | None = None,
+        *,
+        concurrency: int = 4,
+        consumer_prefix: str | None = None,
+    ) -> None:
+        self.deps = deps
+        s = deps.settings
+        self.stream = s.key("alerts", "stream")
+        self.dead_stream = s.key("alerts", "dead")
+        self.attempts_key = s.key("alerts", "attempts")
+        self.errors_key = s.key("alerts", "errors")
+        self.dead_marks = s.key("alerts", "deadmarks")
+        self.dedup_ttl_ms = max(s.alert_group_window_s, 300) * 1000
+        self.max_attempts = s.alert_max_attempts
+        self.idle_ms = s.alert_reclaim_idle_ms
+        self.handle = handle
+        self.on_dead = on_dead
+        self.concurrency = concurrency
+        self.consumer_prefix = consumer_prefix or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self._enqueue = deps.redis.register_script(_ENQUEUE)
+        self._heartbeat = deps.redis.register_script(_HEARTBEAT)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
+
+    # --- producer (webhook hot path) -------------------------------------------------------------------
+    def dedup_key(self, alert: Alert) -> str:
+        return self.deps.settings.key("alerts", "seen", alert.dedup_key())
+
+    async def enqueue(self, alerts: list[Alert]) -> tuple[int, int]:
+        """Queue new alerts, drop duplicates; returns (new, duplicates). Raises on Redis trouble."""
+        if not alerts:
+            return 0, 0
+        keys = [self.stream, *(self.dedup_key(a) for a in alerts)]
+        args = [self.dedup_ttl_ms, *(a.model_dump_json() for a in alerts)]
+        flags = await self._enqueue(keys=keys, args=args)
+        new = sum(int(f) for f in flags)
+        return new, len(alerts) - new
+
+    # --- workers -----------------------------------------------------------------------------------------
+    async def ensure_group(self) -> None:
+        try:
+            await self.deps.redis.xgroup_create(self.stream, GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def start(self) -> None:
+        if self.handle is None:
+            raise RuntimeError("AlertQueue.start needs a job handler")
+        self._stopping.clear()
+        with contextlib.suppress(*_REDIS_DOWN):
+            await self.ensure_group()  # if Redis is down now, the workers create it when it is back
+        for i in range(self.concurrency):
+            name = f"{self.consumer_prefix}-{i}"
+            self._tasks.append(asyncio.get_running_loop().create_task(self._run(name), name=f"alert-worker-{i}"))
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Let workers finish the entry in hand, then cancel; anything unfinished stays pending (reclaimed)."""
+        self._stopping.set()
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(self._tasks, timeout=grace_s)
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def _run(self, consumer: str) -> None:
+        r = self.deps.redis
+        backoff = 0.2
+        reclaim_every = max(self.idle_ms / 2000, 0.05)
+        block_ms = int(min(1000, reclaim_every * 1000))
+        next_reclaim = 0.0
+        loop = asyncio.get_running_loop()
+        while not self._stopping.is_set():
+            try:
+                if loop.time() >= next_reclaim:
+                    next_reclaim = loop.time() + reclaim_every
+                    await self._reclaim(consumer)
+                resp = await r.xreadgroup(GROUP, consumer, {self.stream: ">"}, count=8, block=block_ms)
+                for _stream, entries in resp or []:
+                    for entry_id, fields in entries:
+                        await self._process(consumer, entry_id, fields)
+                backoff = 0.2
+            except asyncio.CancelledError:
+                raise
+            except ResponseError as exc:
+                if "NOGROUP" in str(exc):  # Redis restarted without our stream: start again
+                    log.warning("alert queue group missing (Redis restarted?); re-creating it")
+                    with contextlib.suppress(*_REDIS_DOWN, ResponseError):
+                        await self.ensure_group()
+                else:
+                    log.error("alert worker: Redis refused a command: %s", exc)
+                    await self._sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
+            except _REDIS_DOWN as exc:
+                log.warning("alert worker: Redis unavailable (%s); retrying in %.1fs", type(exc).__name__, backoff)
+                await self._sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+            except Exception:
+                log.exception("alert worker: unexpected error; continuing")
+                await self._sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    async def _sleep(self, s: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), timeout=s)
+
+    async def _reclaim(self, consumer: str) -> None:
+        """Take over entries another (dead or failed) worker left pending for longer than the idle limit."""
+        res = await self.deps.redis.xautoclaim(
+            self.stream, GROUP, consumer, min_idle_time=self.idle_ms, start_id="0-0", count=8
+        )
+        entries = res[1] if len(res) > 1 else []
+        for entry_id, fields in entries:
+            if fields is None:  # deleted while pending (Redis 6.2 reports these)
+                await self.deps.redis.xack(self.stream, GROUP, entry_id)
+                continue
+            log.info("alert worker %s reclaimed entry %s", consumer, entry_id)
+            await self._process(consumer, entry_id, fields)
+
+    async def _process(self, consumer: str, entry_id: str, fields: dict[str, Any]) -> None:
+        r = self.deps.redis
+        attempts = int(await r.hincrby(self.attempts_key, entry_id, 1))
+        try:
+            alert: Alert | None = Alert.model_validate_json(fields["alert"])
+        except (KeyError, ValidationError) as exc:
+            await self._dead(entry_id, fields, None, f"unreadable queue entry: {exc}", attempts)
+            return
+        assert alert is not None
+        if attempts > self.max_attempts:  # e.g. a job that kills its worker every time
+            last = await r.hget(self.errors_key, entry_id) or "worker stopped mid-job"
+            await self._dead(entry_id, fields, alert, last, attempts - 1)
+            return
+        hb = asyncio.get_running_loop().create_task(self._keepalive(consumer, entry_id))
+        try:
+            assert self.handle is not None
+            await self.handle(entry_id, alert)
+        except asyncio.CancelledError:
+            raise
+        except _REDIS_DOWN:
+            raise  # not the job's fault: the worker loop backs off; the entry stays pending
+        except Exception as exc:
+            err = redact(f"{type(exc).__name__}: {exc}")[:500]
+            log.warning("alert entry %s failed (attempt %d/%d): %s", entry_id, attempts, self.max_attempts, err)
+            await r.hset(self.errors_key, entry_id, err)
+            if attempts >= self.max_attempts:
+                await self._dead(entry_id, fields, alert, err, attempts)
+            return  # stays pending: retried once idle for alert_reclaim_idle_ms
+        finally:
+            hb.cancel()
+        await self._ack(entry_id)
+
+    async def _keepalive(self, consumer: str, entry_id: str) -> None:
+        period = max(self.idle_ms / 3000, 0.03)
+        while True:
+            await asyncio.sleep(period)
+            with contextlib.suppress(*_REDIS_DOWN, ResponseError):
+                await self._heartbeat(keys=[self.stream], args=[GROUP, entry_id, consumer])
+
+    async def _ack(self, entry_id: str) -> None:
+        async with self.deps.redis.pipeline(transaction=True) as p:
+            p.xack(self.stream, GROUP, entry_id)
+            p.xdel(self.stream, entry_id)
+            p.hdel(self.attempts_key, entry_id)
+            p.hdel(self.errors_key, entry_id)
+            await p.execute()
+
+    async def _dead(
+        self, entry_id: str, fields: dict[str, Any], alert: Alert | None, error: str, attempts: int
+    ) -> None:
+        r = self.deps.redis
+        if await r.hsetnx(self.dead_marks, entry_id, "1"):
+            await r.xadd(
+                self.dead_stream,
+                {"entry": entry_id, "alert": str(fields.get("alert", "")), "error": error, "attempts": str(attempts)},
+            )
+            log.error("alert entry %s dead-lettered after %d attempts: %s", entry_id, attempts, error)
+            if self.on_dead is not None:
+                try:
+                    await self.on_dead(entry_id, alert, error, attempts)
+                except Exception as exc:  # the entry is safe in the dead-letter stream either way
+                    log.error("could not announce dead-lettered alert %s: %s", entry_id, redact(str(exc))[:300])
+        await self._ack(entry_id)
+        await r.hdel(self.dead_marks, entry_id)
+
+    # --- inspection (tests, bench, a future `/gemma alerts` command) -----------------------------------
+    async def backlog(self) -> dict[str, int]:
+        r = self.deps.redis
+        pending = 0
+        with contextlib.suppress(ResponseError):
+            info = await r.xpending(self.stream, GROUP)
+            pending = int(info.get("pending", 0)) if isinstance(info, dict) else 0
+        return {"queued": int(await r.xlen(self.stream)), "pending": pending,
+                "dead": int(await r.xlen(self.dead_stream))}

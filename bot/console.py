@@ -1,0 +1,150 @@
+"""`gemma-sre console`: the same handlers and skills as Slack, rendered as text in a terminal.
+
+Buttons are numbered; `click N` presses one (so plan -> confirm flows work here too). Modals ask for their
+inputs on the same input stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from bot.deps import Deps
+from handlers.context import ActionContext, CommandContext
+from handlers.registry import load_all
+from handlers.render_text import to_text
+from handlers.reply import Button, FileOut, Reply
+from handlers.router import help_reply, parse, run_action, run_command
+
+CONSOLE_USER = "console"
+CONSOLE_CHANNEL = "console"
+
+BANNER = """gemma-sre console — the Slack bot's commands, in your terminal.
+Type `/gemma help` (or just `help`), `click N` to press button N, `quit` to leave."""
+
+
+class ConsoleResponder:
+    def __init__(self, out: TextIO, ask: Callable[[str], str | None]) -> None:
+        self.out = out
+        self.ask = ask
+        self.buttons: list[tuple[Button, str]] = []  # (button, ts of the message carrying it)
+        self._ts = itertools.count(1)
+        self.files_dir = os.path.join(tempfile.gettempdir(), "gemma-sre-files")
+        self.modal_actions: list[ActionContext] = []
+
+    def _show(self, reply: Reply, ts: str, prefix: str = "") -> None:
+        text = to_text(reply)
+        for b in reply.buttons:
+            self.buttons.append((b, ts))
+            n = len(self.buttons)
+            text = text.replace(f"  [{b.label}]  ({b.action_id} {b.value})", f"  [{n}] {b.label}", 1)
+        for line in text.splitlines():
+            print(prefix + line, file=self.out)
+        self.out.flush()
+
+    async def reply(self, reply: Reply) -> None:
+        self._show(reply, str(next(self._ts)))
+        for f in reply.files:
+            await self.upload(f)
+
+    async def post(self, reply: Reply, thread_ts: str | None = None) -> str:
+        ts = str(next(self._ts))
+        self._show(reply, ts, prefix="  | " if thread_ts else "")
+        for f in reply.files:
+            await self.upload(f, thread_ts or ts)
+        return ts
+
+    async def update(self, ts: str, reply: Reply) -> None:
+        print(f"(message {ts} updated)", file=self.out)
+        self._show(reply, ts)
+
+    async def upload(self, file: FileOut, thread_ts: str | None = None) -> None:
+        os.makedirs(self.files_dir, exist_ok=True)
+        path = os.path.join(self.files_dir, os.path.basename(file.filename) or "file")
+        with open(path, "wb") as fh:
+            fh.write(file.content)
+        print(f"(file {file.filename}: saved to {path})", file=self.out)
+
+    async def open_modal(self, view: dict[str, Any]) -> None:
+        title = (view.get("title") or {}).get("text", "Form")
+        print(f"== {title}", file=self.out)
+        form: dict[str, str] = {}
+        for block in view.get("blocks", []):
+            if block.get("type") != "input":
+                continue
+            label = (block.get("label") or {}).get("text", block.get("block_id", "value"))
+            answer = self.ask(f"{label}: ")
+            form[str(block.get("block_id", ""))] = (answer or "").strip()
+        self.modal_actions.append(
+            ActionContext(
+                deps=None,  # type: ignore[arg-type]  # filled in by the console loop
+                responder=self, user_id=CONSOLE_USER, channel_id=CONSOLE_CHANNEL,
+                action_id=str(view.get("callback_id", "")), value=str(view.get("private_metadata", "")), form=form,
+            )
+        )
+
+
+async def handle_line(deps: Deps, responder: ConsoleResponder, line: str) -> bool:
+    """Run one console line; False means quit."""
+    line = line.strip()
+    if not line:
+        return True
+    if line in ("quit", "exit", "/quit"):
+        return False
+    if line.startswith("click "):
+        try:
+            button, ts = responder.buttons[int(line.split()[1]) - 1]
+        except (ValueError, IndexError):
+            print("No such button. Buttons are numbered in the output above.", file=responder.out)
+            return True
+        ctx = ActionContext(
+            deps=deps, responder=responder, user_id=CONSOLE_USER, channel_id=CONSOLE_CHANNEL,
+            action_id=button.action_id, value=button.value, message_ts=ts, thread_ts=ts,
+        )
+        await _deliver(responder, await run_action(ctx))
+    else:
+        text = line[len("/gemma"):] if line.startswith("/gemma") else line
+        name, args = parse(text)
+        if name == "help":
+            await responder.reply(help_reply())
+            return True
+        ctx = CommandContext(
+            deps=deps, responder=responder, user_id=CONSOLE_USER, channel_id=CONSOLE_CHANNEL, args=args, raw_text=text.strip()
+        )
+        await _deliver(responder, await run_command(ctx, name))
+    await deps.drain(timeout_s=3600)  # background work started by the command (progress, deploys)
+    while responder.modal_actions:
+        modal = responder.modal_actions.pop(0)
+        modal.deps = deps
+        await _deliver(responder, await run_action(modal))
+        await deps.drain(timeout_s=3600)
+    return True
+
+
+async def _deliver(responder: ConsoleResponder, reply: Reply | None) -> None:
+    if reply is not None:
+        await responder.reply(reply)
+
+
+async def run_console(deps: Deps, stdin: TextIO = sys.stdin, out: TextIO = sys.stdout) -> int:
+    load_all()
+    interactive = stdin.isatty()
+
+    def ask(prompt: str) -> str | None:
+        if interactive:
+            print(prompt, end="", file=out, flush=True)
+        line = stdin.readline()
+        return line if line else None
+
+    responder = ConsoleResponder(out, ask)
+    print(BANNER, file=out)
+    while True:
+        line = await asyncio.to_thread(ask, "gemma> ")
+        if line is None or not await handle_line(deps, responder, line):
+            break
+    return 0

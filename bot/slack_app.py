@@ -1,0 +1,233 @@
+"""The Slack surface: a Bolt AsyncApp whose listeners ack at once and run the work afterwards.
+
+Bolt checks every request's signature and timestamp (forged, stale or unsigned -> 401, nothing runs).
+Slack redelivers events (X-Slack-Retry-Num) and users double-submit; a Redis SET NX on the delivery's id
+(event_id / trigger_id) makes each one run at most once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.respond.async_respond import AsyncRespond
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.deps import Deps
+from bot.settings import Settings
+from handlers.context import ActionContext, CommandContext
+from handlers.reply import FileOut, Reply
+from handlers.render_slack import to_blocks
+from handlers.router import help_reply, lookup, parse, run_action, run_command
+
+log = logging.getLogger(__name__)
+
+
+def make_web_client(settings: Settings) -> AsyncWebClient:
+    token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
+    client = AsyncWebClient(token=token, base_url=settings.slack_api_url, timeout=15)
+    # Honour Retry-After on 429 and retry 5xx / connection resets a few times before giving up.
+    client.retry_handlers.extend(
+        [
+            AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+            AsyncServerErrorRetryHandler(max_retry_count=2),
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+        ]
+    )
+    return client
+
+
+class ChannelResponder:
+    """Posts into a channel (and its threads); used by alerts and as the base of the command responder."""
+
+    def __init__(self, client: AsyncWebClient, channel: str, trigger_id: str = "") -> None:
+        self.client = client
+        self.channel = channel
+        self.trigger_id = trigger_id
+
+    async def reply(self, reply: Reply) -> None:
+        await self.post(reply)
+
+    async def post(self, reply: Reply, thread_ts: str | None = None) -> str:
+        text, blocks = to_blocks(reply)
+        resp = await self.client.chat_postMessage(channel=self.channel, text=text, blocks=blocks, thread_ts=thread_ts)
+        ts = str(resp["ts"])
+        for f in reply.files:
+            await self.upload(f, thread_ts or ts)
+        return ts
+
+    async def update(self, ts: str, reply: Reply) -> None:
+        text, blocks = to_blocks(reply)
+        await self.client.chat_update(channel=self.channel, ts=ts, text=text, blocks=blocks)
+
+    async def upload(self, file: FileOut, thread_ts: str | None = None) -> None:
+        await self.client.files_upload_v2(
+            channel=self.channel, thread_ts=thread_ts, content=file.content, filename=file.filename,
+            title=file.title or file.filename,
+        )
+
+    async def open_modal(self, view: dict[str, Any]) -> None:
+        await self.client.views_open(trigger_id=self.trigger_id, view=view)
+
+
+class CommandResponder(ChannelResponder):
+    """The first answer goes to the slash command's response URL (works in channels the bot is not in)."""
+
+    def __init__(self, client: AsyncWebClient, channel: str, respond: AsyncRespond, trigger_id: str = "") -> None:
+        super().__init__(client, channel, trigger_id)
+        self._respond = respond
+
+    async def reply(self, reply: Reply) -> None:
+        text, blocks = to_blocks(reply)
+        await self._respond(
+            text=text, blocks=blocks, response_type="ephemeral" if reply.ephemeral else "in_channel",
+            replace_original=False,
+        )
+        for f in reply.files:
+            await self.upload(f)
+
+
+def _delivery_id(body: dict[str, Any]) -> str | None:
+    return body.get("event_id") or body.get("trigger_id")
+
+
+def _form_values(view: dict[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for block_id, elements in (view.get("state", {}).get("values") or {}).items():
+        for el in elements.values():
+            val = el.get("value")
+            if val is None and isinstance(el.get("selected_option"), dict):
+                val = el["selected_option"].get("value")
+            out[block_id] = "" if val is None else str(val)
+    return out
+
+
+def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
+    st = deps.settings
+    client = client or deps.chat or make_web_client(st)
+    deps.chat = client
+    app = AsyncApp(
+        client=client,
+        signing_secret=st.slack_signing_secret.get_secret_value() if st.slack_signing_secret else "",
+        process_before_response=True,  # we ack ourselves and spawn the work: the HTTP answer leaves at once
+        raise_error_for_unhandled_request=False,
+    )
+
+    @app.middleware
+    async def once_per_delivery(req: AsyncBoltRequest, resp: BoltResponse, next: Callable[[], Awaitable[None]]) -> Any:
+        delivery = _delivery_id(req.body)
+        if delivery:
+            try:
+                first = await deps.redis.set(st.key("slack", "delivery", delivery), "1", nx=True, ex=3600)
+            except Exception:  # Redis down: better to risk a duplicate than to drop the request
+                log.warning("delivery dedup unavailable (redis error)")
+                first = True
+            if not first:
+                return BoltResponse(status=200, body="")
+        return await next()
+
+    @app.command(re.compile(r"^/gemma.*"))
+    async def on_command(ack: Any, body: dict[str, Any], respond: AsyncRespond) -> None:
+        name, args = parse(body.get("text", ""))
+        cmd = lookup(name)
+        if cmd is None or name == "help":
+            text, blocks = to_blocks(help_reply(unknown=None if name == "help" else name))
+            await ack(text=text, blocks=blocks, response_type="ephemeral")
+            return
+        await ack(text=f"{cmd.ack} (`/gemma {body.get('text', '').strip()}`)", response_type="ephemeral")
+        responder = CommandResponder(client, body.get("channel_id", ""), respond, body.get("trigger_id", ""))
+        ctx = CommandContext(
+            deps=deps, responder=responder, user_id=body.get("user_id", ""), channel_id=body.get("channel_id", ""),
+            args=args, raw_text=body.get("text", ""), trigger_id=body.get("trigger_id", ""),
+        )
+        deps.spawn(_run_command(deps, ctx, name))
+
+    @app.action(re.compile(".*"))
+    async def on_action(ack: Any, body: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        action = (body.get("actions") or [{}])[0]
+        channel = (body.get("channel") or {}).get("id", "")
+        message = body.get("message") or {}
+        responder = CommandResponder(client, channel, respond, body.get("trigger_id", ""))
+        ctx = ActionContext(
+            deps=deps, responder=responder, user_id=(body.get("user") or {}).get("id", ""), channel_id=channel,
+            action_id=action.get("action_id", ""), value=str(action.get("value", "")),
+            message_ts=message.get("ts", ""), thread_ts=message.get("thread_ts") or message.get("ts", ""),
+            trigger_id=body.get("trigger_id", ""),
+        )
+        deps.spawn(_run_action(ctx))
+
+    @app.view(re.compile(".*"))
+    async def on_view(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        view = body.get("view") or {}
+        meta = view.get("private_metadata", "")
+        try:
+            channel = str(json.loads(meta).get("channel_id", "")) if meta.startswith("{") else ""
+        except ValueError:
+            channel = ""
+        responder = ChannelResponder(client, channel)
+        ctx = ActionContext(
+            deps=deps, responder=responder, user_id=(body.get("user") or {}).get("id", ""), channel_id=channel,
+            action_id=view.get("callback_id", ""), value=meta, form=_form_values(view),
+        )
+        deps.spawn(_run_action(ctx))
+
+    @app.event("message")
+    async def on_message(event: dict[str, Any]) -> None:
+        # Replies in a bot thread continue a conversation (/gemma ask); everything else is ignored.
+        if event.get("bot_id") or event.get("subtype") or not event.get("thread_ts"):
+            return
+        if event.get("thread_ts") == event.get("ts"):
+            return
+        try:
+            conversation = importlib.import_module("handlers.conversation")
+        except ImportError:
+            return
+        responder = ChannelResponder(client, event.get("channel", ""))
+        deps.spawn(
+            conversation.on_thread_reply(
+                deps, responder, event.get("channel", ""), event["thread_ts"], event.get("user", ""), event.get("text", "")
+            )
+        )
+
+    return app
+
+
+async def _run_command(deps: Deps, ctx: CommandContext, name: str) -> None:
+    t0 = time.perf_counter()
+    outcome = "ok"
+    try:
+        reply = await run_command(ctx, name)
+        if reply is not None:
+            if reply.title.startswith(":warning:"):
+                outcome = "error"
+            await ctx.responder.reply(reply)
+    except Exception:
+        outcome = "failed"
+        log.exception("could not deliver the answer to /gemma %s", name)
+    finally:
+        deps.telemetry.commands.labels(name, outcome).inc()
+        deps.telemetry.command_latency.labels(name).observe(time.perf_counter() - t0)
+
+
+async def _run_action(ctx: ActionContext) -> None:
+    try:
+        reply = await run_action(ctx)
+        if reply is not None:
+            await ctx.responder.reply(reply)
+    except Exception:
+        log.exception("could not deliver the result of action %s", ctx.action_id)

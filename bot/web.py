@@ -1,0 +1,96 @@
+"""The ASGI app: Slack events, health, readiness and Prometheus metrics (plus alert webhooks when wired)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from bot.deps import Deps
+from bot.slack_app import build_bolt
+from bot.wiring import close_deps
+from handlers.registry import load_all
+
+SLACK_MAX_BODY = 1024 * 1024  # Slack payloads are a few KB; anything near this is not Slack
+
+
+class MetricsMiddleware:
+    """Count and time every request by route template (known paths only, to bound label cardinality)."""
+
+    def __init__(self, app: ASGIApp, deps: Deps, known: set[str]) -> None:
+        self.app, self.deps, self.known = app, deps, known
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        route = path if path in self.known else "other"
+        status = 500
+        t0 = time.perf_counter()
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            tel = self.deps.telemetry
+            tel.http_requests.labels(route, scope["method"], str(status)).inc()
+            tel.http_latency.labels(route).observe(time.perf_counter() - t0)
+
+
+def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starlette:
+    load_all()
+    bolt = build_bolt(deps)
+    slack_handler = AsyncSlackRequestHandler(bolt)
+
+    async def slack_events(request: Request) -> Response:
+        if int(request.headers.get("content-length") or 0) > SLACK_MAX_BODY:
+            return PlainTextResponse("payload too large", status_code=413)
+        return await slack_handler.handle(request)
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    async def readyz(request: Request) -> Response:
+        try:
+            await deps.redis.ping()
+        except Exception as exc:
+            return JSONResponse({"ok": False, "redis": f"unreachable: {type(exc).__name__}"}, status_code=503)
+        return JSONResponse({"ok": True, "redis": "ok"})
+
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(deps.telemetry.registry), media_type=CONTENT_TYPE_LATEST)
+
+    routes: list[BaseRoute] = [
+        Route("/slack/events", slack_events, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        *(extra_routes or []),
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        try:
+            yield {}
+        finally:
+            await close_deps(deps)
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    known = {r.path for r in routes if isinstance(r, Route)}
+    app.add_middleware(MetricsMiddleware, deps=deps, known=known)
+    return app

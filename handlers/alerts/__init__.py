@@ -1,0 +1,1 @@
+"""Alert webhooks, one module per source (payload model, formatter to a domain Alert, fingerprint fields)."""

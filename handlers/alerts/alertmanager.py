@@ -1,0 +1,76 @@
+"""Prometheus Alertmanager webhooks (version "4": grouped `alerts[]`).
+
+Fingerprint field: each alert's `fingerprint` (Alertmanager's hash of its label set), so one delivery can
+carry several alerts, each deduplicated on its own.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from skills.incidents import Alert, normalise_severity
+
+FINGERPRINT_FIELDS = ("alerts[].fingerprint",)
+SERVICE_LABELS = ("service", "service_name", "job")
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class AmAlert(_Lenient):
+    status: Literal["firing", "resolved"]
+    labels: dict[str, str]
+    annotations: dict[str, str] = Field(default_factory=dict)
+    startsAt: datetime | None = None  # noqa: N815 (wire names)
+    endsAt: datetime | None = None  # noqa: N815
+    generatorURL: str = ""  # noqa: N815
+    fingerprint: str = Field(min_length=1)
+
+
+class Webhook(_Lenient):
+    version: str
+    status: Literal["firing", "resolved"] | None = None
+    receiver: str = ""
+    externalURL: str = ""  # noqa: N815
+    alerts: list[AmAlert] = Field(max_length=1000)
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if v != "4":
+            raise ValueError(f"unsupported webhook version {v!r} (expected '4')")
+        return v
+
+
+def _real(t: datetime | None) -> datetime | None:
+    # Alertmanager sends endsAt "0001-01-01T00:00:00Z" while an alert fires.
+    return t if t is not None and t.year > 1970 else None
+
+
+def to_alerts(w: Webhook) -> list[Alert]:
+    base = w.externalURL.rstrip("/")
+    out = []
+    for a in w.alerts:
+        name = a.labels.get("alertname", "Alertmanager alert")
+        service = next((a.labels[k] for k in SERVICE_LABELS if a.labels.get(k)), "")
+        out.append(
+            Alert(
+                source="alertmanager",
+                fingerprint=a.fingerprint,
+                state=a.status,
+                name=name,
+                service=service,
+                severity=normalise_severity(a.labels.get("severity")),
+                summary=a.annotations.get("summary") or a.annotations.get("description", ""),
+                started_at=_real(a.startsAt),
+                ended_at=_real(a.endsAt) if a.status == "resolved" else None,
+                url=f"{base}/#/alerts" if base else a.generatorURL,
+                revision=a.labels.get("instance", "") if service else "",
+                labels=a.labels,
+            )
+        )
+    return out

@@ -1,0 +1,102 @@
+"""Google Cloud Monitoring webhook notifications (schema "1.2", older "1.x", and the console's test notice).
+
+Fingerprint field: `incident.incident_id` (stable across the open/closed notifications of one incident).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from skills.incidents import Alert, normalise_severity
+
+FINGERPRINT_FIELDS = ("incident.incident_id",)
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class Resource(_Lenient):
+    type: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class Documentation(_Lenient):
+    content: str = ""
+    subject: str = ""
+
+
+class Incident(_Lenient):
+    incident_id: str = Field(min_length=1)
+    state: str
+    policy_name: str = ""
+    condition_name: str = ""
+    severity: str | None = None
+    started_at: int | None = None
+    ended_at: int | None = None
+    summary: str = ""
+    url: str = ""
+    resource: Resource | None = None
+    resource_display_name: str = ""
+    documentation: Documentation | str | None = None
+    policy_user_labels: dict[str, str] | None = None
+
+    @field_validator("state")
+    @classmethod
+    def _state(cls, v: str) -> str:
+        v = v.lower()
+        if v not in {"open", "closed"}:
+            raise ValueError("must be 'open' or 'closed'")
+        return v
+
+    @field_validator("policy_user_labels", mode="before")
+    @classmethod
+    def _labels(cls, v: Any) -> Any:
+        # Label values are strings in practice; coerce anything else rather than reject the whole alert.
+        return {str(k): str(x) for k, x in v.items()} if isinstance(v, dict) else v
+
+
+class Notification(_Lenient):
+    version: str
+    incident: Incident
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if v != "test" and not v.startswith("1."):
+            raise ValueError(f"unsupported schema version {v!r} (expected '1.2' or 'test')")
+        return v
+
+
+def _when(epoch: int | None) -> datetime | None:
+    # The test notification sends 0 for "unset".
+    return datetime.fromtimestamp(epoch, UTC) if epoch else None
+
+
+def to_alerts(n: Notification) -> list[Alert]:
+    inc = n.incident
+    labels = dict(inc.resource.labels) if inc.resource else {}
+    user = inc.policy_user_labels or {}
+    service = labels.get("service_name") or user.get("service") or ""
+    doc = inc.documentation
+    summary = inc.summary or (doc if isinstance(doc, str) else doc.content if doc else "")
+    return [
+        Alert(
+            source="gcp",
+            fingerprint=inc.incident_id,
+            state="firing" if inc.state == "open" else "resolved",
+            name=inc.policy_name or inc.condition_name or "Cloud Monitoring alert",
+            service=service,
+            severity=normalise_severity(inc.severity or user.get("severity")),
+            summary=summary,
+            started_at=_when(inc.started_at),
+            ended_at=_when(inc.ended_at),
+            url=inc.url,
+            revision=labels.get("revision_name", ""),
+            labels={**user, **{f"resource.{k}": v for k, v in labels.items()}},
+            test=n.version == "test",
+        )
+    ]
