@@ -86,7 +86,9 @@ class AlertQueue:
         self.handle = handle
         self.on_dead = on_dead
         self.concurrency = concurrency
-        self.consumer_prefix = consumer_prefix or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.consumer_prefix = (
+            consumer_prefix or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        )
         self._enqueue = deps.redis.register_script(_ENQUEUE)
         self._heartbeat = deps.redis.register_script(_HEARTBEAT)
         self._tasks: list[asyncio.Task[None]] = []
@@ -101,7 +103,7 @@ class AlertQueue:
         if not alerts:
             return 0, 0
         keys = [self.stream, *(self.dedup_key(a) for a in alerts)]
-        args = [self.dedup_ttl_ms, *(a.model_dump_json() for a in alerts)]
+        args: list[str | int] = [self.dedup_ttl_ms, *(a.model_dump_json() for a in alerts)]
         flags = await self._enqueue(keys=keys, args=args)
         new = sum(int(f) for f in flags)
         return new, len(alerts) - new
@@ -122,10 +124,12 @@ class AlertQueue:
             await self.ensure_group()  # if Redis is down now, the workers create it when it is back
         for i in range(self.concurrency):
             name = f"{self.consumer_prefix}-{i}"
-            self._tasks.append(asyncio.get_running_loop().create_task(self._run(name), name=f"alert-worker-{i}"))
+            self._tasks.append(
+                asyncio.get_running_loop().create_task(self._run(name), name=f"alert-worker-{i}")
+            )
 
     async def stop(self, grace_s: float = 5.0) -> None:
-        """Let workers finish the entry in hand, then cancel; anything unfinished stays pending (reclaimed)."""
+        """Let workers finish the entry in hand, then cancel; unfinished entries stay pending (reclaimed)."""
         self._stopping.set()
         if not self._tasks:
             return
@@ -147,7 +151,7 @@ class AlertQueue:
                 if loop.time() >= next_reclaim:
                     next_reclaim = loop.time() + reclaim_every
                     await self._reclaim(consumer)
-                resp = await r.xreadgroup(GROUP, consumer, {self.stream: ">"}, count=8, block=block_ms)
+                resp: Any = await r.xreadgroup(GROUP, consumer, {self.stream: ">"}, count=8, block=block_ms)
                 for _stream, entries in resp or []:
                     for entry_id, fields in entries:
                         await self._process(consumer, entry_id, fields)
@@ -164,7 +168,9 @@ class AlertQueue:
                     await self._sleep(backoff)
                     backoff = min(backoff * 2, 5.0)
             except _REDIS_DOWN as exc:
-                log.warning("alert worker: Redis unavailable (%s); retrying in %.1fs", type(exc).__name__, backoff)
+                log.warning(
+                    "alert worker: Redis unavailable (%s); retrying in %.1fs", type(exc).__name__, backoff
+                )
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
             except Exception:
@@ -199,7 +205,7 @@ class AlertQueue:
             return
         assert alert is not None
         if attempts > self.max_attempts:  # e.g. a job that kills its worker every time
-            last = await r.hget(self.errors_key, entry_id) or "worker stopped mid-job"
+            last = str(await r.hget(self.errors_key, entry_id) or "worker stopped mid-job")
             await self._dead(entry_id, fields, alert, last, attempts - 1)
             return
         hb = asyncio.get_running_loop().create_task(self._keepalive(consumer, entry_id))
@@ -212,7 +218,9 @@ class AlertQueue:
             raise  # not the job's fault: the worker loop backs off; the entry stays pending
         except Exception as exc:
             err = redact(f"{type(exc).__name__}: {exc}")[:500]
-            log.warning("alert entry %s failed (attempt %d/%d): %s", entry_id, attempts, self.max_attempts, err)
+            log.warning(
+                "alert entry %s failed (attempt %d/%d): %s", entry_id, attempts, self.max_attempts, err
+            )
             await r.hset(self.errors_key, entry_id, err)
             if attempts >= self.max_attempts:
                 await self._dead(entry_id, fields, alert, err, attempts)
@@ -243,14 +251,21 @@ class AlertQueue:
         if await r.hsetnx(self.dead_marks, entry_id, "1"):
             await r.xadd(
                 self.dead_stream,
-                {"entry": entry_id, "alert": str(fields.get("alert", "")), "error": error, "attempts": str(attempts)},
+                {
+                    "entry": entry_id,
+                    "alert": str(fields.get("alert", "")),
+                    "error": error,
+                    "attempts": str(attempts),
+                },
             )
             log.error("alert entry %s dead-lettered after %d attempts: %s", entry_id, attempts, error)
             if self.on_dead is not None:
                 try:
                     await self.on_dead(entry_id, alert, error, attempts)
                 except Exception as exc:  # the entry is safe in the dead-letter stream either way
-                    log.error("could not announce dead-lettered alert %s: %s", entry_id, redact(str(exc))[:300])
+                    log.error(
+                        "could not announce dead-lettered alert %s: %s", entry_id, redact(str(exc))[:300]
+                    )
         await self._ack(entry_id)
         await r.hdel(self.dead_marks, entry_id)
 
@@ -261,5 +276,20 @@ class AlertQueue:
         with contextlib.suppress(ResponseError):
             info = await r.xpending(self.stream, GROUP)
             pending = int(info.get("pending", 0)) if isinstance(info, dict) else 0
-        return {"queued": int(await r.xlen(self.stream)), "pending": pending,
-                "dead": int(await r.xlen(self.dead_stream))}
+        return {
+            "queued": int(await r.xlen(self.stream)),
+            "pending": pending,
+            "dead": int(await r.xlen(self.dead_stream)),
+        }
+
+
+def build_alert_queue(deps: Deps, investigate: Any = None, *, concurrency: int = 4) -> AlertQueue:
+    """Wire the queue to the incident threads, posting through a ChannelResponder on deps.chat."""
+    from bot.slack_app import ChannelResponder, make_web_client
+    from handlers.incidents import IncidentThreads, make_investigator
+
+    if investigate is None:
+        investigate = make_investigator(deps)
+    client = deps.chat if deps.chat is not None else make_web_client(deps.settings)
+    threads = IncidentThreads(deps, lambda channel: ChannelResponder(client, channel), investigate)
+    return AlertQueue(deps, threads.handle, threads.on_dead, concurrency=concurrency)

@@ -26,14 +26,26 @@ class Deps:
     logs: Logs | None = None
     metrics: Metrics | None = None
     agent: Any = None  # the agent (tool-calling loop), when wired
+    max_background: int = 16
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _slots: asyncio.Semaphore | None = None
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        """Run work after an ack, keeping a reference so it is not garbage-collected mid-flight."""
-        task = asyncio.get_running_loop().create_task(coro)
+        """Run work after an ack, keeping a reference so it is not garbage-collected mid-flight.
+
+        At most `max_background` run at once: a burst of commands then queues here instead of flooding the
+        event loop, so acks (which Slack wants within 3 s) keep their turn."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_background)
+        task = asyncio.get_running_loop().create_task(self._bounded(self._slots, coro))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    @staticmethod
+    async def _bounded(slots: asyncio.Semaphore, coro: Coroutine[Any, Any, Any]) -> Any:
+        async with slots:
+            return await coro
 
     async def drain(self, timeout_s: float = 10.0) -> None:
         """Wait for work started after acks (shutdown, tests)."""

@@ -76,6 +76,8 @@ class Settings(BaseSettings):
     hf_token_secret: str = "hf-token"
     plan_ttl_s: int = Field(default=900, ge=30)
     deploy_lock_ttl_s: int = Field(default=3600, ge=60)
+    # How often a deploy polls Cloud Run while it waits for the new revision (progress is edited in place).
+    deploy_poll_s: float = Field(default=5.0, gt=0, le=60)
 
     # --- Process ---------------------------------------------------------------------------------------
     port: int = Field(default=8080, ge=1, le=65535)

@@ -2,7 +2,7 @@
 
 Bolt checks every request's signature and timestamp (forged, stale or unsigned -> 401, nothing runs).
 Slack redelivers events (X-Slack-Retry-Num) and users double-submit; a Redis SET NX on the delivery's id
-(event_id / trigger_id) makes each one run at most once.
+(event_id / trigger_id), checked after the ack, makes each one run at most once.
 """
 
 from __future__ import annotations
@@ -12,13 +12,11 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Coroutine
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.respond.async_respond import AsyncRespond
-from slack_bolt.request.async_request import AsyncBoltRequest
-from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -126,19 +124,6 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
         raise_error_for_unhandled_request=False,
     )
 
-    @app.middleware
-    async def once_per_delivery(req: AsyncBoltRequest, resp: BoltResponse, next: Callable[[], Awaitable[None]]) -> Any:
-        delivery = _delivery_id(req.body)
-        if delivery:
-            try:
-                first = await deps.redis.set(st.key("slack", "delivery", delivery), "1", nx=True, ex=3600)
-            except Exception:  # Redis down: better to risk a duplicate than to drop the request
-                log.warning("delivery dedup unavailable (redis error)")
-                first = True
-            if not first:
-                return BoltResponse(status=200, body="")
-        return await next()
-
     @app.command(re.compile(r"^/gemma.*"))
     async def on_command(ack: Any, body: dict[str, Any], respond: AsyncRespond) -> None:
         name, args = parse(body.get("text", ""))
@@ -153,7 +138,7 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             deps=deps, responder=responder, user_id=body.get("user_id", ""), channel_id=body.get("channel_id", ""),
             args=args, raw_text=body.get("text", ""), trigger_id=body.get("trigger_id", ""),
         )
-        deps.spawn(_run_command(deps, ctx, name))
+        deps.spawn(_once(deps, body, _run_command(deps, ctx, name)))
 
     @app.action(re.compile(".*"))
     async def on_action(ack: Any, body: dict[str, Any], respond: AsyncRespond) -> None:
@@ -168,7 +153,7 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             message_ts=message.get("ts", ""), thread_ts=message.get("thread_ts") or message.get("ts", ""),
             trigger_id=body.get("trigger_id", ""),
         )
-        deps.spawn(_run_action(ctx))
+        deps.spawn(_once(deps, body, _run_action(ctx)))
 
     @app.view(re.compile(".*"))
     async def on_view(ack: Any, body: dict[str, Any]) -> None:
@@ -184,10 +169,10 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             deps=deps, responder=responder, user_id=(body.get("user") or {}).get("id", ""), channel_id=channel,
             action_id=view.get("callback_id", ""), value=meta, form=_form_values(view),
         )
-        deps.spawn(_run_action(ctx))
+        deps.spawn(_once(deps, body, _run_action(ctx)))
 
     @app.event("message")
-    async def on_message(event: dict[str, Any]) -> None:
+    async def on_message(event: dict[str, Any], body: dict[str, Any]) -> None:
         # Replies in a bot thread continue a conversation (/gemma ask); everything else is ignored.
         if event.get("bot_id") or event.get("subtype") or not event.get("thread_ts"):
             return
@@ -198,13 +183,29 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
         except ImportError:
             return
         responder = ChannelResponder(client, event.get("channel", ""))
-        deps.spawn(
-            conversation.on_thread_reply(
-                deps, responder, event.get("channel", ""), event["thread_ts"], event.get("user", ""), event.get("text", "")
-            )
+        work = conversation.on_thread_reply(
+            deps, responder, event.get("channel", ""), event["thread_ts"], event.get("user", ""), event.get("text", "")
         )
+        deps.spawn(_once(deps, body, work))
 
     return app
+
+
+async def _once(deps: Deps, body: dict[str, Any], work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` unless this delivery (event_id / trigger_id) already ran. Checked after the ack, off the
+    3-second path; Redis down means we would rather risk a duplicate than drop the request."""
+    delivery = _delivery_id(body)
+    first = True
+    if delivery:
+        try:
+            first = bool(await deps.redis.set(deps.settings.key("slack", "delivery", delivery), "1", nx=True, ex=3600))
+        except Exception:
+            log.warning("delivery dedup unavailable (redis error)")
+    if first:
+        await work
+    else:
+        work.close()
+        log.info("skipped a repeated Slack delivery %s", delivery)
 
 
 async def _run_command(deps: Deps, ctx: CommandContext, name: str) -> None:

@@ -15,9 +15,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bot.alert_queue import build_alert_queue
 from bot.deps import Deps
 from bot.slack_app import build_bolt
 from bot.wiring import close_deps
+from handlers.alerts.web import alert_routes
 from handlers.registry import load_all
 
 SLACK_MAX_BODY = 1024 * 1024  # Slack payloads are a few KB; anything near this is not Slack
@@ -75,22 +77,27 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
     async def metrics(request: Request) -> Response:
         return Response(generate_latest(deps.telemetry.registry), media_type=CONTENT_TYPE_LATEST)
 
+    alerts = build_alert_queue(deps)  # alert webhooks enqueue; its workers run in this process
     routes: list[BaseRoute] = [
         Route("/slack/events", slack_events, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        *alert_routes(deps, alerts.enqueue),
         *(extra_routes or []),
     ]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        await alerts.start()
         try:
             yield {}
         finally:
+            await alerts.stop()
             await close_deps(deps)
 
     app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.alert_queue = alerts
     known = {r.path for r in routes if isinstance(r, Route)}
     app.add_middleware(MetricsMiddleware, deps=deps, known=known)
     return app

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from bot.adapters.cloud_logging import CloudLoggingLogs
+from bot.adapters.cloud_monitoring import make_metrics
 from bot.adapters.cloud_run import CloudRunRuntime
 from bot.adapters.google_auth import IdentityTokens
 from bot.adapters.llm import LLMEndpoint
 from bot.adapters.model_server import HttpModelServer
+from bot.agent import Agent
 from bot.deps import Deps
 from bot.settings import Settings
 from bot.state import make_redis
@@ -24,7 +27,10 @@ def build_deps(settings: Settings) -> Deps:
         model_server=model_server,
         telemetry=Telemetry(),
         endpoint=LLMEndpoint(settings, runtime, model_server, tokens),
+        metrics=make_metrics(settings),
+        logs=CloudLoggingLogs(settings),
     )
+    deps.agent = Agent(deps)  # the tool-calling loop over deps.endpoint (bot/agent)
     return deps
 
 

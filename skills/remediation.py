@@ -8,29 +8,45 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
-# Actions the bot may propose from model output, with the parameters each accepts. "destroy" is absent on
-# purpose: the bot never proposes destroying the service from model output (a human runs it explicitly).
-PROPOSABLE: dict[str, frozenset[str]] = {
-    "scale": frozenset({"min_instances", "max_instances"}),
-    "redeploy": frozenset(
-        {
-            "max_model_len",
-            "gpu_memory_utilization",
-            "kv_cache_dtype",
-            "enforce_eager",
-            "memory",
-            "cpu",
-            "startup_failure_threshold",
-            "startup_period_s",
-            "max_num_seqs",
-            "concurrency",
-            "cpu_offload_gb",
-        }
-    ),
-    "rollback": frozenset({"revision"}),
-    "deploy": frozenset({"profile"}),
+
+class ScaleParams(BaseModel):
+    min_instances: int | None = Field(default=None, ge=0, le=100)
+    max_instances: int | None = Field(default=None, ge=1, le=100)
+
+
+class RedeployParams(BaseModel):
+    """vLLM / Cloud Run settings a redeploy may change (unset: keep the running value)."""
+
+    max_model_len: int | None = Field(default=None, ge=256, le=1_048_576)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0.3, le=0.98)
+    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"] | None = None
+    enforce_eager: bool | None = None
+    max_num_seqs: int | None = Field(default=None, ge=1, le=1024)
+    cpu_offload_gb: float | None = Field(default=None, ge=0, le=256)
+    memory: str | None = Field(default=None, pattern=r"^\d+(Gi|Mi)$")
+    cpu: str | None = Field(default=None, pattern=r"^\d+$")
+    concurrency: int | None = Field(default=None, ge=1, le=1000)
+    startup_failure_threshold: int | None = Field(default=None, ge=1, le=100)
+    startup_period_s: int | None = Field(default=None, ge=1, le=240)
+
+
+class RollbackParams(BaseModel):
+    revision: str | None = Field(default=None, description="revision for all traffic (default: previous)")
+
+
+class DeployParams(BaseModel):
+    profile: str = Field(description="a named deployment profile, e.g. gemma4-12b-l4")
+
+
+# Actions the bot may propose from model output, and their parameters. "destroy" is absent on purpose: the
+# bot never proposes destroying the service from model output (a human runs that explicitly).
+PROPOSABLE: dict[str, type[BaseModel]] = {
+    "scale": ScaleParams,
+    "redeploy": RedeployParams,
+    "rollback": RollbackParams,
+    "deploy": DeployParams,
 }
 
 
@@ -77,17 +93,27 @@ class RemediationPlan(BaseModel):
 
 
 def sanitize_action(action: ProposedAction) -> tuple[ProposedAction | None, str]:
-    """Keep a proposal only if it is a known, proposable action with known params; say why when dropped."""
+    """Keep a proposal only if it is a proposable action whose params validate; say why when dropped."""
     name = action.action.strip().lower()
-    if name not in PROPOSABLE:
+    model = PROPOSABLE.get(name)
+    if model is None:
         if name == "destroy":
             return None, "destroying the service is never proposed by the assistant"
         return None, f"unknown action {action.action!r}"
-    allowed = PROPOSABLE[name]
-    params = {k: v for k, v in action.params.items() if k in allowed and v is not None}
-    dropped = sorted(set(action.params) - allowed)
+    known = {k: v for k, v in action.params.items() if k in model.model_fields}
+    try:
+        params = model.model_validate(known).model_dump(exclude_none=True)
+    except ValidationError as exc:
+        return None, f"invalid parameters for {name}: {_short(exc)}"
+    if not params and name in ("scale", "redeploy"):
+        return None, f"{name} proposed without any parameter"
+    dropped = sorted(set(action.params) - set(model.model_fields))
     note = f"ignored unknown parameters {', '.join(dropped)}" if dropped else ""
     return ProposedAction(action=name, params=params, reason=action.reason[:300]), note
+
+
+def _short(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
 
 
 def merge_actions(*groups: list[ProposedAction]) -> list[ProposedAction]:
@@ -107,29 +133,33 @@ def merge_actions(*groups: list[ProposedAction]) -> list[ProposedAction]:
 
 
 def plan_from_findings(findings: list[Any], note: str) -> RemediationPlan:
-    """The deterministic plan: built from diagnosis findings (objects with kind/title/severity/evidence/
-    remediation) when the model cannot give one. `note` says why the model's plan is missing."""
+    """The deterministic plan, from diagnosis findings (kind, title, evidence, remediation{summary, steps,
+    actions}), for when the model cannot give one. `note` says why the model's plan is missing."""
     if not findings:
         return RemediationPlan(
             summary="No known failure pattern was found in the logs.",
             steps=["Check `/gemma status` and recent revisions; widen the log window with `--since`."],
             fallback_note=note,
         )
-    evidence = []
-    steps = []
+    evidence: list[Evidence] = []
+    steps: list[str] = []
+    actions: list[ProposedAction] = []
     for f in findings:
         kind = str(getattr(f, "kind", "finding"))
-        for line in _as_lines(getattr(f, "evidence", []))[:2]:
-            evidence.append(Evidence(text=line, source=f"finding:{kind}"))
-        remediation = getattr(f, "remediation", "")
-        for line in _as_lines(remediation):
-            steps.append(line)
+        evidence += [Evidence(text=line, source=f"finding:{kind}") for line in _as_lines(f.evidence)[:2]]
+        rem = getattr(f, "remediation", None)
+        if isinstance(rem, str):
+            steps += _as_lines(rem)
+        elif rem is not None:
+            steps += _as_lines(getattr(rem, "steps", [])) or _as_lines(getattr(rem, "summary", ""))
+            actions += list(getattr(rem, "actions", []))
     first = findings[0]
     return RemediationPlan(
-        summary="; ".join(str(getattr(f, "title", "")) for f in findings if getattr(f, "title", "")),
+        summary="; ".join(str(f.title) for f in findings if getattr(f, "title", "")),
         likely_root_cause=str(getattr(first, "title", "")),
         evidence=evidence,
         steps=steps,
+        proposed_actions=merge_actions(actions),
         confidence="medium",
         fallback_note=note,
     )

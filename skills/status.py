@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 import redis.asyncio as redis
 from pydantic import BaseModel
 
-from .ports import ModelServer, ProbeResult, Runtime, ServiceInfo
+from .ports import Metrics, ModelServer, ProbeResult, Runtime, ServiceInfo
+from .service_metrics import ServiceMetrics, service_metrics
 
 
 class ModelProbe(BaseModel):
@@ -24,6 +25,7 @@ class StatusReport(BaseModel):
     model: ModelProbe | None = None
     cold: bool = False
     notes: list[str] = []
+    cloud_metrics: ServiceMetrics | None = None  # Cloud Monitoring figures, when a Metrics port is wired
     fetched_at: datetime
     from_cache: bool = False
 
@@ -32,7 +34,9 @@ class StatusReport(BaseModel):
 
 
 async def probe_model(model_server: ModelServer, base_url: str) -> ModelProbe:
-    health, (ids, models_probe) = await asyncio.gather(model_server.health(base_url), model_server.models(base_url))
+    health, (ids, models_probe) = await asyncio.gather(
+        model_server.health(base_url), model_server.models(base_url)
+    )
     return ModelProbe(base_url=base_url, health=health, models=ids, models_probe=models_probe)
 
 
@@ -68,12 +72,26 @@ async def collect_status(
     model_server: ModelServer,
     service: str,
     base_url_override: str | None = None,
+    metrics: Metrics | None = None,
+    metrics_minutes: int = 30,
 ) -> StatusReport:
-    info = await runtime.get_service(service)
-    base_url = base_url_override or info.uri
-    model = await probe_model(model_server, base_url) if base_url else None
+    # Cloud Monitoring runs alongside the Cloud Run call; it is optional and bounded by a short timeout.
+    cloud = (
+        asyncio.ensure_future(service_metrics(metrics, service, metrics_minutes, 3.0)) if metrics else None
+    )
+    try:
+        info = await runtime.get_service(service)
+        base_url = base_url_override or info.uri
+        model = await probe_model(model_server, base_url) if base_url else None
+    except BaseException:
+        if cloud is not None:
+            cloud.cancel()
+        raise
     cold, notes = _notes(info, model)
-    return StatusReport(service=info, model=model, cold=cold, notes=notes, fetched_at=datetime.now(UTC))
+    report = StatusReport(service=info, model=model, cold=cold, notes=notes, fetched_at=datetime.now(UTC))
+    if cloud is not None:
+        report.cloud_metrics = await cloud
+    return report
 
 
 async def service_status(
@@ -85,12 +103,13 @@ async def service_status(
     service: str,
     base_url_override: str | None = None,
     fresh: bool = False,
+    metrics: Metrics | None = None,
 ) -> StatusReport:
     """Status from the cache when younger than ttl_s (and not `fresh`), else collected and cached."""
     if not fresh:
         cached = await store.get(cache_key)
         if cached:
             return StatusReport.model_validate_json(cached).model_copy(update={"from_cache": True})
-    report = await collect_status(runtime, model_server, service, base_url_override)
+    report = await collect_status(runtime, model_server, service, base_url_override, metrics=metrics)
     await store.set(cache_key, report.model_dump_json(), ex=ttl_s)
     return report

@@ -64,7 +64,9 @@ def model_server() -> Iterator[ModelServerStandIn]:
 
 
 @pytest.fixture
-def settings(key_prefix: str, slack: SlackStandIn, cloud_run: CloudRunStandIn, model_server: ModelServerStandIn) -> Settings:
+def settings(
+    key_prefix: str, slack: SlackStandIn, cloud_run: CloudRunStandIn, model_server: ModelServerStandIn
+) -> Settings:
     """Settings pointing every remote at a local stand-in."""
     return load_settings(
         slack_bot_token="xoxb-test-token",

@@ -22,23 +22,54 @@ def signed_headers(secret: str, body: str, ts: int | None = None) -> dict[str, s
     }
 
 
-def command_body(text: str, response_url: str, trigger_id: str = "trig-1", user_id: str = "U1",
-                 channel_id: str = "C1") -> str:
-    return urlencode({
-        "token": "legacy", "team_id": "T0001", "team_domain": "acme", "channel_id": channel_id,
-        "channel_name": "ops", "user_id": user_id, "user_name": "alice", "command": "/gemma", "text": text,
-        "api_app_id": "A1", "response_url": response_url, "trigger_id": trigger_id,
-    })
+def command_body(
+    text: str, response_url: str, trigger_id: str = "trig-1", user_id: str = "U1", channel_id: str = "C1"
+) -> str:
+    return urlencode(
+        {
+            "token": "legacy",
+            "team_id": "T0001",
+            "team_domain": "acme",
+            "channel_id": channel_id,
+            "channel_name": "ops",
+            "user_id": user_id,
+            "user_name": "alice",
+            "command": "/gemma",
+            "text": text,
+            "api_app_id": "A1",
+            "response_url": response_url,
+            "trigger_id": trigger_id,
+        }
+    )
 
 
-def action_body(action_id: str, value: str, response_url: str, user_id: str = "U1", channel_id: str = "C1",
-                message_ts: str = "1700000001.000100", trigger_id: str = "trig-a") -> str:
+def action_body(
+    action_id: str,
+    value: str,
+    response_url: str,
+    user_id: str = "U1",
+    channel_id: str = "C1",
+    message_ts: str = "1700000001.000100",
+    trigger_id: str = "trig-a",
+) -> str:
     payload: dict[str, Any] = {
-        "type": "block_actions", "team": {"id": "T0001"}, "user": {"id": user_id}, "api_app_id": "A1",
-        "trigger_id": trigger_id, "channel": {"id": channel_id}, "response_url": response_url,
+        "type": "block_actions",
+        "team": {"id": "T0001"},
+        "user": {"id": user_id},
+        "api_app_id": "A1",
+        "trigger_id": trigger_id,
+        "channel": {"id": channel_id},
+        "response_url": response_url,
         "message": {"ts": message_ts, "text": ""},
-        "actions": [{"type": "button", "action_id": action_id, "value": value, "block_id": "b1",
-                     "action_ts": str(time.time())}],
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "value": value,
+                "block_id": "b1",
+                "action_ts": str(time.time()),
+            }
+        ],
     }
     return urlencode({"payload": json.dumps(payload)})
 

@@ -13,21 +13,34 @@ from tests.standins.model_server import ModelServerStandIn
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "SLACK_", "REDIS_", "VLLM_"))}
     # No ambient credentials, and never reach for the GCE metadata server from a test.
-    env |= {"NO_GCE_CHECK": "true", "GCE_METADATA_HOST": "127.0.0.1:9", "GCE_METADATA_IP": "127.0.0.1:9",
-            "CLOUDSDK_CONFIG": "/nonexistent-gcloud-config", "PYTHONUNBUFFERED": "1"}
+    env |= {
+        "NO_GCE_CHECK": "true",
+        "GCE_METADATA_HOST": "127.0.0.1:9",
+        "GCE_METADATA_IP": "127.0.0.1:9",
+        "CLOUDSDK_CONFIG": "/nonexistent-gcloud-config",
+        "PYTHONUNBUFFERED": "1",
+    }
     return env | extra
 
 
 def _console(stdin: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", "console"], input=stdin, capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, "-m", "bot.cli", "console"],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
 
 
-def test_console_status_against_standins(cloud_run: CloudRunStandIn, model_server: ModelServerStandIn) -> None:
+def test_console_status_against_standins(
+    cloud_run: CloudRunStandIn, model_server: ModelServerStandIn
+) -> None:
     cloud_run.seed_service("vllm-gemma4", min_instances=1, max_instances=3)
     env = _env(
-        GOOGLE_CLOUD_PROJECT="test-proj", GOOGLE_ANONYMOUS_CREDENTIALS="true",
+        GOOGLE_CLOUD_PROJECT="test-proj",
+        GOOGLE_ANONYMOUS_CREDENTIALS="true",
         CLOUD_RUN_API_ENDPOINT=cloud_run.base_url,  # type: ignore[attr-defined]
         VLLM_BASE_URL=model_server.base_url,  # type: ignore[attr-defined]
     )
@@ -52,7 +65,10 @@ def test_console_on_embedded_defaults_says_what_to_set() -> None:
 
 def test_serve_with_missing_settings_names_every_problem() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "serve"], capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "bot.cli", "serve"],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env=_env(STATUS_CACHE_TTL_S="-5", LOG_LEVEL="LOUD"),
     )
     assert result.returncode == 2

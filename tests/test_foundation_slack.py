@@ -21,7 +21,9 @@ from tests.standins.slack_api import SlackStandIn
 
 
 @pytest.fixture
-async def app_client(settings: Settings, redis_client: object) -> AsyncIterator[tuple[httpx.AsyncClient, Deps]]:
+async def app_client(
+    settings: Settings, redis_client: object
+) -> AsyncIterator[tuple[httpx.AsyncClient, Deps]]:
     deps = build_deps(settings)
     app = create_app(deps)
     transport = httpx.ASGITransport(app=app)
@@ -31,8 +33,13 @@ async def app_client(settings: Settings, redis_client: object) -> AsyncIterator[
     await deps.redis.aclose()
 
 
-async def _post_command(client: httpx.AsyncClient, text: str, response_url: str, trigger: str,
-                        extra_headers: dict[str, str] | None = None) -> httpx.Response:
+async def _post_command(
+    client: httpx.AsyncClient,
+    text: str,
+    response_url: str,
+    trigger: str,
+    extra_headers: dict[str, str] | None = None,
+) -> httpx.Response:
     body = command_body(text, response_url, trigger_id=trigger)
     headers = signed_headers(SIGNING_SECRET, body) | (extra_headers or {})
     return await client.post("/slack/events", content=body, headers=headers)
@@ -42,9 +49,9 @@ def _blocks_text(resp: dict) -> str:
     return json.dumps(resp.get("blocks", [])) + resp.get("text", "")
 
 
-async def test_signed_status_command_acks_then_posts_status(app_client, slack: SlackStandIn,
-                                                            cloud_run: CloudRunStandIn,
-                                                            model_server: ModelServerStandIn) -> None:
+async def test_signed_status_command_acks_then_posts_status(
+    app_client, slack: SlackStandIn, cloud_run: CloudRunStandIn, model_server: ModelServerStandIn
+) -> None:
     client, deps = app_client
     cloud_run.seed_service("vllm-gemma4", ready=True, min_instances=0, max_instances=2)
     t0 = time.perf_counter()
@@ -62,7 +69,9 @@ async def test_signed_status_command_acks_then_posts_status(app_client, slack: S
     assert slack.responses[0]["response_type"] == "in_channel"
 
 
-async def test_second_status_within_ttl_is_served_from_redis(app_client, slack, cloud_run, model_server) -> None:
+async def test_second_status_within_ttl_is_served_from_redis(
+    app_client, slack, cloud_run, model_server
+) -> None:
     client, _ = app_client
     cloud_run.seed_service("vllm-gemma4")
     await _post_command(client, "status", slack.response_url("a"), "trig-c1")
@@ -124,7 +133,9 @@ async def test_stale_but_correctly_signed_request_is_refused(app_client, slack) 
     client, _ = app_client
     body = command_body("status", slack.response_url(), trigger_id="trig-stale")
     old = int(time.time()) - 600
-    resp = await client.post("/slack/events", content=body, headers=signed_headers(SIGNING_SECRET, body, ts=old))
+    resp = await client.post(
+        "/slack/events", content=body, headers=signed_headers(SIGNING_SECRET, body, ts=old)
+    )
     assert resp.status_code == 401
 
 
@@ -132,8 +143,13 @@ async def test_slack_retry_does_not_run_the_command_twice(app_client, slack, clo
     client, deps = app_client
     cloud_run.seed_service("vllm-gemma4")
     await _post_command(client, "status --fresh", slack.response_url(), "trig-retry")
-    resp = await _post_command(client, "status --fresh", slack.response_url(), "trig-retry",
-                               {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"})
+    resp = await _post_command(
+        client,
+        "status --fresh",
+        slack.response_url(),
+        "trig-retry",
+        {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"},
+    )
     assert resp.status_code == 200
     await deps.drain()
     await eventually(lambda: slack.responses)
@@ -150,11 +166,15 @@ async def test_unknown_subcommand_gets_ephemeral_help(app_client, slack) -> None
     assert "/gemma status" in json.dumps(data["blocks"])
 
 
-async def test_missing_credentials_error_reaches_user_without_traceback(settings: Settings, redis_client, slack) -> None:
+async def test_missing_credentials_error_reaches_user_without_traceback(
+    settings: Settings, redis_client, slack
+) -> None:
     broken = settings.model_copy(update={"google_cloud_project": None})
     deps = build_deps(broken)
     app = create_app(deps)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://bot.test"
+    ) as client:
         await _post_command(client, "status", slack.response_url(), "trig-nocreds")
         await eventually(lambda: slack.responses)
     await deps.drain()
@@ -178,6 +198,8 @@ async def test_health_ready_and_metrics_endpoints(app_client, slack) -> None:
 async def test_readyz_fails_when_redis_is_unreachable(settings: Settings) -> None:
     deps = build_deps(settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"}))
     app = create_app(deps)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://bot.test"
+    ) as client:
         resp = await client.get("/readyz")
     assert resp.status_code == 503 and resp.json()["ok"] is False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -30,9 +31,11 @@ T = TypeVar("T")
 def explain_api_error(exc: gexc.GoogleAPICallError, what: str) -> UserFacingError:
     """One clear sentence per Cloud Run API failure, with what to do next."""
     msg = (exc.message or str(exc)).strip()
+    # The REST transport prefixes "PATCH https://…/services/x?$alt=…: "; the sentence needs only the reason.
+    msg = re.sub(r"^(GET|POST|PATCH|PUT|DELETE) \S+: ", "", msg)
     if isinstance(exc, gexc.NotFound):
         return NotFound(f"{what}: not found.", "Check VLLM_SERVICE_NAME, GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION.")
-    if isinstance(exc, gexc.PermissionDenied | gexc.Unauthenticated):
+    if isinstance(exc, gexc.PermissionDenied | gexc.Unauthenticated | gexc.Forbidden | gexc.Unauthorized):
         return UserFacingError(
             f"{what}: permission denied ({msg}).",
             "Grant the bot's service account roles/run.developer (and roles/iam.serviceAccountUser to deploy).",

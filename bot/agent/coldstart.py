@@ -44,13 +44,13 @@ class ColdStart:
     def __init__(
         self,
         budget_s: float,
-        estimate_min: float | None = None,
+        estimate_min: Callable[[], Awaitable[float | None]] | None = None,
         progress: Progress | None = None,
         initial_backoff_s: float = 2.0,
         max_backoff_s: float = 30.0,
     ) -> None:
         self.budget_s = budget_s
-        self.estimate_min = estimate_min or DEFAULT_COLD_START_MIN
+        self._estimate = estimate_min  # asked only when a cold start is actually seen
         self.progress = progress
         self.initial_backoff_s = initial_backoff_s
         self.max_backoff_s = max_backoff_s
@@ -74,7 +74,7 @@ class ColdStart:
                     self.waited_s += elapsed
                     raise ModelUnavailable(
                         f"The model did not answer within {self.budget_s / 60:.0f} min ({_describe(exc)}).",
-                        "Check `/gemma status`; a service scaled to zero may need longer, or may be failing to start.",
+                        "Check `/gemma status`: a service at zero may need longer, or may fail to start.",
                     ) from None
                 await self._tell(exc)
                 self.retries += 1
@@ -90,9 +90,18 @@ class ColdStart:
         if self._told or self.progress is None:
             return
         self._told = True
+        minutes = DEFAULT_COLD_START_MIN
+        source = "typical"
+        if self._estimate is not None:
+            try:
+                planned = await self._estimate()
+            except Exception:  # an estimate is a nicety; never fail the wait over it
+                planned = None
+            if planned:
+                minutes, source = planned, "the planner estimates"
         await self.progress(
-            f":hourglass_flowing_sand: The model is starting ({_describe(exc)}); typical cold start "
-            f"~{self.estimate_min:.0f} min. I will keep trying for up to {self.budget_s / 60:.0f} min."
+            f":hourglass_flowing_sand: The model is starting ({_describe(exc)}); {source} cold start "
+            f"~{max(1, round(minutes))} min. I will keep trying for up to {self.budget_s / 60:.0f} min."
         )
 
 

@@ -1,4 +1,4 @@
-"""The tool-calling loop: ask the model, run the read-only tools it calls, feed results back, until it answers.
+"""The tool-calling loop: ask the model, run the read-only tools it calls, feed results back, until done.
 
 Guards, each because small self-hosted models do this: a step cap; a token budget per tool result (cut with
 a marker saying how to narrow); identical repeated calls refused (and a step of nothing but repeats ends the
@@ -77,7 +77,8 @@ class Loop:
         for step in range(self.guards.max_steps):
             res.steps = step + 1
             remaining = self._remaining(t_start, res)
-            last = force_final or step == self.guards.max_steps - 1 or remaining < MIN_STEP_S
+            low_time = remaining < min(MIN_STEP_S, self.guards.time_budget_s / 4)
+            last = force_final or step == self.guards.max_steps - 1 or low_time
             if last and schemas:
                 messages.append({"role": "user", "content": prompts.load("final_step")})
             res.tokens_sent += message_tokens(messages) + schema_tokens
@@ -85,7 +86,9 @@ class Loop:
                 async with asyncio.timeout(max(remaining, 0.001)):
                     # The last step keeps the tool list but forbids calls: the prompt prefix (system + tools)
                     # stays byte-identical for vLLM's prefix cache, and the model must answer.
-                    comp = await self.client.complete(messages, schemas, "none" if last else "auto", remaining)
+                    comp = await self.client.complete(
+                        messages, schemas, "none" if last else "auto", remaining
+                    )
             except TimeoutError:
                 res.stop_reason = "time_budget"
                 break
@@ -130,7 +133,9 @@ class Loop:
         found, rest = parse_text_calls(comp.content)
         return [_from_text(tc, step, i) for i, tc in enumerate(found)], rest
 
-    async def _execute(self, call: _Call, step: int, seen: dict[str, int], res: LoopResult) -> tuple[str, bool]:
+    async def _execute(
+        self, call: _Call, step: int, seen: dict[str, int], res: LoopResult
+    ) -> tuple[str, bool]:
         """(content for the model, whether it was refused as a repeat)."""
         tool = self.registry.get(call.name)
         if tool is None:
@@ -141,7 +146,9 @@ class Loop:
         try:
             args = tool.args.model_validate(call.arguments)
         except ValidationError as exc:
-            detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors()[:6])
+            detail = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors()[:6]
+            )
             return _arg_error(call.name, detail, tool.args), False
         key = call.name + json.dumps(args.model_dump(mode="json"), sort_keys=True)
         if key in seen:
@@ -183,14 +190,16 @@ def _json_args(raw: str) -> tuple[dict[str, Any] | None, str]:
     try:
         value = json.loads(raw)
     except ValueError as exc:
-        return None, f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+        return None, f"the arguments are not valid JSON ({exc})"
     if not isinstance(value, dict):
         return None, "the arguments must be a JSON object"
     return value, ""
 
 
 def _from_text(tc: TextCall, step: int, i: int) -> _Call:
-    return _Call(id=f"text_{step}_{i}", name=tc.name, arguments=None if tc.error else tc.arguments, error=tc.error)
+    return _Call(
+        id=f"text_{step}_{i}", name=tc.name, arguments=None if tc.error else tc.arguments, error=tc.error
+    )
 
 
 def _arg_error(name: str, detail: str, model: Any) -> str:
@@ -207,7 +216,10 @@ def _assistant_message(text: str, calls: list[_Call]) -> dict[str, Any]:
             {
                 "id": c.id,
                 "type": "function",
-                "function": {"name": c.name, "arguments": json.dumps(c.arguments or {}, separators=(",", ":"))},
+                "function": {
+                    "name": c.name,
+                    "arguments": json.dumps(c.arguments or {}, separators=(",", ":")),
+                },
             }
             for c in calls
         ],

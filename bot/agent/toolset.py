@@ -5,13 +5,17 @@ into a proposed action and never runs it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from skills.condense import condense
+from skills.diagnose import Diagnosis, diagnose
 from skills.errors import UserFacingError
+from skills.fit import FitRequest, plan_fit
 from skills.model_metrics import collect_model_metrics
 from skills.ports import LogEntry, LogQuery
 from skills.remediation import DeployParams, RedeployParams, RollbackParams, ScaleParams
@@ -19,15 +23,6 @@ from skills.render_service import main_container
 from skills.status import collect_status
 
 from .tools import Tool, ToolRegistry
-
-try:  # the diagnosis issue's skills; the agent works (with fewer tools) until they land
-    from skills.condense import condense
-except ImportError:  # pragma: no cover
-    condense = None  # type: ignore[assignment]
-try:
-    from skills.diagnose import diagnose
-except ImportError:  # pragma: no cover
-    diagnose = None  # type: ignore[assignment]
 
 Severity = Literal["DEFAULT", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
@@ -100,31 +95,93 @@ class Toolset:
 
     def registry(self) -> ToolRegistry:
         tools = [
-            Tool("service_status", "Cloud Run readiness, revisions, scaling and model-server health.", NoArgs, self._status),
-            Tool("list_revisions", "Recent revisions with readiness and traffic.", RevisionsArgs, self._revisions),
-            Tool("service_config", "The running configuration: image, vLLM args, resources, startup probe.", NoArgs, self._config),
-            Tool("model_metrics", "The model server's /metrics summary: KV cache, queue, latency.", MetricsArgs, self._metrics),
+            Tool(
+                "service_status",
+                "Cloud Run readiness, revisions, scaling and model-server health.",
+                NoArgs,
+                self._status,
+            ),
+            Tool(
+                "list_revisions",
+                "Recent revisions with readiness and traffic.",
+                RevisionsArgs,
+                self._revisions,
+            ),
+            Tool(
+                "service_config",
+                "The running configuration: image, vLLM args, resources, startup probe.",
+                NoArgs,
+                self._config,
+            ),
+            Tool(
+                "model_metrics",
+                "The model server's /metrics summary: KV cache, queue, latency.",
+                MetricsArgs,
+                self._metrics,
+            ),
         ]
         if self.deps.logs is not None:
             tools.append(
                 Tool(
                     "get_logs",
-                    "Condensed service logs (templates with counts, first/last seen) for a window and severity.",
+                    "Condensed logs (templates with counts, first/last seen) for a window and severity.",
                     LogsArgs,
                     self._logs_tool,
-                    narrow_hint="use a smaller since_minutes, a higher min_severity, a revision or `contains`",
+                    narrow_hint="a smaller since_minutes, a higher min_severity, a revision or `contains`",
                 )
             )
-            if diagnose is not None:
-                tools.append(
-                    Tool("diagnose", "Deterministic findings for known vLLM/Cloud Run failures.", FindingsArgs, self._findings_tool)
+            tools.append(
+                Tool(
+                    "diagnose",
+                    "Deterministic findings for known vLLM/Cloud Run failures.",
+                    FindingsArgs,
+                    self._findings_tool,
                 )
+            )
+        tools.append(
+            Tool(
+                "capacity_fit",
+                "Will a model fit a GPU: weights, KV cache tokens, cold start, and what to change if not.",
+                FitArgs,
+                self._fit,
+            )
+        )
         tools += [
-            Tool("scale", "PROPOSE changing min/max instances (a human approves).", ScaleTool, None, modifies=True),
-            Tool("redeploy", "PROPOSE a redeploy with changed vLLM/Cloud Run settings (a human approves).", RedeployTool, None, modifies=True),
-            Tool("rollback", "PROPOSE routing traffic back to an earlier revision (a human approves).", RollbackTool, None, modifies=True),
-            Tool("deploy", "PROPOSE deploying a named profile (a human approves).", DeployTool, None, modifies=True),
-            Tool("destroy", "Delete the service. Never proposed by the assistant.", DestroyArgs, None, modifies=True),
+            Tool(
+                "scale",
+                "PROPOSE changing min/max instances (a human approves).",
+                ScaleTool,
+                None,
+                modifies=True,
+            ),
+            Tool(
+                "redeploy",
+                "PROPOSE a redeploy with changed vLLM/Cloud Run settings (a human approves).",
+                RedeployTool,
+                None,
+                modifies=True,
+            ),
+            Tool(
+                "rollback",
+                "PROPOSE routing traffic back to an earlier revision (a human approves).",
+                RollbackTool,
+                None,
+                modifies=True,
+            ),
+            Tool(
+                "deploy",
+                "PROPOSE deploying a named profile (a human approves).",
+                DeployTool,
+                None,
+                modifies=True,
+            ),
+            Tool(
+                "destroy",
+                "Delete the service. Never proposed by the assistant.",
+                DestroyArgs,
+                None,
+                modifies=True,
+            ),
         ]
         return ToolRegistry(tools)
 
@@ -135,7 +192,10 @@ class Toolset:
 
     async def status_text(self) -> str:
         report = await collect_status(
-            self.deps.runtime, self.deps.model_server, self.service, base_url_override=self.settings.vllm_base_url
+            self.deps.runtime,
+            self.deps.model_server,
+            self.service,
+            base_url_override=self.settings.vllm_base_url,
         )
         s = report.service
         view: dict[str, Any] = {
@@ -147,7 +207,9 @@ class Toolset:
             "latest_ready_revision": s.latest_ready_revision,
             "scaling": {"min": s.min_instances, "max": s.max_instances, "concurrency": s.concurrency},
             "gpu": f"{s.gpu_count} x {s.gpu_type}" if s.gpu_type else "none",
-            "conditions": [c.model_dump(exclude_defaults=True) for c in s.conditions if c.state != "CONDITION_SUCCEEDED"],
+            "conditions": [
+                c.model_dump(exclude_defaults=True) for c in s.conditions if c.state != "CONDITION_SUCCEEDED"
+            ],
         }
         if report.model is not None:
             m = report.model
@@ -178,9 +240,18 @@ class Toolset:
         return _dumps(view)
 
     async def _metrics(self, _: MetricsArgs) -> str:
+        return await self.metrics_text()
+
+    async def metrics_text(self) -> str:
         base = await self.deps.endpoint.base_url()
         m = await collect_model_metrics(self.deps.model_server, base)
         return _dumps(m.model_dump(mode="json", exclude_none=True, exclude={"scraped_at"}))
+
+    async def _fit(self, args: FitArgs) -> str:
+        r = plan_fit(FitRequest(model=args.model, gpu=args.gpu, max_model_len=args.max_model_len))
+        keep = {"verdict", "weights_gib", "kv_cache_tokens", "max_concurrency", "cold_start_s", "changes"}
+        view = r.model_dump(mode="json", include=keep | {"alternatives", "warnings", "notes", "vllm_args"})
+        return _dumps(view)
 
     async def fetch_logs(self, minutes: int, severity: str, revision: str | None = None) -> list[LogEntry]:
         key = (minutes, severity, revision)
@@ -204,35 +275,33 @@ class Toolset:
         if args.contains:
             needle = args.contains.lower()
             entries = [e for e in entries if needle in e.text.lower()]
-        return self.logs_text(entries)
+        return await self.logs_text(entries)
 
-    def logs_text(self, entries: list[LogEntry]) -> str:
+    async def logs_text(self, entries: list[LogEntry]) -> str:
         if not entries:
             return "No log lines matched."
-        budget = self.settings.agent_tool_result_tokens
-        if condense is not None:
-            return str(condense(entries, budget))
-        lines = [f"{e.timestamp:%H:%M:%S} {e.severity} {e.text}" if e.timestamp else e.text for e in entries]
-        return f"{len(entries)} lines; the most recent:\n" + "\n".join(lines[-60:])
+        digest = await asyncio.to_thread(condense, entries, self.settings.agent_tool_result_tokens)
+        return digest.text
 
     async def _findings_tool(self, args: FindingsArgs) -> str:
-        findings, text = await self.findings(args.since_minutes)
-        return text
+        return findings_text(await self.diagnosis(args.since_minutes))
 
-    async def findings(self, minutes: int) -> tuple[list[Any], str]:
-        if diagnose is None:
-            return [], "Diagnosis is not available in this version."
+    async def diagnosis(self, minutes: int) -> Diagnosis:
+        """Findings and the condensed digest of every line in the window (one fetch, CPU work in a thread)."""
         entries = await self.fetch_logs(minutes, "DEFAULT")
-        diag = diagnose(entries)
-        found = list(diag.findings)
-        if not found:
-            return [], "No known failure pattern found."
-        return found, _dumps([_finding_view(f) for f in found])
+        budget = self.settings.agent_tool_result_tokens
+        return await asyncio.to_thread(diagnose, entries, token_budget=budget)
 
 
-def _finding_view(f: Any) -> dict[str, Any]:
-    dump = f.model_dump(mode="json") if hasattr(f, "model_dump") else dict(vars(f))
-    return {k: dump[k] for k in ("kind", "title", "severity", "evidence", "remediation") if k in dump}
+def findings_text(diag: Diagnosis) -> str:
+    if not diag.findings:
+        return "No known failure pattern found."
+    return _dumps(
+        [
+            f.model_dump(mode="json", include={"kind", "title", "severity", "evidence", "remediation"})
+            for f in diag.findings
+        ]
+    )
 
 
 def _dumps(value: Any) -> str:

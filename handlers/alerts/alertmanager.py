@@ -25,9 +25,9 @@ class AmAlert(_Lenient):
     status: Literal["firing", "resolved"]
     labels: dict[str, str]
     annotations: dict[str, str] = Field(default_factory=dict)
-    startsAt: datetime | None = None  # noqa: N815 (wire names)
-    endsAt: datetime | None = None  # noqa: N815
-    generatorURL: str = ""  # noqa: N815
+    startsAt: datetime | None = None
+    endsAt: datetime | None = None
+    generatorURL: str = ""
     fingerprint: str = Field(min_length=1)
 
 
@@ -35,7 +35,7 @@ class Webhook(_Lenient):
     version: str
     status: Literal["firing", "resolved"] | None = None
     receiver: str = ""
-    externalURL: str = ""  # noqa: N815
+    externalURL: str = ""
     alerts: list[AmAlert] = Field(max_length=1000)
 
     @field_validator("version")

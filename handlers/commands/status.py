@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.reply import Reply
+from skills.service_metrics import ServiceMetrics
 from skills.status import StatusReport, service_status
 
 
 def _probe(ok: bool, ms: float, err: str) -> str:
     return f":white_check_mark: {ms:.0f} ms" if ok else f":x: {err or 'failed'} ({ms:.0f} ms)"
+
+
+def cloud_metrics_section(m: ServiceMetrics) -> dict[str, Any]:
+    """Cloud Monitoring figures as one section; one line when every metric failed the same way."""
+    errors = {f.error for f in m.figures}
+    heading = f"Cloud Monitoring (last {m.minutes} min)"
+    if len(errors) == 1 and "" not in errors:
+        return {"heading": heading, "text": f"unavailable: {errors.pop()}"}
+    return {"heading": heading, "fields": [(f.label, f.text()) for f in m.figures]}
 
 
 def render_status(r: StatusReport) -> Reply:
@@ -25,7 +37,10 @@ def render_status(r: StatusReport) -> Reply:
     reply.add(
         fields=[
             ("URL", s.uri or "—"),
-            ("Revisions", f"latest created `{s.latest_created_revision or '—'}`\nlatest ready `{s.latest_ready_revision or '—'}`"),
+            (
+                "Revisions",
+                f"latest created `{s.latest_created_revision or '—'}`\nlatest ready `{s.latest_ready_revision or '—'}`",
+            ),
             ("Scaling", f"min {s.min_instances} / max {s.max_instances}, concurrency {s.concurrency or '—'}"),
             ("GPU", gpu),
             ("CPU / memory", f"{s.cpu or '—'} / {s.memory or '—'}"),
@@ -42,12 +57,19 @@ def render_status(r: StatusReport) -> Reply:
                 ("Served models", ", ".join(f"`{i}`" for i in m.models) or "—"),
             ],
         )
+    if r.cloud_metrics is not None:
+        reply.add(**cloud_metrics_section(r.cloud_metrics))
     age = r.age_s()
     reply.context = f"data {age:.0f} s old (cached)" if r.from_cache else "fresh data"
     return reply
 
 
-@command("status", "Cloud Run and model-server health of the vLLM service", "status [service] [--fresh]", ack="Checking…")
+@command(
+    "status",
+    "Cloud Run and model-server health of the vLLM service",
+    "status [service] [--fresh]",
+    ack="Checking…",
+)
 async def status(ctx: CommandContext) -> Reply:
     st = ctx.deps.settings
     args = [a for a in ctx.args if a != "--fresh"]
@@ -61,5 +83,6 @@ async def status(ctx: CommandContext) -> Reply:
         service,
         base_url_override=st.vllm_base_url,
         fresh="--fresh" in ctx.args,
+        metrics=ctx.deps.metrics,
     )
     return render_status(report)

@@ -3,6 +3,10 @@
 Services, revisions and long-running operations live in memory. Creating or updating a service makes a new
 revision; its operation completes after `op_polls` polls, and the revision then becomes ready or fails its
 startup probe (`next_revision_outcome`), with the condition wording Cloud Run uses. Calls are recorded.
+
+As Cloud Run does, an update that leaves the template alone (a traffic move) creates no revision; enum
+numbers (the client's REST transport sends integers) are normalised to names; `fail_next` injects an HTTP
+error for the next matching call (method, "LIST_REVISIONS", "GET_REVISION", "GET_OPERATION" or "*").
 """
 
 from __future__ import annotations
@@ -93,7 +97,10 @@ class CloudRunStandIn:
                 {
                     "image": image,
                     "args": ["--max-model-len", "16384"],
-                    "resources": {"limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"}, "cpuIdle": False},
+                    "resources": {
+                        "limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"},
+                        "cpuIdle": False,
+                    },
                     "ports": [{"containerPort": 8080}],
                 }
             ],
@@ -140,24 +147,60 @@ class CloudRunStandIn:
         rev["reconciling"] = False
         svc["reconciling"] = False
         if outcome == "ready":
-            rev["conditions"] = [{"type": "Ready", "state": "CONDITION_SUCCEEDED", "lastTransitionTime": _now()}]
+            rev["conditions"] = [
+                {"type": "Ready", "state": "CONDITION_SUCCEEDED", "lastTransitionTime": _now()}
+            ]
             svc["latestReadyRevision"] = rev["name"]
-            svc["terminalCondition"] = {"type": "Ready", "state": "CONDITION_SUCCEEDED", "lastTransitionTime": _now()}
-            traffic = svc.get("traffic") or [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "percent": 100}]
+            svc["terminalCondition"] = {
+                "type": "Ready",
+                "state": "CONDITION_SUCCEEDED",
+                "lastTransitionTime": _now(),
+            }
+            traffic = svc.get("traffic") or [
+                {"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "percent": 100}
+            ]
             svc["traffic"] = traffic
             svc["trafficStatuses"] = [
-                {"type": t.get("type", "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION"),
-                 "revision": (rev_name if t.get("type") == "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST" else t.get("revision", "")),
-                 "percent": t.get("percent", 0)}
+                {
+                    "type": t.get("type", "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION"),
+                    "revision": (
+                        rev_name
+                        if t.get("type") == "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST"
+                        else t.get("revision", "")
+                    ),
+                    "percent": t.get("percent", 0),
+                }
                 for t in traffic
             ]
         else:
             msg = message or PROBE_FAILED.format(rev=rev_name)
-            cond = {"type": "Ready", "state": "CONDITION_FAILED", "revisionReason": "HEALTH_CHECK_CONTAINER_ERROR",
-                    "message": msg, "lastTransitionTime": _now()}
-            rev["conditions"] = [cond, {"type": "ContainerHealthy", "state": "CONDITION_FAILED", "message": msg}]
+            cond = {
+                "type": "Ready",
+                "state": "CONDITION_FAILED",
+                "revisionReason": "HEALTH_CHECK_CONTAINER_ERROR",
+                "message": msg,
+                "lastTransitionTime": _now(),
+            }
+            rev["conditions"] = [
+                cond,
+                {"type": "ContainerHealthy", "state": "CONDITION_FAILED", "message": msg},
+            ]
             svc["terminalCondition"] = {**cond, "revisionReason": None, "reason": "REVISION_FAILED"}
             svc["terminalCondition"].pop("revisionReason")
+
+    def _apply_traffic(self, name: str) -> None:
+        svc = self.services[name]
+        latest_ready = svc.get("latestReadyRevision", "").rsplit("/", 1)[-1]
+        svc["trafficStatuses"] = [
+            {
+                "type": t.get("type", "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION"),
+                "revision": latest_ready
+                if t.get("type") == "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST"
+                else t.get("revision", ""),
+                "percent": t.get("percent", 0),
+            }
+            for t in svc.get("traffic") or []
+        ]
 
     def _fault(self, method: str) -> Response | None:
         with self._lock:
@@ -195,7 +238,7 @@ class CloudRunStandIn:
         if request.method == "GET":
             return JSONResponse({"services": [_public(s) for s in self.services.values()]})
         name = request.query_params.get("serviceId", "")
-        body = json.loads(await request.body() or b"{}")
+        body = _names(json.loads(await request.body() or b"{}"))
         with self._lock:
             if name in self.services:
                 return _error(409, f"Resource '{name}' already exists.")
@@ -214,21 +257,38 @@ class CloudRunStandIn:
             return fault
         name = request.path_params["name"]
         if name not in self.services:
-            return _error(404, f"Resource '{name}' of kind 'SERVICE' in region '{self.location}' in project '{self.project}' does not exist.")
+            return _error(
+                404,
+                f"Resource '{name}' of kind 'SERVICE' in region '{self.location}' in project '{self.project}' does not exist.",
+            )
         if request.method == "GET":
             return JSONResponse(_public(self.services[name]))
         if request.method == "DELETE":
             with self._lock:
                 op = self._start_op(name, "delete", "")
             return JSONResponse(self._op_json(op))
-        body = json.loads(await request.body() or b"{}")
+        body = _names(json.loads(await request.body() or b"{}"))
         with self._lock:
             svc = self.services[name]
-            for key in ("template", "scaling", "traffic", "labels", "annotations", "invokerIamDisabled", "ingress"):
+            new_template = "template" in body and _meaningful(body["template"]) != _meaningful(
+                svc.get("template", {})
+            )
+            for key in (
+                "template",
+                "scaling",
+                "traffic",
+                "labels",
+                "annotations",
+                "invokerIamDisabled",
+                "ingress",
+            ):
                 if key in body:
                     svc[key] = body[key]
-            rev = self._new_revision(name, svc.get("template", {}))
-            op = self._start_op(name, "update", rev)
+            if new_template:
+                rev = self._new_revision(name, svc.get("template", {}))
+                op = self._start_op(name, "update", rev)
+            else:  # a traffic/metadata-only change: no revision; traffic moves when the operation completes
+                op = self._start_op(name, "traffic", "")
         return JSONResponse(self._op_json(op))
 
     async def _list_revisions(self, request: Request) -> Response:
@@ -240,6 +300,8 @@ class CloudRunStandIn:
 
     async def _get_revision(self, request: Request) -> Response:
         self.requests.append((request.method, request.url.path))
+        if (fault := self._fault("GET_REVISION")) is not None:
+            return fault
         name, rev = request.path_params["name"], request.path_params["rev"]
         for r in self.revisions.get(name, []):
             if r["name"].endswith("/" + rev):
@@ -248,6 +310,8 @@ class CloudRunStandIn:
 
     async def _get_operation(self, request: Request) -> Response:
         self.requests.append((request.method, request.url.path))
+        if (fault := self._fault("GET_OPERATION")) is not None:
+            return fault
         op = self.ops.get(request.path_params["op"])
         if op is None:
             return _error(404, "Operation not found.")
@@ -259,6 +323,8 @@ class CloudRunStandIn:
                     if op.kind == "delete":
                         self.services.pop(op.service, None)
                         self.revisions.pop(op.service, None)
+                    elif op.kind == "traffic":
+                        self._apply_traffic(op.service)
                     else:
                         self._finish_revision(op.service, op.revision, op.outcome)
                         if op.outcome != "ready":
@@ -266,15 +332,59 @@ class CloudRunStandIn:
         return JSONResponse(self._op_json(op))
 
 
+_ENUM_NAMES = {
+    "type": {1: "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", 2: "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION"},
+    "executionEnvironment": {1: "EXECUTION_ENVIRONMENT_GEN1", 2: "EXECUTION_ENVIRONMENT_GEN2"},
+    "ingress": {
+        1: "INGRESS_TRAFFIC_ALL",
+        2: "INGRESS_TRAFFIC_INTERNAL_ONLY",
+        3: "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER",
+        4: "INGRESS_TRAFFIC_NONE",
+    },
+}
+
+
+def _names(value: Any, key: str = "") -> Any:
+    """Enum integers -> names (the REST transport sends integers; the API answers with names)."""
+    if isinstance(value, dict):
+        return {k: _names(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_names(v, key) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and key in _ENUM_NAMES:
+        return _ENUM_NAMES[key].get(value, value)
+    return value
+
+
+def _meaningful(value: Any) -> Any:
+    """Drop empty/default values so a template compares equal however sparsely it was sent."""
+    if isinstance(value, dict):
+        out = {k: _meaningful(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v not in (None, "", 0, False, [], {}, "0")}
+    if isinstance(value, list):
+        return [_meaningful(v) for v in value]
+    return value
+
+
 def _public(svc: dict[str, Any]) -> dict[str, Any]:
     return copy.deepcopy(svc)
 
 
-_STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 409: "ALREADY_EXISTS",
-           429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ALREADY_EXISTS",
+    412: "FAILED_PRECONDITION",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
+}
 
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse(
-        {"error": {"code": status, "message": message, "status": _STATUS.get(status, "UNKNOWN")}}, status_code=status
+        {"error": {"code": status, "message": message, "status": _STATUS.get(status, "UNKNOWN")}},
+        status_code=status,
     )

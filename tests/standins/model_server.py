@@ -13,9 +13,7 @@ class ModelServerStandIn:
         self.model_ids = list(model_ids)
         self.health_status = 200
         self.hits: list[str] = []
-        self.app = Starlette(
-            routes=[Route("/health", self._health), Route("/v1/models", self._models)]
-        )
+        self.app = Starlette(routes=[Route("/health", self._health), Route("/v1/models", self._models)])
 
     async def _health(self, request: Request) -> Response:
         self.hits.append("/health")
@@ -26,6 +24,11 @@ class ModelServerStandIn:
         if self.health_status != 200:
             return Response(status_code=self.health_status)
         return JSONResponse(
-            {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "vllm", "max_model_len": 16384}
-                                         for m in self.model_ids]}
+            {
+                "object": "list",
+                "data": [
+                    {"id": m, "object": "model", "owned_by": "vllm", "max_model_len": 16384}
+                    for m in self.model_ids
+                ],
+            }
         )

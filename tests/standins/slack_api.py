@@ -111,14 +111,31 @@ class SlackStandIn:
 
     def _answer(self, method: str, p: dict[str, Any]) -> dict[str, Any]:
         if method == "auth.test":
-            return {"ok": True, "url": "https://acme.slack.com/", "team": "Acme", "user": "gemma-sre",
-                    "team_id": "T0001", "user_id": "UBOT", "bot_id": "BBOT"}
+            return {
+                "ok": True,
+                "url": "https://acme.slack.com/",
+                "team": "Acme",
+                "user": "gemma-sre",
+                "team_id": "T0001",
+                "user_id": "UBOT",
+                "bot_id": "BBOT",
+            }
         if method in ("chat.postMessage", "chat.postEphemeral"):
             ts = self._next_ts()
-            return {"ok": True, "channel": p.get("channel", ""), "ts": ts, "message_ts": ts,
-                    "message": {"text": p.get("text", ""), "ts": ts, "thread_ts": p.get("thread_ts")}}
+            return {
+                "ok": True,
+                "channel": p.get("channel", ""),
+                "ts": ts,
+                "message_ts": ts,
+                "message": {"text": p.get("text", ""), "ts": ts, "thread_ts": p.get("thread_ts")},
+            }
         if method == "chat.update":
-            return {"ok": True, "channel": p.get("channel", ""), "ts": p.get("ts", ""), "text": p.get("text", "")}
+            return {
+                "ok": True,
+                "channel": p.get("channel", ""),
+                "ts": p.get("ts", ""),
+                "text": p.get("text", ""),
+            }
         if method == "usergroups.users.list":
             return {"ok": True, "users": self.usergroups.get(str(p.get("usergroup", "")), [])}
         if method == "views.open":

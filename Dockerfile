@@ -1,0 +1,20 @@
+# gemma-sre: the bot itself, as a Cloud Run service.
+FROM python:3.11-slim AS build
+WORKDIR /src
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+COPY pyproject.toml README.md ./
+COPY bot ./bot
+COPY handlers ./handlers
+COPY skills ./skills
+COPY prompts ./prompts
+RUN python -m venv /opt/venv && /opt/venv/bin/pip install --no-compile .
+
+FROM python:3.11-slim
+ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PORT=8080 MPLBACKEND=Agg
+RUN useradd --system --uid 10001 --home-dir /app --create-home gemma
+COPY --from=build /opt/venv /opt/venv
+USER 10001
+WORKDIR /app
+EXPOSE 8080
+# Cloud Run sets $PORT; `serve` reads it through the PORT setting.
+CMD ["gemma-sre", "serve"]

@@ -1,0 +1,145 @@
+"""Ack latency of signed /gemma slash commands vs a bare Starlette endpoint on the same server, same run.
+
+Starts the real app as its own process (`gemma-sre serve` under uvicorn on 127.0.0.1, real Redis, Slack /
+Cloud Run / model-server stand-ins in this process), sends N signed `/gemma status` commands C at a time, and
+prints p50/p99 of the time to the HTTP answer (the ack), next to the same figures for GET /healthz (a bare
+Starlette route of the same server: no middleware work beyond the metrics counter).
+
+    .venv/bin/python bench/ack_latency.py [--requests 200] [--concurrency 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import aiohttp
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.slack_signing import command_body, signed_headers  # noqa: E402
+from tests.standins.cloud_run_api import CloudRunStandIn  # noqa: E402
+from tests.standins.model_server import ModelServerStandIn  # noqa: E402
+from tests.standins.server import serve  # noqa: E402
+from tests.standins.slack_api import SlackStandIn  # noqa: E402
+
+SECRET = "bench-signing-secret"
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def run(n: int, concurrency: int, url: str, response_url: str, text: str) -> tuple[list[float], list[float]]:
+    # aiohttp as the load client: httpx's pool adds ~200 ms of client-side queueing at 50 concurrent requests.
+    sem = asyncio.Semaphore(concurrency)
+    async with aiohttp.ClientSession(url, connector=aiohttp.TCPConnector(limit=concurrency)) as client:
+
+        async def one_command() -> float:
+            body = command_body(text, response_url, trigger_id=uuid.uuid4().hex)
+            headers = signed_headers(SECRET, body)
+            async with sem:
+                t0 = time.perf_counter()
+                async with client.post("/slack/events", data=body.encode(), headers=headers) as resp:
+                    await resp.read()
+                    dt = time.perf_counter() - t0
+            assert resp.status == 200
+            return dt * 1000
+
+        async def one_bare() -> float:
+            async with sem:
+                t0 = time.perf_counter()
+                async with client.get("/healthz") as resp:
+                    await resp.read()
+                    dt = time.perf_counter() - t0
+            assert resp.status == 200
+            return dt * 1000
+
+        await asyncio.gather(*(one_bare() for _ in range(concurrency)))  # warm connections
+        await asyncio.gather(*(one_command() for _ in range(10)))  # warm Bolt (auth.test) and the status cache
+        bare = await asyncio.gather(*(one_bare() for _ in range(n)))
+        cmds = await asyncio.gather(*(one_command() for _ in range(n)))
+    return list(cmds), list(bare)
+
+
+def client_process(n: int, concurrency: int, url: str, response_url: str, text: str) -> tuple[list[float], list[float]]:
+    """The load client runs in its own process so it shares no GIL with the server or the stand-ins."""
+    return asyncio.run(run(n, concurrency, url, response_url, text))
+
+
+def wait_up(url: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"gemma-sre serve exited with {proc.returncode}")
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise SystemExit("gemma-sre serve did not come up")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--concurrency", type=int, default=50)
+    ap.add_argument("--text", default="status", help="the /gemma text to send (status: ack + work after it)")
+    args = ap.parse_args()
+
+    slack, cloud_run, model = SlackStandIn(), CloudRunStandIn(), ModelServerStandIn()
+    with serve(slack.app) as slack_url, serve(cloud_run.app) as cr_url, serve(model.app) as model_url:
+        slack.base_url = slack_url
+        cloud_run.seed_service("vllm-gemma4")
+        port = free_port()
+        env = {**os.environ, "SLACK_BOT_TOKEN": "xoxb-bench", "SLACK_SIGNING_SECRET": SECRET,
+               "SLACK_API_URL": slack_url + "/api/", "REDIS_URL": "redis://127.0.0.1:6379/0",
+               "KEY_PREFIX": f"gemma-sre-bench-{uuid.uuid4().hex[:8]}", "GOOGLE_CLOUD_PROJECT": "bench",
+               "GOOGLE_ANONYMOUS_CREDENTIALS": "true", "CLOUD_RUN_API_ENDPOINT": cr_url,
+               "VLLM_BASE_URL": model_url, "LOG_LEVEL": "WARNING"}
+        proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+                                cwd=ROOT, env=env)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_up(url, proc)
+            ctx = multiprocessing.get_context("spawn")
+            with ctx.Pool(1) as pool:
+                cmds, bare = pool.apply(client_process, (args.requests, args.concurrency, url, slack.response_url(), args.text))
+            expected = args.requests + 10 if args.text.split()[0] == "status" else 0
+            slack.wait_for(lambda: len(slack.responses) >= expected, timeout=60)
+            delivered = max(0, len(slack.responses) - 10)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+
+    c50, c99, b50, b99 = pct(cmds, 50), pct(cmds, 99), pct(bare, 50), pct(bare, 99)
+    print(f"requests={args.requests} concurrency={args.concurrency} command='/gemma {args.text}'")
+    print(f"{'endpoint':<22}{'p50 ms':>10}{'p99 ms':>10}{'mean ms':>10}")
+    print(f"{'/slack/events (ack)':<22}{c50:>10.2f}{c99:>10.2f}{statistics.mean(cmds):>10.2f}")
+    print(f"{'/healthz (bare)':<22}{b50:>10.2f}{b99:>10.2f}{statistics.mean(bare):>10.2f}")
+    print(f"ratio p50={c50 / b50:.2f}x p99={c99 / b99:.2f}x   statuses delivered after ack: {delivered}/{args.requests}")
+    print(f"target p99 < 50 ms: {'met' if c99 < 50 else 'NOT met'}; within 2x bare p99: {'met' if c99 <= 2 * b99 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

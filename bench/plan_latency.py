@@ -1,0 +1,93 @@
+"""Time per deploy plan: capacity check + render + diff against a running service + gcloud command.
+
+Prints the median over many runs, and the share each step takes (render+diff vs the planner), in-process.
+Usage: .venv/bin/python bench/plan_latency.py [RUNS]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from skills.fit import FitRequest, plan_fit
+from skills.gcloud_cmd import deploy_command
+from skills.render_service import DeployConfig, probe_for, render_service
+from skills.service_diff import diff_specs
+
+
+def _one(running: dict) -> tuple[float, float]:
+    t0 = time.perf_counter()
+    r = plan_fit(
+        FitRequest(model="gemma-4-26b-a4b-qat", gpu="nvidia-l4", max_model_len=16384, kv_cache_dtype="fp8")
+    )
+    t1 = time.perf_counter()
+    cfg = DeployConfig(
+        service="vllm-gemma4",
+        profile="gemma4-26b-qat-l4",
+        model=r.model.name,
+        hf_repo=r.model.hf_repo,
+        model_args=list(r.model.vllm_args),
+        gpu=r.gpu.name,
+        max_model_len=r.request.max_model_len or 16384,
+        gpu_memory_utilization=r.request.gpu_memory_utilization,
+        kv_cache_dtype=r.request.kv_cache_dtype,
+        max_num_seqs=4,
+        cpu=str(r.recommended_cpu),
+        memory=f"{r.recommended_memory_gib}Gi",
+        probe=probe_for(r.cold_start_s, budget_s=r.startup_budget_s),
+        image="vllm/vllm-openai:v0.11.0",
+        model_bucket="weights",
+    )
+    spec = render_service(cfg)
+    diff_specs(running, spec)
+    deploy_command("vllm-gemma4", spec, "us-central1", "proj")
+    t2 = time.perf_counter()
+    return t1 - t0, t2 - t1
+
+
+def main() -> int:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 500
+    base = plan_fit(FitRequest(model="gemma-4-12b-qat", gpu="nvidia-l4"))
+    running = render_service(
+        DeployConfig(
+            service="vllm-gemma4",
+            model=base.model.name,
+            hf_repo=base.model.hf_repo,
+            gpu="nvidia-l4",
+            max_model_len=32768,
+            gpu_memory_utilization=0.9,
+            max_num_seqs=8,
+            cpu="4",
+            memory="16Gi",
+            probe=probe_for(400),
+            image="vllm/vllm-openai:v0.10.0",
+            model_bucket="weights",
+        )
+    )
+    for _ in range(20):  # warm caches (catalog load, imports)
+        _one(running)
+    fit_t, render_t = zip(*(_one(running) for _ in range(runs)), strict=True)
+    total = [a + b for a, b in zip(fit_t, render_t, strict=True)]
+    med = statistics.median(total)
+    print(
+        f"plan (fit + render + diff + gcloud): median {med * 1e3:.3f} ms over {runs} runs "
+        f"(p95 {sorted(total)[int(runs * 0.95) - 1] * 1e3:.3f} ms)"
+    )
+    print(
+        f"  capacity check: median {statistics.median(fit_t) * 1e3:.3f} ms "
+        f"({statistics.median(fit_t) / med:.0%} of a plan)"
+    )
+    print(
+        f"  render + diff + gcloud: median {statistics.median(render_t) * 1e3:.3f} ms "
+        f"({statistics.median(render_t) / med:.0%} of a plan)"
+    )
+    print(f"  plans per second (one core): {1 / med:,.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,130 @@
+"""The Logs port over Cloud Logging (`google-cloud-logging`, HTTP transport; endpoint overridable).
+
+One query per fetch: the service's stdout/stderr, its system log (probes, instance starts, memory limits)
+and the request log's 5xx/429 entries, newest first so caps keep the most recent lines, then put back in
+time order. The filter always carries an explicit `timestamp>=` bound: without one the library silently
+adds its own 24-hour window. The client is blocking, so it runs in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from google.api_core import exceptions as gexc
+
+from bot.adapters.google_auth import cloud_credentials
+from bot.settings import Settings
+from skills.errors import CloudUnavailable, InvalidInput
+from skills.logs import entry_from_api
+from skills.ports import LogBatch, LogEntry, LogQuery
+
+_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
+_SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
+PAGE_SIZE = 1000
+
+
+def _ts(dt: datetime) -> str:
+    """RFC 3339 in UTC (a naive datetime is taken as UTC)."""
+    dt = dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def build_filter(project: str, q: LogQuery) -> str:
+    """The Logging filter for a query (names validated: they are spliced into the filter)."""
+    if not _NAME.match(q.service):
+        raise InvalidInput(f"{q.service!r} is not a Cloud Run service name.")
+    if q.revision and not _NAME.match(q.revision):
+        raise InvalidInput(f"{q.revision!r} is not a Cloud Run revision name.")
+    sev = q.min_severity.upper()
+    if sev not in _SEVERITIES:
+        raise InvalidInput(f"Unknown severity {q.min_severity!r}.")
+    logs = f"projects/{project}/logs/run.googleapis.com%2F"
+    parts = [
+        'resource.type="cloud_run_revision"',
+        f'resource.labels.service_name="{q.service}"',
+    ]
+    if q.revision:
+        parts.append(f'resource.labels.revision_name="{q.revision}"')
+    parts.append(f'timestamp>="{_ts(q.since)}"')
+    if q.until is not None:
+        parts.append(f'timestamp<="{_ts(q.until)}"')
+    parts.append(
+        f'(logName="{logs}stdout" OR logName="{logs}stderr" OR logName="{logs}varlog%2Fsystem"'
+        f' OR (logName="{logs}requests" AND (httpRequest.status>=500 OR httpRequest.status=429)))'
+    )
+    if sev != "DEFAULT":
+        parts.append(f"severity>={sev}")
+    return "\n".join(parts)
+
+
+class CloudLoggingLogs:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._client: Any = None
+        self._project = ""
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            from google.cloud import logging as gcl
+
+            creds, project = cloud_credentials(self._settings)
+            options = {}
+            if self._settings.cloud_logging_api_endpoint:
+                options["api_endpoint"] = self._settings.cloud_logging_api_endpoint
+            self._client = gcl.Client(
+                project=project, credentials=creds, _use_grpc=False, client_options=options or None
+            )
+            self._project = project
+        return self._client
+
+    async def fetch(self, query: LogQuery) -> LogBatch:
+        return await asyncio.to_thread(self._fetch, query)
+
+    def _fetch(self, q: LogQuery) -> LogBatch:
+        client = self._get_client()
+        flt = build_filter(self._project, q)
+        entries: list[LogEntry] = []
+        size = 0
+        truncated = ""
+        try:
+            it = client.list_entries(
+                resource_names=[f"projects/{self._project}"],
+                filter_=flt,
+                order_by="timestamp desc",
+                page_size=min(PAGE_SIZE, q.max_entries),
+            )
+            for raw in it:
+                if len(entries) >= q.max_entries:
+                    truncated = f"stopped at the {q.max_entries:,}-entry cap; older entries were not read"
+                    break
+                api = raw.to_api_repr()
+                size += len(json.dumps(api, default=str))
+                if size > q.max_bytes:
+                    truncated = (
+                        f"stopped at the {q.max_bytes:,}-byte cap after {len(entries)} entries; "
+                        "older entries were not read"
+                    )
+                    break
+                try:
+                    entries.append(entry_from_api(api))
+                except ValueError:
+                    continue
+        except gexc.PermissionDenied:
+            raise CloudUnavailable(
+                "Cloud Logging refused to list entries.",
+                "Grant the bot's service account roles/logging.viewer.",
+            ) from None
+        except gexc.GoogleAPICallError as exc:
+            raise CloudUnavailable(
+                f"Cloud Logging failed: {exc.message or exc}.", "Try again shortly."
+            ) from None
+        except OSError as exc:  # requests' ConnectionError is an OSError
+            raise CloudUnavailable(
+                f"Cannot reach Cloud Logging ({type(exc).__name__}).", "Try again shortly."
+            ) from None
+        entries.reverse()  # fetched newest first so the caps keep recent lines; read oldest first
+        return LogBatch(entries=entries, truncated=truncated)

@@ -1,0 +1,138 @@
+"""Metrics port on Cloud Monitoring (`google-cloud-monitoring`, gRPC), for the Cloud Run service's series.
+
+The client is blocking, so calls run in a thread. CLOUD_MONITORING_API_ENDPOINT overrides the endpoint
+(private/regional endpoints; a plain-text channel for a local stand-in on 127.0.0.1/localhost).
+Each metric has an alignment chosen so a point is one number an operator reads directly: utilisations as
+the mean, latencies as p95, request count as a rate per second, instance count as the max.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.api_core.client_options import ClientOptions
+from google.cloud import monitoring_v3
+from google.protobuf import duration_pb2, timestamp_pb2
+
+from bot.settings import Settings
+from skills.errors import UserFacingError
+from skills.ports import MetricPoint, MetricSeries
+
+from .google_auth import cloud_credentials
+
+A = monitoring_v3.Aggregation.Aligner
+R = monitoring_v3.Aggregation.Reducer
+
+# metric (under run.googleapis.com/) -> (per-series aligner, cross-series reducer, group-by labels)
+ALIGNMENT: dict[str, tuple[Any, Any, list[str]]] = {
+    "container/gpu/utilizations": (A.ALIGN_MEAN, R.REDUCE_MEAN, []),
+    "container/gpu/memory_utilizations": (A.ALIGN_MEAN, R.REDUCE_MEAN, []),
+    "container/memory/utilizations": (A.ALIGN_MEAN, R.REDUCE_MEAN, []),
+    "container/cpu/utilizations": (A.ALIGN_MEAN, R.REDUCE_MEAN, []),
+    "container/instance_count": (A.ALIGN_MAX, R.REDUCE_SUM, ["metric.labels.state"]),
+    "request_count": (A.ALIGN_RATE, R.REDUCE_SUM, ["metric.labels.response_code_class"]),
+    "request_latencies": (A.ALIGN_PERCENTILE_95, R.REDUCE_MAX, []),
+}
+
+
+def _is_local(endpoint: str) -> bool:
+    host = endpoint.split("://", 1)[-1].split(":", 1)[0]
+    return host in ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+class CloudMonitoringMetrics:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._client: monitoring_v3.MetricServiceClient | None = None
+        self._project = ""
+
+    def _get_client(self) -> monitoring_v3.MetricServiceClient:
+        if self._client is None:
+            creds, project = cloud_credentials(self._settings)
+            endpoint = self._settings.cloud_monitoring_api_endpoint
+            if endpoint and _is_local(endpoint):
+                import grpc
+                from google.cloud.monitoring_v3.services.metric_service.transports import (
+                    MetricServiceGrpcTransport,
+                )
+
+                channel = grpc.insecure_channel(endpoint.split("://", 1)[-1])
+                transport = MetricServiceGrpcTransport(channel=channel)
+                self._client = monitoring_v3.MetricServiceClient(transport=transport)
+            else:
+                opts = ClientOptions(api_endpoint=endpoint) if endpoint else None
+                self._client = monitoring_v3.MetricServiceClient(credentials=creds, client_options=opts)
+            self._project = project
+        return self._client
+
+    async def series(self, service: str, metric: str, minutes: int) -> list[MetricSeries]:
+        return await asyncio.to_thread(self._series, service, metric, minutes)
+
+    def _series(self, service: str, metric: str, minutes: int) -> list[MetricSeries]:
+        client = self._get_client()
+        now = time.time()
+        interval = monitoring_v3.TimeInterval(
+            end_time=timestamp_pb2.Timestamp(seconds=int(now)),
+            start_time=timestamp_pb2.Timestamp(seconds=int(now - minutes * 60)),
+        )
+        aligner, reducer, group_by = ALIGNMENT.get(metric, (A.ALIGN_MEAN, R.REDUCE_MEAN, []))
+        period = max(60, (minutes * 60) // 30 // 60 * 60)  # at most ~30 points, whole minutes
+        aggregation = monitoring_v3.Aggregation(
+            alignment_period=duration_pb2.Duration(seconds=period),
+            per_series_aligner=aligner,
+            cross_series_reducer=reducer,
+            group_by_fields=group_by,
+        )
+        flt = (
+            f'metric.type = "run.googleapis.com/{metric}" AND resource.type = "cloud_run_revision" '
+            f'AND resource.labels.service_name = "{service}"'
+        )
+        request = monitoring_v3.ListTimeSeriesRequest(
+            name=f"projects/{self._project}",
+            filter=flt,
+            interval=interval,
+            aggregation=aggregation,
+            view=monitoring_v3.ListTimeSeriesRequest.TimeSeriesView.FULL,
+        )
+        try:
+            pager = client.list_time_series(request=request, timeout=self._settings.probe_timeout_s * 2)
+            out = [_to_series(metric, ts) for ts in pager]
+        except gexc.PermissionDenied as exc:
+            raise UserFacingError(
+                f"Cloud Monitoring: permission denied ({exc.message}).",
+                "Grant the bot's service account roles/monitoring.viewer.",
+            ) from None
+        except gexc.GoogleAPICallError as exc:
+            raise UserFacingError(
+                f"Cloud Monitoring could not list {metric} ({exc.message or exc})."
+            ) from None
+        return out
+
+
+def _to_series(metric: str, ts: Any) -> MetricSeries:
+    labels = {**dict(ts.resource.labels), **dict(ts.metric.labels)}
+    points = []
+    for p in ts.points:
+        v = p.value
+        kind = monitoring_v3.TypedValue.pb(v).WhichOneof("value")
+        if kind == "distribution_value":
+            value = float(v.distribution_value.mean)
+        elif kind in ("double_value", "int64_value"):
+            value = float(getattr(v, kind))
+        elif kind == "bool_value":
+            value = 1.0 if v.bool_value else 0.0
+        else:
+            continue
+        points.append(MetricPoint(at=p.interval.end_time, value=value))
+    points.sort(key=lambda pt: pt.at)
+    return MetricSeries(metric=metric, labels=labels, points=points)
+
+
+def make_metrics(settings: Settings) -> CloudMonitoringMetrics | None:
+    """The Metrics port, unless it cannot work: anonymous credentials only reach a local stand-in endpoint."""
+    if settings.google_anonymous_credentials and not settings.cloud_monitoring_api_endpoint:
+        return None
+    return CloudMonitoringMetrics(settings)

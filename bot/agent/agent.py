@@ -1,0 +1,221 @@
+"""The agent: `analyze` (evidence -> loop -> RemediationPlan) and `ask` (a question in a conversation).
+
+Every prompt starts with the same system text and the same tool list, so vLLM's prefix cache reuses them
+across steps and across requests. Everything sent to the model is redacted first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+import prompts
+from skills.errors import UserFacingError
+from skills.fit import FitRequest, plan_fit
+from skills.redact import redact
+from skills.remediation import ProposedAction, RemediationPlan, merge_actions, plan_from_findings
+from skills.render_service import ANNOTATION_MODEL
+
+from .budget import estimate_tokens, trim_history, truncate
+from .client import ModelClient
+from .coldstart import ColdStart, Progress
+from .history import ConversationStore
+from .loop import Guards, Loop, LoopResult
+from .textcalls import strip_reasoning
+from .toolset import Toolset, findings_text
+
+_NARROW = "call the matching tool with narrower arguments"
+_FENCE = re.compile(r"```(?:json)?\s*\n?(.*?)```", re.DOTALL)
+
+
+@dataclass
+class Analysis:
+    plan: RemediationPlan
+    loop: LoopResult | None = None
+    error: str = ""  # why the model's plan is missing, when it is
+    repaired: bool = False
+    tokens_sent: int = 0
+
+
+@dataclass
+class Answer:
+    text: str
+    proposed: list[ProposedAction] = field(default_factory=list)
+    loop: LoopResult | None = None
+
+
+class Agent:
+    def __init__(self, deps: Any, *, initial_backoff_s: float = 2.0, max_backoff_s: float = 30.0) -> None:
+        self.deps = deps
+        self.settings = deps.settings
+        self._backoff = (initial_backoff_s, max_backoff_s)
+        self.conversations = ConversationStore(deps.redis, deps.settings)
+
+    # --- plumbing ----------------------------------------------------------------------------------------
+
+    def _client(self, progress: Progress | None) -> ModelClient:
+        cold = ColdStart(
+            self.settings.agent_cold_start_budget_s,
+            estimate_min=lambda: cold_start_estimate_min(self.deps),
+            progress=progress,
+            initial_backoff_s=self._backoff[0],
+            max_backoff_s=self._backoff[1],
+        )
+        return ModelClient(self.deps.endpoint, cold)
+
+    def _guards(self) -> Guards:
+        s = self.settings
+        return Guards(s.agent_max_steps, s.agent_tool_result_tokens, s.agent_time_budget_s)
+
+    # --- analyze -----------------------------------------------------------------------------------------
+
+    async def analyze(
+        self,
+        since_minutes: int = 60,
+        context: str = "",
+        progress: Progress | None = None,
+        service: str | None = None,
+    ) -> Analysis:
+        """Gather evidence, run the loop, return a validated plan (or the deterministic findings, and why)."""
+        tools = Toolset(self.deps, service)
+        evidence, findings = await gather_evidence(tools, since_minutes)
+        if context:
+            evidence = (
+                "## Context (untrusted, from the alert or the user)\n" + context.strip() + "\n\n" + evidence
+            )
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": prompts.load("system")},
+            {"role": "user", "content": redact(prompts.load("analyze").replace("{evidence}", evidence))},
+        ]
+        client = self._client(progress)
+        registry = tools.registry()
+        loop = Loop(client, registry, self._guards())
+        try:
+            result = await loop.run(messages)
+        except UserFacingError as exc:
+            note = f"The model could not be used: {exc}. These are the deterministic findings."
+            return Analysis(plan=plan_from_findings(findings, note), error=str(exc))
+        out = Analysis(plan=plan_from_findings(findings, ""), loop=result, tokens_sent=result.tokens_sent)
+        plan, err = parse_plan(result.answer)
+        if plan is None and result.stop_reason in ("answered", "no_answer"):
+            out.repaired = True
+            messages.append({"role": "user", "content": prompts.load("repair").replace("{error}", err)})
+            out.tokens_sent += estimate_tokens(json.dumps(messages)) + estimate_tokens(
+                json.dumps(registry.schemas())
+            )
+            try:
+                comp = await client.complete(
+                    messages, registry.schemas(), "none", self.settings.model_timeout_s
+                )
+                plan, err = parse_plan(comp.content)
+            except UserFacingError as exc:
+                err = str(exc)
+        if plan is None:
+            why = {"time_budget": "the time budget ran out", "step_cap": "the step cap was reached"}.get(
+                result.stop_reason, f"its answer was not a valid plan ({err})"
+            )
+            out.error = why
+            out.plan = plan_from_findings(
+                findings, f"The model gave no usable plan ({why}); deterministic findings."
+            )
+            out.plan.proposed_actions = merge_actions(result.proposed)
+            return out
+        plan.proposed_actions = merge_actions(result.proposed, plan.proposed_actions)
+        out.plan = plan
+        return out
+
+    # --- ask ---------------------------------------------------------------------------------------------
+
+    async def ask(
+        self, history: list[dict[str, str]], question: str, progress: Progress | None = None
+    ) -> Answer:
+        """Answer `question` given earlier turns ({role, content} user/assistant pairs, oldest first)."""
+        turns = trim_history([*history, {"role": "user", "content": question}])
+        messages: list[dict[str, Any]] = [{"role": "system", "content": prompts.load("system")}]
+        for i, t in enumerate(turns):
+            content = t["content"]
+            if i == 0:  # the instructions ride on the first question so every thread shares one prefix
+                content = prompts.load("ask") + "\n\nQuestion: " + content
+            messages.append({"role": t["role"], "content": redact(content)})
+        tools = Toolset(self.deps)
+        loop = Loop(self._client(progress), tools.registry(), self._guards())
+        result = await loop.run(messages)
+        text = redact(strip_reasoning(result.answer)).strip()
+        if not text:
+            text = "I could not reach an answer in time; try a narrower question."
+        return Answer(text=text, proposed=merge_actions(result.proposed), loop=result)
+
+
+async def gather_evidence(tools: Toolset, since_minutes: int) -> tuple[str, list[Any]]:
+    """The evidence an analysis starts from, as one text block, plus the deterministic findings."""
+    budget = tools.settings.agent_tool_result_tokens
+    findings: list[Any] = []
+
+    async def section(title: str, source: str, coro: Any) -> str:
+        try:
+            body = await coro
+        except UserFacingError as exc:
+            body = f"(unavailable: {exc})"
+        except Exception as exc:  # one missing source must not stop the analysis
+            body = f"(unavailable: {type(exc).__name__})"
+        return f"## {title} (source: {source})\n{truncate(str(body), budget, _NARROW)}"
+
+    async def diagnosis() -> str:
+        if tools.deps.logs is None:
+            raise UserFacingError("no log source is configured")
+        diag = await tools.diagnosis(since_minutes)
+        findings.extend(diag.findings)
+        logs = diag.digest_text or "No log lines in the window."
+        return f"Findings: {findings_text(diag)}\n\nCondensed logs (source: logs):\n{logs}"
+
+    parts = await asyncio.gather(
+        section(f"Diagnosis findings and logs, last {since_minutes} min", "finding", diagnosis()),
+        section("Service status", "status", tools.status_text()),
+        section("Model server metrics", "metrics", tools.metrics_text()),
+    )
+    return "\n\n".join(parts), findings
+
+
+def parse_plan(text: str) -> tuple[RemediationPlan | None, str]:
+    """A RemediationPlan from the model's final text (bare JSON, a fenced block, or JSON inside prose)."""
+    text = strip_reasoning(text or "")
+    if not text:
+        return None, "the answer was empty"
+    candidates = [m.group(1) for m in _FENCE.finditer(text)]
+    start, end = text.find("{"), text.rfind("}")
+    if start >= 0 and end > start:
+        candidates.append(text[start : end + 1])
+    if not candidates:
+        return None, "no JSON object was found"
+    err = ""
+    for c in candidates:
+        try:
+            data = json.loads(c)
+        except ValueError as exc:
+            err = f"invalid JSON ({exc})"
+            continue
+        if not isinstance(data, dict):
+            err = "the JSON is not an object"
+            continue
+        try:
+            return RemediationPlan.model_validate(data), ""
+        except ValidationError as exc:
+            err = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+    return None, err
+
+
+async def cold_start_estimate_min(deps: Any) -> float | None:
+    """The capacity planner's cold-start estimate for the model the service runs (from its annotation)."""
+    info = await deps.runtime.get_service(deps.settings.vllm_service_name)
+    model = (info.spec.get("annotations") or {}).get(ANNOTATION_MODEL)
+    if not model:
+        return None
+    report = plan_fit(
+        FitRequest(model=model, gpu=info.gpu_type or "nvidia-l4", gpu_count=max(1, info.gpu_count))
+    )
+    return report.cold_start_s / 60

@@ -1,0 +1,291 @@
+"""/gemma bench [--concurrency 1,8,32] [--context 128,2048,8192] [--output 128] [--requests N] | bench compare
+
+Plan first (cells, requests, rough duration and cost) with Confirm; on confirm a Redis lock keeps sweeps one
+at a time, progress is edited in place with a Stop button, and results land in the thread as a table, a CSV
+and PNG charts, and in Redis for `bench compare`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+
+from pydantic import ValidationError
+
+from handlers.context import ActionContext, CommandContext, Responder
+from handlers.registry import action, command
+from handlers.reply import Button, FileOut, Reply
+from skills import bench_report as report
+from skills.bench_plan import BenchPlan, make_plan, max_model_len_from_args, server_max_model_len
+from skills.cost import hourly_cost
+from skills.errors import InvalidInput, UserFacingError
+from skills.loadgen import BenchSpec, Progress, SweepResult, bench_http_client, run_sweep
+from skills.locks import LockHeld, ServiceLock
+
+log = logging.getLogger(__name__)
+
+CONFIRM = "gemma_bench_confirm"
+DISMISS = "gemma_bench_cancel"
+STOP = "gemma_bench_stop"
+_FLAGS = {
+    "--concurrency": "concurrency",
+    "--context": "contexts",
+    "--output": "output_tokens",
+    "--requests": "requests_per_cell",
+}
+USAGE = "bench [--concurrency 1,8,32] [--context 128,2048,8192] [--output 128] [--requests N] | bench compare"
+
+
+def parse_spec(args: list[str]) -> BenchSpec:
+    values: dict[str, object] = {}
+    i = 0
+    while i < len(args):
+        flag, _, inline = args[i].partition("=")
+        if flag not in _FLAGS:
+            raise InvalidInput(f"Unknown option `{args[i]}`.", f"Usage: `/gemma {USAGE}`")
+        raw = inline or (args[i + 1] if i + 1 < len(args) else "")
+        i += 1 if inline else 2
+        try:
+            nums = [int(x) for x in raw.replace(" ", "").split(",") if x]
+        except ValueError:
+            raise InvalidInput(f"`{flag}` needs numbers, got `{raw}`.", f"Usage: `/gemma {USAGE}`") from None
+        if not nums:
+            raise InvalidInput(f"`{flag}` needs a value.", f"Usage: `/gemma {USAGE}`")
+        field = _FLAGS[flag]
+        if field in ("output_tokens", "requests_per_cell") and len(nums) != 1:
+            raise InvalidInput(f"`{flag}` takes one number.")
+        values[field] = nums if field in ("concurrency", "contexts") else nums[0]
+    try:
+        return BenchSpec.model_validate(values)
+    except ValidationError as exc:
+        msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise InvalidInput(f"Invalid benchmark options ({msgs}).", f"Usage: `/gemma {USAGE}`") from None
+
+
+def _dur(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min"
+
+
+def render_plan(plan: BenchPlan) -> Reply:
+    cost = f", about ${plan.est_cost_usd:.2f} of instance time" if plan.est_cost_usd is not None else ""
+    reply = Reply(title=f":stopwatch: Benchmark plan for `{plan.model}`: {len(plan.cells)} cells, "
+                        f"{plan.total_requests} requests, ~{_dur(plan.est_duration_s)}{cost}")  # fmt: skip
+    s = plan.spec
+    reply.add(
+        fields=[
+            ("Concurrency", ", ".join(map(str, s.concurrency))),
+            ("Context (prompt tokens)", ", ".join(map(str, s.contexts))),
+            ("Output tokens", str(s.output_tokens)),
+            ("max-model-len", str(plan.max_model_len or "unknown")),
+            ("Caps", f"{s.max_total_requests} requests, {_dur(s.max_duration_s)}"),
+        ]
+    )
+    cells = "\n".join(f"conc {c:>4}  ctx {x:>6}  {n:>5} requests" for c, x, n in plan.cells)
+    reply.add(heading="Cells", code=cells)
+    if plan.notes:
+        reply.add(text="\n".join(f"• {n}" for n in plan.notes))
+    reply.buttons = [
+        Button(label="Run benchmark", action_id=CONFIRM, value=plan.id, style="primary"),
+        Button(label="Cancel", action_id=DISMISS, value=plan.id),
+    ]
+    reply.context = (
+        "The sweep loads the live model server; other users will see slower answers while it runs."
+    )
+    return reply
+
+
+async def _plan(ctx: CommandContext) -> Reply:
+    d = ctx.deps
+    spec = parse_spec(ctx.args)
+    client = await d.endpoint.client()
+    model = await d.endpoint.model_id()
+    max_len = await server_max_model_len(client, model)
+    usd_h: float | None = None
+    try:
+        info = await d.runtime.get_service(d.settings.vllm_service_name)
+        usd_h = hourly_cost(info).usd_per_hour
+        max_len = max_len or max_model_len_from_args(info.args)
+    except UserFacingError:
+        pass  # no Cloud Run access (e.g. VLLM_BASE_URL only): plan without a cost
+    last = await report.recent_sweeps(d.redis, d.settings.key("bench", "history"), 1)
+    single = report.best_throughput(last[0])[0] if last else None
+    stream_tok_s = single.output_tok_per_s if single else None
+    plan = make_plan(secrets.token_hex(6), spec, model, max_len, usd_h, stream_tok_s)
+    plan.user_id, plan.channel_id = ctx.user_id, ctx.channel_id
+    await d.redis.set(
+        d.settings.key("bench", "plan", plan.id), plan.model_dump_json(), ex=d.settings.plan_ttl_s
+    )
+    return render_plan(plan)
+
+
+async def _compare(ctx: CommandContext) -> Reply:
+    d = ctx.deps
+    sweeps = await report.recent_sweeps(d.redis, d.settings.key("bench", "history"), 2)
+    if len(sweeps) < 2:
+        raise UserFacingError("`bench compare` needs two stored sweeps.", "Run `/gemma bench` (twice) first.")
+    new, old = sweeps
+    reply = Reply(title=f"Benchmark {new.id} vs {old.id} (previous)")
+    reply.add(code=report.compare(new, old))
+    reply.context = (
+        f"new {new.started_at:%Y-%m-%d %H:%M} UTC ({new.model}), "
+        f"previous {old.started_at:%Y-%m-%d %H:%M} UTC "
+        f"({old.model}). Latency: lower is better; tok/s: higher is better; changes under 5% unmarked."
+    )
+    return reply
+
+
+@command("bench", "Benchmark sweep over concurrency x context (plan first), or compare the last two", USAGE,
+         ack="Planning the benchmark…")  # fmt: skip
+async def bench(ctx: CommandContext) -> Reply:
+    if ctx.args and ctx.args[0] == "compare":
+        return await _compare(ctx)
+    return await _plan(ctx)
+
+
+def _allowed(ctx: ActionContext) -> bool:
+    deployers = ctx.deps.settings.deployers
+    return not deployers or ctx.user_id in deployers
+
+
+@action(DISMISS)
+async def dismiss(ctx: ActionContext) -> Reply:
+    await ctx.deps.redis.delete(ctx.deps.settings.key("bench", "plan", ctx.value))
+    return Reply(title="Benchmark cancelled; nothing was run.", ephemeral=True)
+
+
+@action(CONFIRM)
+async def confirm(ctx: ActionContext) -> Reply | None:
+    d, st = ctx.deps, ctx.deps.settings
+    if not _allowed(ctx):
+        raise UserFacingError(
+            "Only deployers can run a benchmark (it loads the live model).", "Ask a deployer."
+        )
+    raw = await d.redis.getdel(st.key("bench", "plan", ctx.value))  # single use: a double click runs once
+    if not raw:
+        raise UserFacingError(
+            "This benchmark plan has expired or was already used.", "Run `/gemma bench` again."
+        )
+    plan = BenchPlan.model_validate_json(raw)
+    lock = ServiceLock(d.redis, st.key("bench", "lock"), int(plan.spec.max_duration_s) + 600)
+    try:
+        await lock.acquire(ctx.user_id, f"benchmark {plan.id}")
+    except LockHeld as exc:
+        raise UserFacingError(
+            f"Another benchmark is running: {exc}.", "Wait for it, or stop it with its Stop button."
+        ) from None
+    try:
+        ts = await ctx.responder.post(
+            _progress_reply(plan, Progress(phase="starting", cells=len(plan.cells)))
+        )
+    except Exception:
+        await lock.release()
+        raise
+    d.spawn(run_and_report(ctx, plan, lock, ts))
+    return None
+
+
+@action(STOP)
+async def stop(ctx: ActionContext) -> Reply:
+    await ctx.deps.redis.set(ctx.deps.settings.key("bench", "stop", ctx.value), ctx.user_id, ex=3600)
+    return Reply(title="Stopping the benchmark after the requests in flight…", ephemeral=True)
+
+
+def _progress_reply(plan: BenchPlan, p: Progress) -> Reply:
+    pct = p.done_requests / p.total_requests if p.total_requests else 0.0
+    bar = "█" * int(pct * 20) + "░" * (20 - int(pct * 20))
+    title = f":hourglass_flowing_sand: Benchmark {plan.id} of `{plan.model}`: {p.phase}"
+    reply = Reply(title=title)
+    text = f"`{bar}` {p.done_requests}/{p.total_requests} requests"
+    if p.cell_index:
+        text += f" · cell {p.cell_index}/{p.cells} (concurrency {p.concurrency}, context {p.context})"
+    text += f" · {_dur(p.elapsed_s)} elapsed"
+    reply.add(text=text)
+    reply.buttons = [Button(label="Stop", action_id=STOP, value=plan.id, style="danger")]
+    return reply
+
+
+def result_reply(result: SweepResult) -> Reply:
+    head = "stopped early (" + result.stopped + ")" if result.stopped else "done"
+    reply = Reply(title=f":checkered_flag: Benchmark {result.id} of `{result.model}`: {head}")
+    reply.add(code=report.table(result) if result.cells else "no cell finished")
+    errs = report.error_summary(result)
+    if errs:
+        reply.add(heading="Errors", code=errs)
+    if result.notes:
+        reply.add(text="\n".join(f"• {n}" for n in result.notes))
+    reply.context = (
+        "Latencies in ms. TTFT at the first token-bearing chunk; ITL = gaps between chunks; "
+        "tokens from server usage; "
+        "req/s and tok/s over each cell's wall time (vLLM benchmark_serving definitions)."
+    )
+    reply.files = [
+        FileOut(
+            filename=f"bench-{result.id}.csv", title="Benchmark results (CSV)", content=report.to_csv(result)
+        )
+    ]
+    if result.cells:
+        for name, png in report.charts(result).items():
+            reply.files.append(FileOut(filename=f"bench-{result.id}-{name}", title=name, content=png))
+    return reply
+
+
+async def run_and_report(ctx: ActionContext, plan: BenchPlan, lock: ServiceLock, ts: str) -> None:
+    d, st = ctx.deps, ctx.deps.settings
+    responder: Responder = ctx.responder
+    stop_event = asyncio.Event()
+    stop_key = st.key("bench", "stop", plan.id)
+
+    async def watch_stop() -> None:
+        while not stop_event.is_set():
+            if await d.redis.exists(stop_key):
+                stop_event.set()
+            await asyncio.sleep(0.5)
+
+    async def progress(p: Progress) -> None:
+        try:
+            await responder.update(ts, _progress_reply(plan, p))
+        except Exception:  # a failed progress edit must not stop the sweep
+            log.warning("benchmark progress update failed", exc_info=True)
+
+    http = bench_http_client(max(plan.spec.concurrency), plan.spec.request_timeout_s)
+    watcher = asyncio.ensure_future(watch_stop())
+    try:
+        base = await d.endpoint.base_url()
+        client = (await d.endpoint.client()).with_options(http_client=http)
+
+        async def count(prompt: str) -> int:
+            return len(await d.model_server.tokenize(base, plan.model, prompt))
+
+        result = await run_sweep(
+            client,
+            plan.model,
+            count,
+            plan.spec,
+            plan.id,
+            stop=stop_event,
+            on_progress=progress,
+            progress_every_s=3.0,
+        )
+        await report.save_sweep(d.redis, st.key("bench", "history"), result)
+        final = Reply(
+            title=f":checkered_flag: Benchmark {plan.id}: {result.stopped or 'done'}; results in the thread"
+        )
+        await responder.update(ts, final)
+        await responder.post(result_reply(result), thread_ts=ts)
+    except UserFacingError as exc:
+        await responder.update(
+            ts, Reply(title=f":warning: Benchmark {plan.id} failed: {exc.message}").add(text=exc.hint or None)
+        )
+    except Exception:
+        log.exception("benchmark %s failed", plan.id)
+        await responder.update(
+            ts, Reply(title=f":warning: Benchmark {plan.id} failed unexpectedly; see the bot's logs.")
+        )
+    finally:
+        stop_event.set()
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+        await http.aclose()
+        await d.redis.delete(stop_key)
+        await lock.release()

@@ -1,0 +1,113 @@
+"""/gemma fit MODEL [--gpu ...] — will it fit, what will it cost; and /gemma models — the catalog."""
+
+from __future__ import annotations
+
+from handlers.context import CommandContext
+from handlers.fit_args import USAGE, parse_fit_args
+from handlers.registry import command
+from handlers.reply import Button, Reply, plan_button
+from skills.catalog import Catalog
+from skills.fit import FitReport, load_catalog, plan_fit
+from skills.profiles import load_profiles
+
+_VERDICT = {
+    "fits": (":white_check_mark:", "fits"),
+    "fits_with_changes": (":large_yellow_circle:", "fits with changes"),
+    "does_not_fit": (":x:", "does NOT fit"),
+}
+
+
+def _minutes(seconds: float) -> str:
+    return f"~{seconds / 60:.0f} min" if seconds >= 90 else f"~{seconds:.0f} s"
+
+
+def render_fit(r: FitReport) -> Reply:
+    icon, word = _VERDICT[r.verdict]
+    q = r.request
+    gpus = f"{q.gpu_count} x {r.gpu.name}" if q.gpu_count > 1 else r.gpu.name
+    reply = Reply(title=f"{icon} {r.model.name} {word} on {gpus}")
+    if r.changes:
+        reply.add(heading="Apply these changes", code=" ".join(r.changes))
+    if r.warnings:
+        reply.add(text="\n".join(f":warning: {w}" for w in r.warnings))
+    kv = f"{r.kv_cache_tokens:,} tokens ({r.kv_cache_gib:g} GiB, {r.kv_bytes_per_token:,} B/token"
+    kv += f" {q.kv_cache_dtype})"
+    tok = f"~{r.est_tokens_per_s:g} tok/s" if r.est_tokens_per_s else "—"
+    reply.add(
+        fields=[
+            ("Weights", f"{r.weights_gib:g} GiB ({r.model.quantization})"),
+            ("GPU budget", f"{r.budget_gib:g} GiB = {r.gpu.memory_gib:g} x {q.gpu_memory_utilization:g}"),
+            ("Overhead", f"{r.overhead_gib:g} GiB{' (eager)' if q.enforce_eager else ''}"),
+            ("KV cache", kv),
+            ("Concurrency", f"{r.max_concurrency:g} x {q.max_model_len:,}-token sequences"),
+            ("Host RAM", f"~{r.host_memory_gib:g} GiB peak → memory {r.recommended_memory_gib}Gi"),
+            ("Cold start", f"{_minutes(r.cold_start_s)} (probe budget {r.startup_budget_s // 60} min)"),
+            (
+                "Cost",
+                f"${r.cost_per_hour_usd:.2f}/h"
+                + (f", {r.recommended_cpu} vCPU" if r.recommended_cpu else ""),
+            ),
+            ("Single stream", tok),
+        ]
+    )
+    if r.verdict != "does_not_fit":
+        reply.add(heading="vLLM args", code=" ".join(r.vllm_args))
+    if r.alternatives:
+        reply.add(heading="Nearest configurations that fit", text="\n".join(f"• {a}" for a in r.alternatives))
+    if r.notes:
+        reply.add(heading="Why", text="\n".join(f"• {n}" for n in r.notes))
+    button = _deploy_button(r)
+    if button is not None:
+        reply.buttons.append(button)
+    reply.context = "Estimates from the planner's catalog and field notes; reports vary by 20-30%."
+    return reply
+
+
+def _deploy_button(r: FitReport) -> Button | None:
+    """'Plan deploy' through the normal plan -> confirm flow, from a deploy profile serving this model."""
+    if r.verdict == "does_not_fit" or not r.gpu.available_on_cloud_run:
+        return None
+    profiles = [p for p in load_profiles().values() if p.model == r.model.name]
+    if not profiles:
+        return None
+    profile = next((p for p in profiles if p.gpu == r.gpu.name), profiles[0])
+    q = r.request
+    params = {
+        "profile": profile.name,
+        "gpu": q.gpu,
+        "gpu_count": q.gpu_count,
+        "max_model_len": q.max_model_len,
+        "gpu_memory_utilization": q.gpu_memory_utilization,
+        "kv_cache_dtype": q.kv_cache_dtype,
+        "enforce_eager": q.enforce_eager,
+        "cpu_offload_gb": q.cpu_offload_gb,
+        "memory": f"{r.recommended_memory_gib}Gi",
+    }
+    return plan_button("deploy", params, label=f"Plan deploy ({profile.name})")
+
+
+def render_catalog(cat: Catalog) -> Reply:
+    reply = Reply(title="Models and GPUs the planner knows")
+    models = [
+        f"`{m.name}` — {m.quantization}, ~{m.approx_disk_gb:g} GB weights, `{m.hf_repo}`"
+        for m in cat.models.values()
+    ]
+    reply.add(heading="Models", text="\n".join(models))
+    gpus = [
+        f"`{g.name}` — {g.memory_gb:g} GB, ${g.price_per_hour_usd:.2f}/h"
+        + ("" if g.available_on_cloud_run else " (comparison, not on Cloud Run)")
+        for g in cat.gpus.values()
+    ]
+    reply.add(heading="GPUs", text="\n".join(gpus))
+    reply.context = f"Try `/gemma {USAGE.split(' [')[0]} --gpu nvidia-l4`"
+    return reply
+
+
+@command("fit", "Will a model fit a GPU: memory, KV cache, cold start, cost", USAGE, ack="Planning…")
+async def fit(ctx: CommandContext) -> Reply:
+    return render_fit(plan_fit(parse_fit_args(ctx.args)))
+
+
+@command("models", "The model and GPU catalog behind /gemma fit and deploy", "models", ack="Listing…")
+async def models(ctx: CommandContext) -> Reply:
+    return render_catalog(load_catalog())

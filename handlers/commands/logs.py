@@ -1,0 +1,134 @@
+"""/gemma logs [--since 30m] [--severity WARNING] [--revision R]  and  /gemma diagnose [--since 1h]"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from handlers.context import CommandContext
+from handlers.registry import command
+from handlers.reply import FileOut, Reply, plan_button
+from skills.condense import Digest
+from skills.diagnose import Diagnosis, diagnose_service
+from skills.errors import InvalidInput, UserFacingError
+from skills.logs import logs_digest, parse_severity, parse_since
+from skills.ports import LogQuery, Logs, ServiceInfo
+
+INLINE_CHARS = 2800  # longer digests go to the thread as a file (Slack sections hold ~3000 chars)
+
+
+def _flags(args: list[str], allowed: set[str]) -> tuple[dict[str, str], list[str]]:
+    flags: dict[str, str] = {}
+    rest: list[str] = []
+    it = iter(args)
+    for a in it:
+        if a.startswith("--"):
+            name, _, value = a[2:].partition("=")
+            if name not in allowed:
+                raise InvalidInput(
+                    f"Unknown option --{name}.", "Options: " + ", ".join(f"--{f}" for f in sorted(allowed))
+                )
+            if not value:
+                value = next(it, "")
+            if not value:
+                raise InvalidInput(f"--{name} needs a value.")
+            flags[name] = value
+        else:
+            rest.append(a)
+    return flags, rest
+
+
+def _logs_port(ctx: CommandContext) -> Logs:
+    if ctx.deps.logs is None:
+        raise UserFacingError("Cloud Logging is not configured.", "Set GOOGLE_CLOUD_PROJECT and credentials.")
+    return ctx.deps.logs
+
+
+def _query(ctx: CommandContext, flags: dict[str, str], rest: list[str], default_since: str) -> LogQuery:
+    st = ctx.deps.settings
+    return LogQuery(
+        service=rest[0] if rest else st.vllm_service_name,
+        since=parse_since(flags.get("since", default_since)),
+        revision=flags.get("revision") or None,
+        min_severity=parse_severity(flags["severity"]) if "severity" in flags else "DEFAULT",
+        max_entries=st.log_max_entries,
+        max_bytes=st.log_max_bytes,
+    )
+
+
+def render_digest(q: LogQuery, d: Digest) -> Reply:
+    s = d.stats
+    where = q.service + (f" / {q.revision}" if q.revision else "")
+    reply = Reply(title=f":scroll: Logs of {where} since {q.since:%H:%M} UTC")
+    if s.truncated:
+        reply.add(text=f":warning: {s.truncated}")
+    if s.lines_in == 0:
+        reply.add(text="No log lines in this window.")
+        return reply
+    if len(d.text) <= INLINE_CHARS:
+        reply.add(code=d.text)
+    else:
+        head = d.text[:INLINE_CHARS].rsplit("\n", 1)[0]
+        reply.add(code=head + "\n…")
+        reply.files.append(
+            FileOut(filename=f"{q.service}-logs-digest.txt", title="Full log digest", content=d.text.encode())
+        )
+    reply.context = f"{s.lines_in} lines, {s.templates} templates, ~{s.tokens} tokens" + (
+        f", {s.omitted} templates left out" if s.omitted else ""
+    )
+    return reply
+
+
+def render_diagnosis(service: str, d: Diagnosis) -> Reply:
+    if not d.findings:
+        reply = Reply(title=f":white_check_mark: {service}: no known failure in the logs")
+        reply.add(text=f"Looked at {d.digest.lines_in} lines ({d.digest.templates} templates).")
+    else:
+        reply = Reply(title=f":mag: {service}: {len(d.findings)} finding(s)")
+    if d.truncated:
+        reply.add(text=f":warning: {d.truncated}")
+    for f in d.findings:
+        icon = ":red_circle:" if f.severity in ("critical", "error") else ":large_yellow_circle:"
+        steps = "\n".join(f"• {s}" for s in f.remediation.steps)
+        reply.add(
+            heading=f"{icon} {f.title}  `{f.kind}`",
+            text=f"{f.remediation.summary}\n{steps}".strip(),
+            code="\n".join(f.evidence) or None,  # log text stays in a code block: quoted, never instructions
+        )
+        for a in f.remediation.actions:
+            label = f"Plan {a.action}: " + ", ".join(f"{k}={v}" for k, v in a.params.items())
+            reply.buttons.append(plan_button(a.action, a.params, label[:75]))
+    reply.context = f"deterministic analyzers, {datetime.now(UTC):%H:%M} UTC"
+    return reply
+
+
+@command(
+    "logs",
+    "Condensed logs of the vLLM service (templates, counts, errors first)",
+    "logs [service] [--since 30m] [--severity WARNING] [--revision R]",
+    ack="Reading logs…",
+)
+async def logs(ctx: CommandContext) -> Reply:
+    flags, rest = _flags(ctx.args, {"since", "severity", "revision"})
+    q = _query(ctx, flags, rest, "30m")
+    digest, _ = await logs_digest(_logs_port(ctx), q, ctx.deps.settings.log_token_budget)
+    return render_digest(q, digest)
+
+
+@command(
+    "diagnose",
+    "Find known vLLM / Cloud Run failures in the logs, with evidence and fixes",
+    "diagnose [service] [--since 1h] [--revision R]",
+    ack="Diagnosing…",
+)
+async def diagnose(ctx: CommandContext) -> Reply:
+    flags, rest = _flags(ctx.args, {"since", "revision"})
+    q = _query(ctx, flags, rest, "1h")
+    service: ServiceInfo | None = None
+    try:  # current settings make remediations concrete (max instances + 1); diagnosis works without them
+        service = await ctx.deps.runtime.get_service(q.service)
+    except Exception:
+        service = None
+    result = await diagnose_service(
+        _logs_port(ctx), q, token_budget=ctx.deps.settings.log_token_budget, service=service
+    )
+    return render_diagnosis(q.service, result)

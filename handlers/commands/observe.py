@@ -1,0 +1,188 @@
+"""/gemma metrics | health | query PROMPT | cost — the model server seen from the outside and the inside."""
+
+from __future__ import annotations
+
+from handlers.context import CommandContext
+from handlers.registry import command
+from handlers.reply import Reply
+from skills.bench_report import recent_sweeps
+from skills.cost import CostReport, cost_report
+from skills.errors import InvalidInput
+from skills.model_health import DeepHealth, deep_health
+from skills.model_metrics import ModelMetrics, Percentiles, collect_model_metrics
+from skills.query import QueryResult, stream_query
+from skills.redact import redact
+
+
+def _ms(v: float | None) -> str:
+    return "—" if v is None else f"{v * 1000:.0f} ms"
+
+
+def _pcts(p: Percentiles | None) -> str:
+    if p is None:
+        return "no requests in the window"
+    return f"p50 {_ms(p.p50)} · p90 {_ms(p.p90)} · p99 {_ms(p.p99)} (n={p.count:.0f})"
+
+
+def _num(v: float | None, fmt: str = "{:.0f}") -> str:
+    return "—" if v is None else fmt.format(v)
+
+
+def render_metrics(m: ModelMetrics, base_url: str) -> Reply:
+    icon = ":warning:" if m.flags else ":bar_chart:"
+    reply = Reply(title=f"{icon} Model server metrics ({base_url})")
+    if m.flags:
+        reply.add(text="\n".join(f"• {f}" for f in m.flags))
+    kv = _num(m.kv_usage, "{:.0%}")
+    if m.kv_metric.startswith("vllm:gpu_cache"):
+        kv += " (older vLLM metric name)"
+    cap = f"{m.kv_capacity_tokens:,} tokens" if m.kv_capacity_tokens else "—"
+    if m.kv_capacity_tokens:
+        cap += (
+            f" ({m.num_gpu_blocks:,} blocks x {m.block_size}{', ' + m.cache_dtype if m.cache_dtype else ''})"
+        )
+    hit = _num(m.prefix_cache_hit_rate, "{:.0%}")
+    reply.add(
+        fields=[
+            ("Running / waiting", f"{_num(m.running)} / {_num(m.waiting)}"),
+            ("KV cache used", kv),
+            ("KV cache capacity", cap),
+            ("Preemptions", _num(m.preemptions)),
+            ("Prefix-cache hit rate", hit),
+            (
+                "Tokens/s (prompt / generated)",
+                f"{_num(m.prompt_tokens_per_s, '{:.1f}')} / {_num(m.generation_tokens_per_s, '{:.1f}')}",
+            ),
+        ]
+    )
+    reply.add(
+        heading="Latency",
+        fields=[
+            ("Time to first token", _pcts(m.ttft)),
+            ("Inter-token", _pcts(m.itl)),
+            ("End to end", _pcts(m.e2e)),
+            ("Queue time", _pcts(m.queue)),
+        ],
+    )
+    reply.context = (
+        f"Rates, counts and percentiles {m.window}. Percentiles are interpolated from histogram buckets."
+    )
+    return reply
+
+
+@command("metrics", "The model server's /metrics: load, KV cache, latency percentiles, token rates",
+         "metrics",
+         ack="Reading /metrics…")  # fmt: skip
+async def metrics(ctx: CommandContext) -> Reply:
+    d = ctx.deps
+    base = await d.endpoint.base_url()
+    m = await collect_model_metrics(d.model_server, base, d.redis, d.settings.key("metrics", "last_scrape"))
+    return render_metrics(m, base)
+
+
+def render_health(h: DeepHealth) -> Reply:
+    icon = ":large_green_circle:" if h.ok else (":large_yellow_circle:" if h.chat_ok else ":red_circle:")
+    reply = Reply(title=f"{icon} Deep health of `{h.model or '?'}`")
+    fields = []
+    if h.http_health is not None:
+        p = h.http_health
+        fields.append(("/health", f"{'ok' if p.ok else 'FAILED ' + p.error} ({p.latency_ms:.0f} ms)"))
+    chat = f"ok in {h.chat_latency_ms:.0f} ms" if h.chat_ok else f"FAILED: {h.chat_error}"
+    if h.chat_ok and h.chat_reply:
+        chat += f" — replied “{redact(h.chat_reply)[:60]}”"
+    fields.append(("Chat completion", chat))
+    fields.append(("Tool calling", f"{h.tools}: {h.tools_detail}"))
+    reply.add(fields=fields)
+    if h.hints:
+        reply.add(heading="What to do", text="\n".join(f"• {x}" for x in h.hints))
+    reply.context = f"endpoint {h.base_url}"
+    return reply
+
+
+@command("health", "Deep check: a real chat completion, its latency, and whether tool calling works",
+         "health",
+         ack="Checking the model…")  # fmt: skip
+async def health(ctx: CommandContext) -> Reply:
+    d = ctx.deps
+    base = await d.endpoint.base_url()
+    client = await d.endpoint.client()
+    model = await d.endpoint.model_id()
+    return render_health(await deep_health(client, model, base, d.model_server))
+
+
+def render_query(prompt: str, r: QueryResult) -> Reply:
+    reply = Reply(title=f"Answer from `{r.model}`")
+    reply.add(text=redact(r.text.strip()) or "_(empty answer)_")
+    toks = "—" if r.output_tokens is None else f"{r.output_tokens}"
+    if r.output_tokens is None:
+        toks += " (server sent no usage)"
+    stats = (
+        f"TTFT {_ms(r.ttft_s)} · {toks} output tokens · {_num(r.tokens_per_s, '{:.1f}')} tok/s overall"
+        f" ({_num(r.decode_tokens_per_s, '{:.1f}')} tok/s decoding) · total {r.total_s:.2f} s"
+    )
+    if r.finish_reason == "length":
+        stats += " · stopped at the token limit"
+    reply.context = stats
+    return reply
+
+
+@command(
+    "query",
+    "Ask the model directly and see TTFT, tokens and tokens/s",
+    "query PROMPT",
+    ack="Asking the model…",
+)
+async def query(ctx: CommandContext) -> Reply:
+    prompt = " ".join(ctx.args).strip()
+    if not prompt:
+        raise InvalidInput("Nothing to ask.", "Usage: `/gemma query PROMPT`.")
+    prompt = redact(prompt)  # never send a pasted secret to the model
+    d = ctx.deps
+    client = await d.endpoint.client()
+    model = await d.endpoint.model_id()
+    return render_query(prompt, await stream_query(client, model, prompt))
+
+
+def _usd(v: float) -> str:
+    return f"${v:,.2f}" if v >= 0.1 else f"${v:,.3f}"
+
+
+def render_cost(c: CostReport) -> Reply:
+    reply = Reply(title=f":moneybag: {c.service}: {_usd(c.usd_per_hour)}/hour per running instance")
+    gpu = f"{c.gpu_count} x {c.gpu_type}" if c.gpu_type else "none"
+    parts = " + ".join(f"{k} {_usd(v)}" for k, v in sorted(c.breakdown.items()))
+    reply.add(
+        fields=[
+            ("Configuration", f"GPU {gpu}, {c.vcpu:g} vCPU, {c.memory_gib:g} GiB"),
+            ("Per hour", parts),
+            ("Idle (min-instances)", f"{_usd(c.idle_usd_per_hour)}/h with min-instances {c.min_instances}"),
+            ("All instances busy", f"{_usd(c.max_usd_per_hour)}/h at max-instances {c.max_instances}"),
+        ]
+    )
+    tp = []
+    for label, t in (("Single stream", c.single_stream), ("Best batched", c.batched)):
+        if t is not None:
+            tp.append(
+                (
+                    label,
+                    f"{_usd(t.usd_per_m_output_tokens)} per M output tokens "
+                    f"at {t.output_tok_per_s:.1f} tok/s "
+                    f"(concurrency {t.concurrency}, context {t.context})",
+                )
+            )
+    if tp:
+        reply.add(heading="Per million output tokens (measured)", fields=tp)
+    if c.notes:
+        reply.context = " ".join(c.notes)
+    return reply
+
+
+@command("cost", "$/hour of the running configuration and $/M tokens at measured throughput",
+         "cost [service]",
+         ack="Pricing…")  # fmt: skip
+async def cost(ctx: CommandContext) -> Reply:
+    d = ctx.deps
+    service = ctx.args[0] if ctx.args else d.settings.vllm_service_name
+    info = await d.runtime.get_service(service)
+    sweeps = await recent_sweeps(d.redis, d.settings.key("bench", "history"), 1)
+    return render_cost(cost_report(info, sweeps[0] if sweeps else None))

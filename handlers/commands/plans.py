@@ -1,0 +1,303 @@
+"""The shared write flow: plan buttons, Confirm / Cancel, and the destroy dialog.
+
+Any feature proposes a write with `plan_button(action, params)`; clicking it lands here, computes a plan and
+shows it with Confirm / Cancel. Confirm runs the checks (skills/confirm.py), then the write with progress
+edited in place.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from bot.deps import Deps
+from handlers.context import ActionContext, Responder
+from handlers.registry import action
+from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION, PLAN_ACTION, Button, Reply, error_reply
+from skills.confirm import Refused, WriteGate, claim, run_claimed
+from skills.deploy import Progress
+from skills.deploy_env import DeployEnv
+from skills.errors import InvalidInput
+from skills.plan_actions import build_plan
+from skills.plans import Plan, PlanStore
+
+log = logging.getLogger(__name__)
+
+DESTROY_OPEN_ACTION = "gemma_destroy_open"
+DESTROY_SUBMIT_ACTION = "gemma_destroy_submit"
+DESTROY_NAME_BLOCK = "service_name"
+_VERDICT_ICON = {
+    "fits": ":white_check_mark:",
+    "fits_with_changes": ":large_yellow_circle:",
+    "does_not_fit": ":x:",
+}
+_MAX_DIFF_LINES = 40
+_GROUP_CACHE_S = 60
+
+
+def deploy_env(deps: Deps) -> DeployEnv:
+    st = deps.settings
+    return DeployEnv(
+        service=st.vllm_service_name,
+        region=st.google_cloud_location,
+        project=st.google_cloud_project,
+        image=st.vllm_image,
+        model_bucket=st.model_bucket,
+        hf_token_secret=st.hf_token_secret,
+    )
+
+
+def plan_store(deps: Deps) -> PlanStore:
+    return PlanStore(deps.redis, deps.settings.key("plan"), deps.settings.plan_ttl_s)
+
+
+def write_gate(deps: Deps) -> WriteGate:
+    st = deps.settings
+    return WriteGate(
+        store=deps.redis,
+        plans=plan_store(deps),
+        lock_prefix=st.key("lock", "service"),
+        lock_ttl_s=st.deploy_lock_ttl_s,
+        audit_key=st.key("audit"),
+        deployers=st.deployers,
+        deployer_usergroup=st.deployer_usergroup_id,
+        usergroup_members=_usergroup_port(deps),
+    )
+
+
+def _usergroup_port(deps: Deps) -> Any:
+    """Slack usergroups.users.list behind a plain callable (cached briefly: the API is rate-limited)."""
+    if deps.chat is None:
+        return None
+
+    async def members(group: str) -> list[str]:
+        key = deps.settings.key("usergroup", group)
+        cached = await deps.redis.get(key)
+        if cached is not None:
+            return list(json.loads(cached))
+        resp = await deps.chat.usergroups_users_list(usergroup=group)
+        users = [str(u) for u in resp.get("users") or []]
+        await deps.redis.set(key, json.dumps(users), ex=_GROUP_CACHE_S)
+        return users
+
+    return members
+
+
+def render_plan(plan: Plan, *, with_buttons: bool = True) -> Reply:
+    reply = Reply(title=f":clipboard: Plan: {plan.summary}")
+    if plan.verdict:
+        icon = _VERDICT_ICON.get(plan.verdict, "")
+        lines = [f"{icon} *{plan.verdict.replace('_', ' ')}*", *(f"• {x}" for x in plan.fit_lines)]
+        if plan.fit_changes:
+            lines.append("Applied to fit: " + ", ".join(f"`{c}`" for c in plan.fit_changes))
+        reply.add(heading="Capacity check", text="\n".join(lines))
+    if plan.notes:
+        reply.add(heading="Notes", text="\n".join(f"• {n}" for n in plan.notes))
+    if plan.kind != "destroy":
+        if plan.changes:
+            diff = [c.line() for c in plan.changes]
+            if len(diff) > _MAX_DIFF_LINES:
+                diff = [*diff[:_MAX_DIFF_LINES], f"… and {len(diff) - _MAX_DIFF_LINES} more"]
+            heading = (
+                "New service" if plan.create else f"Changes to the running service ({len(plan.changes)})"
+            )
+            reply.add(heading=heading, code="\n".join(diff))
+        else:
+            reply.add(heading="Changes", text="No field changes: Cloud Run will still create a new revision.")
+    reply.add(heading="gcloud equivalent", code=plan.gcloud)
+    if with_buttons:
+        blocked = plan.blocked()
+        if plan.kind == "destroy":
+            reply.buttons.append(
+                Button(label="Destroy…", action_id=DESTROY_OPEN_ACTION, value=plan.id, style="danger")
+            )
+        elif not blocked:
+            reply.buttons.append(
+                Button(label="Confirm", action_id=CONFIRM_ACTION, value=plan.id, style="primary")
+            )
+        else:
+            reply.add(text=f":no_entry: {blocked}")
+        reply.buttons.append(Button(label="Cancel", action_id=CANCEL_ACTION, value=plan.id))
+    mins = max(1, round((plan.expires_at - time.time()) / 60)) if plan.expires_at else 0
+    reply.context = f"plan `{plan.id}` · expires in {mins} min · asked by <@{plan.created_by}>"
+    return reply
+
+
+async def make_plan(deps: Deps, user_id: str, channel_id: str, kind: str, params: dict[str, Any]) -> Reply:
+    """Compute, store and render a plan (the one entry point for commands and plan buttons)."""
+    plan = await build_plan(
+        kind, params, deps.runtime, deploy_env(deps), user_id=user_id, channel_id=channel_id
+    )
+    await plan_store(deps).save(plan)
+    return render_plan(plan)
+
+
+@action(PLAN_ACTION)
+async def on_plan_button(ctx: ActionContext) -> Reply:
+    try:
+        data = json.loads(ctx.value)
+        kind, params = data["action"], data.get("params") or {}
+    except (ValueError, KeyError, TypeError):
+        raise InvalidInput("This button carries no valid action.", "Ask for the plan again.") from None
+    return await make_plan(ctx.deps, ctx.user_id, ctx.channel_id, str(kind), params)
+
+
+def _plan_id(value: str) -> str:
+    """A button carries the plan id; a modal's private_metadata carries JSON with it."""
+    if value.startswith("{"):
+        try:
+            return str(json.loads(value).get("plan_id", ""))
+        except ValueError:
+            return ""
+    return value
+
+
+def _elapsed(s: float) -> str:
+    return f"{int(s // 60)}m{int(s % 60):02d}s"
+
+
+def progress_reply(plan: Plan, user_id: str, p: Progress) -> Reply:
+    if p.done:
+        icon = ":white_check_mark:" if p.ok else ":x:"
+    else:
+        icon = ":hourglass_flowing_sand:"
+    reply = Reply(title=f"{icon} {plan.kind} `{plan.service}`: {p.phase} ({_elapsed(p.elapsed_s)})")
+    steps = _steps(plan)
+    if steps and p.phase in steps:
+        idx = steps.index(p.phase)
+        reply.add(
+            text="  →  ".join(
+                f"*{s}*" if i == idx else (s if i < idx else f"_{s}_") for i, s in enumerate(steps)
+            )
+        )
+    if p.detail:
+        reply.add(text=p.detail)
+    if p.log_lines:
+        reply.add(heading="First error lines", code="\n".join(p.log_lines))
+    if plan.kind in ("deploy", "redeploy") and not p.done and plan.cold_start_s:
+        reply.add(
+            text=f"Expected cold start ~{plan.cold_start_s / 60:.0f} min; traffic moves only when ready."
+        )
+    reply.context = f"confirmed by <@{user_id}> · plan `{plan.id}`" + (
+        f" · revision `{p.revision}`" if p.revision else ""
+    )
+    return reply
+
+
+def _steps(plan: Plan) -> list[str]:
+    if plan.kind == "rollback":
+        return ["submitted", "moving traffic", "ready"]
+    if plan.kind == "destroy":
+        return ["submitted", "deleting", "deleted"]
+    return ["submitted", "revision created", "instance starting", "weights loading", "ready"]
+
+
+async def _safe_update(responder: Responder, ts: str, reply: Reply) -> None:
+    if not ts:
+        return
+    try:
+        await responder.update(ts, reply)
+    except Exception:  # a stale or foreign message must not stop the write's own progress
+        log.warning("could not update message %s", ts, exc_info=True)
+
+
+async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = None) -> Reply | None:
+    deps = ctx.deps
+    gate = write_gate(deps)
+    try:
+        plan, lock = await claim(gate, plan_id, ctx.user_id, typed_name)
+    except Refused as exc:
+        return error_reply(exc.message, exc.hint)
+    # The plan message loses its buttons, so nobody clicks a spent plan.
+    spent = render_plan(plan, with_buttons=False)
+    spent.context = f"confirmed by <@{ctx.user_id}> · plan `{plan.id}`"
+    await _safe_update(ctx.responder, ctx.message_ts, spent)
+    first = Progress(phase="submitted", elapsed_s=0.0, detail=plan.summary)
+    ts = await ctx.responder.post(progress_reply(plan, ctx.user_id, first), thread_ts=ctx.thread_ts or None)
+
+    async def on_progress(p: Progress) -> None:
+        await _safe_update(ctx.responder, ts, progress_reply(plan, ctx.user_id, p))
+
+    await run_claimed(
+        gate,
+        plan,
+        lock,
+        ctx.user_id,
+        deps.runtime,
+        logs=deps.logs,
+        progress=on_progress,
+        poll_s=deps.settings.deploy_poll_s,
+    )
+    return None
+
+
+@action(CONFIRM_ACTION)
+async def on_confirm(ctx: ActionContext) -> Reply | None:
+    plan = await plan_store(ctx.deps).get(ctx.value)
+    if plan is not None and plan.kind == "destroy":
+        return error_reply("A destroy is confirmed by typing the service name.", "Use the Destroy… button.")
+    return await confirm(ctx, ctx.value)
+
+
+@action(CANCEL_ACTION)
+async def on_cancel(ctx: ActionContext) -> Reply:
+    store = plan_store(ctx.deps)
+    plan = await store.get(ctx.value)
+    if plan is None:
+        return error_reply("This plan is no longer pending (expired, cancelled or already confirmed).")
+    if not await store.discard(plan.id):
+        return error_reply("This plan is no longer pending.")
+    done = render_plan(plan, with_buttons=False)
+    done.title = f":no_entry_sign: Cancelled: {plan.summary}"
+    done.context = f"cancelled by <@{ctx.user_id}> · plan `{plan.id}`"
+    await _safe_update(ctx.responder, ctx.message_ts, done)
+    return Reply(title=f"Cancelled plan `{plan.id}`; nothing changed.", ephemeral=True)
+
+
+def destroy_modal(plan: Plan, channel_id: str) -> dict[str, Any]:
+    return {
+        "type": "modal",
+        "callback_id": DESTROY_SUBMIT_ACTION,
+        "private_metadata": json.dumps({"plan_id": plan.id, "channel_id": channel_id}),
+        "title": {"type": "plain_text", "text": "Destroy service"},
+        "submit": {"type": "plain_text", "text": "Destroy"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            {
+                "type": "section",
+                "text": {
+                    "type": "mrkdwn",
+                    "text": (
+                        f":warning: This deletes Cloud Run service *{plan.service}* and all its revisions. "
+                        "Type its name to confirm."
+                    ),
+                },
+            },
+            {
+                "type": "input",
+                "block_id": DESTROY_NAME_BLOCK,
+                "label": {"type": "plain_text", "text": "Service name"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": "value",
+                    "placeholder": {"type": "plain_text", "text": plan.service},
+                },
+            },
+        ],
+    }
+
+
+@action(DESTROY_OPEN_ACTION)
+async def on_destroy_open(ctx: ActionContext) -> Reply | None:
+    plan = await plan_store(ctx.deps).get(ctx.value)
+    if plan is None or plan.kind != "destroy":
+        return error_reply("This destroy plan has expired.", "Run `/gemma destroy` again.")
+    await ctx.responder.open_modal(destroy_modal(plan, ctx.channel_id))
+    return None
+
+
+@action(DESTROY_SUBMIT_ACTION)
+async def on_destroy_submit(ctx: ActionContext) -> Reply | None:
+    return await confirm(ctx, _plan_id(ctx.value), typed_name=ctx.form.get(DESTROY_NAME_BLOCK, ""))

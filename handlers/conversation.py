@@ -1,0 +1,66 @@
+"""Conversations with the agent in Slack threads: `/gemma ask` starts one; replies in the thread continue it.
+
+The lead wires Slack `message` events (thread replies from people, not bots) to `on_thread_reply`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skills.errors import UserFacingError
+from skills.redact import redact
+
+from .reply import Reply, plan_button
+
+MAX_QUESTION_CHARS = 4000
+NOT_CONFIGURED = ("The model agent is not configured.", "Set VLLM_BASE_URL or deploy the model first.")
+
+
+def escape(text: str) -> str:
+    """Model and user text shown in Slack: no <!channel> pings or disguised links."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def answer_reply(text: str, proposed: list[Any]) -> Reply:
+    reply = Reply(title=":robot_face: Gemma").add(text=escape(redact(text)))
+    for a in proposed:
+        label = f"Plan {a.action}: " + ", ".join(f"{k}={v}" for k, v in a.params.items())
+        reply.buttons.append(plan_button(a.action, a.params, label.rstrip(": ")[:75]))
+    if proposed:
+        reply.context = "Proposed changes run only after the plan -> confirm flow."
+    return reply
+
+
+async def answer_in_thread(deps: Any, responder: Any, thread_ts: str, question: str) -> None:
+    """Answer `question` in the thread with the conversation so far, and remember the exchange."""
+    if deps.agent is None:
+        raise UserFacingError(
+            "The model agent is not configured.", "Set VLLM_BASE_URL or deploy the model first."
+        )
+    store = deps.agent.conversations
+    history = await store.get(thread_ts) or []
+
+    async def progress(text: str) -> None:
+        await responder.post(Reply(title=text), thread_ts=thread_ts)
+
+    try:
+        answer = await deps.agent.ask(history, question[:MAX_QUESTION_CHARS], progress=progress)
+    except UserFacingError as exc:
+        msg = Reply(title=f":warning: {exc.message}")
+        if exc.hint:
+            msg.add(text=exc.hint)
+        await responder.post(msg, thread_ts=thread_ts)
+        return
+    await responder.post(answer_reply(answer.text, answer.proposed), thread_ts=thread_ts)
+    await store.append(thread_ts, question[:MAX_QUESTION_CHARS], answer.text)
+
+
+async def on_thread_reply(
+    deps: Any, responder: Any, channel_id: str, thread_ts: str, user_id: str, text: str
+) -> None:
+    """A message in a thread: answer it if the thread is a conversation with the bot, else ignore it."""
+    if deps.agent is None or not text.strip():
+        return
+    if await deps.agent.conversations.get(thread_ts) is None:
+        return  # not our thread, or the conversation expired
+    await answer_in_thread(deps, responder, thread_ts, text.strip())

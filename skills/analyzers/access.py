@@ -1,0 +1,134 @@
+# ruff: noqa: E501  (remediation prose and log wordings read better unbroken)
+"""Reaching the weights: GCS FUSE permissions, Hugging Face auth, model path or repo not found."""
+
+from __future__ import annotations
+
+import re
+
+from skills.diagnose import Finding, Remediation
+
+from .base import LogView, analyzer, evidence_of, first_seen, rx
+
+_FUSE = rx(
+    r"(?:PermissionError|Errno 13|[Pp]ermission denied).{0,200}(?:/mnt/|gcsfuse|fuse)",
+    r"(?:/mnt/|gcsfuse)\S*.{0,200}[Pp]ermission denied",
+    r"does not have storage\.objects\.(?:get|list) access",
+    r"gcsfuse.{0,200}(?:403|[Aa]ccess denied|Forbidden)",
+)
+_IAM = re.compile(r"storage\.objects|403|Forbidden|[Aa]ccess denied")
+
+
+@analyzer("gcs_fuse_permission_denied")
+def fuse_permission(view: LogView) -> Finding | None:
+    hits = view.grep(*_FUSE)
+    if not hits:
+        return None
+    iam = any(_IAM.search(h.text) for h, _ in hits)
+    steps = [
+        "Mount the bucket with `uid=1001;gid=1001` in the volume's mount options (the vLLM image runs as "
+        "uid/gid 1001), e.g. `uid=1001;gid=1001;max-conns-per-host=100;stat-cache-ttl=3600s;type-cache-ttl=3600s`.",
+    ]
+    if iam:
+        steps.insert(
+            0, "Grant the service's runtime service account `roles/storage.objectViewer` on the model bucket."
+        )
+    return Finding(
+        kind="gcs_fuse_permission_denied",
+        title="Permission denied reading the model under the GCS FUSE mount",
+        severity="critical",
+        evidence=evidence_of(hits),
+        remediation=Remediation(
+            summary="vLLM cannot read the weights on the mounted bucket.", steps=steps, actions=[]
+        ),
+        first_seen=first_seen(hits),
+        count=len(hits),
+    )
+
+
+_HF_AUTH = rx(
+    r"GatedRepoError",
+    r"[Cc]annot access gated repo",
+    r"You are trying to access a gated repo",
+    r"Access to model \S+ is restricted",
+    r"401 Client Error",
+    r"Unauthorized for url: https://huggingface\.co",
+    r"Invalid user token|Invalid credentials in Authorization header|Invalid username or password",
+    r"outgoing traffic has been disabled|LocalEntryNotFoundError",
+)
+_OFFLINE = re.compile(r"outgoing traffic has been disabled|HF_HUB_OFFLINE|LocalEntryNotFoundError")
+
+
+@analyzer("hf_auth_failed")
+def hf_auth(view: LogView) -> Finding | None:
+    hits = view.grep(*_HF_AUTH)
+    if not hits:
+        return None
+    offline = any(_OFFLINE.search(h.text) for h, _ in hits)
+    steps = []
+    if offline:
+        steps.append(
+            "Offline mode is on but the files are not local: unset `HF_HUB_OFFLINE` when pulling from the Hub, "
+            "or point `--model` at the weights on the GCS FUSE mount."
+        )
+    else:
+        steps.append(
+            "Inject the Hugging Face token as `HF_TOKEN` from Secret Manager (secret `hf-token`), never as a literal."
+        )
+        steps.append("Accept the Gemma licence on the model's Hugging Face page with the token's account.")
+    steps.append("Or serve weights from the GCS bucket (`/mnt/models/...`) so no Hub access is needed.")
+    return Finding(
+        kind="hf_auth_failed",
+        title="Hugging Face refused the download"
+        + (" (offline mode, files not cached)" if offline else " (auth)"),
+        severity="critical",
+        evidence=evidence_of(hits),
+        remediation=Remediation(
+            summary="vLLM could not fetch the model from the Hub.", steps=steps, actions=[]
+        ),
+        first_seen=first_seen(hits),
+        count=len(hits),
+    )
+
+
+_NOT_FOUND = rx(
+    r"RepositoryNotFoundError|Repository Not Found for url",
+    r"404 Client Error.{0,200}huggingface",
+    r"does not appear to have a file named (?:config\.json|\S+)",
+    r"No such file or directory: '(/mnt/[^']+)'",
+    r"is not a local folder and is not a valid model identifier",
+    r"Invalid repository ID or local directory specified",
+    r"No supported config format found in",
+    r"The model `([^`]+)` does not exist",
+)
+# Missing-repo errors mention gated repos in their advice; only a 401 or a refusal makes it an auth problem.
+_AUTHY = re.compile(r"\b401\b|Invalid username or password|Cannot access gated repo|is restricted")
+
+
+@analyzer("model_not_found")
+def model_not_found(view: LogView) -> Finding | None:
+    hits = [(h, m) for h, m in view.grep(*_NOT_FOUND) if not _AUTHY.search(h.text)]
+    if not hits:
+        return None
+    api_side = all("does not exist" in h.text for h, _ in hits)
+    if api_side:
+        steps = [
+            "Clients ask for a model name the server does not serve: use the id from `GET /v1/models`, "
+            "or set `--served-model-name` to the name clients use."
+        ]
+        summary = "Requests name a model the server does not serve (HTTP 404)."
+    else:
+        steps = [
+            "Check `--model`: the path under `/mnt/models` must exist in the bucket (with config.json), or the "
+            "Hugging Face repo id must be spelled exactly.",
+            "List the bucket (`gcloud storage ls gs://BUCKET/`) and compare with the path in the logs.",
+        ]
+        summary = "vLLM could not find the model it was told to load."
+    return Finding(
+        kind="model_not_found",
+        title="Model not found" + (" (request names an unknown model)" if api_side else ""),
+        severity="warning" if api_side else "critical",
+        evidence=evidence_of(hits),
+        remediation=Remediation(summary=summary, steps=steps, actions=[]),
+        first_seen=first_seen(hits),
+        count=len(hits),
+    )

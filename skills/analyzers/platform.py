@@ -1,0 +1,77 @@
+# ruff: noqa: E501  (remediation prose and log wordings read better unbroken)
+"""The hardware and the project: bf16 on pre-Ampere GPUs, GPU quota in the region."""
+
+from __future__ import annotations
+
+import re
+
+from skills.diagnose import Finding, Remediation
+
+from .base import LogView, analyzer, evidence_of, first_seen, rx
+
+_BF16 = rx(
+    r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0",
+    r"(?:bf16|bfloat16|BFloat16)(?: is)? (?:not supported|unsupported)",
+    r"does not support (?:bf16|bfloat16)",
+    flags=re.IGNORECASE,
+)
+_GPU_NAME = re.compile(r"Your (.{1,40}?) GPU has compute capability (\d+\.\d+)")
+
+
+@analyzer("bf16_unsupported")
+def bf16(view: LogView) -> Finding | None:
+    hits = view.grep(*_BF16)
+    if not hits:
+        return None
+    gpu = next((m for h, _ in hits if (m := _GPU_NAME.search(h.text))), None)
+    where = f" on {gpu.group(1)} (compute capability {gpu.group(2)})" if gpu else ""
+    return Finding(
+        kind="bf16_unsupported",
+        title="bfloat16 is not supported by this GPU" + where,
+        severity="critical",
+        evidence=evidence_of(hits),
+        remediation=Remediation(
+            summary="The model's bf16 weights need compute capability 8.0+ (L4, A100, H100); T4 is 7.5.",
+            steps=[
+                "Start vLLM with `--dtype half` (float16), or deploy on an NVIDIA L4.",
+                "On a T4, expect garbled tool calls in fp16: prefer an L4 for tool calling.",
+            ],
+            actions=[],
+        ),
+        first_seen=first_seen(hits),
+        count=len(hits),
+    )
+
+
+_QUOTA = rx(
+    r"Quota exceeded for total allowable count of GPUs",
+    r"You do not have quota for using GPUs",
+    r"Nvidia\w*Gpu\w*(?:PerProject|Quota)\w*",
+    r"[Qq]uota (?:exceeded|violated|limit reached).{0,200}(?:GPU|gpu|nvidia|Nvidia)",
+    r"(?:GPU|gpu|nvidia|Nvidia).{0,200}[Qq]uota (?:exceeded|violated)",
+    r"[Ii]nsufficient (?:GPU|nvidia-l4) quota",
+)
+
+
+@analyzer("gpu_quota_exceeded")
+def gpu_quota(view: LogView) -> Finding | None:
+    hits = view.grep(*_QUOTA)
+    if not hits:
+        return None
+    return Finding(
+        kind="gpu_quota_exceeded",
+        title="Deploy refused: no Cloud Run GPU quota in this region",
+        severity="critical",
+        evidence=evidence_of(hits),
+        remediation=Remediation(
+            summary="The project lacks Cloud Run L4 GPU quota in the region (Cloud Run's quota, not Compute Engine's).",
+            steps=[
+                "Request quota: Console > IAM & Admin > Quotas, service 'Cloud Run Admin API', "
+                "'Total Nvidia L4 GPU allocation without zonal redundancy, per project per region'.",
+                "Deploy with `--no-gpu-zonal-redundancy` (that quota is easier to get), or in a region with quota.",
+            ],
+            actions=[],
+        ),
+        first_seen=first_seen(hits),
+        count=len(hits),
+    )

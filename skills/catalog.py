@@ -1,0 +1,191 @@
+"""The model and GPU catalog (skills/data/catalog.yaml) as typed profiles, plus name lookup (close matches).
+
+The YAML is the single place a model or GPU is described; variants (`base: ...`) inherit their base model's
+architecture and override only what differs (quantization, repo id, vLLM args).
+"""
+
+from __future__ import annotations
+
+import difflib
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError
+
+from .errors import InvalidInput
+
+Quantization = Literal["bf16", "fp8", "w4a16"]
+
+
+class QuantProfile(BaseModel):
+    bytes_per_param: float
+    weights_dtype: str
+    min_compute_capability: float | None = None
+
+
+class ModelProfile(BaseModel):
+    name: str  # canonical catalog name, e.g. "gemma-4-26b-a4b-qat"
+    hf_repo: str  # Hub id (also the folder name expected under the GCS FUSE mount)
+    aliases: list[str] = Field(default_factory=list)
+    base: str | None = None  # the bf16 model this variant is built from
+    params_b: float  # total parameters, billions
+    active_params_b: float  # per-token active parameters (MoE); = params_b for dense
+    unquantized_params_b: float  # embeddings / LM head / vision tower kept in bf16 even in quantised builds
+    quantization: Quantization
+    layers: int
+    kv_layers: int | None = None  # layers owning a KV cache (None = all)
+    kv_heads: int
+    head_dim: int
+    sliding_window_share: float = Field(ge=0, le=1)  # fraction of KV layers that are sliding-window
+    sliding_window: int
+    max_context: int
+    default_max_model_len: int
+    activation_gib: float  # peak activations of vLLM's profiling run
+    graph_warmup_gib: float  # transient allocation during CUDA-graph warm-up, outside the vLLM budget
+    vllm_args: list[str] = Field(default_factory=list)  # extra args the checkpoint needs
+    measured_tok_s: dict[str, float] = Field(default_factory=dict)  # single-stream decode by GPU, reported
+    approx_disk_gb: float = 0.0  # filled from the weights arithmetic
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def family(self) -> str:
+        return self.base or self.name
+
+    @property
+    def owning_kv_layers(self) -> int:
+        return self.kv_layers or self.layers
+
+
+class CloudRunLimits(BaseModel):
+    min_cpu: int
+    min_memory_gib: int
+    max_memory_gib: int
+    memory_steps_gib: list[int]
+
+
+class GpuProfile(BaseModel):
+    name: str  # as Cloud Run spells it (nvidia-l4) or a comparison name (a100-80gb)
+    display: str
+    aliases: list[str] = Field(default_factory=list)
+    memory_gb: float  # marketing size
+    memory_gib: float  # what CUDA reports as total: vLLM's budget is this x utilisation
+    bandwidth_gb_s: float
+    compute_capability: float
+    bf16: bool
+    fp8: bool
+    price_per_hour_usd: float
+    price_includes_host: bool  # comparison clouds quote an all-in price
+    price_source: str
+    available_on_cloud_run: bool
+    cloud_run: CloudRunLimits | None = None
+
+
+class CloudRunPrices(BaseModel):
+    vcpu_usd_per_s: float
+    memory_usd_per_gib_s: float
+    cpu_for_memory: dict[int, int]
+
+
+class PlannerConstants(BaseModel):
+    runtime_overhead_gib: float
+    cuda_graph_gib: float
+    host_runtime_gib: float
+    host_memory_margin: float
+    gcs_fuse_mb_s: float
+    container_start_s: float
+    compile_s: float
+    eager_compile_s: float
+    offload_gb_s: float
+    decode_efficiency: float
+    kv_block_tokens: int
+    min_useful_max_model_len: int
+    cloud_run: CloudRunPrices
+
+
+class Catalog(BaseModel):
+    planner: PlannerConstants
+    quantizations: dict[str, QuantProfile]
+    kv_dtypes: dict[str, int]
+    models: dict[str, ModelProfile]
+    gpus: dict[str, GpuProfile]
+
+    def model(self, name: str) -> ModelProfile:
+        return self.models[_lookup(name, self.models, "model", "gemma-sre fit --help or /gemma models")]
+
+    def gpu(self, name: str) -> GpuProfile:
+        return self.gpus[_lookup(name, self.gpus, "GPU", "/gemma models")]
+
+    def weights_gb(self, m: ModelProfile) -> float:
+        """Weights as stored and loaded: quantised params x bytes/param + unquantised params in bf16 (GB)."""
+        q = self.quantizations[m.quantization]
+        quantised = max(m.params_b - m.unquantized_params_b, 0.0)
+        return quantised * q.bytes_per_param + m.unquantized_params_b * 2.0
+
+
+def _norm(s: str) -> str:
+    s = s.strip().lower().replace("_", "-")
+    return s.removeprefix("google/")
+
+
+def _lookup(name: str, table: dict[str, Any], kind: str, where: str) -> str:
+    key = _norm(name)
+    index: dict[str, str] = {}
+    for canonical, prof in table.items():
+        index[_norm(canonical)] = canonical
+        for alias in prof.aliases:
+            index[_norm(alias)] = canonical
+        repo = getattr(prof, "hf_repo", None)
+        if repo:
+            index[_norm(repo)] = canonical
+        if canonical.startswith("nvidia-"):
+            index[canonical.removeprefix("nvidia-")] = canonical
+    if key in index:
+        return index[key]
+    # Names that contain (or are contained in) what was typed first, then difflib's close matches.
+    contained = sorted((k for k in index if len(k) >= 3 and (k in key or key in k)), key=len, reverse=True)
+    close = difflib.get_close_matches(key, list(index), n=5, cutoff=0.5)
+    suggestions = list(dict.fromkeys(index[c] for c in [*contained, *close]))
+    known = ", ".join(table)
+    hint = f"Did you mean {' or '.join(f'`{s}`' for s in suggestions[:3])}? " if suggestions else ""
+    raise InvalidInput(f"Unknown {kind} `{name}`.", f"{hint}Known {kind}s: {known} (see {where}).")
+
+
+def _expand_variants(raw_models: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for name, spec in raw_models.items():
+        spec = dict(spec)
+        base = spec.get("base")
+        if base:
+            if base not in raw_models or raw_models[base].get("base"):
+                raise ValueError(f"model {name}: base {base!r} must be a catalog model without its own base")
+            merged = {k: v for k, v in raw_models[base].items() if k not in {"aliases", "hf_repo", "notes"}}
+            merged.update(spec)
+            merged["notes"] = [*raw_models[base].get("notes", []), *spec.get("notes", [])]
+            spec = merged
+        spec["name"] = name
+        out[name] = spec
+    return out
+
+
+def parse_catalog(data: dict[str, Any]) -> Catalog:
+    """Validate a catalog document (the YAML's content); raises ValueError with the offending entry."""
+    try:
+        models = _expand_variants(data.get("models") or {})
+        gpus = {n: {**g, "name": n} for n, g in (data.get("gpus") or {}).items()}
+        cat = Catalog.model_validate({**data, "models": models, "gpus": gpus})
+    except ValidationError as exc:
+        raise ValueError(f"invalid catalog: {exc}") from exc
+    for m in cat.models.values():
+        if m.quantization not in cat.quantizations:
+            raise ValueError(f"model {m.name}: unknown quantization {m.quantization}")
+        m.approx_disk_gb = round(cat.weights_gb(m), 1)
+    return cat
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    """The packaged catalog, parsed once per process."""
+    text = resources.files("skills").joinpath("data/catalog.yaml").read_text(encoding="utf-8")
+    return parse_catalog(yaml.safe_load(text))

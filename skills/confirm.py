@@ -1,0 +1,152 @@
+"""Confirm a stored plan: every check that stands between a click and a write, then run it and audit it.
+
+Order matters: a missing/expired plan, a does_not_fit verdict, a wrong typed name and a missing role are
+refused without consuming the plan (someone else may still confirm it); then a one-shot claim stops double
+clicks; then the per-service lock stops concurrent writes (and hands the claim back if taken, so the same
+plan can be confirmed once the other change is done).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+
+import redis.asyncio as redis
+
+from .audit import AuditEntry, record
+from .deploy import ExecResult, ProgressFn, execute
+from .errors import UserFacingError
+from .locks import LockHeld, ServiceLock
+from .plans import Plan, PlanStore
+from .ports import Logs, Runtime
+
+UsergroupMembers = Callable[[str], Awaitable[Collection[str]]]
+
+
+class Refused(UserFacingError):
+    """A confirm that was turned down (expired, not allowed, locked, already done)."""
+
+
+@dataclass
+class WriteGate:
+    """Everything confirm needs besides the plan: stores, policy and where the audit goes."""
+
+    store: redis.Redis
+    plans: PlanStore
+    lock_prefix: str  # settings.key("lock")
+    lock_ttl_s: int
+    audit_key: str  # settings.key("audit")
+    deployers: frozenset[str]
+    deployer_usergroup: str = ""
+    usergroup_members: UsergroupMembers | None = None  # a chat-side port (Slack usergroups.users.list)
+
+    def lock(self, service: str) -> ServiceLock:
+        return ServiceLock(self.store, f"{self.lock_prefix}:{service}", self.lock_ttl_s)
+
+
+async def is_deployer(gate: WriteGate, user_id: str) -> bool:
+    if user_id in gate.deployers:
+        return True
+    if gate.deployer_usergroup and gate.usergroup_members is not None:
+        try:
+            return user_id in set(await gate.usergroup_members(gate.deployer_usergroup))
+        except Exception:  # the chat API failing must not grant (or crash) anything
+            return False
+    return False
+
+
+async def _audit_refusal(gate: WriteGate, plan: Plan, user_id: str, why: str) -> None:
+    await record(
+        gate.store,
+        gate.audit_key,
+        AuditEntry(
+            user_id=user_id,
+            action=plan.kind,
+            service=plan.service,
+            params=plan.params,
+            result="refused",
+            detail=why,
+            plan_id=plan.id,
+        ),
+    )
+
+
+async def claim(
+    gate: WriteGate, plan_id: str, user_id: str, typed_name: str | None = None
+) -> tuple[Plan, ServiceLock]:
+    """Run the checks and take the claim + lock; raises Refused with a sentence for the user."""
+    plan = await gate.plans.get(plan_id)
+    if plan is None:
+        who = await gate.plans.claimed_by(plan_id)
+        if who:
+            raise Refused(
+                f"This plan was already confirmed by <@{who}>.", "It runs once; see the progress message."
+            )
+        raise Refused("This plan has expired (or was cancelled).", "Run the command again to re-plan.")
+    if why := plan.blocked():
+        await _audit_refusal(gate, plan, user_id, "does_not_fit")
+        raise Refused("This plan cannot be confirmed.", why)
+    if plan.kind == "destroy" and (typed_name or "").strip() != plan.service:
+        raise Refused(
+            f"The name typed does not match `{plan.service}`; nothing was deleted.",
+            "Type the service name exactly to confirm.",
+        )
+    if not await is_deployer(gate, user_id):
+        await _audit_refusal(gate, plan, user_id, "not a deployer")
+        hint = (
+            "Ask someone in the deployers group to confirm."
+            if gate.deployers or gate.deployer_usergroup
+            else "No deployers are configured: set DEPLOYER_USER_IDS or DEPLOYER_USERGROUP_ID."
+        )
+        raise Refused(f"<@{user_id}> is not allowed to confirm {plan.kind} actions.", hint)
+    if not await gate.plans.claim(plan.id, user_id):
+        who = await gate.plans.claimed_by(plan.id)
+        raise Refused(f"This plan was already confirmed by <@{who or '?'}>.", "It runs once.")
+    lock = gate.lock(plan.service)
+    try:
+        await lock.acquire(user_id, plan.kind)
+    except LockHeld as exc:
+        await gate.plans.unclaim(plan.id)
+        await _audit_refusal(gate, plan, user_id, f"locked: {exc}")
+        raise Refused(f"`{plan.service}` is busy: {exc}.", "Confirm again when it has finished.") from None
+    return plan, lock
+
+
+async def run_claimed(
+    gate: WriteGate,
+    plan: Plan,
+    lock: ServiceLock,
+    user_id: str,
+    runtime: Runtime,
+    *,
+    logs: Logs | None = None,
+    progress: ProgressFn | None = None,
+    poll_s: float = 5.0,
+) -> ExecResult:
+    """Execute, audit, release the lock and retire the plan — whatever happens."""
+    start = time.monotonic()
+    result = ExecResult(ok=False, detail="did not start")
+    try:
+        result = await execute(runtime, plan, logs=logs, progress=progress, poll_s=poll_s)
+        return result
+    except Exception as exc:
+        result = ExecResult(ok=False, detail=f"unexpected error: {type(exc).__name__}")
+        raise
+    finally:
+        await gate.plans.discard(plan.id)
+        await lock.release()
+        await record(
+            gate.store,
+            gate.audit_key,
+            AuditEntry(
+                user_id=user_id,
+                action=plan.kind,
+                service=plan.service,
+                params=plan.params,
+                result="ok" if result.ok else "failed",
+                detail=result.detail[:500],
+                plan_id=plan.id,
+                duration_s=round(time.monotonic() - start, 2),
+            ),
+        )

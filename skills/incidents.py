@@ -1,0 +1,244 @@
+"""Alerts and incidents: the domain behind alert threads.
+
+An `Alert` is one notification from any source (GCP Monitoring, Alertmanager), already normalised. An
+`Incident` is what one Slack thread shows: one or more alerts for the same service grouped within a window.
+The rules here are pure (no I/O) so that replays and retries give the same answer: applying the same alert
+twice never changes an incident a second time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+AlertState = Literal["firing", "resolved"]
+
+# Highest first; anything else counts as "unknown" (below info).
+SEVERITIES = ("critical", "error", "warning", "info")
+
+
+def normalise_severity(raw: str | None) -> str:
+    s = (raw or "").strip().lower()
+    aliases = {
+        "crit": "critical",
+        "page": "critical",
+        "high": "error",
+        "err": "error",
+        "warn": "warning",
+        "medium": "warning",
+        "low": "info",
+        "none": "info",
+        "no severity": "unknown",
+    }
+    s = aliases.get(s, s)
+    return s if s in SEVERITIES else "unknown"
+
+
+def _rank(severity: str) -> int:
+    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
+
+
+class Alert(BaseModel):
+    """One alert notification, whatever sent it."""
+
+    source: Literal["gcp", "alertmanager"]
+    fingerprint: str = Field(min_length=1)  # GCP incident_id; Alertmanager per-alert fingerprint
+    state: AlertState
+    name: str  # GCP policy name; Alertmanager alertname
+    service: str = ""  # "" when the payload names none
+    severity: str = "unknown"
+    summary: str = ""
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    url: str = ""  # the console incident / the Alertmanager page
+    revision: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    test: bool = False  # the GCP console's "send test notification"
+
+    @property
+    def key(self) -> str:
+        """Identity of the alert across deliveries: source + fingerprint."""
+        return f"{self.source}:{self.fingerprint}"
+
+    def dedup_key(self) -> str:
+        """Same alert, same state, same start: a webhook retry or a repeat, not news."""
+        start = self.started_at.isoformat() if self.started_at else ""
+        raw = f"{self.source}\x1f{self.fingerprint}\x1f{self.state}\x1f{start}"
+        return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+class Member(BaseModel):
+    """The latest known state of one alert inside an incident."""
+
+    source: str
+    fingerprint: str
+    name: str
+    severity: str
+    state: AlertState
+    summary: str = ""
+    url: str = ""
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+class Change(StrEnum):
+    OPENED = "opened"  # first alert: a new thread
+    JOINED = "joined"  # another alert for the same service inside the window
+    REPEATED = "repeated"  # same alert still firing, notified again
+    REFIRED = "refired"  # a resolved alert fires again
+    RESOLVED = "resolved"  # a firing alert resolved
+    STALE = "stale"  # older than what we know (out-of-order delivery): nothing to show
+
+
+class Incident(BaseModel):
+    """One Slack thread: the header message `ts` in `channel`, and the alerts it groups."""
+
+    id: str
+    service: str
+    known_service: bool = True
+    channel: str
+    ts: str | None = None
+    opened_at: datetime
+    last_event_at: datetime
+    members: dict[str, Member] = Field(default_factory=dict)
+    primary: str = ""  # key of the alert that opened the thread
+    repeats: int = 0
+    # entry id -> change it caused: a retried job reuses the recorded change instead of recomputing it
+    # against already-updated state (which would lose the thread line the first attempt meant to post).
+    applied: dict[str, Change] = Field(default_factory=dict)
+    test: bool = False
+
+    @property
+    def state(self) -> AlertState:
+        return "firing" if any(m.state == "firing" for m in self.members.values()) else "resolved"
+
+    @property
+    def severity(self) -> str:
+        sevs = [m.severity for m in self.members.values()] or ["unknown"]
+        return min(sevs, key=_rank)
+
+    @property
+    def started_at(self) -> datetime:
+        starts = [m.started_at for m in self.members.values() if m.started_at]
+        return min(starts) if starts else self.opened_at
+
+    @property
+    def ended_at(self) -> datetime | None:
+        if self.state == "firing":
+            return None
+        ends = [m.ended_at for m in self.members.values() if m.ended_at]
+        return max(ends) if ends else self.last_event_at
+
+    @property
+    def duration(self) -> timedelta | None:
+        end = self.ended_at
+        return None if end is None else max(end - self.started_at, timedelta(0))
+
+    @property
+    def lead(self) -> Member:
+        return self.members.get(self.primary) or next(iter(self.members.values()))
+
+    def active(self, now: datetime, window_s: int) -> bool:
+        """Still the place for news about this service: firing, or quiet for less than the window."""
+        return self.state == "firing" or (now - self.last_event_at) <= timedelta(seconds=max(window_s, 0))
+
+    def apply(self, entry_id: str, alert: Alert, now: datetime) -> Change:
+        """Fold one alert into the incident; idempotent per entry id."""
+        if entry_id in self.applied:
+            return self.applied[entry_id]
+        change = self._fold(alert)
+        if change is not Change.STALE:
+            self.last_event_at = now
+        if change is Change.REPEATED:
+            self.repeats += 1
+        self.applied[entry_id] = change
+        if len(self.applied) > 200:  # bounded: old entries are long acknowledged
+            for k in list(self.applied)[:-200]:
+                del self.applied[k]
+        return change
+
+    def _fold(self, alert: Alert) -> Change:
+        new = Member(
+            source=alert.source,
+            fingerprint=alert.fingerprint,
+            name=alert.name,
+            severity=alert.severity,
+            state=alert.state,
+            summary=alert.summary,
+            url=alert.url,
+            started_at=alert.started_at,
+            ended_at=alert.ended_at if alert.state == "resolved" else None,
+        )
+        old = self.members.get(alert.key)
+        if old is None:
+            self.members[alert.key] = new
+            if not self.primary:
+                self.primary = alert.key
+                return Change.OPENED
+            return Change.JOINED
+        newer_start = bool(alert.started_at and old.started_at and alert.started_at > old.started_at)
+        if alert.state == "firing":
+            if old.state == "resolved":
+                # A firing notice for the run that already resolved is a late retry; a later start is news.
+                if not newer_start:
+                    return Change.STALE
+                self.members[alert.key] = new
+                return Change.REFIRED
+            self.members[alert.key] = new.model_copy(update={"started_at": old.started_at or new.started_at})
+            return Change.REPEATED
+        if old.state == "firing":
+            if old.started_at and alert.started_at and alert.started_at < old.started_at:
+                return Change.STALE  # resolves an earlier run
+            self.members[alert.key] = new
+            return Change.RESOLVED
+        return Change.STALE  # resolved again: nothing new
+
+
+def new_incident(entry_id: str, alert: Alert, channel: str, known_service: bool, now: datetime) -> Incident:
+    # The id derives from the stream entry that opened it, so a retried job finds the same incident.
+    return Incident(
+        id=f"inc-{entry_id}",
+        service=alert.service or "unknown",
+        known_service=known_service,
+        channel=channel,
+        opened_at=now,
+        last_event_at=now,
+        test=alert.test,
+    )
+
+
+def group_key(alert: Alert) -> str:
+    """What groups alerts into a thread: the service; alerts naming no service are never grouped."""
+    return f"svc:{alert.service}" if alert.service else f"alert:{alert.key}"
+
+
+def is_known_service(service: str, known: frozenset[str]) -> bool:
+    return bool(service) and service in known
+
+
+def window_for(
+    alert: Alert, now: datetime, before: timedelta = timedelta(minutes=15)
+) -> tuple[datetime, datetime]:
+    """The log window diagnosis looks at: a while before the alert started, up to its end (or now)."""
+    start = (alert.started_at or now) - before
+    end = alert.ended_at or now
+    return start, max(end, start + timedelta(minutes=1))
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def format_duration(d: timedelta) -> str:
+    s = int(d.total_seconds())
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    if h:
+        return f"{h}h {m:02d}m"
+    if m:
+        return f"{m}m {sec:02d}s"
+    return f"{sec}s"

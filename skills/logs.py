@@ -1,0 +1,155 @@
+"""Logs for a service: fetch through the Logs port and condense; parse Cloud Logging entries or plain lines.
+
+`entry_from_api` turns one Cloud Logging entry (the REST JSON shape of `entries.list`, which is also what
+the client library's `to_api_repr()` gives) into a LogEntry, so the live adapter and the offline CLI read
+entries the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from skills.condense import Digest, condense
+from skills.errors import InvalidInput
+from skills.ports import LogBatch, LogEntry, LogQuery, Logs
+
+MAX_LINE_CHARS = 64_000  # a 1 MB line is kept, cut to this; the rest is noise for diagnosis
+_SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
+
+
+def parse_since(value: str, now: datetime | None = None) -> datetime:
+    """'30m', '2h', '1d', '90s' -> an aware datetime that long ago."""
+    now = now or datetime.now(UTC)
+    v = value.strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        n = float(v[:-1]) if v and v[-1] in units else float(v)
+        secs = n * units.get(v[-1], 60) if v and v[-1] in units else n * 60
+    except ValueError:
+        raise InvalidInput(f"Cannot read --since {value!r}.", "Use e.g. 30m, 2h or 1d.") from None
+    if not 0 < secs <= 30 * 86400:
+        raise InvalidInput(f"--since {value!r} is out of range.", "Use between 1s and 30d.")
+    return now - timedelta(seconds=secs)
+
+
+def parse_severity(value: str) -> str:
+    v = value.strip().upper()
+    v = {"WARN": "WARNING", "ERR": "ERROR", "FATAL": "CRITICAL"}.get(v, v)
+    if v not in _SEVERITIES:
+        raise InvalidInput(f"Unknown severity {value!r}.", "Use one of " + ", ".join(_SEVERITIES[1:]) + ".")
+    return v
+
+
+def _parse_ts(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    v = value.strip().replace("Z", "+00:00")
+    # Cloud Logging gives nanoseconds; fromisoformat takes at most microseconds.
+    if "." in v:
+        head, _, tail = v.partition(".")
+        frac = "".join(c for c in tail if c.isdigit())
+        zone = tail[len(frac) :]
+        v = f"{head}.{frac[:6].ljust(6, '0')}{zone}"
+    try:
+        ts = datetime.fromisoformat(v)
+    except ValueError:
+        return None
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+
+
+def _payload_text(entry: dict[str, Any]) -> str:
+    if isinstance(entry.get("textPayload"), str):
+        return entry["textPayload"]
+    jp = entry.get("jsonPayload")
+    if isinstance(jp, dict):
+        for key in ("message", "msg", "textPayload", "text"):
+            if isinstance(jp.get(key), str):
+                return jp[key]
+        return json.dumps(jp, sort_keys=True)[:MAX_LINE_CHARS]
+    pp = entry.get("protoPayload")
+    if isinstance(pp, dict):
+        status = pp.get("status")
+        msg = (status.get("message") if isinstance(status, dict) else None) or pp.get("methodName") or ""
+        return str(msg)
+    hr = entry.get("httpRequest")
+    if isinstance(hr, dict):
+        return f"{hr.get('requestMethod', '')} {hr.get('requestUrl', '')} {hr.get('status', '')}".strip()
+    return ""
+
+
+def entry_from_api(entry: dict[str, Any]) -> LogEntry:
+    """One Cloud Logging entry (REST JSON) -> LogEntry. Raises ValueError when it is not an entry."""
+    if not isinstance(entry, dict):
+        raise ValueError("not a JSON object")
+    text = _payload_text(entry)
+    hr = entry.get("httpRequest") if isinstance(entry.get("httpRequest"), dict) else {}
+    status: int | None = None
+    if hr and hr.get("status") is not None:
+        try:
+            status = int(hr["status"])
+        except (TypeError, ValueError):
+            status = None
+    if not text and status is None:
+        raise ValueError("entry has no payload")
+    labels = (entry.get("resource") or {}).get("labels") or {}
+    sev = entry.get("severity")
+    return LogEntry(
+        timestamp=_parse_ts(entry.get("timestamp")),
+        severity=str(sev).upper() if isinstance(sev, str) and sev else "DEFAULT",
+        text=text[:MAX_LINE_CHARS],
+        log_name=str(entry.get("logName", ""))[:300],
+        revision=str(labels.get("revision_name", ""))[:200] if isinstance(labels, dict) else "",
+        http_status=status,
+    )
+
+
+def parse_lines(lines: Iterable[str | bytes]) -> tuple[list[LogEntry], int]:
+    """JSON lines of Cloud Logging entries, or plain text lines, or a mix -> (entries, malformed count).
+
+    A line that starts like JSON but does not parse to an entry is malformed: counted and skipped. Binary
+    junk is decoded with replacement characters; very long lines are cut.
+    """
+    entries: list[LogEntry] = []
+    malformed = 0
+    for raw in lines:
+        line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        if "\x00" in line or _mostly_binary(line):
+            malformed += 1
+            continue
+        stripped = line.lstrip()
+        if stripped.startswith("{"):
+            try:
+                entries.append(entry_from_api(json.loads(stripped)))
+            except (ValueError, TypeError, RecursionError):
+                malformed += 1
+            continue
+        entries.append(LogEntry(text=line[:MAX_LINE_CHARS]))
+    return entries, malformed
+
+
+def _mostly_binary(line: str) -> bool:
+    sample = line[:2000]
+    bad = sum(1 for c in sample if c == "\ufffd" or (ord(c) < 32 and c not in "\t"))
+    return bad >= 3 or bad > len(sample) // 10
+
+
+async def fetch_logs(logs: Logs, query: LogQuery) -> LogBatch:
+    return await logs.fetch(query)
+
+
+async def logs_digest(logs: Logs, query: LogQuery, token_budget: int) -> tuple[Digest, LogBatch]:
+    """Fetch and condense (CPU work in a thread). The digest states any fetch truncation."""
+    import asyncio
+
+    batch = await logs.fetch(query)
+    digest = await asyncio.to_thread(condense, batch.entries, token_budget)
+    if batch.truncated:
+        digest.stats.truncated = batch.truncated
+        digest.text = f"Note: {batch.truncated}\n{digest.text}"
+    return digest, batch

@@ -1,0 +1,584 @@
+"""Build the plan for each write action: deploy, redeploy, scale, rollback, destroy.
+
+A plan says what will change (a field diff against the running service), what the capacity planner thinks
+(verdict, figures, required changes), and the equivalent gcloud command. Nothing is written here.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .deploy_env import DeployEnv
+from .errors import InvalidInput, NotFound
+from .fit import FitReport, FitRequest, load_catalog, plan_fit
+from .gcloud_cmd import deploy_command, destroy_command, rollback_command, scale_command
+from .plans import Plan
+from .ports import RevisionInfo, Runtime
+from .profiles import DeployProfile, KvDtype, get_profile
+from .render_service import (
+    ANNOTATION_MODEL,
+    MAX_THRESHOLD_WINDOW_S,
+    PROBE_MARGIN,
+    DeployConfig,
+    gib,
+    main_container,
+    probe_for,
+    render_service,
+    replace_container,
+    set_flag,
+    strip_output_only,
+)
+from .service_diff import diff_specs, fingerprint, parse_flags
+
+ActionKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy"]
+# After the probe budget runs out Cloud Run reports the failure; wait a little longer than that.
+WAIT_MARGIN_S = 300
+
+
+class Overrides(BaseModel):
+    """What a user (or a remediation) may change on top of a profile or the running service."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpu: str | None = None
+    gpu_count: int | None = Field(default=None, ge=1, le=8)
+    max_model_len: int | None = Field(default=None, ge=256, le=1_048_576)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0.1, le=0.99)
+    kv_cache_dtype: KvDtype | None = None
+    enforce_eager: bool | None = None
+    cpu_offload_gb: float | None = Field(default=None, ge=0, le=512)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=1000)
+    concurrency: int | None = Field(default=None, ge=1, le=1000)  # Cloud Run's; must equal max_num_seqs
+    memory: str | None = Field(default=None, pattern=r"^\d+(\.\d+)?(Gi|Mi|G|M)$")
+    cpu: str | None = Field(default=None, pattern=r"^\d+(\.\d+)?$")
+    min_instances: int | None = Field(default=None, ge=0, le=100)
+    max_instances: int | None = Field(default=None, ge=1, le=100)
+    startup_failure_threshold: int | None = Field(default=None, ge=1, le=1800)
+    startup_period_s: int | None = Field(default=None, ge=1, le=240)
+
+    @model_validator(mode="after")
+    def _agree(self) -> Overrides:
+        if self.concurrency and self.max_num_seqs and self.concurrency != self.max_num_seqs:
+            raise ValueError(
+                "concurrency and max_num_seqs must be equal (Cloud Run would queue what vLLM can run)"
+            )
+        if self.concurrency and not self.max_num_seqs:
+            self.max_num_seqs = self.concurrency
+        self.concurrency = None
+        if (
+            self.min_instances is not None
+            and self.max_instances is not None
+            and self.min_instances > self.max_instances
+        ):
+            raise ValueError("min_instances must not exceed max_instances")
+        return self
+
+    def set_fields(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class DeployParams(Overrides):
+    profile: str
+    service: str | None = None
+
+
+class RedeployParams(Overrides):
+    service: str | None = None
+
+
+class ScaleParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    min_instances: int = Field(ge=0, le=100)
+    max_instances: int = Field(ge=1, le=100)
+    service: str | None = None
+
+    @model_validator(mode="after")
+    def _order(self) -> ScaleParams:
+        if self.min_instances > self.max_instances:
+            raise ValueError("min_instances must not exceed max_instances")
+        return self
+
+
+class RollbackParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    revision: str | None = None
+    service: str | None = None
+
+
+class DestroyParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    service: str | None = None
+
+
+def _validate(model: type[BaseModel], params: dict[str, Any], kind: str) -> Any:
+    try:
+        return model.model_validate(params)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "params"
+            problems.append(f"{where}: {err['msg']}")
+        raise InvalidInput(f"Invalid {kind} parameters: " + "; ".join(problems) + ".") from None
+
+
+def _text(x: Any) -> str:
+    if isinstance(x, str):
+        return x
+    for attr in ("summary", "description", "text", "reason"):
+        val = getattr(x, attr, None)
+        if isinstance(val, str) and val:
+            return val
+    return str(x)
+
+
+def fit_lines(r: FitReport) -> list[str]:
+    speed = f"~{r.est_tokens_per_s:.0f} tok/s single stream" if r.est_tokens_per_s else "no speed estimate"
+    return [
+        f"weights {r.weights_gib:.1f} GiB + overhead {r.overhead_gib:.1f} GiB "
+        f"on {r.request.gpu_count} x {r.gpu.name}",
+        f"KV cache {r.kv_cache_tokens:,} tokens = {r.max_concurrency:g} full sequences at max-model-len "
+        f"{r.request.max_model_len or 0:,}",
+        f"host RAM to load {r.host_memory_gib:.1f} GiB; cold start ~{r.cold_start_s / 60:.0f} min",
+        f"~${r.cost_per_hour_usd:.2f}/h; {speed}",
+    ]
+
+
+def _fit(model: str, o: dict[str, Any], memory: str | None) -> FitReport:
+    return plan_fit(
+        FitRequest(
+            model=model,
+            gpu=o["gpu"],
+            gpu_count=o.get("gpu_count", 1),
+            max_model_len=o.get("max_model_len"),
+            gpu_memory_utilization=o.get("gpu_memory_utilization", 0.90),
+            kv_cache_dtype=o.get("kv_cache_dtype", "auto"),
+            cpu_offload_gb=o.get("cpu_offload_gb", 0) or 0,
+            enforce_eager=bool(o.get("enforce_eager", False)),
+            host_memory_gib=gib(memory) if memory else None,
+            max_num_seqs=o.get("max_num_seqs"),
+        )
+    )
+
+
+def _check_gpu(name: str) -> str:
+    gpu = load_catalog().gpu(name)
+    if not gpu.available_on_cloud_run:
+        on_run = [g.name for g in load_catalog().gpus.values() if g.available_on_cloud_run]
+        raise InvalidInput(f"{gpu.display} is not offered on Cloud Run.", f"Use one of: {', '.join(on_run)}.")
+    return gpu.name
+
+
+def _apply_fit(plan: Plan, report: FitReport) -> None:
+    plan.verdict = report.verdict
+    plan.fit_lines = fit_lines(report)
+    plan.fit_changes = [_text(c) for c in report.changes]
+    plan.notes += [_text(n) for n in report.notes]
+    if report.verdict == "does_not_fit" and report.alternatives:
+        plan.notes.append("Configurations that fit: " + "; ".join(_text(a) for a in report.alternatives[:4]))
+    plan.notes += [f":warning: {_text(w)}" for w in report.warnings]
+    plan.cold_start_s = report.cold_start_s
+
+
+def _probe_note(plan: Plan, cold_start_s: float | None, budget_s: int) -> None:
+    if cold_start_s and cold_start_s * PROBE_MARGIN > budget_s:
+        plan.notes.append(
+            f"The startup probe allows {budget_s} s but the cold start is estimated at ~{cold_start_s:.0f} s "
+            f"(Cloud Run caps the probe at 240 s + {MAX_THRESHOLD_WINDOW_S} s): the revision may be killed "
+            "while "
+            "loading. Prefer a smaller/QAT model or a faster weight source."
+        )
+
+
+async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) -> Plan:
+    p: DeployParams = _validate(DeployParams, params, "deploy")
+    profile: DeployProfile = get_profile(p.profile)
+    o = profile.model_dump(exclude={"name", "description", "model"}, exclude_none=True)
+    o.update(p.set_fields())
+    o.pop("profile", None)
+    service = o.pop("service", None) or env.service
+    o["gpu"] = _check_gpu(o["gpu"])
+    report = _fit(profile.model, o, o.get("memory"))
+    # The planner's effective request already carries its required changes (fits_with_changes): render that.
+    eff = report.request
+    memory = f"{math.ceil(eff.host_memory_gib or report.recommended_memory_gib)}Gi"
+    cpu = o.get("cpu") or str(report.recommended_cpu)
+    probe = probe_for(
+        report.cold_start_s,
+        o.get("startup_failure_threshold"),
+        o.get("startup_period_s"),
+        report.startup_budget_s,
+    )
+    try:
+        cfg = DeployConfig(
+            service=service,
+            profile=profile.name,
+            model=report.model.name,
+            hf_repo=report.model.hf_repo,
+            model_args=list(report.model.vllm_args),
+            gpu=eff.gpu,
+            gpu_count=eff.gpu_count,
+            max_model_len=eff.max_model_len or report.model.default_max_model_len,
+            gpu_memory_utilization=eff.gpu_memory_utilization,
+            kv_cache_dtype=eff.kv_cache_dtype,
+            dtype=eff.dtype,
+            enforce_eager=eff.enforce_eager,
+            cpu_offload_gb=eff.cpu_offload_gb,
+            max_num_seqs=eff.max_num_seqs or report.recommended_max_num_seqs,
+            min_instances=o.get("min_instances", 0),
+            max_instances=o.get("max_instances", 1),
+            cpu=cpu,
+            memory=memory,
+            probe=probe,
+            image=env.image,
+            model_bucket=env.model_bucket,
+            hf_token_secret=env.hf_token_secret,
+        )
+    except ValidationError as exc:
+        raise InvalidInput(f"Cannot render the service: {exc.errors()[0]['msg']}.") from None
+    spec = render_service(cfg)
+    current = await runtime.get_service_spec(service)
+    plan = Plan(
+        kind="deploy",
+        service=service,
+        summary=f"Deploy `{profile.name}` ({cfg.model} on {cfg.gpu_count} x {cfg.gpu}) to `{service}`"
+        + (" (new service)" if current is None else ""),
+        params=p.model_dump(exclude_none=True),
+        create=current is None,
+        spec=spec,
+        base_fingerprint=fingerprint(current),
+        changes=diff_specs(strip_output_only(current) if current else None, spec),
+        gcloud=deploy_command(service, spec, env.region, env.project),
+        wait_budget_s=probe.budget_s + WAIT_MARGIN_S,
+    )
+    _apply_fit(plan, report)
+    plan.notes.append(
+        f"Startup probe budget {probe.budget_s} s (initial {probe.initial_delay_s} s + "
+        f"{probe.failure_threshold} x "
+        f"{probe.period_s} s); memory {memory}, {cpu} vCPU; concurrency = --max-num-seqs {cfg.max_num_seqs}."
+    )
+    _probe_note(plan, report.cold_start_s, probe.budget_s)
+    if not env.model_bucket:
+        plan.notes.append(
+            "No MODEL_BUCKET: weights are pulled from the Hub with HF_TOKEN from secret "
+            f"`{env.hf_token_secret}`."
+        )
+    return plan
+
+
+def _model_of(spec: dict[str, Any], args: dict[str, str]) -> str | None:
+    """The catalog model a running service serves: our annotation, else its --model path/Hub id."""
+    named = (spec.get("annotations") or {}).get(ANNOTATION_MODEL)
+    catalog = load_catalog()
+    if named and named in catalog.models:
+        return str(named)
+    path = args.get("--model") or args.get("arg[0]")
+    if not path:
+        return None
+    tail = path.rstrip("/").rsplit("/", 1)[-1].lower()
+    for m in catalog.models.values():
+        if m.hf_repo.lower() == path.lower() or m.hf_repo.rsplit("/", 1)[-1].lower() == tail:
+            return m.name
+    return None
+
+
+_ARG_FLAGS = {
+    "max_model_len": "--max-model-len",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "kv_cache_dtype": "--kv-cache-dtype",
+    "max_num_seqs": "--max-num-seqs",
+    "cpu_offload_gb": "--cpu-offload-gb",
+}
+
+
+async def _current(runtime: Runtime, service: str) -> dict[str, Any]:
+    spec = await runtime.get_service_spec(service)
+    if spec is None:
+        raise NotFound(f"Service `{service}` does not exist.", "Deploy one first: `/gemma deploy PROFILE`.")
+    return spec
+
+
+def _patch(spec: dict[str, Any], o: dict[str, Any]) -> dict[str, Any]:
+    """Apply override fields to a copy of a running service's spec; returns the main container (patched)."""
+    container = copy.deepcopy(main_container(spec))
+    args = [str(a) for a in container.get("args") or []]
+    for field, flag in _ARG_FLAGS.items():
+        if field not in o:
+            continue
+        value = o[field]
+        if field == "kv_cache_dtype":
+            value = "fp8" if value == "fp8" else "auto"
+        elif field == "cpu_offload_gb" and not value:
+            value = None
+        elif isinstance(value, float):
+            value = f"{value:g}"
+        args = set_flag(args, flag, value)
+    if "enforce_eager" in o:
+        args = set_flag(args, "--enforce-eager", bool(o["enforce_eager"]))
+    container["args"] = args
+    tmpl = spec.setdefault("template", {})
+    if "max_num_seqs" in o:
+        tmpl["maxInstanceRequestConcurrency"] = o["max_num_seqs"]  # keep Cloud Run and vLLM in agreement
+    if "gpu" in o:
+        tmpl.setdefault("nodeSelector", {})["accelerator"] = o["gpu"]
+    limits = container.setdefault("resources", {}).setdefault("limits", {})
+    if "gpu_count" in o:
+        limits["nvidia.com/gpu"] = str(o["gpu_count"])
+    if "memory" in o:
+        limits["memory"] = o["memory"]
+        limits["cpu"] = o.get("cpu") or str(max(int(float(limits.get("cpu") or 0)), _cpu_floor(o["memory"])))
+    elif "cpu" in o:
+        limits["cpu"] = o["cpu"]
+    scaling = tmpl.setdefault("scaling", {})
+    if "min_instances" in o:
+        scaling["minInstanceCount"] = o["min_instances"]
+    if "max_instances" in o:
+        scaling["maxInstanceCount"] = o["max_instances"]
+    if "startup_failure_threshold" in o or "startup_period_s" in o:
+        probe = dict(container.get("startupProbe") or {"httpGet": {"path": "/health", "port": 8080}})
+        probe["periodSeconds"] = o.get("startup_period_s") or probe.get("periodSeconds") or 60
+        probe["failureThreshold"] = o.get("startup_failure_threshold") or probe.get("failureThreshold") or 3
+        probe["timeoutSeconds"] = min(int(probe.get("timeoutSeconds") or 1), probe["periodSeconds"])
+        if probe["failureThreshold"] * probe["periodSeconds"] > MAX_THRESHOLD_WINDOW_S:
+            raise InvalidInput(
+                f"Startup probe {probe['failureThreshold']} x {probe['periodSeconds']} s exceeds Cloud Run's "
+                f"{MAX_THRESHOLD_WINDOW_S} s for GPU services.",
+                f"Use at most {MAX_THRESHOLD_WINDOW_S // probe['periodSeconds']} failures at that period.",
+            )
+        container["startupProbe"] = probe
+    replace_container(spec, container)
+    return container
+
+
+def _effective(spec: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
+    """The planner's view of a service spec: GPU, memory and the vLLM flags it runs with."""
+    flags = parse_flags([str(a) for a in container.get("args") or []])
+    limits = container.get("resources", {}).get("limits", {})
+    out: dict[str, Any] = {
+        "gpu": spec.get("template", {}).get("nodeSelector", {}).get("accelerator") or "nvidia-l4",
+        "gpu_count": int(limits.get("nvidia.com/gpu") or 1),
+        "enforce_eager": "--enforce-eager" in flags,
+    }
+    for field, flag in _ARG_FLAGS.items():
+        if flag not in flags:
+            continue
+        raw = flags[flag]
+        if field == "kv_cache_dtype":
+            out[field] = "fp8" if raw.startswith("fp8") else "auto"
+        else:
+            try:
+                out[field] = float(raw) if field in ("gpu_memory_utilization", "cpu_offload_gb") else int(raw)
+            except ValueError:
+                continue
+    return out
+
+
+def _probe_budget(container: dict[str, Any]) -> int:
+    p = container.get("startupProbe") or {}
+    return int(p.get("initialDelaySeconds", 0)) + int(p.get("failureThreshold", 3)) * int(
+        p.get("periodSeconds", 10)
+    )
+
+
+async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) -> Plan:
+    p: RedeployParams = _validate(RedeployParams, params, "redeploy")
+    service = p.service or env.service
+    current = await _current(runtime, service)
+    o = p.set_fields()
+    o.pop("service", None)
+    if not o:
+        raise InvalidInput(
+            "A redeploy needs at least one change.", "e.g. `max_model_len=8192` or `enforce_eager=true`."
+        )
+    if "gpu" in o:
+        o["gpu"] = _check_gpu(o["gpu"])
+    new = strip_output_only(current)
+    container = _patch(new, o)
+    # A redeploy moves traffic to the new revision once it is ready (not before), even after a rollback pin.
+    new["traffic"] = [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "percent": 100}]
+    notes: list[str] = []
+    report: FitReport | None = None
+    model = _model_of(new, parse_flags([str(a) for a in container.get("args") or []]))
+    if model is None:
+        notes.append(
+            "Could not tell which catalog model this service runs, so the capacity check was skipped."
+        )
+    else:
+        limits = container.get("resources", {}).get("limits", {})
+        report = _fit(model, _effective(new, container), limits.get("memory"))
+        if report.verdict == "fits_with_changes":
+            # Apply what the planner requires, as a deploy would, so the plan is one that works.
+            eff = report.request
+            fix: dict[str, Any] = {"max_model_len": eff.max_model_len, "enforce_eager": eff.enforce_eager}
+            if eff.kv_cache_dtype == "fp8":
+                fix["kv_cache_dtype"] = "fp8"
+            if eff.host_memory_gib and eff.host_memory_gib > gib(limits.get("memory") or "0Gi"):
+                fix["memory"] = f"{math.ceil(eff.host_memory_gib)}Gi"
+            container = _patch(new, fix)
+    changed = ", ".join(f"{k}={v}" for k, v in o.items())
+    budget = _probe_budget(container)
+    plan = Plan(
+        kind="redeploy",
+        service=service,
+        summary=f"Redeploy `{service}` with {changed}",
+        params=p.model_dump(exclude_none=True),
+        spec=new,
+        base_fingerprint=fingerprint(current),
+        changes=diff_specs(strip_output_only(current), new),
+        gcloud=deploy_command(service, new, env.region, env.project),
+        wait_budget_s=budget + WAIT_MARGIN_S,
+        notes=notes,
+    )
+    if report is not None:
+        _apply_fit(plan, report)
+        _probe_note(plan, report.cold_start_s, budget)
+    return plan
+
+
+def _cpu_floor(memory: str) -> int:
+    table = load_catalog().planner.cloud_run.cpu_for_memory
+    g = gib(memory)
+    fits = [c for c, max_mem in sorted(table.items()) if max_mem >= g]
+    return fits[0] if fits else max(table)
+
+
+async def plan_scale(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) -> Plan:
+    p: ScaleParams = _validate(ScaleParams, params, "scale")
+    service = p.service or env.service
+    current = await _current(runtime, service)
+    new = strip_output_only(current)
+    new.setdefault("template", {}).setdefault("scaling", {}).update(
+        {"minInstanceCount": p.min_instances, "maxInstanceCount": p.max_instances}
+    )
+    plan = Plan(
+        kind="scale",
+        service=service,
+        summary=f"Scale `{service}` to min {p.min_instances} / max {p.max_instances} instances",
+        params=p.model_dump(exclude_none=True),
+        spec=new,
+        base_fingerprint=fingerprint(current),
+        changes=diff_specs(strip_output_only(current), new),
+        gcloud=scale_command(service, p.min_instances, p.max_instances, env.region, env.project),
+        wait_budget_s=2400,
+    )
+    plan.notes.append(
+        "Instance limits live in the revision template: Cloud Run creates a revision with the same config."
+    )
+    if p.min_instances > 0:
+        plan.notes.append(
+            f"min-instances {p.min_instances} keeps GPUs running (and billed) while idle, "
+            "but avoids cold starts."
+        )
+    else:
+        plan.notes.append(
+            "min-instances 0 scales to zero when idle ($0), at the price of a cold start of minutes."
+        )
+    return plan
+
+
+def pick_rollback_target(revisions: list[RevisionInfo], wanted: str | None) -> RevisionInfo:
+    if wanted:
+        for r in revisions:
+            if r.name == wanted:
+                if r.ready is not True:
+                    raise InvalidInput(
+                        f"Revision `{wanted}` is not ready ({r.reason or 'unknown state'}).",
+                        "Pick a ready revision from `/gemma revisions`.",
+                    )
+                return r
+        raise NotFound(f"Revision `{wanted}` not found.", "See `/gemma revisions` for the names.")
+    serving = max(revisions, key=lambda r: r.traffic_percent, default=None)
+    if serving is None or serving.traffic_percent == 0:
+        raise InvalidInput("No revision is serving traffic, so there is nothing to roll back from.")
+    older = [
+        r
+        for r in revisions
+        if r.ready is True
+        and r.name != serving.name
+        and (r.create_time is None or serving.create_time is None or r.create_time < serving.create_time)
+    ]
+    if not older:
+        raise InvalidInput(
+            f"No earlier ready revision to roll back to from `{serving.name}`.", "See `/gemma revisions`."
+        )
+    return older[0]  # list_revisions is newest first
+
+
+async def plan_rollback(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) -> Plan:
+    p: RollbackParams = _validate(RollbackParams, params, "rollback")
+    service = p.service or env.service
+    current = await _current(runtime, service)
+    revisions = await runtime.list_revisions(service, limit=20)
+    target = pick_rollback_target(revisions, p.revision)
+    new = strip_output_only(current)
+    new["traffic"] = [
+        {"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION", "revision": target.name, "percent": 100}
+    ]
+    plan = Plan(
+        kind="rollback",
+        service=service,
+        summary=f"Roll `{service}` back: 100% of traffic to `{target.name}`",
+        params=p.model_dump(exclude_none=True),
+        spec=new,
+        target_revision=target.name,
+        base_fingerprint=fingerprint(current),
+        changes=diff_specs(strip_output_only(current), new),
+        gcloud=rollback_command(service, target.name, env.region, env.project),
+        wait_budget_s=600,
+    )
+    plan.notes.append(
+        "Traffic is pinned to that revision: later deploys by the bot move it back to latest-ready."
+    )
+    return plan
+
+
+async def plan_destroy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) -> Plan:
+    p: DestroyParams = _validate(DestroyParams, params, "destroy")
+    service = p.service or env.service
+    current = await _current(runtime, service)
+    info = await runtime.get_service(service)
+    plan = Plan(
+        kind="destroy",
+        service=service,
+        summary=f"Delete the Cloud Run service `{service}` and all its revisions",
+        params=p.model_dump(exclude_none=True),
+        base_fingerprint=fingerprint(current),
+        gcloud=destroy_command(service, env.region, env.project),
+        wait_budget_s=600,
+    )
+    plan.notes.append(
+        f"Its URL {info.uri or '(none)'} stops answering. Weights in the bucket are not touched."
+    )
+    plan.notes.append("To confirm, type the service name in the dialog.")
+    return plan
+
+
+_BUILDERS = {
+    "deploy": plan_deploy,
+    "redeploy": plan_redeploy,
+    "scale": plan_scale,
+    "rollback": plan_rollback,
+    "destroy": plan_destroy,
+}
+
+
+async def build_plan(
+    kind: str,
+    params: dict[str, Any],
+    runtime: Runtime,
+    env: DeployEnv,
+    *,
+    user_id: str = "",
+    channel_id: str = "",
+) -> Plan:
+    builder = _BUILDERS.get(kind)
+    if builder is None:
+        raise InvalidInput(f"Unknown action `{kind}`.", "Known: " + ", ".join(sorted(_BUILDERS)) + ".")
+    if not isinstance(params, dict):
+        raise InvalidInput(f"Parameters for {kind} must be an object.")
+    plan = await builder(runtime, env, params)
+    plan.created_by, plan.channel_id = user_id, channel_id
+    return plan

@@ -1,0 +1,318 @@
+"""Render the Cloud Run v2 Service (camelCase REST JSON) that runs vLLM, and patch a running one.
+
+Every value here follows the field notes: pinned image, vLLM flags that matter (tool calling needs the
+gemma4 parsers, --max-num-seqs equals Cloud Run concurrency), GPU node selector + limit, CPU always
+allocated, memory from the planner, read-only GCS FUSE volume as uid/gid 1001, HF token only from Secret
+Manager, and a startup probe whose budget covers the planner's cold-start estimate within Cloud Run's caps.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .errors import InvalidInput
+from .profiles import KvDtype
+
+PORT = 8080
+MOUNT_PATH = "/mnt/models"
+VOLUME = "models"
+CONTAINER = "vllm"
+ENTRYPOINT = ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+# uid/gid 1001: the vLLM image's user; without them loading fails with Permission denied.
+MOUNT_OPTIONS = [
+    "uid=1001",
+    "gid=1001",
+    "max-conns-per-host=100",
+    "stat-cache-ttl=3600s",
+    "type-cache-ttl=3600s",
+]
+ANNOTATION_PROFILE = "gemma-sre/profile"
+ANNOTATION_MODEL = "gemma-sre/model"
+
+# Cloud Run startup-probe caps: initialDelaySeconds <= 240, periodSeconds <= 240, timeout <= period, and
+# failureThreshold x periodSeconds <= 1800 s for GPU services (so the most a probe can wait is 2,040 s).
+MAX_INITIAL_DELAY_S = 240
+MAX_PERIOD_S = 240
+MAX_THRESHOLD_WINDOW_S = 1800
+PROBE_MARGIN = 1.5  # reports disagree by 20-30%; leave room for a slow FUSE read
+PROBE_EXTRA_S = 120
+
+
+class StartupProbe(BaseModel):
+    initial_delay_s: int = Field(ge=0, le=MAX_INITIAL_DELAY_S)
+    period_s: int = Field(ge=1, le=MAX_PERIOD_S)
+    timeout_s: int = Field(ge=1, le=MAX_PERIOD_S)
+    failure_threshold: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _caps(self) -> StartupProbe:
+        if self.timeout_s > self.period_s:
+            raise ValueError("startup probe timeout must not exceed its period")
+        if self.failure_threshold * self.period_s > MAX_THRESHOLD_WINDOW_S:
+            raise ValueError(f"failure threshold x period must stay within {MAX_THRESHOLD_WINDOW_S} s")
+        return self
+
+    @property
+    def budget_s(self) -> int:
+        return self.initial_delay_s + self.failure_threshold * self.period_s
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "httpGet": {"path": "/health", "port": PORT},
+            "initialDelaySeconds": self.initial_delay_s,
+            "periodSeconds": self.period_s,
+            "timeoutSeconds": self.timeout_s,
+            "failureThreshold": self.failure_threshold,
+        }
+
+
+def probe_for(
+    cold_start_s: float | None,
+    failure_threshold: int | None = None,
+    period_s: int | None = None,
+    budget_s: float | None = None,
+) -> StartupProbe:
+    """A probe whose budget covers budget_s (default cold_start_s x margin), within Cloud Run's caps."""
+    period = period_s or 60
+    if not 1 <= period <= MAX_PERIOD_S:
+        raise InvalidInput(f"Startup probe period {period} s is outside Cloud Run's 1-{MAX_PERIOD_S} s.")
+    cold = cold_start_s or 300.0  # no estimate: assume a small model over FUSE
+    initial = MAX_INITIAL_DELAY_S if cold >= MAX_INITIAL_DELAY_S else int(cold) // 2
+    if failure_threshold is None:
+        want = budget_s or cold * PROBE_MARGIN + PROBE_EXTRA_S
+        failure_threshold = max(3, math.ceil((want - initial) / period))
+        failure_threshold = min(failure_threshold, MAX_THRESHOLD_WINDOW_S // period)
+    if failure_threshold * period > MAX_THRESHOLD_WINDOW_S or failure_threshold < 1:
+        raise InvalidInput(
+            f"Startup probe failure threshold {failure_threshold} x period {period} s exceeds Cloud Run's "
+            f"{MAX_THRESHOLD_WINDOW_S} s for GPU services.",
+            f"Use at most {MAX_THRESHOLD_WINDOW_S // period} failures at a {period} s period.",
+        )
+    return StartupProbe(
+        initial_delay_s=initial,
+        period_s=period,
+        timeout_s=max(1, min(50, period - 1) if period > 1 else 1),
+        failure_threshold=failure_threshold,
+    )
+
+
+def gib(memory: str) -> float:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Gi|Mi|G|M)", memory.strip())
+    if not m:
+        raise InvalidInput(f"Memory `{memory}` is not a Cloud Run size.", "Use e.g. `32Gi` or `16384Mi`.")
+    n, unit = float(m.group(1)), m.group(2)
+    return n if unit in ("Gi", "G") else n / 1024
+
+
+class DeployConfig(BaseModel):
+    """A resolved deployment (profile + overrides + planner figures): rendering it has no choices left."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    service: str
+    profile: str = ""
+    model: str  # catalog name
+    hf_repo: str
+    model_args: list[str] = Field(
+        default_factory=list
+    )  # from the catalog, e.g. --quantization compressed-tensors
+    gpu: str
+    gpu_count: int = 1
+    max_model_len: int
+    gpu_memory_utilization: float
+    kv_cache_dtype: KvDtype = "auto"
+    dtype: str = "auto"  # vLLM --dtype; "half" on GPUs without bf16
+    enforce_eager: bool = False
+    cpu_offload_gb: float = 0
+    max_num_seqs: int
+    min_instances: int = 0
+    max_instances: int = 1
+    cpu: str
+    memory: str
+    probe: StartupProbe
+    image: str
+    model_bucket: str | None = None
+    hf_token_secret: str = "hf-token"
+
+    @field_validator("service")
+    @classmethod
+    def _service_name(cls, v: str) -> str:
+        if not re.fullmatch(r"[a-z]([-a-z0-9]{0,47}[a-z0-9])?", v):
+            raise ValueError(
+                "Cloud Run service names are lowercase letters, digits and '-', start with a letter"
+            )
+        return v
+
+    @property
+    def model_dir(self) -> str:
+        # Weights are expected under the repo's own folder name (as `hf download` lays them out).
+        return self.hf_repo.rsplit("/", 1)[-1]
+
+    @property
+    def model_path(self) -> str:
+        return f"{MOUNT_PATH}/{self.model_dir}" if self.model_bucket else self.hf_repo
+
+
+def vllm_args(cfg: DeployConfig) -> list[str]:
+    args = [
+        "--model",
+        cfg.model_path,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(PORT),
+        "--max-model-len",
+        str(cfg.max_model_len),
+        "--gpu-memory-utilization",
+        f"{cfg.gpu_memory_utilization:g}",
+        # vLLM names: fp8, or auto (= the activation dtype, which is what the planner's bf16/fp16 mean).
+        "--kv-cache-dtype",
+        "fp8" if cfg.kv_cache_dtype == "fp8" else "auto",
+        "--max-num-seqs",
+        str(cfg.max_num_seqs),
+        "--enable-chunked-prefill",
+        "--max-num-batched-tokens",
+        "4096",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "gemma4",
+        "--reasoning-parser",
+        "gemma4",
+    ]
+    args += cfg.model_args
+    if cfg.dtype == "half":
+        args += ["--dtype", "half"]
+    if cfg.gpu_count > 1:
+        args += ["--tensor-parallel-size", str(cfg.gpu_count)]
+    if cfg.enforce_eager:
+        args.append("--enforce-eager")
+    if cfg.cpu_offload_gb:
+        args += ["--cpu-offload-gb", f"{cfg.cpu_offload_gb:g}"]
+    return args
+
+
+def render_service(cfg: DeployConfig) -> dict[str, Any]:
+    """The full v2 Service JSON (camelCase) for `Runtime.apply_service`."""
+    if cfg.model_bucket:
+        env: list[dict[str, Any]] = [{"name": "HF_HUB_OFFLINE", "value": "1"}]
+    else:
+        # Pulling from the Hub: token only from Secret Manager; never HF_HUB_OFFLINE (it blocks the download).
+        env = [
+            {
+                "name": "HF_TOKEN",
+                "valueSource": {"secretKeyRef": {"secret": cfg.hf_token_secret, "version": "latest"}},
+            }
+        ]
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": cfg.image,
+        "command": list(ENTRYPOINT),
+        "args": vllm_args(cfg),
+        "ports": [{"name": "http1", "containerPort": PORT}],
+        "env": env,
+        "resources": {
+            "limits": {"cpu": cfg.cpu, "memory": cfg.memory, "nvidia.com/gpu": str(cfg.gpu_count)},
+            "cpuIdle": False,  # CPU always allocated: vLLM's scheduler runs between requests
+            "startupCpuBoost": True,
+        },
+        "startupProbe": cfg.probe.to_json(),
+    }
+    template: dict[str, Any] = {
+        "scaling": {"minInstanceCount": cfg.min_instances, "maxInstanceCount": cfg.max_instances},
+        "timeout": "3600s",
+        "executionEnvironment": "EXECUTION_ENVIRONMENT_GEN2",
+        "maxInstanceRequestConcurrency": cfg.max_num_seqs,
+        "nodeSelector": {"accelerator": cfg.gpu},
+        "gpuZonalRedundancyDisabled": True,
+        "containers": [container],
+    }
+    if cfg.model_bucket:
+        container["volumeMounts"] = [{"name": VOLUME, "mountPath": MOUNT_PATH}]
+        template["volumes"] = [
+            {
+                "name": VOLUME,
+                "gcs": {"bucket": cfg.model_bucket, "readOnly": True, "mountOptions": list(MOUNT_OPTIONS)},
+            }
+        ]
+    annotations = {ANNOTATION_MODEL: cfg.model}
+    if cfg.profile:
+        annotations[ANNOTATION_PROFILE] = cfg.profile
+    return {
+        "labels": {"managed-by": "gemma-sre"},
+        "annotations": annotations,
+        "ingress": "INGRESS_TRAFFIC_ALL",
+        "invokerIamDisabled": False,  # callers need an identity token
+        "template": template,
+        # Traffic follows the latest *ready* revision: a revision that fails its probe never gets traffic.
+        "traffic": [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "percent": 100}],
+    }
+
+
+# --- patching a running service (redeploy with overrides, scale, rollback) ------------------------------
+
+
+def set_flag(args: list[str], flag: str, value: str | bool | None) -> list[str]:
+    """Return args with `flag` set to value (True: bare flag; False/None: removed). Handles --flag=value."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        a = str(args[i])
+        if a == flag:
+            if i + 1 < len(args) and not str(args[i + 1]).startswith("--"):
+                i += 1
+        elif not a.startswith(flag + "="):
+            out.append(a)
+        i += 1
+    if value is True:
+        out.append(flag)
+    elif value not in (None, False):
+        out += [flag, str(value)]
+    return out
+
+
+def main_container(spec: dict[str, Any]) -> dict[str, Any]:
+    containers = spec.get("template", {}).get("containers") or []
+    if not containers:
+        raise InvalidInput("The running service has no container to change.", "Deploy a profile instead.")
+    for c in containers:  # the one serving the port; sidecars do not
+        if c.get("ports"):
+            return dict(c)
+    return dict(containers[0])
+
+
+def replace_container(spec: dict[str, Any], new: dict[str, Any]) -> None:
+    containers = spec["template"]["containers"]
+    for i, c in enumerate(containers):
+        if c.get("ports") or len(containers) == 1:
+            containers[i] = new
+            return
+    containers[0] = new
+
+
+def strip_output_only(spec: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(spec)
+    for k in (
+        "uri",
+        "urls",
+        "conditions",
+        "terminalCondition",
+        "latestReadyRevision",
+        "latestCreatedRevision",
+        "trafficStatuses",
+        "observedGeneration",
+        "reconciling",
+        "uid",
+        "generation",
+        "createTime",
+        "updateTime",
+        "etag",
+        "creator",
+        "lastModifier",
+    ):
+        out.pop(k, None)
+    return out

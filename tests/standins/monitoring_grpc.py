@@ -1,0 +1,103 @@
+"""An in-process gRPC Cloud Monitoring stand-in: MetricService.ListTimeSeries with the library's own messages.
+
+google-cloud-monitoring ships no generated servicer, so the method is registered with a generic handler using
+the request/response (de)serializers of the library's proto-plus types. Series are keyed by metric type; the
+request's filter must name `metric.type = "..."` and the service, as the real API's filter language does.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+
+import grpc
+from google.cloud import monitoring_v3
+from google.cloud.monitoring_v3.types import metric_service
+
+
+class MonitoringStandIn:
+    def __init__(self) -> None:
+        self.series: dict[str, list[monitoring_v3.TimeSeries]] = {}
+        self.requests: list[metric_service.ListTimeSeriesRequest] = []
+        self.fail_with: grpc.StatusCode | None = None
+        self._lock = threading.Lock()
+
+    def add(
+        self,
+        metric: str,
+        service: str,
+        values: list[float],
+        *,
+        labels: dict[str, str] | None = None,
+        step_s: int = 60,
+        int_values: bool = False,
+    ) -> None:
+        """One series of points ending now, `step_s` apart, for run.googleapis.com/<metric>."""
+        now = datetime.now(UTC).replace(microsecond=0)
+        points = []
+        for i, v in enumerate(values):
+            end = now - timedelta(seconds=step_s * (len(values) - 1 - i))
+            value = (
+                monitoring_v3.TypedValue(int64_value=int(v))
+                if int_values
+                else monitoring_v3.TypedValue(double_value=v)
+            )
+            points.insert(
+                0, monitoring_v3.Point(interval=monitoring_v3.TimeInterval(end_time=end), value=value)
+            )
+        ts = monitoring_v3.TimeSeries(
+            metric={"type": f"run.googleapis.com/{metric}", "labels": labels or {}},
+            resource={
+                "type": "cloud_run_revision",
+                "labels": {"service_name": service, "location": "us-central1"},
+            },
+            points=points,  # newest first, as the API returns them
+        )
+        self.series.setdefault(f"run.googleapis.com/{metric}", []).append(ts)
+
+    def _list(
+        self, request: metric_service.ListTimeSeriesRequest, context: grpc.ServicerContext
+    ) -> metric_service.ListTimeSeriesResponse:
+        with self._lock:
+            self.requests.append(request)
+        if self.fail_with is not None:
+            context.abort(self.fail_with, "simulated failure")
+        m = re.search(r'metric\.type\s*=\s*"([^"]+)"', request.filter)
+        s = re.search(r'resource\.labels\.service_name\s*=\s*"([^"]+)"', request.filter)
+        if not m or not request.name.startswith("projects/"):
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "filter must name metric.type; name must be projects/..."
+            )
+        found = [
+            ts
+            for ts in self.series.get(m.group(1), [])
+            if s is None or ts.resource.labels["service_name"] == s.group(1)
+        ]
+        return metric_service.ListTimeSeriesResponse(time_series=found)
+
+
+@contextmanager
+def serve_monitoring(standin: MonitoringStandIn) -> Iterator[str]:
+    """Yield '127.0.0.1:PORT' while a gRPC server answers ListTimeSeries."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    handler = grpc.method_handlers_generic_handler(
+        "google.monitoring.v3.MetricService",
+        {
+            "ListTimeSeries": grpc.unary_unary_rpc_method_handler(
+                standin._list,
+                request_deserializer=metric_service.ListTimeSeriesRequest.deserialize,
+                response_serializer=metric_service.ListTimeSeriesResponse.serialize,
+            )
+        },
+    )
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.stop(grace=None)

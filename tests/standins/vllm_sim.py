@@ -1,0 +1,349 @@
+"""A vLLM-like OpenAI-compatible stand-in with controllable timing, for the observe/bench features.
+
+Speaks the real wire protocol: `/v1/chat/completions` and `/v1/completions` stream as SSE (`data: {...}`
+lines, `data: [DONE]`), honour `stream_options.include_usage` (a final chunk with empty choices and usage),
+and the first chat chunk carries only the role (no text) as vLLM's does. Timing is injected: the first token
+comes `ttft_s` after the request arrives, then one chunk every `token_delay_s`. `/metrics` is Prometheus text
+with vLLM's metric names (histograms, counters, `vllm:cache_config_info`), rendered by prometheus-client;
+`/tokenize` counts whitespace-separated words as tokens (plus a BOS token), so prompt sizes are exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+TOOL_CHOICE_ERROR = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+_WORDS = "the quick brown fox jumps over a lazy dog while gemma serves tokens on one small gpu".split()
+_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+_ITL_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.015,
+    0.02,
+    0.025,
+    0.03,
+    0.04,
+    0.05,
+    0.075,
+    0.1,
+    0.2,
+    0.3,
+    0.5,
+    1.0,
+)
+_E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0)
+
+
+@dataclass
+class SimConfig:
+    model_id: str = "google/gemma-4-12b-it"
+    max_model_len: int = 8192
+    ttft_s: float = 0.05
+    token_delay_s: float = 0.005
+    tokens_per_chunk: int = 1  # >1 packs tokens into chunks (chunks are not tokens)
+    default_output_tokens: int = 12  # without ignore_eos the "answer" ends here (or at max_tokens)
+    tools_enabled: bool = True
+    legacy_kv_metric: bool = False  # old servers: vllm:gpu_cache_usage_perc
+    num_gpu_blocks: int = 7097
+    block_size: int = 16
+    cache_dtype: str = "fp8"
+    fail_status: int | None = None  # answer every completion with this HTTP status
+    fail_every: int = 0  # >0: every Nth completion fails with HTTP 500
+    uptime_s: float = 3600.0  # process_start_time_seconds = now - uptime_s
+
+
+@dataclass
+class SimState:
+    requests: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+
+
+class VllmSim:
+    def __init__(self, config: SimConfig | None = None) -> None:
+        self.config = config or SimConfig()
+        self.state = SimState()
+        self.registry = CollectorRegistry()
+        labels = ["model_name", "engine"]
+        r = self.registry
+        self.running = Gauge("vllm:num_requests_running", "Running requests", labels, registry=r)
+        self.waiting = Gauge("vllm:num_requests_waiting", "Waiting requests", labels, registry=r)
+        kv_name = "vllm:gpu_cache_usage_perc" if self.config.legacy_kv_metric else "vllm:kv_cache_usage_perc"
+        self.kv_usage = Gauge(kv_name, "KV-cache usage (1 = 100%)", labels, registry=r)
+        self.preemptions = Counter("vllm:num_preemptions", "Preemptions", labels, registry=r)
+        self.prompt_tokens = Counter("vllm:prompt_tokens", "Prefill tokens", labels, registry=r)
+        self.generation_tokens = Counter("vllm:generation_tokens", "Generated tokens", labels, registry=r)
+        self.prefix_queries = Counter(
+            "vllm:prefix_cache_queries", "Prefix-cache queried tokens", labels, registry=r
+        )
+        self.prefix_hits = Counter("vllm:prefix_cache_hits", "Prefix-cache hit tokens", labels, registry=r)
+        self.ttft = Histogram(
+            "vllm:time_to_first_token_seconds", "TTFT", labels, buckets=_TTFT_BUCKETS, registry=r
+        )
+        self.itl = Histogram(
+            "vllm:inter_token_latency_seconds", "ITL", labels, buckets=_ITL_BUCKETS, registry=r
+        )
+        self.e2e = Histogram(
+            "vllm:e2e_request_latency_seconds", "E2E", labels, buckets=_E2E_BUCKETS, registry=r
+        )
+        cache_labels = [
+            "block_size",
+            "cache_dtype",
+            "gpu_memory_utilization",
+            "num_gpu_blocks",
+            "enable_prefix_caching",
+        ]
+        self.cache_info = Gauge("vllm:cache_config_info", "Cache config", cache_labels, registry=r)
+        c = self.config
+        self.cache_info.labels(str(c.block_size), c.cache_dtype, "0.9", str(c.num_gpu_blocks), "True").set(1)
+        self.process_start = time.time() - c.uptime_s
+        Gauge("process_start_time_seconds", "Start time", registry=r).set(self.process_start)
+        self._lab = {"model_name": c.model_id, "engine": "0"}
+        for g in (self.running, self.waiting, self.kv_usage):
+            g.labels(**self._lab).set(0)
+        for m in (
+            self.preemptions,
+            self.prompt_tokens,
+            self.generation_tokens,
+            self.prefix_queries,
+            self.prefix_hits,
+        ):
+            m.labels(**self._lab)  # present (at 0) from the start, as in vLLM
+        self.app = Starlette(
+            routes=[
+                Route("/health", self._health),
+                Route("/v1/models", self._models),
+                Route("/metrics", self._metrics),
+                Route("/tokenize", self._tokenize, methods=["POST"]),
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/completions", self._completions, methods=["POST"]),
+                Route("/sim/stats", self._stats),
+            ]
+        )
+
+    # --- test controls -------------------------------------------------------------------------------
+    def set_gauges(self, *, running: float = 0, waiting: float = 0, kv_usage: float = 0) -> None:
+        self.running.labels(**self._lab).set(running)
+        self.waiting.labels(**self._lab).set(waiting)
+        self.kv_usage.labels(**self._lab).set(kv_usage)
+
+    def observe(
+        self,
+        *,
+        ttft: list[float] = (),  # type: ignore[assignment]
+        itl: list[float] = (),  # type: ignore[assignment]
+        e2e: list[float] = (),  # type: ignore[assignment]
+        preemptions: int = 0,
+        prefix: tuple[int, int] = (0, 0),
+        prompt_tokens: int = 0,
+        generation_tokens: int = 0,
+    ) -> None:
+        for v in ttft:
+            self.ttft.labels(**self._lab).observe(v)
+        for v in itl:
+            self.itl.labels(**self._lab).observe(v)
+        for v in e2e:
+            self.e2e.labels(**self._lab).observe(v)
+        self.preemptions.labels(**self._lab).inc(preemptions)
+        self.prefix_queries.labels(**self._lab).inc(prefix[0])
+        self.prefix_hits.labels(**self._lab).inc(prefix[1])
+        self.prompt_tokens.labels(**self._lab).inc(prompt_tokens)
+        self.generation_tokens.labels(**self._lab).inc(generation_tokens)
+
+    # --- endpoints -----------------------------------------------------------------------------------
+    async def _stats(self, request: Request) -> JSONResponse:
+        st = self.state
+        return JSONResponse(
+            {"requests": st.requests, "in_flight": st.in_flight, "max_in_flight": st.max_in_flight}
+        )
+
+    async def _health(self, request: Request) -> Response:
+        return Response(status_code=200)
+
+    async def _models(self, request: Request) -> JSONResponse:
+        c = self.config
+        card = {"id": c.model_id, "object": "model", "owned_by": "vllm", "max_model_len": c.max_model_len}
+        return JSONResponse({"object": "list", "data": [card]})
+
+    async def _metrics(self, request: Request) -> Response:
+        return Response(generate_latest(self.registry), media_type="text/plain; version=0.0.4")
+
+    @staticmethod
+    def count_tokens(text: str) -> int:
+        return 1 + len(text.split())  # BOS + one token per word
+
+    async def _tokenize(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        if "messages" in body:
+            text = " ".join(str(m.get("content", "")) for m in body["messages"])
+        else:
+            text = str(body.get("prompt", ""))
+        n = self.count_tokens(text)
+        return JSONResponse(
+            {"count": n, "max_model_len": self.config.max_model_len, "tokens": list(range(n))}
+        )
+
+    def _error(self, status: int, message: str) -> JSONResponse:
+        kind = "BadRequestError" if status == 400 else "InternalServerError"
+        return JSONResponse(
+            {"object": "error", "message": message, "type": kind, "param": None, "code": status},
+            status_code=status,
+        )
+
+    def _admit(self, body: dict[str, Any], prompt_tokens: int) -> JSONResponse | None:
+        c = self.config
+        self.state.requests += 1
+        self.state.bodies.append(body)
+        if c.fail_status:
+            return self._error(c.fail_status, f"simulated HTTP {c.fail_status}")
+        if c.fail_every and self.state.requests % c.fail_every == 0:
+            return self._error(500, "simulated engine error")
+        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        if prompt_tokens + max_tokens > c.max_model_len:
+            return self._error(
+                400,
+                f"This model's maximum context length is {c.max_model_len} tokens. However, you requested "
+                f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
+                "completion). Please reduce the length of the messages or completion.",
+            )
+        return None
+
+    async def _chat(self, request: Request) -> Response:
+        body = await request.json()
+        prompt = " ".join(str(m.get("content") or "") for m in body.get("messages", []))
+        prompt_tokens = self.count_tokens(prompt)
+        if (err := self._admit(body, prompt_tokens)) is not None:
+            return err
+        if body.get("tools"):
+            if not self.config.tools_enabled:
+                return self._error(400, TOOL_CHOICE_ERROR)
+            return await self._tool_call(body, prompt_tokens)
+        return await self._generate(body, prompt_tokens, chat=True)
+
+    async def _completions(self, request: Request) -> Response:
+        body = await request.json()
+        prompt_tokens = self.count_tokens(str(body.get("prompt", "")))
+        if (err := self._admit(body, prompt_tokens)) is not None:
+            return err
+        return await self._generate(body, prompt_tokens, chat=False)
+
+    async def _tool_call(self, body: dict[str, Any], prompt_tokens: int) -> JSONResponse:
+        await asyncio.sleep(self.config.ttft_s)
+        name = body["tools"][0]["function"]["name"]
+        call = {"id": "chatcmpl-tool-1", "type": "function", "function": {"name": name, "arguments": "{}"}}
+        return JSONResponse(
+            {
+                "id": "chatcmpl-sim",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": self.config.model_id,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                        "finish_reason": "tool_calls",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": 8,
+                    "total_tokens": prompt_tokens + 8,
+                },
+            }
+        )
+
+    def _n_output(self, body: dict[str, Any]) -> int:
+        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        return max_tokens if body.get("ignore_eos") else min(max_tokens, self.config.default_output_tokens)
+
+    async def _generate(self, body: dict[str, Any], prompt_tokens: int, *, chat: bool) -> Response:
+        n_out = self._n_output(body)
+        words = [_WORDS[i % len(_WORDS)] for i in range(n_out)]
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": n_out,
+            "total_tokens": prompt_tokens + n_out,
+        }
+        finish = "length" if n_out == int(body.get("max_tokens") or 16) else "stop"
+        base = {"id": "cmpl-sim", "created": int(time.time()), "model": self.config.model_id}
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        t0 = time.perf_counter()
+        self.state.in_flight += 1
+        self.state.max_in_flight = max(self.state.max_in_flight, self.state.in_flight)
+
+        def choice(text: str, finish_reason: str | None = None) -> dict[str, Any]:
+            if chat:
+                return {
+                    "index": 0,
+                    "delta": {"content": text},
+                    "logprobs": None,
+                    "finish_reason": finish_reason,
+                }
+            return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+
+        if not body.get("stream"):
+            try:
+                await asyncio.sleep(self.config.ttft_s + self.config.token_delay_s * max(0, n_out - 1))
+            finally:
+                self.state.in_flight -= 1
+            self._record(prompt_tokens, n_out, time.perf_counter() - t0, None)
+            text = " ".join(words)
+            ch = (
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+                if chat
+                else {"index": 0, "text": text, "finish_reason": finish}
+            )
+            return JSONResponse(
+                {**base, "object": obj.replace(".chunk", ""), "choices": [ch], "usage": usage}
+            )
+
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        per = max(1, self.config.tokens_per_chunk)
+
+        async def events() -> Any:
+            first_at: float | None = None
+            try:
+                if chat:  # vLLM's first chat chunk: the role, no text yet
+                    role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+                    yield _sse({**base, "object": obj, "choices": [role]})
+                await asyncio.sleep(self.config.ttft_s)
+                for i in range(0, n_out, per):
+                    if i:
+                        await asyncio.sleep(self.config.token_delay_s * per)
+                    if first_at is None:
+                        first_at = time.perf_counter()
+                    last = i + per >= n_out
+                    text = "".join(" " + w for w in words[i : i + per])
+                    yield _sse({**base, "object": obj, "choices": [choice(text, finish if last else None)]})
+                if include_usage:
+                    yield _sse({**base, "object": obj, "choices": [], "usage": usage})
+                yield b"data: [DONE]\n\n"
+            finally:
+                self.state.in_flight -= 1
+                self._record(prompt_tokens, n_out, time.perf_counter() - t0, (first_at or t0) - t0)
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    def _record(self, prompt_tokens: int, n_out: int, e2e: float, ttft: float | None) -> None:
+        self.prompt_tokens.labels(**self._lab).inc(prompt_tokens)
+        self.generation_tokens.labels(**self._lab).inc(n_out)
+        self.e2e.labels(**self._lab).observe(e2e)
+        if ttft is not None:
+            self.ttft.labels(**self._lab).observe(ttft)
+
+
+def _sse(obj: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"

@@ -1,0 +1,208 @@
+"""Load generator statistics against the simulator's injected timing, and the /gemma bench flow end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+
+import pytest
+
+from handlers.context import ActionContext, CommandContext
+from handlers.registry import load_all
+from handlers.router import run_action, run_command
+from skills.bench_report import compare, recent_sweeps
+from skills.errors import InvalidInput
+from skills.loadgen import BenchSpec, bench_http_client, fit_contexts, pct, run_sweep, size_prompt
+from tests.observe_fixtures import RecordingResponder, deps_for, reply_text, running_sim  # noqa: F401
+
+load_all()
+
+
+def test_pct_matches_linear_interpolation() -> None:
+    assert pct([1, 2, 3, 4], 50) == 2.5 and pct([5], 99) == 5 and pct([], 50) is None
+    assert pct(list(range(101)), 95) == 95
+
+
+async def test_prompts_are_sized_exactly_with_the_servers_tokenizer() -> None:
+    calls: list[int] = []
+
+    async def count(p: str) -> int:  # a tokenizer where some words take two tokens
+        n = 1 + sum(2 if len(w) > 5 else 1 for w in p.split())
+        calls.append(n)
+        return n
+
+    ps = await size_prompt(count, 777)
+    assert await count(ps.prompt(0)) == 777 and len(calls) < 12
+
+
+def test_contexts_are_kept_under_max_model_len_minus_output() -> None:
+    spec, notes = fit_contexts(BenchSpec(contexts=[128, 16384], output_tokens=128), 16384)
+    assert spec.contexts == [128, 16256] and "16384 -> 16256" in notes[0]
+    with pytest.raises(InvalidInput):
+        fit_contexts(BenchSpec(output_tokens=4096), 4096)
+    assert BenchSpec(concurrency=[32]).cell_requests(32) == 128 and BenchSpec().cell_requests(1) == 10
+
+
+async def test_sweep_statistics_match_the_injected_timing(deps_for) -> None:  # noqa: F811
+    ttft, delay, out = 0.4, 0.02, 12
+    with running_sim(ttft_s=ttft, token_delay_s=delay) as (vsim, url):
+        deps = deps_for(url)
+        http = bench_http_client(4, 30)
+        client = (await deps.endpoint.client()).with_options(http_client=http)
+        model = await deps.endpoint.model_id()
+
+        async def count(p: str) -> int:
+            return len(await deps.model_server.tokenize(url, model, p))
+
+        spec = BenchSpec(concurrency=[1, 4], contexts=[64, 300], output_tokens=out, requests_per_cell=4)
+        res = await run_sweep(client, model, count, spec, "t1")
+        await http.aclose()
+        assert vsim.state.max_in_flight == 4  # the concurrency actually reached the server
+        prompts = [b["prompt"] for b in vsim.state.bodies[1:]]  # after the warm-up request
+    assert len(res.cells) == 4 and not res.stopped
+    assert len(set(prompts)) == len(prompts) == 16  # unique prompts: nothing for the prefix cache to reuse
+    for c in res.cells:
+        assert c.requests == 4 and c.ok == 4 and c.errors == {}
+        assert c.mean_prompt_tokens == c.context  # sized exactly, as the server counted
+        assert c.mean_output_tokens == out  # from usage
+        assert c.ttft_p50 == pytest.approx(ttft, rel=0.10)
+        assert c.itl_p50 == pytest.approx(delay, rel=0.10)
+        assert c.e2e_p50 == pytest.approx(ttft + (out - 1) * delay, rel=0.10)
+        expected_rps = c.concurrency / (ttft + (out - 1) * delay)
+        assert c.req_per_s == pytest.approx(expected_rps, rel=0.2)
+        assert c.output_tok_per_s == pytest.approx(c.req_per_s * out, rel=1e-6)
+
+
+async def test_errors_are_counted_by_type_and_stop_ends_the_sweep(deps_for) -> None:  # noqa: F811
+    with running_sim(ttft_s=0.01, token_delay_s=0.001, fail_every=4) as (_, url):
+        deps = deps_for(url)
+        client = await deps.endpoint.client()
+
+        async def count(p: str) -> int:
+            return len(await deps.model_server.tokenize(url, "m", p))
+
+        res = await run_sweep(client, "m", count, BenchSpec(concurrency=[2], contexts=[32], output_tokens=4,
+                                                           requests_per_cell=12), "t2")  # fmt: skip
+        cell = res.cells[0]
+        assert cell.errors == {"HTTP 500": 3} and cell.ok == 9 and cell.success_rate == pytest.approx(0.75)
+
+    with running_sim(ttft_s=0.05, token_delay_s=0.05) as (_, url):
+        deps = deps_for(url)
+        client = await deps.endpoint.client()
+        stop = asyncio.Event()
+        seen: list[str] = []
+
+        async def count2(p: str) -> int:
+            return len(await deps.model_server.tokenize(url, "m", p))
+
+        async def progress(p) -> None:  # type: ignore[no-untyped-def]
+            seen.append(p.phase)
+            if p.phase == "running" and p.cell_index == 1:
+                asyncio.get_running_loop().call_later(0.5, stop.set)
+
+        spec = BenchSpec(concurrency=[1, 2], contexts=[32], output_tokens=4, requests_per_cell=50)
+        res = await run_sweep(client, "m", count2, spec, "t3", stop=stop, on_progress=progress)
+    assert res.stopped == "cancelled" and len(res.cells) == 1 and res.cells[0].requests < 50
+    assert seen[0] == "sizing prompts" and seen[-1] == "done"
+
+
+async def test_bench_command_plan_confirm_run_and_compare(deps_for, settings) -> None:  # noqa: F811
+    with running_sim(ttft_s=0.02, token_delay_s=0.002, max_model_len=1024) as (_, url):
+        deps = deps_for(url)
+        responder = RecordingResponder()
+        args = ["--concurrency", "1,2", "--context", "64,2048", "--output", "8", "--requests", "4"]
+        cctx = CommandContext(deps=deps, responder=responder, user_id="UDEPLOYER", channel_id="C1", args=args)
+        plan = await run_command(cctx, "bench")
+        assert plan is not None and "4 cells, 16 requests" in plan.title
+        assert "context 2048 -> 1016" in reply_text(plan)  # max-model-len 1024 minus 8 output tokens
+        confirm = next(b for b in plan.buttons if b.action_id == "gemma_bench_confirm")
+
+        def actx(user: str, action_id: str, value: str) -> ActionContext:
+            return ActionContext(deps=deps, responder=responder, user_id=user, channel_id="C1",
+                                 action_id=action_id, value=value)  # fmt: skip
+
+        denied = await run_action(actx("USOMEONE", confirm.action_id, confirm.value))
+        assert denied is not None and "Only deployers" in denied.title
+        assert await run_action(actx("UDEPLOYER", confirm.action_id, confirm.value)) is None
+        again = await run_action(actx("UDEPLOYER", confirm.action_id, confirm.value))
+        assert again is not None and "already used" in again.title  # a double click runs once
+        await deps.drain(timeout_s=60)
+
+        progress_ts = next(iter(responder.posts))
+        assert any(ts == progress_ts for ts, _ in responder.updates)  # edited in place
+        assert "results in the thread" in responder.posts[progress_ts].title
+        thread_ts, result = responder.threads[-1]
+        assert thread_ts == progress_ts and "done" in result.title
+        names = sorted(f.filename for f, _ in responder.uploads)
+        assert (
+            len(names) == 3
+            and any(n.endswith(".csv") for n in names)
+            and any(n.endswith("latency.png") for n in names)
+        )
+        assert all(ts == progress_ts for _, ts in responder.uploads)
+        png = next(f for f, _ in responder.uploads if f.filename.endswith("throughput.png"))
+        assert png.content.startswith(b"\x89PNG")
+        csv_file = next(f for f, _ in responder.uploads if f.filename.endswith(".csv"))
+        rows = list(csv.DictReader(io.StringIO(csv_file.content.decode())))
+        assert [(r["concurrency"], r["context"]) for r in rows] == [
+            ("1", "64"),
+            ("2", "64"),
+            ("1", "1016"),
+            ("2", "1016"),
+        ]
+        assert all(r["success_rate"] == "1" and r["mean_output_tokens"] == "8" for r in rows)
+
+        # A second sweep, then compare.
+        plan2 = await run_command(cctx, "bench")
+        assert plan2 is not None
+        c2 = next(b for b in plan2.buttons if b.action_id == "gemma_bench_confirm")
+        await run_action(actx("UDEPLOYER", c2.action_id, c2.value))
+        await deps.drain(timeout_s=60)
+        cmp_reply = await run_command(
+            CommandContext(deps=deps, responder=responder, user_id="U1", channel_id="C1", args=["compare"]),
+            "bench",
+        )
+    assert cmp_reply is not None and "(previous)" in cmp_reply.title
+    sweeps = await recent_sweeps(deps.redis, settings.key("bench", "history"), 2)
+    assert compare(*sweeps).count("\n") == 4
+
+
+async def test_bench_rejects_bad_input_and_runs_one_sweep_at_a_time(deps_for, settings) -> None:  # noqa: F811
+    with running_sim(ttft_s=0.05, token_delay_s=0.05) as (_, url):
+        deps = deps_for(url)
+        responder = RecordingResponder()
+
+        def cctx(args: list[str]) -> CommandContext:
+            return CommandContext(
+                deps=deps, responder=responder, user_id="UDEPLOYER", channel_id="C1", args=args
+            )
+
+        for bad, words in ((["--concurrency", "a,b"], "needs numbers"), (["--output", "1"], "output_tokens"),
+                           (["--bogus"], "Unknown option"), (["--requests", "100000"], "cap")):  # fmt: skip
+            r = await run_command(cctx(bad), "bench")
+            assert r is not None and words in reply_text(r), (bad, reply_text(r))
+        assert [
+            k async for k in deps.redis.scan_iter(match=settings.key("bench", "*"))
+        ] == []  # nothing stored
+
+        args = ["--concurrency", "1", "--context", "32", "--output", "40", "--requests", "40"]
+        p1, p2 = await run_command(cctx(args), "bench"), await run_command(cctx(args), "bench")
+        assert p1 is not None and p2 is not None
+
+        def actx(action_id: str, value: str) -> ActionContext:
+            return ActionContext(deps=deps, responder=responder, user_id="UDEPLOYER", channel_id="C1",
+                                 action_id=action_id, value=value)  # fmt: skip
+
+        await run_action(actx("gemma_bench_confirm", p1.buttons[0].value))
+        busy = await run_action(actx("gemma_bench_confirm", p2.buttons[0].value))
+        assert busy is not None and "Another benchmark is running" in busy.title
+        await asyncio.sleep(0.5)
+        stop_button = next(
+            b for b in responder.posts[next(iter(responder.posts))].buttons if b.label == "Stop"
+        )
+        await run_action(actx(stop_button.action_id, stop_button.value))
+        await deps.drain(timeout_s=30)
+    _, result = responder.threads[-1]
+    assert "stopped early (cancelled)" in result.title
+    assert await deps.redis.get(settings.key("bench", "lock")) is None  # released

@@ -1,0 +1,72 @@
+"""The rendered Cloud Run v2 Service: field-notes rules, probe caps, and that the real client accepts it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from google.cloud import run_v2
+
+from skills.errors import InvalidInput
+from skills.render_service import DeployConfig, probe_for, render_service
+
+
+def _cfg(**kw: object) -> DeployConfig:
+    base: dict[str, object] = dict(
+        service="vllm-gemma4",
+        model="gemma-4-12b-qat",
+        hf_repo="google/gemma-4-12b-it-qat-w4a16-ct",
+        model_args=["--quantization", "compressed-tensors"],
+        gpu="nvidia-l4",
+        max_model_len=32768,
+        gpu_memory_utilization=0.9,
+        kv_cache_dtype="fp8",
+        max_num_seqs=8,
+        cpu="4",
+        memory="16Gi",
+        probe=probe_for(400),
+        image="vllm/vllm-openai:v0.11.0",
+        model_bucket="weights",
+    )
+    base.update(kw)
+    return DeployConfig.model_validate(base)
+
+
+def test_fuse_mount_and_offline_mode() -> None:
+    spec = render_service(_cfg())
+    c = spec["template"]["containers"][0]
+    assert c["args"][:2] == ["--model", "/mnt/models/gemma-4-12b-it-qat-w4a16-ct"]
+    assert {"name": "HF_HUB_OFFLINE", "value": "1"} in c["env"]
+    gcs = spec["template"]["volumes"][0]["gcs"]
+    assert gcs["readOnly"] is True and {"uid=1001", "gid=1001"} <= set(gcs["mountOptions"])
+    assert c["resources"]["cpuIdle"] is False and c["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert spec["template"]["nodeSelector"] == {"accelerator": "nvidia-l4"}
+    assert spec["template"]["gpuZonalRedundancyDisabled"] is True
+    for flag in ("--enable-auto-tool-choice", "--enable-chunked-prefill"):
+        assert flag in c["args"]
+    assert c["args"][c["args"].index("--tool-call-parser") + 1] == "gemma4"
+    assert c["args"][c["args"].index("--reasoning-parser") + 1] == "gemma4"
+    # The real client library parses it (what the adapter does before sending).
+    svc = run_v2.Service.from_json(json.dumps(spec))
+    assert svc.template.containers[0].startup_probe.http_get.path == "/health"
+
+
+def test_hub_pull_uses_secret_and_never_offline() -> None:
+    c = render_service(_cfg(model_bucket=None))["template"]["containers"][0]
+    assert c["args"][1] == "google/gemma-4-12b-it-qat-w4a16-ct"
+    assert all(e["name"] != "HF_HUB_OFFLINE" for e in c["env"])
+    token = next(e for e in c["env"] if e["name"] == "HF_TOKEN")
+    assert token["valueSource"]["secretKeyRef"]["secret"] == "hf-token" and "value" not in token
+
+
+@pytest.mark.parametrize("cold", [60.0, 300.0, 760.0, 1500.0, 5000.0])
+def test_probe_budget_covers_cold_start_within_cloud_run_caps(cold: float) -> None:
+    p = probe_for(cold)
+    assert p.initial_delay_s <= 240 and p.period_s <= 240 and p.timeout_s <= p.period_s
+    assert p.failure_threshold * p.period_s <= 1800
+    assert p.budget_s >= min(cold * 1.5, 2040)
+
+
+def test_probe_override_beyond_caps_is_refused() -> None:
+    with pytest.raises(InvalidInput):
+        probe_for(600, failure_threshold=40, period_s=60)

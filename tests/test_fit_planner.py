@@ -1,0 +1,259 @@
+"""The capacity planner against the field notes' calibration points (FIELD_NOTES.md: 'will it fit?')."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from skills.catalog import load_catalog, parse_catalog
+from skills.errors import InvalidInput
+from skills.fit import FitRequest, plan_fit
+
+CATALOG = Path(__file__).resolve().parents[1] / "skills" / "data" / "catalog.yaml"
+
+
+def fit(model: str, gpu: str = "nvidia-l4", **kw: object):
+    return plan_fit(FitRequest(model=model, gpu=gpu, **kw))
+
+
+def test_26b_a4b_bf16_on_l4_does_not_load_and_points_at_the_qat_build() -> None:
+    r = fit("gemma-4-26b-a4b")
+    assert r.verdict == "does_not_fit"
+    assert 45 < r.weights_gib < 52  # ~52 GB
+    assert r.kv_cache_tokens == 0 and r.max_concurrency == 0
+    assert r.est_tokens_per_s is None
+    assert r.alternatives and r.alternatives[0].startswith("gemma-4-26b-a4b-qat on nvidia-l4: fits")
+    assert any("nvidia-rtx-pro-6000" in a for a in r.alternatives)  # a bigger Cloud Run GPU
+    assert all(a.verdict != "does_not_fit" for a in map(plan_fit, r.alternative_requests))
+
+
+def test_26b_a4b_fp8_on_l4_leaves_nothing_for_kv() -> None:
+    r = fit("26b-fp8", kv_cache_dtype="fp8")
+    assert r.verdict == "does_not_fit"
+    assert 22 < r.weights_gib < 27  # ~26 GB
+    assert r.kv_cache_tokens == 0
+    assert any("nothing left for the KV cache" in n for n in r.notes)
+
+
+def test_26b_qat_on_l4_matches_the_reported_kv_cache() -> None:
+    r = fit("gemma-4-26b-a4b-qat", kv_cache_dtype="fp8", gpu_memory_utilization=0.90)
+    assert r.verdict == "fits"
+    assert 12 < r.weights_gib < 16.5  # ~13-16.4 GB
+    reported = 7_097 * 16  # 113,552 tokens
+    assert abs(r.kv_cache_tokens - reported) / reported < 0.25
+    assert r.kv_cache_tokens % 16 == 0  # whole paged blocks
+    assert r.est_tokens_per_s == pytest.approx(62, rel=0.1)
+    # needs 32 GiB host RAM to load (16.8 GiB peak)
+    assert r.host_memory_gib == pytest.approx(16.8, abs=1.0)
+    assert r.recommended_memory_gib == 32
+    # ~11 min of FUSE loading + ~100 s compile
+    assert 11 * 60 < r.cold_start_s < 20 * 60
+    assert r.startup_budget_s > r.cold_start_s
+    assert "--quantization compressed-tensors" in " ".join(r.vllm_args)
+    assert r.request.kv_cache_dtype == "fp8" and r.request.max_model_len == r.model.default_max_model_len
+
+
+def test_26b_qat_with_a16gi_memory_limit_needs_32gi() -> None:
+    r = fit("26b-qat", kv_cache_dtype="fp8", host_memory_gib=16)
+    assert r.verdict == "fits_with_changes"
+    assert r.changes == ["memory 32Gi"]
+    assert r.request.host_memory_gib == 32 and r.requested.host_memory_gib == 16
+
+
+def test_31b_qat_does_not_fit_an_l4_without_offload() -> None:
+    r = fit("gemma-4-31b-qat")
+    assert r.verdict == "does_not_fit"
+    assert r.weights_gib > 19  # ~15.5 GiB layers + bf16 embeddings/LM head
+    text = "\n".join(r.alternatives)
+    assert "gemma-4-31b-qat on nvidia-rtx-pro-6000: fits" in text
+    assert "gemma-4-26b-a4b-qat on nvidia-l4" in text
+    offload = [a for a in r.alternatives if "--cpu-offload-gb" in a]
+    assert offload and "SLOW" in offload[0]
+
+
+@pytest.mark.parametrize("offload", [14, 5])
+def test_31b_qat_with_offload_is_flagged_as_one_to_two_tokens_per_second(offload: int) -> None:
+    r = fit("31b-qat", cpu_offload_gb=offload)
+    assert r.verdict != "does_not_fit"
+    assert r.est_tokens_per_s is not None and r.est_tokens_per_s <= 3
+    assert r.warnings and "tok/s" in r.warnings[0]
+    assert any("nvidia-rtx-pro-6000" in a for a in r.alternatives)  # a config without offload
+    assert "--cpu-offload-gb" in r.vllm_args
+
+
+def test_31b_qat_at_util_095_on_l4_fails_graph_warmup_too() -> None:
+    r = fit("31b-qat", gpu_memory_utilization=0.95)
+    assert r.verdict == "does_not_fit"
+    assert any("warm-up" in n for n in r.notes)
+
+
+def test_12b_qat_fits_an_l4_with_large_kv_headroom() -> None:
+    r = fit("gemma-4-12b-qat")
+    assert r.verdict == "fits" and not r.changes
+    assert 6 < r.weights_gib < 8.5  # ~6-8.3 GiB
+    assert r.kv_cache_gib > 9  # "16-18 GB left for KV" is memory minus weights; the budget takes util off
+    assert r.vram_after_weights_gib > 13
+    assert r.max_concurrency > 3
+    assert 80 <= (r.est_tokens_per_s or 0) <= 99
+    assert r.recommended_memory_gib == 16
+    assert r.cost_per_hour_usd == pytest.approx(1.21, abs=0.02)  # 4 vCPU + 16 GiB + L4
+
+
+def test_12b_qat_on_a100_80_matches_the_reported_kv_cache() -> None:
+    r = fit("12b-qat", "a100-80gb", gpu_memory_utilization=0.95, kv_cache_dtype="bf16")
+    assert r.verdict == "fits"
+    assert r.weights_gib == pytest.approx(8.29, abs=0.5)
+    assert r.kv_cache_gib == pytest.approx(66.26, rel=0.05)
+    assert abs(r.kv_cache_tokens - 1_050_170) / 1_050_170 < 0.25
+
+
+def test_31b_qat_fits_an_rtx_pro_6000() -> None:
+    r = fit("31b-qat", "nvidia-rtx-pro-6000")
+    assert r.verdict == "fits"
+    assert r.max_concurrency > 4
+    assert r.gpu.available_on_cloud_run
+
+
+def test_bf16_on_t4_needs_dtype_half() -> None:
+    r = fit("gemma-4-e4b", "t4")
+    assert r.verdict == "fits_with_changes"
+    assert "--dtype half" in r.changes
+    assert r.request.dtype == "half" and r.request.kv_cache_dtype == "fp16"
+    assert any("tool calls" in n for n in r.notes)
+
+
+def test_fp8_kv_on_a100_is_replaced_by_auto() -> None:
+    r = fit("12b-qat", "a100-40gb", kv_cache_dtype="fp8")
+    assert r.verdict == "fits_with_changes"
+    assert r.changes == ["--kv-cache-dtype auto"]
+    assert r.request.kv_cache_dtype == "bf16"
+    assert "--kv-cache-dtype" not in r.vllm_args
+
+
+def test_context_too_long_for_the_kv_cache_gets_a_shorter_max_model_len() -> None:
+    r = fit("26b-qat", max_model_len=262144, kv_cache_dtype="fp8")
+    assert r.verdict == "fits_with_changes"
+    assert len(r.changes) == 1 and r.changes[0].startswith("--max-model-len ")
+    new_len = int(r.changes[0].split()[1])
+    assert 4096 <= new_len < 262144 and new_len % 1024 == 0
+    assert r.kv_cache_tokens >= new_len == r.request.max_model_len
+
+
+def test_bf16_kv_that_is_too_small_prefers_fp8_over_a_shorter_context() -> None:
+    r = fit("26b-qat", max_model_len=100_000)
+    assert r.verdict == "fits_with_changes"
+    assert r.changes[0] == "--kv-cache-dtype fp8"
+
+
+def test_tight_graph_headroom_gets_enforce_eager() -> None:
+    r = fit("26b-qat", kv_cache_dtype="fp8", gpu_memory_utilization=0.95)
+    assert r.verdict == "fits_with_changes"
+    assert r.changes == ["--enforce-eager"]
+    assert r.request.enforce_eager and "--enforce-eager" in r.vllm_args
+    eager_cold = r.cold_start_s
+    assert eager_cold < fit("26b-qat", kv_cache_dtype="fp8").cold_start_s  # no graph capture
+
+
+def test_enforce_eager_saves_overhead_and_fp8_doubles_kv_tokens() -> None:
+    base = fit("12b-qat")
+    eager = fit("12b-qat", enforce_eager=True)
+    fp8 = fit("12b-qat", kv_cache_dtype="fp8")
+    assert eager.overhead_gib < base.overhead_gib
+    assert fp8.kv_bytes_per_token * 2 == pytest.approx(base.kv_bytes_per_token, abs=2)
+    assert fp8.kv_cache_tokens == pytest.approx(2 * base.kv_cache_tokens, rel=0.01)
+
+
+def test_sliding_window_layers_only_hold_the_window() -> None:
+    m = load_catalog().model("12b-qat")
+    short = fit("12b-qat", max_model_len=m.sliding_window)
+    long = fit("12b-qat", max_model_len=32768)
+    per_layer = m.kv_heads * m.head_dim * 2 * 2
+    assert short.kv_bytes_per_token == m.layers * per_layer  # every layer holds every token
+    assert long.kv_bytes_per_token < short.kv_bytes_per_token / 4
+
+
+def test_two_gpus_split_the_weights() -> None:
+    one = fit("26b-a4b-fp8", "a100-40gb")
+    two = fit("26b-a4b-fp8", "a100-40gb", gpu_count=2)
+    assert two.kv_cache_tokens > 2 * one.kv_cache_tokens
+    assert "--tensor-parallel-size" in two.vllm_args
+
+
+def test_costs_follow_the_field_notes_prices() -> None:
+    r = fit("12b-qat", host_memory_gib=32)
+    # 32 GiB on Cloud Run needs 8 vCPU: 0.72 + 8 x 0.0864 + 32 x 0.009
+    assert r.recommended_cpu == 8
+    assert r.cost_per_hour_usd == pytest.approx(0.72 + 8 * 0.0864 + 32 * 0.009, abs=0.01)
+    assert fit("12b-qat", "a100-80gb").cost_per_hour_usd == 8.86  # all-in comparison price
+
+
+@pytest.mark.parametrize(
+    ("name", "canonical"),
+    [
+        ("26B-QAT", "gemma-4-26b-a4b-qat"),
+        ("google/gemma-4-12b-it-qat-w4a16-ct", "gemma-4-12b-qat"),
+        ("gemma_4_31b_qat", "gemma-4-31b-qat"),
+    ],
+)
+def test_model_aliases_and_hub_ids_resolve(name: str, canonical: str) -> None:
+    assert fit(name).model.name == canonical
+
+
+def test_gpu_aliases_resolve() -> None:
+    assert fit("12b-qat", "L4").gpu.name == "nvidia-l4"
+    assert fit("12b-qat", "rtx-pro-6000").gpu.name == "nvidia-rtx-pro-6000"
+
+
+def test_unknown_model_lists_known_names_and_close_matches() -> None:
+    with pytest.raises(InvalidInput) as exc:
+        fit("gema-26b-qat")
+    assert "Unknown model `gema-26b-qat`" in exc.value.message
+    assert "Did you mean `gemma-4-26b-a4b-qat`" in exc.value.hint
+    assert "gemma-4-e2b" in exc.value.hint  # the known list
+
+
+def test_unknown_gpu_lists_known_names_and_close_matches() -> None:
+    with pytest.raises(InvalidInput) as exc:
+        fit("12b-qat", "h200")
+    assert "Unknown GPU `h200`" in exc.value.message
+    assert "h100-80gb" in exc.value.hint and "nvidia-l4" in exc.value.hint
+
+
+def test_bad_settings_are_rejected_by_the_request_model() -> None:
+    with pytest.raises(ValueError):
+        FitRequest(model="12b-qat", gpu_memory_utilization=1.5)
+    with pytest.raises(ValueError):
+        FitRequest(model="12b-qat", kv_cache_dtype="int4")  # type: ignore[arg-type]
+
+
+def test_catalog_variants_inherit_and_bad_entries_are_refused() -> None:
+    cat = load_catalog()
+    qat, base = cat.models["gemma-4-31b-qat"], cat.models["gemma-4-31b"]
+    assert qat.layers == base.layers and qat.quantization == "w4a16" != base.quantization
+    assert qat.hf_repo.endswith("-qat-w4a16-ct") and "compressed-tensors" in qat.vllm_args
+    assert all(
+        g.name in ("nvidia-l4", "nvidia-rtx-pro-6000") for g in cat.gpus.values() if g.available_on_cloud_run
+    )
+    raw = yaml.safe_load(CATALOG.open(encoding="utf-8"))
+    raw["models"]["broken"] = {"base": "gemma-4-31b-qat", "quantization": "w4a16"}  # variant of a variant
+    with pytest.raises(ValueError, match="broken"):
+        parse_catalog(raw)
+    raw["models"].pop("broken")
+    raw["models"]["gemma-4-12b"]["quantization"] = "int3"
+    with pytest.raises(ValueError):
+        parse_catalog(raw)
+
+
+def test_a_new_gpu_is_a_catalog_edit() -> None:
+    raw = yaml.safe_load(CATALOG.open(encoding="utf-8"))
+    raw["gpus"]["b200"] = {**raw["gpus"]["h100-80gb"], "memory_gb": 192, "memory_gib": 178.0, "aliases": []}
+    cat = parse_catalog(raw)
+    r = plan_fit(FitRequest(model="31b", gpu="b200"), catalog=cat)
+    assert r.verdict == "fits" and r.gpu.name == "b200"
+
+
+def test_several_gpus_on_cloud_run_are_flagged() -> None:
+    r = fit("31b", "nvidia-l4", gpu_count=4)
+    assert any("one GPU per instance" in w for w in r.warnings)

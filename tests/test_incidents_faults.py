@@ -1,0 +1,237 @@
+"""Process-level faults: a worker SIGKILLed mid-job; Redis restarting under the webhook and the workers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis.asyncio as redis
+
+from bot.alert_queue import build_alert_queue
+from bot.settings import Settings
+from bot.web import create_app
+from handlers.reply import Reply
+from skills.incidents import Alert, Incident
+from tests.alerts_fixtures import (
+    PostsSlack,
+    basic,
+    eventually,
+    header_ts,
+    headers_posted,
+    make_deps,
+    payload,
+    slack,  # noqa: F401  (overrides conftest's: records accepted posts)
+    thread_replies,
+    tuned,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A worker process whose investigation hangs after the header is posted: killed there, mid-job.
+_HANGING_WORKER = """
+import asyncio
+from bot.alert_queue import build_alert_queue
+from bot.settings import load_settings
+from bot.slack_app import make_web_client
+from bot.wiring import build_deps
+
+async def hang(inc, alert):
+    print("HANGING", flush=True)
+    await asyncio.sleep(3600)
+    yield
+
+async def main():
+    deps = build_deps(load_settings())
+    deps.chat = make_web_client(deps.settings)
+    queue = build_alert_queue(deps, hang, concurrency=1)
+    await queue.start()
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+async def findings(inc: Incident, alert: Alert) -> AsyncIterator[Reply]:
+    yield Reply(title="Findings: from the worker that reclaimed the job")
+
+
+def _env(s: Settings) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "REDIS_", "ALERT_", "KEY_"))}
+    env.update(
+        {
+            "PYTHONPATH": str(ROOT),
+            "SLACK_BOT_TOKEN": "xoxb-test-token",
+            "SLACK_API_URL": s.slack_api_url,
+            "REDIS_URL": s.redis_url or "",
+            "KEY_PREFIX": s.key_prefix,
+            "VLLM_SERVICE_NAME": s.vllm_service_name,
+            "ALERT_RECLAIM_IDLE_MS": str(s.alert_reclaim_idle_ms),
+            "GOOGLE_CLOUD_PROJECT": "test-proj",
+            "GOOGLE_ANONYMOUS_CREDENTIALS": "true",
+            "LOG_LEVEL": "WARNING",
+        }
+    )
+    return env
+
+
+async def test_sigkilled_worker_mid_job_is_reclaimed_without_duplicate_thread(
+    settings: Settings,
+    redis_client: redis.Redis,
+    slack: PostsSlack,  # noqa: F811
+) -> None:
+    s = tuned(settings)
+    proc = subprocess.Popen(  # noqa: ASYNC220 (started once, before the loop has work)
+        [sys.executable, "-c", _HANGING_WORKER], env=_env(s), stdout=subprocess.PIPE
+    )
+    deps = make_deps(s)
+    app = create_app(deps)
+    queue = app.state.alert_queue  # producer only until the victim is dead
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as c:
+            assert (
+                await c.post("/alerts/gcp", json=payload("gcp-monitoring-open.json"), headers=basic())
+            ).status_code == 202
+            assert await eventually(lambda: headers_posted(slack), timeout=20), (
+                "the worker process never posted"
+            )
+            line = await asyncio.to_thread(proc.stdout.readline)  # type: ignore[union-attr]
+            assert line.strip() == b"HANGING"
+            os.kill(proc.pid, signal.SIGKILL)  # mid-job: header posted, investigation not, entry not acked
+            proc.wait(timeout=10)
+            assert (await queue.backlog())["pending"] == 1
+            rescuer = build_alert_queue(deps, findings, concurrency=2)
+            await rescuer.start()
+            try:
+                ok = await eventually(lambda: thread_replies(slack, header_ts(slack)), timeout=20)
+                for _ in range(100):
+                    b = await rescuer.backlog()
+                    if b["queued"] == 0 and b["pending"] == 0:
+                        break
+                    await asyncio.sleep(0.05)
+            finally:
+                await rescuer.stop()
+        assert ok
+        assert len(headers_posted(slack)) == 1  # the reclaiming worker edited nothing twice, posted no header
+        [reply] = thread_replies(slack, header_ts(slack))
+        assert "reclaimed the job" in reply["text"]
+        assert (await rescuer.backlog()) == {"queued": 0, "pending": 0, "dead": 0}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        await deps.redis.aclose()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class OwnRedis:
+    """A private redis-server (AOF, fsync always) this test may stop and restart without touching others'."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.dir = tempfile.mkdtemp(prefix="alerts-redis-")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                self.dir,
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()  # SIGTERM: a clean shutdown, like a managed Redis restart
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def own_redis() -> Any:
+    r = OwnRedis()
+    r.start()
+    yield r
+    r.stop()
+
+
+async def test_redis_restart_503_then_workers_reconnect_and_nothing_is_lost(
+    settings: Settings,
+    slack: PostsSlack,  # noqa: F811
+    own_redis: OwnRedis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    s = tuned(settings, redis_url=own_redis.url)
+    deps = make_deps(s)
+    queue = build_alert_queue(deps, findings, concurrency=2)
+    app = create_app(deps)
+    await queue.start()
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as c:
+            r = await c.post("/alerts/gcp", json=payload("gcp-monitoring-open.json"), headers=basic())
+            assert r.status_code == 202
+            assert await eventually(
+                lambda: thread_replies(slack, header_ts(slack)) if headers_posted(slack) else []
+            )
+            own_redis.stop()
+            r = await c.post("/alerts/gcp", json=payload("gcp-monitoring-closed.json"), headers=basic())
+            assert r.status_code == 503  # the sender keeps it and retries
+            await asyncio.sleep(0.5)  # workers hit the outage too
+            own_redis.start()
+            for _ in range(20):  # the sender's retries
+                r = await c.post("/alerts/gcp", json=payload("gcp-monitoring-closed.json"), headers=basic())
+                if r.status_code == 202:
+                    break
+                await asyncio.sleep(0.2)
+            assert r.status_code == 202 and r.json()["new"] == 1
+            updated = await eventually(
+                lambda: [u for u in slack.of("chat.update") if "RESOLVED" in json.dumps(u)]
+            )
+            assert updated, "the workers did not come back after the restart"
+        assert len(headers_posted(slack)) == 1
+        assert all(not t.done() for t in queue._tasks)  # workers survived the outage
+        b = await queue.backlog()
+        assert b["queued"] == 0 and b["dead"] == 0
+        assert any("Redis unavailable" in rec.getMessage() for rec in caplog.records)
+    finally:
+        await queue.stop()
+        await deps.redis.aclose()
