@@ -102,11 +102,11 @@ async def handle_line(deps: Deps, responder: ConsoleResponder, line: str) -> boo
         except (ValueError, IndexError):
             print("No such button. Buttons are numbered in the output above.", file=responder.out)
             return True
-        ctx = ActionContext(
+        click = ActionContext(
             deps=deps, responder=responder, user_id=CONSOLE_USER, channel_id=CONSOLE_CHANNEL,
             action_id=button.action_id, value=button.value, message_ts=ts, thread_ts=ts,
         )
-        await _deliver(responder, await run_action(ctx))
+        await _deliver(responder, await run_action(click))
     else:
         text = line[len("/gemma"):] if line.startswith("/gemma") else line
         name, args = parse(text)

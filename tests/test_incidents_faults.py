@@ -24,6 +24,7 @@ from bot.settings import Settings
 from bot.web import create_app
 from handlers.reply import Reply
 from skills.incidents import Alert, Incident
+from tests.alerts_fixtures import slack  # noqa: F401  (overrides conftest's: records accepted posts)
 from tests.alerts_fixtures import (
     PostsSlack,
     basic,

@@ -19,6 +19,7 @@ from bot.web import create_app
 from handlers.incidents import IncidentThreads
 from handlers.reply import Reply
 from skills.incidents import Alert, Incident
+from tests.alerts_fixtures import slack  # noqa: F401  (overrides conftest's: records accepted posts)
 from tests.alerts_fixtures import (
     PostsSlack,
     am_alert,

@@ -7,7 +7,7 @@ the service is private.
 
 from __future__ import annotations
 
-import httpx
+import httpx2  # the HTTP client the openai SDK (3.x) is built on
 from openai import AsyncOpenAI
 
 from bot.settings import Settings
@@ -25,7 +25,7 @@ class LLMEndpoint:
         self._tokens = tokens
         self._model_id = settings.vllm_model_id
         # One connection pool for every client we hand out (clients differ only in auth headers).
-        self._http = httpx.AsyncClient(timeout=httpx.Timeout(settings.model_timeout_s, connect=10.0))
+        self._http = httpx2.AsyncClient(timeout=httpx2.Timeout(settings.model_timeout_s, connect=10.0))
 
     async def aclose(self) -> None:
         await self._http.aclose()
