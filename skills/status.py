@@ -40,7 +40,7 @@ async def probe_model(model_server: ModelServer, base_url: str) -> ModelProbe:
     return ModelProbe(base_url=base_url, health=health, models=ids, models_probe=models_probe)
 
 
-def _notes(info: ServiceInfo, model: ModelProbe | None) -> tuple[bool, list[str]]:
+def status_notes(info: ServiceInfo, model: ModelProbe | None) -> tuple[bool, list[str]]:
     notes: list[str] = []
     cold = False
     if info.ready is False and info.terminal_condition is not None:
@@ -87,7 +87,7 @@ async def collect_status(
         if cloud is not None:
             cloud.cancel()
         raise
-    cold, notes = _notes(info, model)
+    cold, notes = status_notes(info, model)
     report = StatusReport(service=info, model=model, cold=cold, notes=notes, fetched_at=datetime.now(UTC))
     if cloud is not None:
         report.cloud_metrics = await cloud

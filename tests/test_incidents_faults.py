@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the `slack` fixture imported from tests.alerts_fixtures is used by name)
 """Process-level faults: a worker SIGKILLed mid-job; Redis restarting under the webhook and the workers."""
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from bot.settings import Settings
 from bot.web import create_app
 from handlers.reply import Reply
 from skills.incidents import Alert, Incident
-from tests.alerts_fixtures import slack  # noqa: F401  (overrides conftest's: records accepted posts)
 from tests.alerts_fixtures import (
     PostsSlack,
     basic,
@@ -33,7 +33,7 @@ from tests.alerts_fixtures import (
     headers_posted,
     make_deps,
     payload,
-    slack,  # noqa: F401  (overrides conftest's: records accepted posts)
+    slack,  # noqa: F401  (overrides conftest fixture: records accepted posts)
     thread_replies,
     tuned,
 )
@@ -90,7 +90,7 @@ def _env(s: Settings) -> dict[str, str]:
 async def test_sigkilled_worker_mid_job_is_reclaimed_without_duplicate_thread(
     settings: Settings,
     redis_client: redis.Redis,
-    slack: PostsSlack,  # noqa: F811
+    slack: PostsSlack,
 ) -> None:
     s = tuned(settings)
     proc = subprocess.Popen(  # noqa: ASYNC220 (started once, before the loop has work)
@@ -197,7 +197,7 @@ def own_redis() -> Any:
 
 async def test_redis_restart_503_then_workers_reconnect_and_nothing_is_lost(
     settings: Settings,
-    slack: PostsSlack,  # noqa: F811
+    slack: PostsSlack,
     own_redis: OwnRedis,
     caplog: pytest.LogCaptureFixture,
 ) -> None:

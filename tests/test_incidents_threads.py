@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the `slack` fixture imported from tests.alerts_fixtures is used by name)
 """Alerts become Slack incident threads: webhook -> Redis Stream -> workers -> Slack stand-in, all real."""
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from bot.web import create_app
 from handlers.incidents import IncidentThreads
 from handlers.reply import Reply
 from skills.incidents import Alert, Incident
-from tests.alerts_fixtures import slack  # noqa: F401  (overrides conftest's: records accepted posts)
 from tests.alerts_fixtures import (
     PostsSlack,
     am_alert,
@@ -31,6 +31,7 @@ from tests.alerts_fixtures import (
     headers_posted,
     make_deps,
     payload,
+    slack,  # noqa: F401  (overrides conftest's: records accepted posts)
     thread_replies,
     tuned,
 )
