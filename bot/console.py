@@ -30,6 +30,7 @@ Type `/gemma help` (or just `help`), `click N` to press button N, `quit` to leav
 
 class ConsoleResponder:
     def __init__(self, out: TextIO, ask: Callable[[str], str | None]) -> None:
+        self.channel = CONSOLE_CHANNEL
         self.out = out
         self.ask = ask
         self.buttons: list[tuple[Button, str]] = []  # (button, ts of the message carrying it)

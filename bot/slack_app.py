@@ -62,6 +62,8 @@ class ChannelResponder:
     async def post(self, reply: Reply, thread_ts: str | None = None) -> str:
         text, blocks = to_blocks(reply)
         resp = await self.client.chat_postMessage(channel=self.channel, text=text, blocks=blocks, thread_ts=thread_ts)
+        # Slack accepts '#name' for posting but chat.update wants the id: keep the one Slack answered with.
+        self.channel = str(resp.get("channel") or self.channel)
         ts = str(resp["ts"])
         for f in reply.files:
             await self.upload(f, thread_ts or ts)

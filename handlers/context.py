@@ -14,6 +14,10 @@ if TYPE_CHECKING:
 class Responder(Protocol):
     """The chat surface (Slack or the console). Message refs are Slack `ts` strings (synthetic in the console)."""
 
+    # Where posts go: in Slack, the channel id once a post has answered (a '#name' is accepted for posting,
+    # but edits need the id, so store this one, not the name you started with).
+    channel: str
+
     async def reply(self, reply: Reply) -> None:
         """The answer to the command itself (Slack: via the response URL)."""
         ...

@@ -209,6 +209,7 @@ class IncidentThreads:
         header = header_reply(inc, self.s.vllm_service_name)
         if inc.ts is None:
             inc.ts = await slack.post(header)
+            inc.channel = slack.channel  # the id Slack answered with: chat.update refuses '#names'
             await self._save(inc, alert)
             log.info("incident %s opened for %s (thread %s)", inc.id, inc.service, inc.ts)
         elif change in (Change.JOINED, Change.REFIRED, Change.RESOLVED):

@@ -216,16 +216,16 @@ async def test_redis_restart_503_then_workers_reconnect_and_nothing_is_lost(
             own_redis.stop()
             r = await c.post("/alerts/gcp", json=payload("gcp-monitoring-closed.json"), headers=basic())
             assert r.status_code == 503  # the sender keeps it and retries
-            await asyncio.sleep(0.5)  # workers hit the outage too
+            await asyncio.sleep(1.0)  # workers hit the outage too
             own_redis.start()
-            for _ in range(20):  # the sender's retries
+            for _ in range(50):  # the sender's retries
                 r = await c.post("/alerts/gcp", json=payload("gcp-monitoring-closed.json"), headers=basic())
                 if r.status_code == 202:
                     break
                 await asyncio.sleep(0.2)
             assert r.status_code == 202 and r.json()["new"] == 1
             updated = await eventually(
-                lambda: [u for u in slack.of("chat.update") if "RESOLVED" in json.dumps(u)]
+                lambda: [u for u in slack.of("chat.update") if "RESOLVED" in json.dumps(u)], timeout=30
             )
             assert updated, "the workers did not come back after the restart"
         assert len(headers_posted(slack)) == 1

@@ -89,6 +89,12 @@ class SlackStandIn:
                     pass
         return data
 
+    def channel_id(self, channel: str) -> str:
+        """Like Slack: a post to '#name' lands in a channel whose id (C...) the answer carries."""
+        if not channel.startswith("#"):
+            return channel
+        return "C" + format(abs(hash(channel)) % 10**8, "08d")
+
     def _next_ts(self) -> str:
         return f"{1_700_000_000 + next(self._ts)}.000100"
 
@@ -124,12 +130,14 @@ class SlackStandIn:
             ts = self._next_ts()
             return {
                 "ok": True,
-                "channel": p.get("channel", ""),
+                "channel": self.channel_id(str(p.get("channel", ""))),
                 "ts": ts,
                 "message_ts": ts,
                 "message": {"text": p.get("text", ""), "ts": ts, "thread_ts": p.get("thread_ts")},
             }
         if method == "chat.update":
+            if str(p.get("channel", "")).startswith("#"):
+                return {"ok": False, "error": "channel_not_found"}  # chat.update takes ids, not names
             return {
                 "ok": True,
                 "channel": p.get("channel", ""),
