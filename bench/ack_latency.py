@@ -111,19 +111,30 @@ def main() -> int:
         slack.base_url = slack_url
         cloud_run.seed_service("vllm-gemma4")
         port = free_port()
-        env = {**os.environ, "SLACK_BOT_TOKEN": "xoxb-bench", "SLACK_SIGNING_SECRET": SECRET,
-               "SLACK_API_URL": slack_url + "/api/", "REDIS_URL": "redis://127.0.0.1:6379/0",
-               "KEY_PREFIX": f"gemma-sre-bench-{uuid.uuid4().hex[:8]}", "GOOGLE_CLOUD_PROJECT": "bench",
-               "GOOGLE_ANONYMOUS_CREDENTIALS": "true", "CLOUD_RUN_API_ENDPOINT": cr_url,
-               "VLLM_BASE_URL": model_url, "LOG_LEVEL": "WARNING"}
-        proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                                cwd=ROOT, env=env)
+        env = {
+            **os.environ,
+            "SLACK_BOT_TOKEN": "xoxb-bench",
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_URL": slack_url + "/api/",
+            "REDIS_URL": "redis://127.0.0.1:6379/0",
+            "KEY_PREFIX": f"gemma-sre-bench-{uuid.uuid4().hex[:8]}",
+            "GOOGLE_CLOUD_PROJECT": "bench",
+            "GOOGLE_ANONYMOUS_CREDENTIALS": "true",
+            "CLOUD_RUN_API_ENDPOINT": cr_url,
+            "VLLM_BASE_URL": model_url,
+            "LOG_LEVEL": "WARNING",
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT, env=env
+        )
         try:
             url = f"http://127.0.0.1:{port}"
             wait_up(url, proc)
             ctx = multiprocessing.get_context("spawn")
             with ctx.Pool(1) as pool:
-                cmds, bare = pool.apply(client_process, (args.requests, args.concurrency, url, slack.response_url(), args.text))
+                cmds, bare = pool.apply(
+                    client_process, (args.requests, args.concurrency, url, slack.response_url(), args.text)
+                )
             expected = args.requests + 10 if args.text.split()[0] == "status" else 0
             slack.wait_for(lambda: len(slack.responses) >= expected, timeout=60)
             delivered = max(0, len(slack.responses) - 10)
@@ -136,8 +147,13 @@ def main() -> int:
     print(f"{'endpoint':<22}{'p50 ms':>10}{'p99 ms':>10}{'mean ms':>10}")
     print(f"{'/slack/events (ack)':<22}{c50:>10.2f}{c99:>10.2f}{statistics.mean(cmds):>10.2f}")
     print(f"{'/healthz (bare)':<22}{b50:>10.2f}{b99:>10.2f}{statistics.mean(bare):>10.2f}")
-    print(f"ratio p50={c50 / b50:.2f}x p99={c99 / b99:.2f}x   statuses delivered after ack: {delivered}/{args.requests}")
-    print(f"target p99 < 50 ms: {'met' if c99 < 50 else 'NOT met'}; within 2x bare p99: {'met' if c99 <= 2 * b99 else 'NOT met'}")
+    print(
+        f"ratio p50={c50 / b50:.2f}x p99={c99 / b99:.2f}x   statuses delivered after ack: {delivered}/{args.requests}"
+    )
+    print(
+        f"target p99 < 50 ms: {'met' if c99 < 50 else 'NOT met'}; "
+        f"within 2x bare p99: {'met' if c99 <= 2 * b99 else 'NOT met'}"
+    )
     return 0
 
 

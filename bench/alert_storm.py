@@ -154,9 +154,7 @@ async def hammer(
         nonlocal new
         for body in it:
             t0 = time.perf_counter()
-            async with session.request(
-                method, url, data=body if method == "POST" else None, headers=headers
-            ) as r:
+            async with session.request(method, url, data=body if method == "POST" else None, headers=headers) as r:
                 data = await r.read()
             lat.append(time.perf_counter() - t0)
             codes[r.status] = codes.get(r.status, 0) + 1

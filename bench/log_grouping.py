@@ -111,9 +111,7 @@ def main(argv: list[str]) -> int:
         t_d += len(lines) / lps_d
         print(f"{name:<12} {len(lines):>6} {a_o:>8.3f} {a_d:>10.3f} {lps_o:>10,.0f} {lps_d:>11,.0f}")
     avg_o, avg_d = sum(ga_o) / len(ga_o), sum(ga_d) / len(ga_d)
-    print(
-        f"{'average':<12} {n_all:>6} {avg_o:>8.3f} {avg_d:>10.3f} {n_all / t_o:>10,.0f} {n_all / t_d:>11,.0f}"
-    )
+    print(f"{'average':<12} {n_all:>6} {avg_o:>8.3f} {avg_d:>10.3f} {n_all / t_o:>10,.0f} {n_all / t_d:>11,.0f}")
     print(f"ours vs drain3: GA {avg_o - avg_d:+.3f}, speed x{(n_all / t_o) / (n_all / t_d):.1f}")
     return 0
 

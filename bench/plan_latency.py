@@ -21,9 +21,7 @@ from skills.service_diff import diff_specs
 
 def _one(running: dict) -> tuple[float, float]:
     t0 = time.perf_counter()
-    r = plan_fit(
-        FitRequest(model="gemma-4-26b-a4b-qat", gpu="nvidia-l4", max_model_len=16384, kv_cache_dtype="fp8")
-    )
+    r = plan_fit(FitRequest(model="gemma-4-26b-a4b-qat", gpu="nvidia-l4", max_model_len=16384, kv_cache_dtype="fp8"))
     t1 = time.perf_counter()
     cfg = DeployConfig(
         service="vllm-gemma4",

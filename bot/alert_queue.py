@@ -86,9 +86,7 @@ class AlertQueue:
         self.handle = handle
         self.on_dead = on_dead
         self.concurrency = concurrency
-        self.consumer_prefix = (
-            consumer_prefix or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        )
+        self.consumer_prefix = consumer_prefix or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self._enqueue = deps.redis.register_script(_ENQUEUE)
         self._heartbeat = deps.redis.register_script(_HEARTBEAT)
         self._tasks: list[asyncio.Task[None]] = []
@@ -124,9 +122,7 @@ class AlertQueue:
             await self.ensure_group()  # if Redis is down now, the workers create it when it is back
         for i in range(self.concurrency):
             name = f"{self.consumer_prefix}-{i}"
-            self._tasks.append(
-                asyncio.get_running_loop().create_task(self._run(name), name=f"alert-worker-{i}")
-            )
+            self._tasks.append(asyncio.get_running_loop().create_task(self._run(name), name=f"alert-worker-{i}"))
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Let workers finish the entry in hand, then cancel; unfinished entries stay pending (reclaimed)."""
@@ -168,9 +164,7 @@ class AlertQueue:
                     await self._sleep(backoff)
                     backoff = min(backoff * 2, 5.0)
             except _REDIS_DOWN as exc:
-                log.warning(
-                    "alert worker: Redis unavailable (%s); retrying in %.1fs", type(exc).__name__, backoff
-                )
+                log.warning("alert worker: Redis unavailable (%s); retrying in %.1fs", type(exc).__name__, backoff)
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
             except Exception:
@@ -218,9 +212,7 @@ class AlertQueue:
             raise  # not the job's fault: the worker loop backs off; the entry stays pending
         except Exception as exc:
             err = redact(f"{type(exc).__name__}: {exc}")[:500]
-            log.warning(
-                "alert entry %s failed (attempt %d/%d): %s", entry_id, attempts, self.max_attempts, err
-            )
+            log.warning("alert entry %s failed (attempt %d/%d): %s", entry_id, attempts, self.max_attempts, err)
             await r.hset(self.errors_key, entry_id, err)
             if attempts >= self.max_attempts:
                 await self._dead(entry_id, fields, alert, err, attempts)
@@ -263,9 +255,7 @@ class AlertQueue:
                 try:
                     await self.on_dead(entry_id, alert, error, attempts)
                 except Exception as exc:  # the entry is safe in the dead-letter stream either way
-                    log.error(
-                        "could not announce dead-lettered alert %s: %s", entry_id, redact(str(exc))[:300]
-                    )
+                    log.error("could not announce dead-lettered alert %s: %s", entry_id, redact(str(exc))[:300])
         await self._ack(entry_id)
         await r.hdel(self.dead_marks, entry_id)
 

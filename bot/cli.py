@@ -39,8 +39,15 @@ def _serve(args: argparse.Namespace) -> int:
 
     setup_logging(settings.log_level)
     app = create_app(build_deps(settings))
-    uvicorn.run(app, host=args.host, port=args.port or settings.port, log_config=None, access_log=False,
-                proxy_headers=True, forwarded_allow_ips="*")
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port or settings.port,
+        log_config=None,
+        access_log=False,
+        proxy_headers=True,
+        forwarded_allow_ips="*",
+    )
     return 0
 
 

@@ -22,9 +22,7 @@ _CHUNK = 1 << 20
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("diagnose", help="diagnose known vLLM / Cloud Run failures in a log file (offline)")
-    p.add_argument(
-        "--logs", required=True, help="file of Cloud Logging JSON lines or plain text lines; - for stdin"
-    )
+    p.add_argument("--logs", required=True, help="file of Cloud Logging JSON lines or plain text lines; - for stdin")
     p.add_argument("--format", choices=("json", "text"), default="text")
     default_budget = Settings.model_fields["log_token_budget"].default
     p.add_argument("--budget", type=int, default=default_budget, help="token budget of the digest")

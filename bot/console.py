@@ -65,11 +65,15 @@ class ConsoleResponder:
         self._show(reply, ts)
 
     async def upload(self, file: FileOut, thread_ts: str | None = None) -> None:
+        path = await asyncio.to_thread(self._save, file)
+        print(f"(file {file.filename}: saved to {path})", file=self.out)
+
+    def _save(self, file: FileOut) -> str:
         os.makedirs(self.files_dir, exist_ok=True)
         path = os.path.join(self.files_dir, os.path.basename(file.filename) or "file")
         with open(path, "wb") as fh:
             fh.write(file.content)
-        print(f"(file {file.filename}: saved to {path})", file=self.out)
+        return path
 
     async def open_modal(self, view: dict[str, Any]) -> None:
         title = (view.get("title") or {}).get("text", "Form")
@@ -84,8 +88,12 @@ class ConsoleResponder:
         self.modal_actions.append(
             ActionContext(
                 deps=None,  # type: ignore[arg-type]  # filled in by the console loop
-                responder=self, user_id=CONSOLE_USER, channel_id=CONSOLE_CHANNEL,
-                action_id=str(view.get("callback_id", "")), value=str(view.get("private_metadata", "")), form=form,
+                responder=self,
+                user_id=CONSOLE_USER,
+                channel_id=CONSOLE_CHANNEL,
+                action_id=str(view.get("callback_id", "")),
+                value=str(view.get("private_metadata", "")),
+                form=form,
             )
         )
 
@@ -104,18 +112,29 @@ async def handle_line(deps: Deps, responder: ConsoleResponder, line: str) -> boo
             print("No such button. Buttons are numbered in the output above.", file=responder.out)
             return True
         click = ActionContext(
-            deps=deps, responder=responder, user_id=CONSOLE_USER, channel_id=CONSOLE_CHANNEL,
-            action_id=button.action_id, value=button.value, message_ts=ts, thread_ts=ts,
+            deps=deps,
+            responder=responder,
+            user_id=CONSOLE_USER,
+            channel_id=CONSOLE_CHANNEL,
+            action_id=button.action_id,
+            value=button.value,
+            message_ts=ts,
+            thread_ts=ts,
         )
         await _deliver(responder, await run_action(click))
     else:
-        text = line[len("/gemma"):] if line.startswith("/gemma") else line
+        text = line[len("/gemma") :] if line.startswith("/gemma") else line
         name, args = parse(text)
         if name == "help":
             await responder.reply(help_reply())
             return True
         ctx = CommandContext(
-            deps=deps, responder=responder, user_id=CONSOLE_USER, channel_id=CONSOLE_CHANNEL, args=args, raw_text=text.strip()
+            deps=deps,
+            responder=responder,
+            user_id=CONSOLE_USER,
+            channel_id=CONSOLE_CHANNEL,
+            args=args,
+            raw_text=text.strip(),
         )
         await _deliver(responder, await run_command(ctx, name))
     await deps.drain(timeout_s=3600)  # background work started by the command (progress, deploys)

@@ -27,8 +27,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.deps import Deps
 from bot.settings import Settings
 from handlers.context import ActionContext, CommandContext
-from handlers.reply import FileOut, Reply
 from handlers.render_slack import to_blocks
+from handlers.reply import FileOut, Reply
 from handlers.router import help_reply, lookup, parse, run_action, run_command
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,10 @@ class ChannelResponder:
 
     async def upload(self, file: FileOut, thread_ts: str | None = None) -> None:
         await self.client.files_upload_v2(
-            channel=self.channel, thread_ts=thread_ts, content=file.content, filename=file.filename,
+            channel=self.channel,
+            thread_ts=thread_ts,
+            content=file.content,
+            filename=file.filename,
             title=file.title or file.filename,
         )
 
@@ -93,7 +96,9 @@ class CommandResponder(ChannelResponder):
     async def reply(self, reply: Reply) -> None:
         text, blocks = to_blocks(reply)
         await self._respond(
-            text=text, blocks=blocks, response_type="ephemeral" if reply.ephemeral else "in_channel",
+            text=text,
+            blocks=blocks,
+            response_type="ephemeral" if reply.ephemeral else "in_channel",
             replace_original=False,
         )
         for f in reply.files:
@@ -137,8 +142,13 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
         await ack(text=f"{cmd.ack} (`/gemma {body.get('text', '').strip()}`)", response_type="ephemeral")
         responder = CommandResponder(client, body.get("channel_id", ""), respond, body.get("trigger_id", ""))
         ctx = CommandContext(
-            deps=deps, responder=responder, user_id=body.get("user_id", ""), channel_id=body.get("channel_id", ""),
-            args=args, raw_text=body.get("text", ""), trigger_id=body.get("trigger_id", ""),
+            deps=deps,
+            responder=responder,
+            user_id=body.get("user_id", ""),
+            channel_id=body.get("channel_id", ""),
+            args=args,
+            raw_text=body.get("text", ""),
+            trigger_id=body.get("trigger_id", ""),
         )
         deps.spawn(_once(deps, body, _run_command(deps, ctx, name)))
 
@@ -150,9 +160,14 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
         message = body.get("message") or {}
         responder = CommandResponder(client, channel, respond, body.get("trigger_id", ""))
         ctx = ActionContext(
-            deps=deps, responder=responder, user_id=(body.get("user") or {}).get("id", ""), channel_id=channel,
-            action_id=action.get("action_id", ""), value=str(action.get("value", "")),
-            message_ts=message.get("ts", ""), thread_ts=message.get("thread_ts") or message.get("ts", ""),
+            deps=deps,
+            responder=responder,
+            user_id=(body.get("user") or {}).get("id", ""),
+            channel_id=channel,
+            action_id=action.get("action_id", ""),
+            value=str(action.get("value", "")),
+            message_ts=message.get("ts", ""),
+            thread_ts=message.get("thread_ts") or message.get("ts", ""),
             trigger_id=body.get("trigger_id", ""),
         )
         deps.spawn(_once(deps, body, _run_action(ctx)))
@@ -168,8 +183,13 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             channel = ""
         responder = ChannelResponder(client, channel)
         ctx = ActionContext(
-            deps=deps, responder=responder, user_id=(body.get("user") or {}).get("id", ""), channel_id=channel,
-            action_id=view.get("callback_id", ""), value=meta, form=_form_values(view),
+            deps=deps,
+            responder=responder,
+            user_id=(body.get("user") or {}).get("id", ""),
+            channel_id=channel,
+            action_id=view.get("callback_id", ""),
+            value=meta,
+            form=_form_values(view),
         )
         deps.spawn(_once(deps, body, _run_action(ctx)))
 

@@ -34,9 +34,7 @@ def answer_reply(text: str, proposed: list[Any]) -> Reply:
 async def answer_in_thread(deps: Any, responder: Any, thread_ts: str, question: str) -> None:
     """Answer `question` in the thread with the conversation so far, and remember the exchange."""
     if deps.agent is None:
-        raise UserFacingError(
-            "The model agent is not configured.", "Set VLLM_BASE_URL or deploy the model first."
-        )
+        raise UserFacingError("The model agent is not configured.", "Set VLLM_BASE_URL or deploy the model first.")
     store = deps.agent.conversations
     history = await store.get(thread_ts) or []
 
@@ -55,9 +53,7 @@ async def answer_in_thread(deps: Any, responder: Any, thread_ts: str, question: 
     await store.append(thread_ts, question[:MAX_QUESTION_CHARS], answer.text)
 
 
-async def on_thread_reply(
-    deps: Any, responder: Any, channel_id: str, thread_ts: str, user_id: str, text: str
-) -> None:
+async def on_thread_reply(deps: Any, responder: Any, channel_id: str, thread_ts: str, user_id: str, text: str) -> None:
     """A message in a thread: answer it if the thread is a conversation with the bot, else ignore it."""
     if deps.agent is None or not text.strip():
         return

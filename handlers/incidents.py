@@ -123,9 +123,7 @@ def line_reply(change: Change, inc: Incident, alert: Alert) -> Reply | None:
 
 
 class IncidentThreads:
-    def __init__(
-        self, deps: Deps, responder_for: ResponderFor, investigate: Investigator | None = None
-    ) -> None:
+    def __init__(self, deps: Deps, responder_for: ResponderFor, investigate: Investigator | None = None) -> None:
         self.deps = deps
         self.s = deps.settings
         self.responder_for = responder_for
@@ -271,9 +269,7 @@ def render_plan(plan: RemediationPlan) -> Reply:
     if plan.evidence:
         reply.add(heading="Evidence", code="\n".join(redact(e.text)[:300] for e in plan.evidence[:8]))
     if plan.steps:
-        reply.add(
-            heading="Steps", text="\n".join(f"{n}. {redact(st)[:300]}" for n, st in enumerate(plan.steps, 1))
-        )
+        reply.add(heading="Steps", text="\n".join(f"{n}. {redact(st)[:300]}" for n, st in enumerate(plan.steps, 1)))
     for a in plan.proposed_actions:
         label = f"Plan {a.action}: " + ", ".join(f"{k}={v}" for k, v in a.params.items())
         reply.buttons.append(plan_button(a.action, a.params, label[:75]))
@@ -315,9 +311,7 @@ def make_investigator(deps: Deps) -> Investigator:
             try:
                 d = await diagnose_service(deps.logs, query, token_budget=s.log_token_budget)
             except UserFacingError as exc:
-                yield Reply(
-                    title=f":warning: Could not read the logs for {span}: {redact(exc.message)[:300]}"
-                )
+                yield Reply(title=f":warning: Could not read the logs for {span}: {redact(exc.message)[:300]}")
             else:
                 reply = render_diagnosis(inc.service, d)
                 reply.context = f"deterministic findings for the alert window {span}"
@@ -325,9 +319,7 @@ def make_investigator(deps: Deps) -> Investigator:
         if await _model_reachable(deps):
             minutes = max(5, min(24 * 60, int((now - since).total_seconds() // 60) + 1))
             context = f"Alert {alert.name} ({alert.severity}) on {inc.service}: {alert.summary}"
-            analysis = await deps.agent.analyze(
-                since_minutes=minutes, context=redact(context), service=inc.service
-            )
+            analysis = await deps.agent.analyze(since_minutes=minutes, context=redact(context), service=inc.service)
             yield render_plan(analysis.plan)
         elif deps.agent is not None:
             yield Reply(

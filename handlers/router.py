@@ -48,7 +48,9 @@ async def run_command(ctx: CommandContext, name: str) -> Reply | None:
         # Users get an id to quote, never a traceback; the log line carries the details.
         incident = uuid.uuid4().hex[:8]
         log.exception("command %s failed (error id %s)", name, incident)
-        return error_reply(f"`/gemma {name}` failed unexpectedly (error id {incident}).", "The bot's logs have details.")
+        return error_reply(
+            f"`/gemma {name}` failed unexpectedly (error id {incident}).", "The bot's logs have details."
+        )
 
 
 async def run_action(ctx: ActionContext) -> Reply | None:

@@ -54,9 +54,7 @@ def max_model_len_from_args(args: list[str]) -> int | None:
     return None
 
 
-def estimate_duration_s(
-    spec: BenchSpec, stream_tok_s: float, prefill_tok_s: float = DEFAULT_PREFILL_TOK_S
-) -> float:
+def estimate_duration_s(spec: BenchSpec, stream_tok_s: float, prefill_tok_s: float = DEFAULT_PREFILL_TOK_S) -> float:
     total = 0.0
     for conc, ctx in spec.cells():
         n = spec.cell_requests(conc)
@@ -82,9 +80,7 @@ def make_plan(
             "Use fewer cells, or a smaller --requests per cell.",
         )
     if max_model_len is None:
-        notes.append(
-            "max-model-len unknown: a context too long for the server will show up as HTTP 400 errors."
-        )
+        notes.append("max-model-len unknown: a context too long for the server will show up as HTTP 400 errors.")
     est = estimate_duration_s(spec, stream_tok_s or DEFAULT_STREAM_TOK_S)
     notes.append(
         "Duration is a rough estimate "
@@ -92,8 +88,7 @@ def make_plan(
     )
     if est > spec.max_duration_s:
         notes.append(
-            f"The sweep stops at the duration cap of {spec.max_duration_s / 60:.0f} min; "
-            "later cells may not run."
+            f"The sweep stops at the duration cap of {spec.max_duration_s / 60:.0f} min; later cells may not run."
         )
     cells = [(c, ctx, spec.cell_requests(c)) for c, ctx in spec.cells()]
     cost = usd_per_hour * min(est, spec.max_duration_s) / 3600 if usd_per_hour is not None else None

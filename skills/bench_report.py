@@ -43,10 +43,7 @@ def to_csv(result: SweepResult) -> bytes:
         row = c.model_dump()
         row["errors"] = ";".join(f"{k}={v}" for k, v in sorted(c.errors.items()))
         w.writerow(
-            [
-                "" if row[k] is None else (f"{row[k]:.6g}" if isinstance(row[k], float) else row[k])
-                for k in CSV_COLUMNS
-            ]
+            ["" if row[k] is None else (f"{row[k]:.6g}" if isinstance(row[k], float) else row[k]) for k in CSV_COLUMNS]
         )
     return buf.getvalue().encode()
 

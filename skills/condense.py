@@ -36,9 +36,7 @@ _LEVEL_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL", "ERR": "ERROR", "TRACE
 _PROC_PREFIX = re.compile(r"^\((?:[\w.-]+ )*?(?:rank=\d+ )?pid=\d+\)\s?")
 _TEXT_LEVEL = re.compile(r"^\s*\[?(DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|ERR|CRITICAL|FATAL)\b")
 # "INFO 11-20 14:00:01 [core.py:77] " : level, date, time and source line; the group keeps the severity.
-_VLLM_PREFIX = re.compile(
-    r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]{1,80}\] "
-)
+_VLLM_PREFIX = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]{1,80}\] ")
 _TRACEBACK_START = "Traceback (most recent call last):"
 _CHAINED = (
     "During handling of the above exception",
@@ -247,9 +245,7 @@ def _render(g: TemplateGroup, with_example: bool) -> str:
     seen = _ts(g.first_seen) if g.count == 1 else f"{_ts(g.first_seen)}..{_ts(g.last_seen)}"
     sev = g.severity if g.severity != "DEFAULT" else "-"
     if g.count == 1 and "\n" not in g.example:
-        return (
-            f"[{sev} x1 {seen}] {g.example[:400]}"  # one line: the line itself reads better than a template
-        )
+        return f"[{sev} x1 {seen}] {g.example[:400]}"  # one line: the line itself reads better than a template
     out = f"[{sev} x{g.count} {seen}] {g.template}"
     if with_example and g.example and g.example != g.template:
         ex = g.example if "\n" in g.example else g.example[:400]

@@ -72,17 +72,13 @@ async def _audit_refusal(gate: WriteGate, plan: Plan, user_id: str, why: str) ->
     )
 
 
-async def claim(
-    gate: WriteGate, plan_id: str, user_id: str, typed_name: str | None = None
-) -> tuple[Plan, ServiceLock]:
+async def claim(gate: WriteGate, plan_id: str, user_id: str, typed_name: str | None = None) -> tuple[Plan, ServiceLock]:
     """Run the checks and take the claim + lock; raises Refused with a sentence for the user."""
     plan = await gate.plans.get(plan_id)
     if plan is None:
         who = await gate.plans.claimed_by(plan_id)
         if who:
-            raise Refused(
-                f"This plan was already confirmed by <@{who}>.", "It runs once; see the progress message."
-            )
+            raise Refused(f"This plan was already confirmed by <@{who}>.", "It runs once; see the progress message.")
         raise Refused("This plan has expired (or was cancelled).", "Run the command again to re-plan.")
     if why := plan.blocked():
         await _audit_refusal(gate, plan, user_id, "does_not_fit")

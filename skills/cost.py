@@ -115,9 +115,7 @@ def cost_report(info: ServiceInfo, sweep: SweepResult | None) -> CostReport:
 
     rep = hourly_cost(info)
     if sweep is None:
-        rep.notes.append(
-            "No benchmark stored yet: run `/gemma bench` for $/million tokens at measured throughput."
-        )
+        rep.notes.append("No benchmark stored yet: run `/gemma bench` for $/million tokens at measured throughput.")
         return rep
     rep.sweep_id = sweep.id
     single, best = best_throughput(sweep)
@@ -136,7 +134,5 @@ def cost_report(info: ServiceInfo, sweep: SweepResult | None) -> CostReport:
     if single is None:
         rep.notes.append("The last sweep had no successful concurrency-1 cell; single-stream cost unknown.")
     if sweep.model:
-        rep.notes.append(
-            f"Throughput from sweep {sweep.id} of {sweep.model}, assuming the instance is kept busy."
-        )
+        rep.notes.append(f"Throughput from sweep {sweep.id} of {sweep.model}, assuming the instance is kept busy.")
     return rep

@@ -47,16 +47,12 @@ class ExecResult(BaseModel):
     log_lines: list[str] = Field(default_factory=list)
 
 
-async def _error_lines(
-    logs: Logs | None, service: str, revision: str, since: datetime, n: int = 5
-) -> list[str]:
+async def _error_lines(logs: Logs | None, service: str, revision: str, since: datetime, n: int = 5) -> list[str]:
     if logs is None:
         return []
     try:
         batch = await logs.fetch(
-            LogQuery(
-                service=service, since=since, revision=revision or None, min_severity="ERROR", max_entries=200
-            )
+            LogQuery(service=service, since=since, revision=revision or None, min_severity="ERROR", max_entries=200)
         )
     except Exception:  # logs are a bonus on a failure report; never mask the failure itself
         return []
@@ -67,9 +63,7 @@ async def _loading_seen(logs: Logs | None, service: str, revision: str, since: d
     if logs is None:
         return None
     try:
-        batch = await logs.fetch(
-            LogQuery(service=service, since=since, revision=revision or None, max_entries=500)
-        )
+        batch = await logs.fetch(LogQuery(service=service, since=since, revision=revision or None, max_entries=500))
     except Exception:
         return None
     return any(m in e.text.lower() for e in batch.entries for m in _LOADING_MARKERS)
@@ -100,15 +94,11 @@ async def check_unchanged(runtime: Runtime, plan: Plan) -> None:
     """Refuse to run a plan computed against a service that has changed since (someone else deployed)."""
     current = await runtime.get_service_spec(plan.service)
     if plan.create and current is not None:
-        raise UserFacingError(
-            f"`{plan.service}` was created by someone else after this plan was made.", "Re-plan."
-        )
+        raise UserFacingError(f"`{plan.service}` was created by someone else after this plan was made.", "Re-plan.")
     if not plan.create and current is None:
         raise UserFacingError(f"`{plan.service}` no longer exists.", "Re-plan (a deploy would create it).")
     if not plan.create and fingerprint(current) != plan.base_fingerprint:
-        raise UserFacingError(
-            f"`{plan.service}` changed after this plan was made.", "Re-plan to see the new diff."
-        )
+        raise UserFacingError(f"`{plan.service}` changed after this plan was made.", "Re-plan to see the new diff.")
 
 
 async def execute(
@@ -136,9 +126,7 @@ async def execute(
         return await _wait_revision(runtime, plan, op, before, rep, poll_s, logs, since)
     except UserFacingError as exc:
         result = ExecResult(ok=False, detail=str(exc), duration_s=rep.elapsed())
-        await rep(
-            Progress(phase="failed", elapsed_s=rep.elapsed(), detail=result.detail, done=True, ok=False), True
-        )
+        await rep(Progress(phase="failed", elapsed_s=rep.elapsed(), detail=result.detail, done=True, ok=False), True)
         return result
 
 
@@ -181,9 +169,7 @@ async def _wait_revision(
                 ),
                 True,
             )
-            return ExecResult(
-                ok=True, detail=f"revision {revision} ready", revision=revision, duration_s=elapsed
-            )
+            return ExecResult(ok=True, detail=f"revision {revision} ready", revision=revision, duration_s=elapsed)
         if (rev is not None and rev.ready is False) or (op_done and op_error):
             reason = f"{rev.reason}: {rev.message}" if rev is not None and rev.ready is False else op_error
             lines = await _error_lines(logs, plan.service, revision, since)
@@ -234,9 +220,7 @@ async def _wait_traffic(runtime: Runtime, plan: Plan, op: str, rep: _Reporter, p
         status = await runtime.wait_operation(op, timeout_s=poll_s)
         elapsed = rep.elapsed()
         if status.done and status.error:
-            await rep(
-                Progress(phase="failed", elapsed_s=elapsed, detail=status.error, done=True, ok=False), True
-            )
+            await rep(Progress(phase="failed", elapsed_s=elapsed, detail=status.error, done=True, ok=False), True)
             return ExecResult(ok=False, detail=status.error, duration_s=elapsed)
         if status.done:
             detail = f"100% of traffic on `{plan.target_revision}`"
@@ -270,14 +254,10 @@ async def _destroy(runtime: Runtime, plan: Plan, rep: _Reporter, poll_s: float) 
             ok = not status.error
             detail = status.error or f"service `{plan.service}` deleted"
             await rep(
-                Progress(
-                    phase="deleted" if ok else "failed", elapsed_s=elapsed, detail=detail, done=True, ok=ok
-                ),
+                Progress(phase="deleted" if ok else "failed", elapsed_s=elapsed, detail=detail, done=True, ok=ok),
                 True,
             )
             return ExecResult(ok=ok, detail=detail, duration_s=elapsed)
         if time.monotonic() >= deadline:
-            return ExecResult(
-                ok=False, detail="delete still running; check `/gemma status`", duration_s=elapsed
-            )
+            return ExecResult(ok=False, detail="delete still running; check `/gemma status`", duration_s=elapsed)
         await rep(Progress(phase="deleting", elapsed_s=elapsed))

@@ -182,8 +182,7 @@ def _compute(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) -> _Ca
     if not possible:
         c.host_impossible = True
         c.problems.append(
-            f"loading needs ~{host_need:.1f} GiB host RAM; Cloud Run allows at most {rec_mem} GiB "
-            f"with {g.name}"
+            f"loading needs ~{host_need:.1f} GiB host RAM; Cloud Run allows at most {rec_mem} GiB with {g.name}"
         )
     elif r.host_memory_gib is not None and r.host_memory_gib < host_need:
         c.host_short = True
@@ -198,9 +197,7 @@ def _fits(c: _Calc) -> bool:
     return not c.problems
 
 
-def _resolve(
-    cat: Catalog, m: ModelProfile, g: GpuProfile, req: FitRequest
-) -> tuple[FitRequest, list[str], list[str]]:
+def _resolve(cat: Catalog, m: ModelProfile, g: GpuProfile, req: FitRequest) -> tuple[FitRequest, list[str], list[str]]:
     """Fill defaults; fix settings the GPU/model cannot run at all. Returns (effective, changes, notes)."""
     changes: list[str] = []
     notes: list[str] = []
@@ -404,9 +401,7 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
     if m.vllm_args:
         notes.append(f"This checkpoint needs `{' '.join(m.vllm_args)}`.")
     if g.available_on_cloud_run and eff.gpu_count > 1:
-        warnings.append(
-            f"Cloud Run attaches one GPU per instance; {eff.gpu_count} x {g.name} needs another runtime."
-        )
+        warnings.append(f"Cloud Run attaches one GPU per instance; {eff.gpu_count} x {g.name} needs another runtime.")
     if not g.available_on_cloud_run:
         notes.append(f"{g.name} is a comparison GPU (not on Cloud Run); price: {g.price_source}.")
     notes += m.notes
@@ -460,9 +455,7 @@ def _candidates(cat: Catalog, req: FitRequest, o: _Outcome) -> list[list[FitRequ
         for v in sorted(cat.models.values(), key=cat.weights_gb)
         if v.family == m.family and cat.weights_gb(v) < cat.weights_gb(m)
     ]
-    bigger = sorted(
-        (x for x in cat.gpus.values() if x.memory_gib > g.memory_gib), key=lambda x: x.price_per_hour_usd
-    )
+    bigger = sorted((x for x in cat.gpus.values() if x.memory_gib > g.memory_gib), key=lambda x: x.price_per_hour_usd)
     cloud_run = [mk(m.name, x.name) for x in bigger if x.available_on_cloud_run]
     elsewhere = [mk(m.name, x.name) for x in bigger if not x.available_on_cloud_run]
     fams = {x.family for x in cat.models.values()}

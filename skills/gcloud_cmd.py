@@ -57,9 +57,7 @@ def deploy_command(service: str, spec: dict[str, Any], region: str, project: str
     ]
     ports = c.get("ports") or [{}]
     parts.append(f"--port={ports[0].get('containerPort', 8080)}")
-    parts.append(
-        "--no-allow-unauthenticated" if not spec.get("invokerIamDisabled") else "--allow-unauthenticated"
-    )
+    parts.append("--no-allow-unauthenticated" if not spec.get("invokerIamDisabled") else "--allow-unauthenticated")
     if c.get("command"):
         parts.append(f"--command={_q(','.join(c['command']))}")
     if c.get("args"):

@@ -220,9 +220,7 @@ def is_known_service(service: str, known: frozenset[str]) -> bool:
     return bool(service) and service in known
 
 
-def window_for(
-    alert: Alert, now: datetime, before: timedelta = timedelta(minutes=15)
-) -> tuple[datetime, datetime]:
+def window_for(alert: Alert, now: datetime, before: timedelta = timedelta(minutes=15)) -> tuple[datetime, datetime]:
     """The log window diagnosis looks at: a while before the alert started, up to its end (or now)."""
     start = (alert.started_at or now) - before
     end = alert.ended_at or now

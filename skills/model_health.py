@@ -92,9 +92,7 @@ async def deep_health(
         if "tool choice requires" in text or "enable-auto-tool-choice" in text:
             h.tools = "disabled"
             h.tools_detail = "HTTP 400: auto tool choice is not enabled on the server"
-            h.hints.append(
-                f"Add `{TOOL_FLAGS}` to the vLLM args (and `--reasoning-parser gemma4` for Gemma 4)."
-            )
+            h.hints.append(f"Add `{TOOL_FLAGS}` to the vLLM args (and `--reasoning-parser gemma4` for Gemma 4).")
         else:
             h.tools_detail = f"HTTP 400: {explain_openai_error(exc, 'tool call').message}"
     except openai.OpenAIError as exc:

@@ -204,9 +204,7 @@ def summarize(cur: Snapshot, prev: Snapshot | None = None) -> ModelMetrics:
             break
     cc = cur.cache_config
     try:
-        m.num_gpu_blocks = (
-            int(cc["num_gpu_blocks"]) if cc.get("num_gpu_blocks") not in (None, "", "None") else None
-        )
+        m.num_gpu_blocks = int(cc["num_gpu_blocks"]) if cc.get("num_gpu_blocks") not in (None, "", "None") else None
         m.block_size = int(cc["block_size"]) if cc.get("block_size") not in (None, "", "None") else None
     except ValueError:
         pass
@@ -215,9 +213,7 @@ def summarize(cur: Snapshot, prev: Snapshot | None = None) -> ModelMetrics:
         m.kv_capacity_tokens = m.num_gpu_blocks * m.block_size
 
     # A restart resets counters; a diff across it would be negative, so fall back to lifetime figures.
-    if prev is not None and (
-        cur.at <= prev.at or any(cur.counters.get(k, 0) < v for k, v in prev.counters.items())
-    ):
+    if prev is not None and (cur.at <= prev.at or any(cur.counters.get(k, 0) < v for k, v in prev.counters.items())):
         prev = None
     if prev is not None:
         window_s = cur.at - prev.at
@@ -268,9 +264,7 @@ def flags(m: ModelMetrics) -> list[str]:
             "--max-num-seqs (KV permitting) or max-instances."
         )
     if m.preemptions:
-        out.append(
-            f"{m.preemptions:.0f} preemption(s) {m.window}: KV cache pressure (requests were recomputed)."
-        )
+        out.append(f"{m.preemptions:.0f} preemption(s) {m.window}: KV cache pressure (requests were recomputed).")
     return out
 
 

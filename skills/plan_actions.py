@@ -63,9 +63,7 @@ class Overrides(BaseModel):
     @model_validator(mode="after")
     def _agree(self) -> Overrides:
         if self.concurrency and self.max_num_seqs and self.concurrency != self.max_num_seqs:
-            raise ValueError(
-                "concurrency and max_num_seqs must be equal (Cloud Run would queue what vLLM can run)"
-            )
+            raise ValueError("concurrency and max_num_seqs must be equal (Cloud Run would queue what vLLM can run)")
         if self.concurrency and not self.max_num_seqs:
             self.max_num_seqs = self.concurrency
         self.concurrency = None
@@ -138,8 +136,7 @@ def _text(x: Any) -> str:
 def fit_lines(r: FitReport) -> list[str]:
     speed = f"~{r.est_tokens_per_s:.0f} tok/s single stream" if r.est_tokens_per_s else "no speed estimate"
     return [
-        f"weights {r.weights_gib:.1f} GiB + overhead {r.overhead_gib:.1f} GiB "
-        f"on {r.request.gpu_count} x {r.gpu.name}",
+        f"weights {r.weights_gib:.1f} GiB + overhead {r.overhead_gib:.1f} GiB on {r.request.gpu_count} x {r.gpu.name}",
         f"KV cache {r.kv_cache_tokens:,} tokens = {r.max_concurrency:g} full sequences at max-model-len "
         f"{r.request.max_model_len or 0:,}",
         f"host RAM to load {r.host_memory_gib:.1f} GiB; cold start ~{r.cold_start_s / 60:.0f} min",
@@ -263,8 +260,7 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) 
     _probe_note(plan, report.cold_start_s, probe.budget_s)
     if not env.model_bucket:
         plan.notes.append(
-            "No MODEL_BUCKET: weights are pulled from the Hub with HF_TOKEN from secret "
-            f"`{env.hf_token_secret}`."
+            f"No MODEL_BUCKET: weights are pulled from the Hub with HF_TOKEN from secret `{env.hf_token_secret}`."
         )
     return plan
 
@@ -378,9 +374,7 @@ def _effective(spec: dict[str, Any], container: dict[str, Any]) -> dict[str, Any
 
 def _probe_budget(container: dict[str, Any]) -> int:
     p = container.get("startupProbe") or {}
-    return int(p.get("initialDelaySeconds", 0)) + int(p.get("failureThreshold", 3)) * int(
-        p.get("periodSeconds", 10)
-    )
+    return int(p.get("initialDelaySeconds", 0)) + int(p.get("failureThreshold", 3)) * int(p.get("periodSeconds", 10))
 
 
 async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) -> Plan:
@@ -403,9 +397,7 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
     report: FitReport | None = None
     model = _model_of(new, parse_flags([str(a) for a in container.get("args") or []]))
     if model is None:
-        notes.append(
-            "Could not tell which catalog model this service runs, so the capacity check was skipped."
-        )
+        notes.append("Could not tell which catalog model this service runs, so the capacity check was skipped.")
     else:
         limits = container.get("resources", {}).get("limits", {})
         report = _fit(model, _effective(new, container), limits.get("memory"))
@@ -469,13 +461,10 @@ async def plan_scale(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) -
     )
     if p.min_instances > 0:
         plan.notes.append(
-            f"min-instances {p.min_instances} keeps GPUs running (and billed) while idle, "
-            "but avoids cold starts."
+            f"min-instances {p.min_instances} keeps GPUs running (and billed) while idle, but avoids cold starts."
         )
     else:
-        plan.notes.append(
-            "min-instances 0 scales to zero when idle ($0), at the price of a cold start of minutes."
-        )
+        plan.notes.append("min-instances 0 scales to zero when idle ($0), at the price of a cold start of minutes.")
     return plan
 
 
@@ -514,9 +503,7 @@ async def plan_rollback(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
     revisions = await runtime.list_revisions(service, limit=20)
     target = pick_rollback_target(revisions, p.revision)
     new = strip_output_only(current)
-    new["traffic"] = [
-        {"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION", "revision": target.name, "percent": 100}
-    ]
+    new["traffic"] = [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION", "revision": target.name, "percent": 100}]
     plan = Plan(
         kind="rollback",
         service=service,
@@ -529,9 +516,7 @@ async def plan_rollback(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
         gcloud=rollback_command(service, target.name, env.region, env.project),
         wait_budget_s=600,
     )
-    plan.notes.append(
-        "Traffic is pinned to that revision: later deploys by the bot move it back to latest-ready."
-    )
+    plan.notes.append("Traffic is pinned to that revision: later deploys by the bot move it back to latest-ready.")
     return plan
 
 
@@ -549,9 +534,7 @@ async def plan_destroy(runtime: Runtime, env: DeployEnv, params: dict[str, Any])
         gcloud=destroy_command(service, env.region, env.project),
         wait_budget_s=600,
     )
-    plan.notes.append(
-        f"Its URL {info.uri or '(none)'} stops answering. Weights in the bucket are not touched."
-    )
+    plan.notes.append(f"Its URL {info.uri or '(none)'} stops answering. Weights in the bucket are not touched.")
     plan.notes.append("To confirm, type the service name in the dialog.")
     return plan
 

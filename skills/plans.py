@@ -47,8 +47,7 @@ class Plan(BaseModel):
         """Why this plan cannot be confirmed ('' when it can)."""
         if self.verdict == "does_not_fit":
             return (
-                "The capacity planner says this configuration does not fit; pick one of the alternatives "
-                "and re-plan."
+                "The capacity planner says this configuration does not fit; pick one of the alternatives and re-plan."
             )
         return ""
 

@@ -35,9 +35,7 @@ class QueryResult(BaseModel):
 def _delta_text(delta: Any) -> str:
     text = getattr(delta, "content", None) or ""
     extra = getattr(delta, "model_extra", None) or {}
-    reasoning = (
-        getattr(delta, "reasoning_content", None) or extra.get("reasoning_content") or extra.get("reasoning")
-    )
+    reasoning = getattr(delta, "reasoning_content", None) or extra.get("reasoning_content") or extra.get("reasoning")
     return text + (reasoning or "")
 
 
@@ -49,9 +47,7 @@ def explain_openai_error(exc: openai.OpenAIError, what: str) -> UserFacingError:
             "If it scales to zero it may be cold (loading weights takes minutes); see `/gemma status`.",
         )
     if isinstance(exc, openai.APIConnectionError):
-        return UserFacingError(
-            f"{what}: could not connect to the model server ({exc}).", "Check `/gemma status`."
-        )
+        return UserFacingError(f"{what}: could not connect to the model server ({exc}).", "Check `/gemma status`.")
     if isinstance(exc, openai.APIStatusError):
         msg = _status_message(exc)
         hint = ""
@@ -66,19 +62,13 @@ def explain_openai_error(exc: openai.OpenAIError, what: str) -> UserFacingError:
 def _status_message(exc: openai.APIStatusError) -> str:
     body = exc.body
     if isinstance(body, dict):
-        msg = (
-            body.get("message") or (body.get("error") or {}).get("message")
-            if isinstance(body, dict)
-            else None
-        )
+        msg = body.get("message") or (body.get("error") or {}).get("message") if isinstance(body, dict) else None
         if msg:
             return str(msg)[:300]
     return str(exc.message)[:300]
 
 
-async def stream_query(
-    client: openai.AsyncOpenAI, model: str, prompt: str, max_tokens: int = 512
-) -> QueryResult:
+async def stream_query(client: openai.AsyncOpenAI, model: str, prompt: str, max_tokens: int = 512) -> QueryResult:
     prompt = prompt.strip()
     if not prompt:
         raise InvalidInput("Nothing to ask.", "Usage: `/gemma query PROMPT`.")

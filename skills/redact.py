@@ -53,9 +53,7 @@ _BASIC = re.compile(r"(\b[Bb]asic\s+)([A-Za-z0-9+/]{8,}={0,2})")
 # read around it and classified: strong names always hold a secret ("password=hunter2"); weak names only
 # when the value looks like one (`token=Token{a64f992` in an Android log is not a credential).
 _KEY_TRIGGERS = ("pass", "pwd", "secret", "key", "token", "auth", "credential", "session", "cookie", "sig")
-_KEY_RX = re.compile(
-    r"(?:pass|pwd|secret|key|token|auth|credential|session|cookie|sig)[a-z0-9_.-]*[\"']?\s*[:=]\s*"
-)
+_KEY_RX = re.compile(r"(?:pass|pwd|secret|key|token|auth|credential|session|cookie|sig)[a-z0-9_.-]*[\"']?\s*[:=]\s*")
 _STRONG = re.compile(
     r".*(?:passw(?:or)?d|passwd|passphrase|pwd|secret|secret_?key|private_?key(?:_?id)?|api_?key|apikey"
     r"|access_?key(?:_?id)?|credentials?|auth_?token|access_?token|refresh_?token|id_?token|bot_?token"
@@ -93,9 +91,7 @@ def _split_sub(kind: str, keep: Callable[[str], bool] | None = None) -> Callable
 
 def _basic_is_prose(value: str) -> bool:
     # "Basic authentication required" is prose; base64 credentials mix cases or digits or end in '='.
-    return not (
-        value.endswith("=") or (any(c.isupper() for c in value) and any(not c.isupper() for c in value))
-    )
+    return not (value.endswith("=") or (any(c.isupper() for c in value) and any(not c.isupper() for c in value)))
 
 
 _URL_SUB = _split_sub("url_password")

@@ -118,9 +118,7 @@ class DeployConfig(BaseModel):
     profile: str = ""
     model: str  # catalog name
     hf_repo: str
-    model_args: list[str] = Field(
-        default_factory=list
-    )  # from the catalog, e.g. --quantization compressed-tensors
+    model_args: list[str] = Field(default_factory=list)  # from the catalog, e.g. --quantization compressed-tensors
     gpu: str
     gpu_count: int = 1
     max_model_len: int
@@ -143,9 +141,7 @@ class DeployConfig(BaseModel):
     @classmethod
     def _service_name(cls, v: str) -> str:
         if not re.fullmatch(r"[a-z]([-a-z0-9]{0,47}[a-z0-9])?", v):
-            raise ValueError(
-                "Cloud Run service names are lowercase letters, digits and '-', start with a letter"
-            )
+            raise ValueError("Cloud Run service names are lowercase letters, digits and '-', start with a letter")
         return v
 
     @property

@@ -79,9 +79,7 @@ def _figure(metric: str, series: list[MetricSeries]) -> MetricFigure:
     return fig
 
 
-async def service_metrics(
-    metrics: Metrics, service: str, minutes: int = 30, timeout_s: float = 5.0
-) -> ServiceMetrics:
+async def service_metrics(metrics: Metrics, service: str, minutes: int = 30, timeout_s: float = 5.0) -> ServiceMetrics:
     """Latest value and peak over the last `minutes` for each service metric."""
 
     async def one(metric: str) -> MetricFigure:

@@ -34,9 +34,7 @@ class StatusReport(BaseModel):
 
 
 async def probe_model(model_server: ModelServer, base_url: str) -> ModelProbe:
-    health, (ids, models_probe) = await asyncio.gather(
-        model_server.health(base_url), model_server.models(base_url)
-    )
+    health, (ids, models_probe) = await asyncio.gather(model_server.health(base_url), model_server.models(base_url))
     return ModelProbe(base_url=base_url, health=health, models=ids, models_probe=models_probe)
 
 
@@ -76,9 +74,7 @@ async def collect_status(
     metrics_minutes: int = 30,
 ) -> StatusReport:
     # Cloud Monitoring runs alongside the Cloud Run call; it is optional and bounded by a short timeout.
-    cloud = (
-        asyncio.ensure_future(service_metrics(metrics, service, metrics_minutes, 3.0)) if metrics else None
-    )
+    cloud = asyncio.ensure_future(service_metrics(metrics, service, metrics_minutes, 3.0)) if metrics else None
     try:
         info = await runtime.get_service(service)
         base_url = base_url_override or info.uri

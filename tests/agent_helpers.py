@@ -72,9 +72,7 @@ def plan_json(**overrides: Any) -> str:
     plan: dict[str, Any] = {
         "summary": "vLLM refuses to start: the KV cache cannot hold max-model-len tokens.",
         "likely_root_cause": "--max-model-len 16384 is larger than the KV cache fits on one L4.",
-        "evidence": [
-            {"text": "ValueError: ... KV cache is needed", "source": "finding:kv_cache_insufficient"}
-        ],
+        "evidence": [{"text": "ValueError: ... KV cache is needed", "source": "finding:kv_cache_insufficient"}],
         "steps": ["Lower --max-model-len to the value vLLM suggests", "Redeploy"],
         "proposed_actions": [
             {

@@ -53,9 +53,7 @@ def make_deps(settings: Settings) -> Deps:
     return deps
 
 
-def gcp_alert(
-    incident_id: str, service: str = "vllm-gemma4", state: str = "open", **extra: Any
-) -> dict[str, Any]:
+def gcp_alert(incident_id: str, service: str = "vllm-gemma4", state: str = "open", **extra: Any) -> dict[str, Any]:
     p = payload("gcp-monitoring-open.json")
     p["incident"]["incident_id"] = incident_id
     p["incident"]["state"] = state
@@ -119,9 +117,7 @@ def slack() -> Any:
 
 def headers_posted(slack: PostsSlack, channel: str | None = None) -> list[dict[str, Any]]:
     """Top-level messages Slack accepted (incident headers and channel notices), not thread replies."""
-    return [
-        p for p in slack.posted if not p.get("thread_ts") and (channel is None or p.get("channel") == channel)
-    ]
+    return [p for p in slack.posted if not p.get("thread_ts") and (channel is None or p.get("channel") == channel)]
 
 
 def thread_replies(slack: PostsSlack, ts: str) -> list[dict[str, Any]]:

@@ -74,7 +74,7 @@ def action_body(
     return urlencode({"payload": json.dumps(payload)})
 
 
-async def eventually(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
+async def eventually(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:  # noqa: ASYNC109
     """Poll without blocking the event loop (the app's background work runs on it)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -36,9 +36,7 @@ async def test_analyze_posts_a_plan_with_one_button_per_action(make_deps: Any, s
     assert "list_revisions" in (plan.context or "")
 
 
-async def test_analyze_rejects_bad_arguments_without_calling_the_model(
-    make_deps: Any, script: OpenAIScript
-) -> None:
+async def test_analyze_rejects_bad_arguments_without_calling_the_model(make_deps: Any, script: OpenAIScript) -> None:
     deps = make_deps()
     responder = RecordingResponder()
     reply = await run_command(ctx(deps, responder, "--since", "forever"), "analyze")
@@ -48,9 +46,7 @@ async def test_analyze_rejects_bad_arguments_without_calling_the_model(
     assert script.chat_requests == [] and responder.posts == []
 
 
-async def test_ask_answers_in_a_thread_and_follow_ups_continue_it(
-    make_deps: Any, script: OpenAIScript
-) -> None:
+async def test_ask_answers_in_a_thread_and_follow_ups_continue_it(make_deps: Any, script: OpenAIScript) -> None:
     script.push(
         call("service_status"),
         say("The service is *ready*: min 0, max 1 instance. <!channel>", reasoning="hidden chain of thought"),
@@ -88,9 +84,7 @@ async def test_replies_in_other_threads_are_ignored(make_deps: Any, script: Open
 async def test_ask_turns_a_change_tool_call_into_a_button_not_a_write(
     make_deps: Any, script: OpenAIScript, cloud_run: Any
 ) -> None:
-    script.push(
-        call("scale", {"min_instances": 1, "max_instances": 2, "reason": "avoid cold starts"}), say("Done.")
-    )
+    script.push(call("scale", {"min_instances": 1, "max_instances": 2, "reason": "avoid cold starts"}), say("Done."))
     deps = make_deps()
     responder = RecordingResponder()
     writes = [r for r in cloud_run.requests if r[0] != "GET"]
@@ -104,9 +98,7 @@ async def test_ask_turns_a_change_tool_call_into_a_button_not_a_write(
     assert "NOT executed" in tool_result["content"]
 
 
-async def test_ask_when_tool_calling_is_disabled_says_which_flags(
-    make_deps: Any, script: OpenAIScript
-) -> None:
+async def test_ask_when_tool_calling_is_disabled_says_which_flags(make_deps: Any, script: OpenAIScript) -> None:
     script.push(fail(400, TOOL_CHOICE_400))
     deps = make_deps()
     responder = RecordingResponder()

@@ -89,9 +89,7 @@ async def test_unknown_tool_and_invalid_arguments_are_returned_for_correction(
     assert result.plan.fallback_note == ""
 
 
-async def test_repeated_identical_call_is_refused_and_forces_an_answer(
-    make_deps: Any, script: OpenAIScript
-) -> None:
+async def test_repeated_identical_call_is_refused_and_forces_an_answer(make_deps: Any, script: OpenAIScript) -> None:
     script.push(
         call("list_revisions", {"limit": 5}),
         call("list_revisions", {}),  # same call once defaults apply
@@ -107,9 +105,7 @@ async def test_repeated_identical_call_is_refused_and_forces_an_answer(
     assert reqs[0]["tool_choice"] == reqs[1]["tool_choice"] == "auto"
 
 
-async def test_step_cap_makes_the_last_step_answer_without_tools(
-    make_deps: Any, script: OpenAIScript
-) -> None:
+async def test_step_cap_makes_the_last_step_answer_without_tools(make_deps: Any, script: OpenAIScript) -> None:
     script.push(
         call("service_status"),
         call("list_revisions"),
@@ -126,9 +122,7 @@ async def test_step_cap_makes_the_last_step_answer_without_tools(
     assert result.plan.fallback_note == ""
 
 
-async def test_oversized_tool_result_is_cut_with_a_narrowing_hint(
-    make_deps: Any, script: OpenAIScript
-) -> None:
+async def test_oversized_tool_result_is_cut_with_a_narrowing_hint(make_deps: Any, script: OpenAIScript) -> None:
     noisy = [log_line(f"worker {i}: failure token-{i * 7919} at shard {i}") for i in range(400)]
     script.push(call("get_logs", {"min_severity": "ERROR"}), say(plan_json()))
     deps = make_deps(extra_entries=noisy, agent_tool_result_tokens=100)
@@ -149,9 +143,7 @@ async def test_time_budget_stops_the_loop_and_falls_back(make_deps: Any, script:
 
 
 async def test_invalid_final_answer_gets_one_repair_request(make_deps: Any, script: OpenAIScript) -> None:
-    script.push(
-        say("The KV cache is too small, lower max-model-len."), say("```json\n" + plan_json() + "\n```")
-    )
+    script.push(say("The KV cache is too small, lower max-model-len."), say("```json\n" + plan_json() + "\n```"))
     deps = make_deps()
     result = await deps.agent.analyze()
     assert result.repaired and result.plan.fallback_note == ""
@@ -160,9 +152,7 @@ async def test_invalid_final_answer_gets_one_repair_request(make_deps: Any, scri
     assert last["tool_choice"] == "none"
 
 
-async def test_answer_that_never_validates_falls_back_to_findings(
-    make_deps: Any, script: OpenAIScript
-) -> None:
+async def test_answer_that_never_validates_falls_back_to_findings(make_deps: Any, script: OpenAIScript) -> None:
     script.push(say('{"summary": 42, "confidence": "maybe"'), say("still not json"))
     deps = make_deps()
     result = await deps.agent.analyze()
@@ -196,9 +186,7 @@ async def test_cold_start_retries_and_tells_the_user(make_deps: Any, script: Ope
     assert len(script.chat_requests) == 3
 
 
-async def test_model_down_beyond_the_cold_start_budget_gives_findings(
-    make_deps: Any, script: OpenAIScript
-) -> None:
+async def test_model_down_beyond_the_cold_start_budget_gives_findings(make_deps: Any, script: OpenAIScript) -> None:
     deps = make_deps(vllm_base_url="http://127.0.0.1:9", agent_cold_start_budget_s=0.2)
     result = await deps.agent.analyze()
     assert "did not answer within" in result.error
@@ -241,9 +229,7 @@ async def test_prompt_injection_in_logs_leads_to_no_write_and_no_destroy(
 
 
 async def test_parallel_tool_calls_all_run_and_answer_in_order(make_deps: Any, script: OpenAIScript) -> None:
-    script.push(
-        call("service_status", {}, ("model_metrics", {}), ("list_revisions", {"limit": 2})), say(plan_json())
-    )
+    script.push(call("service_status", {}, ("model_metrics", {}), ("list_revisions", {"limit": 2})), say(plan_json()))
     deps = make_deps()
     result = await deps.agent.analyze()
     assert sorted(result.loop.executed) == ["list_revisions", "model_metrics", "service_status"]

@@ -46,9 +46,7 @@ def test_unparseable_arguments_become_an_error_for_the_model() -> None:
 
 
 def test_json_code_block_calls_but_not_a_plan() -> None:
-    calls, rest = parse_text_calls(
-        'Sure:\n```json\n[{"name": "a", "arguments": "{\\"x\\": 1}"}, {"name": "b"}]\n```'
-    )
+    calls, rest = parse_text_calls('Sure:\n```json\n[{"name": "a", "arguments": "{\\"x\\": 1}"}, {"name": "b"}]\n```')
     assert [(c.name, c.arguments) for c in calls] == [("a", {"x": 1}), ("b", {})]
     assert rest == "Sure:"
     plan = '```json\n{"summary": "x", "name": "not a call"}\n```'
@@ -61,9 +59,7 @@ def test_reasoning_is_stripped() -> None:
 
 
 def test_parse_plan_accepts_prose_wrapped_json_and_lenient_fields() -> None:
-    plan, err = parse_plan(
-        'Here is the plan: {"summary": "s", "confidence": 0.9, "steps": "do it", "evidence": ["e"]}'
-    )
+    plan, err = parse_plan('Here is the plan: {"summary": "s", "confidence": 0.9, "steps": "do it", "evidence": ["e"]}')
     assert err == "" and plan is not None
     assert plan.confidence == "high" and plan.steps == ["do it"] and plan.evidence[0].text == "e"
     assert parse_plan("no json here")[0] is None
@@ -93,9 +89,7 @@ def test_sanitize_drops_destroy_unknown_and_invalid_params() -> None:
     assert sanitize_action(ProposedAction(action="destroy"))[0] is None
     assert sanitize_action(ProposedAction(action="rm -rf"))[0] is None
     assert sanitize_action(ProposedAction(action="scale", params={"max_instances": 0}))[0] is None
-    clean, note = sanitize_action(
-        ProposedAction(action="Redeploy", params={"max_model_len": "8192", "evil": 1})
-    )
+    clean, note = sanitize_action(ProposedAction(action="Redeploy", params={"max_model_len": "8192", "evil": 1}))
     assert clean is not None and clean.action == "redeploy" and clean.params == {"max_model_len": 8192}
     assert "evil" in note
     merged = merge_actions(

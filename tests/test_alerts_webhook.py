@@ -18,15 +18,11 @@ from tests.alerts_fixtures import TOKEN, am_alert, basic, bearer, gcp_alert, mak
 
 
 @pytest.fixture
-async def hook(
-    settings: Settings, redis_client: redis.Redis
-) -> AsyncIterator[tuple[httpx.AsyncClient, AlertQueue]]:
+async def hook(settings: Settings, redis_client: redis.Redis) -> AsyncIterator[tuple[httpx.AsyncClient, AlertQueue]]:
     deps = make_deps(settings)
     queue = AlertQueue(deps)
     app = create_app(deps)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://bot.test"
-    ) as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
         yield client, queue
     await deps.redis.aclose()
 
@@ -82,9 +78,7 @@ async def test_alertmanager_bearer_groups_each_alert_fingerprinted(hook) -> None
     assert {a.fingerprint for a in alerts} == {"fp-1", "fp-2"}
     assert alerts[0].ended_at is None  # "0001-01-01" while firing is not an end time
     # resolved example parses, and Basic works for Alertmanager too
-    resp = await client.post(
-        "/alerts/alertmanager", json=payload("alertmanager-resolved.json"), headers=basic()
-    )
+    resp = await client.post("/alerts/alertmanager", json=payload("alertmanager-resolved.json"), headers=basic())
     assert resp.status_code == 202
 
 
@@ -102,9 +96,7 @@ async def test_alertmanager_bearer_groups_each_alert_fingerprinted(hook) -> None
         (f"/alerts/alertmanager?auth_token={TOKEN}", {}),  # query tokens are for GCP only
     ],
 )
-async def test_forged_or_missing_auth_is_401_and_queues_nothing(
-    hook, path: str, headers: dict[str, str]
-) -> None:
+async def test_forged_or_missing_auth_is_401_and_queues_nothing(hook, path: str, headers: dict[str, str]) -> None:
     client, queue = hook
     body = payload("gcp-monitoring-open.json") if "gcp" in path else am_alert("fp-x")
     resp = await client.post(path, json=body, headers=headers)
@@ -114,17 +106,11 @@ async def test_forged_or_missing_auth_is_401_and_queues_nothing(
 
 
 async def test_no_credentials_configured_refuses_everything(settings: Settings, redis_client) -> None:
-    deps = make_deps(
-        settings.model_copy(update={"alert_webhook_password": None, "alert_webhook_token": None})
-    )
+    deps = make_deps(settings.model_copy(update={"alert_webhook_password": None, "alert_webhook_token": None}))
 
     app = create_app(deps)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://bot.test"
-    ) as client:
-        resp = await client.post(
-            "/alerts/gcp", json=payload("gcp-monitoring-open.json"), headers=basic(password="")
-        )
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
+        resp = await client.post("/alerts/gcp", json=payload("gcp-monitoring-open.json"), headers=basic(password=""))
     await deps.redis.aclose()
     assert resp.status_code == 401 and "not configured" in resp.json()["error"]
 
@@ -146,9 +132,7 @@ async def test_no_credentials_configured_refuses_everything(settings: Settings, 
 )
 async def test_gcp_bad_payload_is_400_naming_the_problem(hook, body: bytes, expect: str) -> None:
     client, queue = hook
-    resp = await client.post(
-        "/alerts/gcp", content=body, headers=basic() | {"Content-Type": "application/json"}
-    )
+    resp = await client.post("/alerts/gcp", content=body, headers=basic() | {"Content-Type": "application/json"})
     assert resp.status_code == 400
     assert expect in resp.json()["error"]
     assert await queued(queue) == []
@@ -193,26 +177,20 @@ async def test_gcp_lenient_fields_test_notification_and_string_documentation(hoo
 
 async def test_unknown_service_is_accepted_with_a_note(hook) -> None:
     client, queue = hook
-    resp = await client.post(
-        "/alerts/gcp", json=gcp_alert("inc-other", service="billing-api"), headers=basic()
-    )
+    resp = await client.post("/alerts/gcp", json=gcp_alert("inc-other", service="billing-api"), headers=basic())
     assert resp.status_code == 202
     assert "billing-api" in resp.json()["note"]
     assert (await queued(queue))[0].service == "billing-api"
 
 
-async def test_oversized_body_is_413_by_content_length_and_by_counting(
-    settings: Settings, redis_client
-) -> None:
+async def test_oversized_body_is_413_by_content_length_and_by_counting(settings: Settings, redis_client) -> None:
     deps = make_deps(settings.model_copy(update={"alert_max_body_bytes": 4096}))
     queue = AlertQueue(deps)
     app = create_app(deps)
     big = payload("gcp-monitoring-open.json")
     big["incident"]["summary"] = "x" * 10_000
     raw = json.dumps(big).encode()
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://bot.test"
-    ) as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
         resp = await client.post("/alerts/gcp", content=raw, headers=basic())
         assert resp.status_code == 413 and "4096" in resp.json()["error"]
 
@@ -236,9 +214,7 @@ async def test_redis_down_answers_503_so_the_sender_retries(settings: Settings, 
     deps: Deps = make_deps(settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"}))
 
     app = create_app(deps)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://bot.test"
-    ) as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
         resp = await client.post("/alerts/gcp", json=payload("gcp-monitoring-open.json"), headers=basic())
         assert resp.status_code == 503
         assert resp.headers["retry-after"] == "5"

@@ -1,4 +1,3 @@
-# ruff: noqa: E501
 """Condensation: tracebacks folded, errors never dropped under a tight budget, omissions stated; and the
 offline `gemma-sre diagnose` CLI on junk, huge lines and malformed JSON."""
 
@@ -85,9 +84,7 @@ def test_budget_keeps_every_error_and_says_what_was_left_out() -> None:
 
 
 def test_examples_are_redacted() -> None:
-    d = condense(
-        [_e(0, "ERROR 01-05 10:00:00 [a.py:1] login failed password=hunter22 for bob", "ERROR")], 3000
-    )
+    d = condense([_e(0, "ERROR 01-05 10:00:00 [a.py:1] login failed password=hunter22 for bob", "ERROR")], 3000)
     assert "hunter22" not in d.text and "[REDACTED:secret]" in d.text
 
 

@@ -25,9 +25,7 @@ async def test_double_click_confirm_deploys_once(deps: Any, cloud_run: CloudRunS
     cloud_run.op_polls = 3
     reply, _ = await command(deps, "deploy gemma4-12b-qat-l4")
     plan_id = plan_id_of(reply)
-    (r1, _), (r2, _) = await asyncio.gather(
-        click(deps, CONFIRM_ACTION, plan_id), click(deps, CONFIRM_ACTION, plan_id)
-    )
+    (r1, _), (r2, _) = await asyncio.gather(click(deps, CONFIRM_ACTION, plan_id), click(deps, CONFIRM_ACTION, plan_id))
     refusals = [r for r in (r1, r2) if r is not None]
     assert len(refusals) == 1 and "already confirmed" in refusals[0].title
     assert len(_writes(cloud_run)) == 1
@@ -36,9 +34,7 @@ async def test_double_click_confirm_deploys_once(deps: Any, cloud_run: CloudRunS
     assert len(_writes(cloud_run)) == 1
 
 
-async def test_concurrent_deploys_on_one_service_are_refused_by_the_lock(
-    deps: Any, cloud_run: CloudRunStandIn
-) -> None:
+async def test_concurrent_deploys_on_one_service_are_refused_by_the_lock(deps: Any, cloud_run: CloudRunStandIn) -> None:
     cloud_run.seed_service("vllm-gemma4")
     cloud_run.op_polls = 30
     a, _ = await command(deps, "deploy gemma4-12b-qat-l4")
@@ -49,11 +45,7 @@ async def test_concurrent_deploys_on_one_service_are_refused_by_the_lock(
             break
         await asyncio.sleep(0.01)
     second, _ = await click(deps, CONFIRM_ACTION, plan_id_of(b))
-    assert (
-        second is not None
-        and "busy" in second.title
-        and "deploy by <@UDEPLOYER> in progress since" in second.title
-    )
+    assert second is not None and "busy" in second.title and "deploy by <@UDEPLOYER> in progress since" in second.title
     assert (await first)[0] is None
     assert len(_writes(cloud_run)) == 1
     # The refused plan was handed back, so it can be confirmed again; it then stops because the service
@@ -70,18 +62,14 @@ async def test_expired_plan_asks_to_replan(deps: Any, cloud_run: CloudRunStandIn
     await store.save(old)
     reply, _ = await click(deps, CONFIRM_ACTION, old.id)
     assert (
-        reply is not None
-        and "expired" in reply.title
-        and "re-plan" in " ".join(s.text or "" for s in reply.sections)
+        reply is not None and "expired" in reply.title and "re-plan" in " ".join(s.text or "" for s in reply.sections)
     )
     unknown, _ = await click(deps, CONFIRM_ACTION, "nope")
     assert unknown is not None and "expired" in unknown.title
     assert not _writes(cloud_run)
 
 
-async def test_lock_of_a_dead_holder_expires_and_release_is_owner_only(
-    redis_client: Any, key_prefix: str
-) -> None:
+async def test_lock_of_a_dead_holder_expires_and_release_is_owner_only(redis_client: Any, key_prefix: str) -> None:
     key = f"{key_prefix}:lock:svc"
     dead = ServiceLock(redis_client, key, ttl_s=1)
     dead._ttl_ms = 150  # a short TTL so the test need not wait a minute
@@ -107,9 +95,7 @@ async def test_lock_of_a_dead_holder_expires_and_release_is_owner_only(
         (400, "rejected the request"),
     ],
 )
-async def test_api_errors_become_one_sentence(
-    deps: Any, cloud_run: CloudRunStandIn, status: int, words: str
-) -> None:
+async def test_api_errors_become_one_sentence(deps: Any, cloud_run: CloudRunStandIn, status: int, words: str) -> None:
     cloud_run.seed_service("vllm-gemma4")
     reply, _ = await command(deps, "deploy gemma4-12b-qat-l4")
     cloud_run.fail_next("PATCH", status, "injected failure")

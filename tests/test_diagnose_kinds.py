@@ -81,9 +81,7 @@ CASES: dict[str, list[list[str | tuple]]] = {
             "ValueError: The decoder prompt (length 20480) is longer than the maximum model length of 16384. Make "
             "sure that `max_model_len` is no smaller than the number of text tokens."
         ],
-        [
-            "WARNING 01-05 10:00:02 [serving.py:88] Input prompt (17500 tokens) is too long and exceeds limit of 16384"
-        ],
+        ["WARNING 01-05 10:00:02 [serving.py:88] Input prompt (17500 tokens) is too long and exceeds limit of 16384"],
         [
             "'max_tokens' or 'max_completion_tokens' is too large: 2048. This model's maximum context length is "
             "16384 tokens and your request has 15000 input tokens (2048 > 16384 - 15000)."
@@ -124,9 +122,7 @@ CASES: dict[str, list[list[str | tuple]]] = {
         ],
     ],
     "gcs_fuse_permission_denied": [
-        [
-            "PermissionError: [Errno 13] Permission denied: '/mnt/models/gemma-4-26B-A4B-it-qat-w4a16-ct/config.json'"
-        ],
+        ["PermissionError: [Errno 13] Permission denied: '/mnt/models/gemma-4-26B-A4B-it-qat-w4a16-ct/config.json'"],
         ["OSError: [Errno 13] Permission denied: '/mnt/models/gemma/model-00001-of-00005.safetensors'"],
         [
             "gcsfuse: Error while mounting gcsfuse: googleapi: Error 403: vllm-sa@p.iam.gserviceaccount.com does not "
@@ -160,9 +156,7 @@ CASES: dict[str, list[list[str | tuple]]] = {
             "'https://huggingface.co//mnt/models/gemma-4-12b-it/tree/None' for available files."
         ],
         ["ValueError: Invalid repository ID or local directory specified: '/mnt/models/gemma-4-12B'."],
-        [
-            '{"object":"error","message":"The model `gemma-4` does not exist.","type":"NotFoundError","code":404}'
-        ],
+        ['{"object":"error","message":"The model `gemma-4` does not exist.","type":"NotFoundError","code":404}'],
     ],
     "container_memory_exceeded": [
         [

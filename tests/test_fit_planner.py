@@ -233,9 +233,7 @@ def test_catalog_variants_inherit_and_bad_entries_are_refused() -> None:
     qat, base = cat.models["gemma-4-31b-qat"], cat.models["gemma-4-31b"]
     assert qat.layers == base.layers and qat.quantization == "w4a16" != base.quantization
     assert qat.hf_repo.endswith("-qat-w4a16-ct") and "compressed-tensors" in qat.vllm_args
-    assert all(
-        g.name in ("nvidia-l4", "nvidia-rtx-pro-6000") for g in cat.gpus.values() if g.available_on_cloud_run
-    )
+    assert all(g.name in ("nvidia-l4", "nvidia-rtx-pro-6000") for g in cat.gpus.values() if g.available_on_cloud_run)
     raw = yaml.safe_load(CATALOG.open(encoding="utf-8"))
     raw["models"]["broken"] = {"base": "gemma-4-31b-qat", "quantization": "w4a16"}  # variant of a variant
     with pytest.raises(ValueError, match="broken"):

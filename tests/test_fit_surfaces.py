@@ -117,9 +117,7 @@ def test_installed_command_line_end_to_end() -> None:
 
 def test_chat_parser_turns_bad_flags_into_user_errors() -> None:
     req = parse_fit_args(["26b-qat", "--util", "0.95", "--memory", "32Gi", "--enforce-eager"])
-    assert req == FitRequest(
-        model="26b-qat", gpu_memory_utilization=0.95, host_memory_gib=32, enforce_eager=True
-    )
+    assert req == FitRequest(model="26b-qat", gpu_memory_utilization=0.95, host_memory_gib=32, enforce_eager=True)
     for argv in (
         [],
         ["26b-qat", "--kv-cache-dtype", "int4"],
@@ -182,9 +180,7 @@ async def _slash(client: httpx.AsyncClient, text: str, response_url: str, trigge
 
 
 async def test_slash_fit_answers_in_channel(app_client: httpx.AsyncClient, slack: SlackStandIn) -> None:
-    resp = await _slash(
-        app_client, "fit 31b-qat --gpu nvidia-rtx-pro-6000", slack.response_url("f1"), "t-fit-1"
-    )
+    resp = await _slash(app_client, "fit 31b-qat --gpu nvidia-rtx-pro-6000", slack.response_url("f1"), "t-fit-1")
     assert resp.status_code == 200 and "Planning" in resp.text
     assert await eventually(lambda: slack.responses)
     answer = slack.responses[0]

@@ -34,9 +34,7 @@ def _console(stdin: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
     )
 
 
-def test_console_status_against_standins(
-    cloud_run: CloudRunStandIn, model_server: ModelServerStandIn
-) -> None:
+def test_console_status_against_standins(cloud_run: CloudRunStandIn, model_server: ModelServerStandIn) -> None:
     cloud_run.seed_service("vllm-gemma4", min_instances=1, max_instances=3)
     env = _env(
         GOOGLE_CLOUD_PROJECT="test-proj",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from handlers.commands.status import render_status
-from handlers.registry import load_all
+from handlers.registry import COMMANDS, load_all
 from handlers.render_slack import to_blocks
 from handlers.render_text import to_text
 from handlers.reply import Reply
@@ -27,11 +27,20 @@ AT = datetime(2026, 11, 20, 14, 0, tzinfo=UTC)
 
 def _service(**kw: object) -> ServiceInfo:
     base: dict[str, object] = dict(
-        name="vllm-gemma4", uri="https://vllm-gemma4-abc123-uc.a.run.app", ready=True,
+        name="vllm-gemma4",
+        uri="https://vllm-gemma4-abc123-uc.a.run.app",
+        ready=True,
         terminal_condition=Condition(type="Ready", state="CONDITION_SUCCEEDED"),
-        latest_created_revision="vllm-gemma4-00005-abc", latest_ready_revision="vllm-gemma4-00005-abc",
-        min_instances=0, max_instances=1, gpu_type="nvidia-l4", gpu_count=1, cpu="8", memory="32Gi",
-        image="vllm/vllm-openai:v0.11.0", concurrency=8,
+        latest_created_revision="vllm-gemma4-00005-abc",
+        latest_ready_revision="vllm-gemma4-00005-abc",
+        min_instances=0,
+        max_instances=1,
+        gpu_type="nvidia-l4",
+        gpu_count=1,
+        cpu="8",
+        memory="32Gi",
+        image="vllm/vllm-openai:v0.11.0",
+        concurrency=8,
     )
     base.update(kw)
     return ServiceInfo.model_validate(base)
@@ -47,8 +56,12 @@ def _report(service: ServiceInfo, model: ModelProbe) -> StatusReport:
 
 
 _UP = ModelProbe(base_url="https://x", health=_probe(), models=["google/gemma-4-12b-it"], models_probe=_probe(ms=20.5))
-_DOWN = ModelProbe(base_url="https://x", health=_probe(False, 5000, "no answer within 5 s"), models=[],
-                   models_probe=_probe(False, 5000, "no answer within 5 s"))
+_DOWN = ModelProbe(
+    base_url="https://x",
+    health=_probe(False, 5000, "no answer within 5 s"),
+    models=[],
+    models_probe=_probe(False, 5000, "no answer within 5 s"),
+)
 
 CASES: dict[str, Reply] = {
     "status_ready": render_status(_report(_service(), _UP)),
@@ -57,7 +70,9 @@ CASES: dict[str, Reply] = {
             _service(
                 ready=False,
                 terminal_condition=Condition(
-                    type="Ready", state="CONDITION_FAILED", reason="REVISION_FAILED",
+                    type="Ready",
+                    state="CONDITION_FAILED",
+                    reason="REVISION_FAILED",
                     message="Revision 'vllm-gemma4-00006-xyz' is not ready and cannot serve traffic. The "
                     "user-provided container failed the configured startup probe checks.",
                 ),
@@ -66,7 +81,12 @@ CASES: dict[str, Reply] = {
             _UP,
         )
     ),
-    "status_cold": render_status(_report(_service(), _DOWN.model_copy(update={"health": ProbeResult(ok=False, latency_ms=5000, error="no answer within 5 s")}))),
+    "status_cold": render_status(
+        _report(
+            _service(),
+            _DOWN.model_copy(update={"health": ProbeResult(ok=False, latency_ms=5000, error="no answer within 5 s")}),
+        )
+    ),
 }
 
 
@@ -88,16 +108,19 @@ def test_slack_json_matches_golden(name: str) -> None:
 
 def test_help_lists_every_command_once_and_fits_block_kit() -> None:
     load_all()
-    text, blocks = to_blocks(help_reply())
-    body = json.dumps(blocks)
+    _, blocks = to_blocks(help_reply())
+    lines = "\n".join(b["text"]["text"] for b in blocks if "text" in b).splitlines()
+    usage_lines = [line for line in lines if line.startswith("`/gemma ")]
+    assert len(usage_lines) == len(COMMANDS)  # one line each
+    body = "\n".join(usage_lines)
     for name in ("status", "fit", "deploy", "scale", "logs", "diagnose", "ask", "analyze", "bench", "metrics"):
-        assert f"/gemma {name}" in body, name
+        assert f"`/gemma {name}" in body, name
     assert all(len(b.get("text", {}).get("text", "")) <= 3000 for b in blocks)
 
 
 def test_block_kit_limits_hold_for_huge_replies() -> None:
     huge = Reply(title="x" * 5000)
-    for i in range(80):
+    for _ in range(80):
         huge.add(text="y" * 4000, fields=[(f"k{j}", "v" * 3000) for j in range(15)])
     _, blocks = to_blocks(huge)
     assert len(blocks) <= 50

@@ -21,9 +21,7 @@ from tests.standins.slack_api import SlackStandIn
 
 
 @pytest.fixture
-async def app_client(
-    settings: Settings, redis_client: object
-) -> AsyncIterator[tuple[httpx.AsyncClient, Deps]]:
+async def app_client(settings: Settings, redis_client: object) -> AsyncIterator[tuple[httpx.AsyncClient, Deps]]:
     deps = build_deps(settings)
     app = create_app(deps)
     transport = httpx.ASGITransport(app=app)
@@ -52,7 +50,7 @@ def _blocks_text(resp: dict) -> str:
 async def test_signed_status_command_acks_then_posts_status(
     app_client, slack: SlackStandIn, cloud_run: CloudRunStandIn, model_server: ModelServerStandIn
 ) -> None:
-    client, deps = app_client
+    client, _ = app_client
     cloud_run.seed_service("vllm-gemma4", ready=True, min_instances=0, max_instances=2)
     t0 = time.perf_counter()
     resp = await _post_command(client, "status", slack.response_url("r1"), "trig-status-1")
@@ -69,9 +67,7 @@ async def test_signed_status_command_acks_then_posts_status(
     assert slack.responses[0]["response_type"] == "in_channel"
 
 
-async def test_second_status_within_ttl_is_served_from_redis(
-    app_client, slack, cloud_run, model_server
-) -> None:
+async def test_second_status_within_ttl_is_served_from_redis(app_client, slack, cloud_run, model_server) -> None:
     client, _ = app_client
     cloud_run.seed_service("vllm-gemma4")
     await _post_command(client, "status", slack.response_url("a"), "trig-c1")
@@ -133,9 +129,7 @@ async def test_stale_but_correctly_signed_request_is_refused(app_client, slack) 
     client, _ = app_client
     body = command_body("status", slack.response_url(), trigger_id="trig-stale")
     old = int(time.time()) - 600
-    resp = await client.post(
-        "/slack/events", content=body, headers=signed_headers(SIGNING_SECRET, body, ts=old)
-    )
+    resp = await client.post("/slack/events", content=body, headers=signed_headers(SIGNING_SECRET, body, ts=old))
     assert resp.status_code == 401
 
 
@@ -172,9 +166,7 @@ async def test_missing_credentials_error_reaches_user_without_traceback(
     broken = settings.model_copy(update={"google_cloud_project": None})
     deps = build_deps(broken)
     app = create_app(deps)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://bot.test"
-    ) as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
         await _post_command(client, "status", slack.response_url(), "trig-nocreds")
         await eventually(lambda: slack.responses)
     await deps.drain()
@@ -198,8 +190,6 @@ async def test_health_ready_and_metrics_endpoints(app_client, slack) -> None:
 async def test_readyz_fails_when_redis_is_unreachable(settings: Settings) -> None:
     deps = build_deps(settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"}))
     app = create_app(deps)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://bot.test"
-    ) as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
         resp = await client.get("/readyz")
     assert resp.status_code == 503 and resp.json()["ok"] is False

@@ -104,9 +104,7 @@ async def test_sigkilled_worker_mid_job_is_reclaimed_without_duplicate_thread(
             assert (
                 await c.post("/alerts/gcp", json=payload("gcp-monitoring-open.json"), headers=basic())
             ).status_code == 202
-            assert await eventually(lambda: headers_posted(slack), timeout=20), (
-                "the worker process never posted"
-            )
+            assert await eventually(lambda: headers_posted(slack), timeout=20), "the worker process never posted"
             line = await asyncio.to_thread(proc.stdout.readline)  # type: ignore[union-attr]
             assert line.strip() == b"HANGING"
             os.kill(proc.pid, signal.SIGKILL)  # mid-job: header posted, investigation not, entry not acked
@@ -210,9 +208,7 @@ async def test_redis_restart_503_then_workers_reconnect_and_nothing_is_lost(
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as c:
             r = await c.post("/alerts/gcp", json=payload("gcp-monitoring-open.json"), headers=basic())
             assert r.status_code == 202
-            assert await eventually(
-                lambda: thread_replies(slack, header_ts(slack)) if headers_posted(slack) else []
-            )
+            assert await eventually(lambda: thread_replies(slack, header_ts(slack)) if headers_posted(slack) else [])
             own_redis.stop()
             r = await c.post("/alerts/gcp", json=payload("gcp-monitoring-closed.json"), headers=basic())
             assert r.status_code == 503  # the sender keeps it and retries

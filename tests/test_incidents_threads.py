@@ -167,9 +167,7 @@ async def test_ten_thousand_identical_alerts_make_one_thread(bot: Bot) -> None:
     body["alerts"] = body["alerts"] * 250
     raw = json.dumps(body).encode()
     for _ in range(40):
-        assert (
-            await bot.client.post("/alerts/alertmanager", content=raw, headers=bearer())
-        ).status_code == 202
+        assert (await bot.client.post("/alerts/alertmanager", content=raw, headers=bearer())).status_code == 202
     assert await bot.drained()
     assert len(headers_posted(bot.slack)) == 1
     assert bot.slack.of("chat.update") == [] and thread_replies(bot.slack, header_ts(bot.slack)) == []
@@ -188,21 +186,15 @@ async def test_repeat_after_dedup_window_adds_a_line_not_a_thread(bot: Bot) -> N
     assert "Still firing: *VLLMKVCacheNearlyFull* (repeat notification #1)" in text_of(line)
 
 
-async def test_worker_dying_mid_job_loses_nothing_and_duplicates_nothing(
-    settings, redis_client, slack
-) -> None:
+async def test_worker_dying_mid_job_loses_nothing_and_duplicates_nothing(settings, redis_client, slack) -> None:
     s = tuned(settings)
     deps = make_deps(s)
     queue = build_alert_queue(deps, quiet)
     app = create_app(deps)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://bot.test"
-    ) as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
         await queue.ensure_group()
         await client.post("/alerts/alertmanager", json=am_alert("fp-k1"), headers=bearer())
-        await client.post(
-            "/alerts/alertmanager", json=am_alert("fp-k2", service="other-svc"), headers=bearer()
-        )
+        await client.post("/alerts/alertmanager", json=am_alert("fp-k2", service="other-svc"), headers=bearer())
         # worker A takes both entries; it does all the Slack work for the first, then dies before acking,
         # and dies before touching the second.
         got = await deps.redis.xreadgroup(GROUP, "worker-a", {queue.stream: ">"}, count=10)
@@ -253,9 +245,7 @@ async def test_slack_429_is_retried_after_retry_after(bot: Bot) -> None:
 
 
 async def test_slack_500_transient_is_retried_once_posted(bot: Bot) -> None:
-    bot.slack.inject(
-        "chat.postMessage", Fault(status=500), Fault(status=500), Fault(status=500), Fault(status=500)
-    )
+    bot.slack.inject("chat.postMessage", Fault(status=500), Fault(status=500), Fault(status=500), Fault(status=500))
     await bot.client.post("/alerts/gcp", json=payload("gcp-monitoring-open.json"), headers=basic())
     assert await bot.drained()
     assert len([p for p in headers_posted(bot.slack) if "FIRING" in text_of(p)]) == 1
@@ -289,9 +279,7 @@ async def test_findings_then_plan_posted_in_thread_once(settings, redis_client, 
     try:
         await b.client.post("/alerts/gcp", json=payload("gcp-monitoring-open.json"), headers=basic())
         await b.client.post("/alerts/gcp", json=payload("gcp-monitoring-closed.json"), headers=basic())
-        await b.client.post(
-            "/alerts/gcp", json=gcp_alert("inc-other", service="billing-api"), headers=basic()
-        )
+        await b.client.post("/alerts/gcp", json=gcp_alert("inc-other", service="billing-api"), headers=basic())
         assert await b.drained()
     finally:
         await _close(b)
@@ -309,9 +297,7 @@ def logging_api() -> Any:
         yield standin
 
 
-async def test_real_findings_for_the_alert_window_with_plan_buttons(
-    settings, redis_client, slack, logging_api
-) -> None:
+async def test_real_findings_for_the_alert_window_with_plan_buttons(settings, redis_client, slack, logging_api) -> None:
     logging_api.load(SCENARIOS / "example-kv-cache-insufficient.jsonl", project="test-proj")
     s = settings.model_copy(update={"cloud_logging_api_endpoint": logging_api.base_url})
     b = await _bot(s, slack, investigate=None)  # the real investigator: logs port -> diagnose

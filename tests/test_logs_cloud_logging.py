@@ -70,9 +70,7 @@ async def test_fetch_sends_explicit_time_bound_and_reads_in_order(
     assert any(e.log_name.endswith("varlog%2Fsystem") for e in batch.entries)
 
 
-async def test_window_severity_and_revision_filters(
-    logging_api: CloudLoggingStandIn, log_settings: Settings
-) -> None:
+async def test_window_severity_and_revision_filters(logging_api: CloudLoggingStandIn, log_settings: Settings) -> None:
     logging_api.load(SCENARIOS / "example-startup-probe-timeout.jsonl", project="test-proj")
     logs = CloudLoggingLogs(log_settings)
     errors = await logs.fetch(_query(min_severity="ERROR"))

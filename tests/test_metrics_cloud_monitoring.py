@@ -86,9 +86,7 @@ async def test_api_errors_become_a_readable_message(monitoring, settings: Settin
 
 def test_not_wired_when_it_could_only_reach_google_anonymously(settings: Settings) -> None:
     assert make_metrics(settings.model_copy(update={"cloud_monitoring_api_endpoint": None})) is None
-    assert (
-        make_metrics(settings.model_copy(update={"cloud_monitoring_api_endpoint": "127.0.0.1:1"})) is not None
-    )
+    assert make_metrics(settings.model_copy(update={"cloud_monitoring_api_endpoint": "127.0.0.1:1"})) is not None
 
 
 async def test_status_includes_cloud_monitoring_when_wired(monitoring, cloud_run, deps_for) -> None:  # noqa: F811
@@ -96,9 +94,7 @@ async def test_status_includes_cloud_monitoring_when_wired(monitoring, cloud_run
     _seed(standin)
     cloud_run.seed_service(SERVICE)
     deps = deps_for(cloud_run.base_url, cloud_monitoring_api_endpoint=addr)
-    ctx = CommandContext(
-        deps=deps, responder=RecordingResponder(), user_id="U1", channel_id="C1", args=["--fresh"]
-    )
+    ctx = CommandContext(deps=deps, responder=RecordingResponder(), user_id="U1", channel_id="C1", args=["--fresh"])
     reply = await run_command(ctx, "status")
     assert reply is not None
     text = reply_text(reply)

@@ -28,9 +28,7 @@ def test_histogram_quantile_interpolates_like_prometheus() -> None:
 async def test_gauges_capacity_percentiles_and_flags(sim, deps_for) -> None:  # noqa: F811
     vsim, url = sim
     vsim.set_gauges(running=3, waiting=2, kv_usage=0.91)
-    vsim.observe(
-        ttft=[0.05] * 8 + [0.3] * 2, itl=[0.02] * 10, e2e=[1.2] * 10, preemptions=4, prefix=(1000, 250)
-    )
+    vsim.observe(ttft=[0.05] * 8 + [0.3] * 2, itl=[0.02] * 10, e2e=[1.2] * 10, preemptions=4, prefix=(1000, 250))
     deps = deps_for(url)
     m = await collect_model_metrics(deps.model_server, url)
     assert (m.running, m.waiting) == (3, 2)

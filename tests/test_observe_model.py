@@ -98,9 +98,7 @@ async def test_cost_command_uses_service_spec_and_last_sweep(deps_for, cloud_run
             CellResult(concurrency=32, context=128, requests=32, ok=16, success_rate=0.5, duration_s=10,
                        req_per_s=3.0, output_tok_per_s=900.0),  # half failed: not a usable best
         ]  # fmt: skip
-        sweep = SweepResult(
-            id="abc", model="m", started_at="2025-01-01T00:00:00Z", spec=BenchSpec(), cells=cells
-        )
+        sweep = SweepResult(id="abc", model="m", started_at="2025-01-01T00:00:00Z", spec=BenchSpec(), cells=cells)
         await save_sweep(deps.redis, settings.key("bench", "history"), sweep)
         reply = await run_command(_ctx(deps, []), "cost")
     assert reply is not None

@@ -33,9 +33,7 @@ async def test_bad_scale_input_changes_nothing(deps: Any, cloud_run: CloudRunSta
     assert not [r for r in cloud_run.requests if r[0] != "GET"]
 
 
-async def test_rollback_moves_all_traffic_to_the_previous_ready_revision(
-    deps: Any, cloud_run: CloudRunStandIn
-) -> None:
+async def test_rollback_moves_all_traffic_to_the_previous_ready_revision(deps: Any, cloud_run: CloudRunStandIn) -> None:
     cloud_run.seed_service("vllm-gemma4")
     first = cloud_run.services["vllm-gemma4"]["latestReadyRevision"].rsplit("/", 1)[-1]
     reply, _ = await command(deps, "deploy gemma4-12b-qat-l4")
@@ -84,19 +82,14 @@ async def test_destroy_needs_the_typed_name(deps: Any, cloud_run: CloudRunStandI
     assert audit is not None and "*destroy* `vllm-gemma4`" in (audit.sections[0].text or "")
 
 
-async def test_plan_button_from_a_remediation_opens_the_same_flow(
-    deps: Any, cloud_run: CloudRunStandIn
-) -> None:
+async def test_plan_button_from_a_remediation_opens_the_same_flow(deps: Any, cloud_run: CloudRunStandIn) -> None:
     cloud_run.seed_service("vllm-gemma4")
     await click(deps, CONFIRM_ACTION, plan_id_of((await command(deps, "deploy gemma4-12b-qat-l4"))[0]))
     proposal = ProposedAction(action="redeploy", params={"max_model_len": 8192, "enforce_eager": True})
     reply, _ = await click(deps, PLAN_ACTION, plan_value(proposal.action, proposal.params))
     assert reply is not None and "Redeploy" in reply.title
     code = "\n".join(s.code or "" for s in reply.sections)
-    assert (
-        "--max-model-len: 32768 -> 8192" in code
-        and "+ template.containers[0].args --enforce-eager: true" in code
-    )
+    assert "--max-model-len: 32768 -> 8192" in code and "+ template.containers[0].args --enforce-eager: true" in code
     assert "fits" in (reply.sections[0].text or "")
     result, _ = await click(deps, CONFIRM_ACTION, plan_id_of(reply))
     assert result is None
@@ -128,9 +121,7 @@ async def test_cancel_discards_the_plan(deps: Any, cloud_run: CloudRunStandIn) -
     assert not [r for r in cloud_run.requests if r[0] != "GET"]
 
 
-async def test_config_renders_without_deploying_and_quota_explains(
-    deps: Any, cloud_run: CloudRunStandIn
-) -> None:
+async def test_config_renders_without_deploying_and_quota_explains(deps: Any, cloud_run: CloudRunStandIn) -> None:
     reply, _ = await command(deps, "config gemma4-12b-qat-l4")
     assert reply is not None and "nothing deployed" in reply.title
     assert reply.files and b"nvidia.com/gpu" in reply.files[0].content

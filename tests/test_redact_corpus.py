@@ -1,4 +1,3 @@
-# ruff: noqa: E501  (log lines are quoted as they appear)
 """Redaction corpus: >= 50 secrets of 10+ kinds are all masked (typed markers); ordinary log text (Loghub
 lines, vLLM lines, ids, paths, IPs, UUIDs) is almost never touched."""
 
@@ -23,9 +22,7 @@ def _corpus() -> list[tuple[str, str, str]]:
     c: list[tuple[str, str, str]] = []
     for _ in range(5):
         k = "AIza" + _rand(35, string.ascii_letters + string.digits + "_-")
-        c.append(
-            ("google_api_key", k, f"GET https://generativelanguage.googleapis.com/v1/models?key={k} 200")
-        )
+        c.append(("google_api_key", k, f"GET https://generativelanguage.googleapis.com/v1/models?key={k} 200"))
         t = "ya29." + _rand(60, string.ascii_letters + string.digits + "_-")
         c.append(("google_oauth_token", t, f"Authorization: Bearer {t}"))
         h = "hf_" + _rand(34)
@@ -36,13 +33,7 @@ def _corpus() -> list[tuple[str, str, str]]:
         c.append(("slack_token", a, f"socket mode app token {a}"))
         w = f"https://hooks.slack.com/services/T{_rand(8).upper()}/B{_rand(8).upper()}/{_rand(24)}"
         c.append(("slack_webhook", w, f"posting alert to {w}"))
-        j = (
-            "eyJhbGciOiJSUzI1NiJ9."
-            + "eyJ"
-            + _rand(40, string.ascii_letters + string.digits + "_-")
-            + "."
-            + _rand(43)
-        )
+        j = "eyJhbGciOiJSUzI1NiJ9." + "eyJ" + _rand(40, string.ascii_letters + string.digits + "_-") + "." + _rand(43)
         c.append(("jwt", j, f"id_token verified: {j}"))
         g = "ghp_" + _rand(36)
         c.append(("github_token", g, f"git clone https://x:{g}@github.com/acme/models"))

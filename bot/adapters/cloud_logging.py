@@ -119,9 +119,7 @@ class CloudLoggingLogs:
                 "Grant the bot's service account roles/logging.viewer.",
             ) from None
         except gexc.GoogleAPICallError as exc:
-            raise CloudUnavailable(
-                f"Cloud Logging failed: {exc.message or exc}.", "Try again shortly."
-            ) from None
+            raise CloudUnavailable(f"Cloud Logging failed: {exc.message or exc}.", "Try again shortly.") from None
         except OSError as exc:  # requests' ConnectionError is an OSError
             raise CloudUnavailable(
                 f"Cannot reach Cloud Logging ({type(exc).__name__}).", "Try again shortly."

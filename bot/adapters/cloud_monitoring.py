@@ -106,9 +106,7 @@ class CloudMonitoringMetrics:
                 "Grant the bot's service account roles/monitoring.viewer.",
             ) from None
         except gexc.GoogleAPICallError as exc:
-            raise UserFacingError(
-                f"Cloud Monitoring could not list {metric} ({exc.message or exc})."
-            ) from None
+            raise UserFacingError(f"Cloud Monitoring could not list {metric} ({exc.message or exc}).") from None
         return out
 
 

@@ -34,7 +34,9 @@ def explain_api_error(exc: gexc.GoogleAPICallError, what: str) -> UserFacingErro
     # The REST transport prefixes "PATCH https://…/services/x?$alt=…: "; the sentence needs only the reason.
     msg = re.sub(r"^(GET|POST|PATCH|PUT|DELETE) \S+: ", "", msg)
     if isinstance(exc, gexc.NotFound):
-        return NotFound(f"{what}: not found.", "Check VLLM_SERVICE_NAME, GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION.")
+        return NotFound(
+            f"{what}: not found.", "Check VLLM_SERVICE_NAME, GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION."
+        )
     if isinstance(exc, gexc.PermissionDenied | gexc.Unauthenticated | gexc.Forbidden | gexc.Unauthorized):
         return UserFacingError(
             f"{what}: permission denied ({msg}).",
@@ -48,9 +50,13 @@ def explain_api_error(exc: gexc.GoogleAPICallError, what: str) -> UserFacingErro
             "For GPUs, request Cloud Run GPU quota for the region (IAM & Admin > Quotas); otherwise retry shortly.",
         )
     if isinstance(exc, gexc.InvalidArgument | gexc.BadRequest | gexc.FailedPrecondition):
-        return UserFacingError(f"{what}: Cloud Run rejected the request ({msg}).", "Fix the setting it names and re-plan.")
+        return UserFacingError(
+            f"{what}: Cloud Run rejected the request ({msg}).", "Fix the setting it names and re-plan."
+        )
     if isinstance(exc, gexc.ServerError):
-        return UserFacingError(f"{what}: Cloud Run had a server error ({msg}).", "Retry in a minute; check status.cloud.google.com.")
+        return UserFacingError(
+            f"{what}: Cloud Run had a server error ({msg}).", "Retry in a minute; check status.cloud.google.com."
+        )
     return UserFacingError(f"{what}: {msg}")
 
 
@@ -141,7 +147,11 @@ class CloudRunRuntime:
     def _clients(self) -> tuple[run_v2.ServicesClient, run_v2.RevisionsClient]:
         if self._services is None or self._revisions is None:
             creds, project = cloud_credentials(self._settings)
-            opts = ClientOptions(api_endpoint=self._settings.cloud_run_api_endpoint) if self._settings.cloud_run_api_endpoint else None
+            opts = (
+                ClientOptions(api_endpoint=self._settings.cloud_run_api_endpoint)
+                if self._settings.cloud_run_api_endpoint
+                else None
+            )
             self._services = run_v2.ServicesClient(credentials=creds, transport="rest", client_options=opts)
             self._revisions = run_v2.RevisionsClient(credentials=creds, transport="rest", client_options=opts)
             self._project = project
@@ -176,7 +186,8 @@ class CloudRunRuntime:
         svc = await self._call(f"service {service}", lambda: services.get_service(name=path))
         traffic = {t.revision.rsplit("/", 1)[-1]: t.percent for t in svc.traffic_statuses}
         revs = await self._call(
-            f"revisions of {service}", lambda: list(revisions.list_revisions(request={"parent": path, "page_size": min(limit, 100)}))
+            f"revisions of {service}",
+            lambda: list(revisions.list_revisions(request={"parent": path, "page_size": min(limit, 100)})),
         )
         revs.sort(key=lambda r: r.create_time, reverse=True)
         return [revision_to_info(r, traffic) for r in revs[:limit]]
@@ -190,9 +201,24 @@ class CloudRunRuntime:
     async def apply_service(self, name: str, spec: dict[str, Any], *, create: bool) -> str:
         services, _ = self._clients()
         body = dict(spec)
-        for output_only in ("uri", "conditions", "terminalCondition", "latestReadyRevision", "latestCreatedRevision",
-                            "trafficStatuses", "observedGeneration", "reconciling", "uid", "generation",
-                            "createTime", "updateTime", "etag", "creator", "lastModifier", "urls"):
+        for output_only in (
+            "uri",
+            "conditions",
+            "terminalCondition",
+            "latestReadyRevision",
+            "latestCreatedRevision",
+            "trafficStatuses",
+            "observedGeneration",
+            "reconciling",
+            "uid",
+            "generation",
+            "createTime",
+            "updateTime",
+            "etag",
+            "creator",
+            "lastModifier",
+            "urls",
+        ):
             body.pop(output_only, None)
         svc = run_v2.Service.from_json(json.dumps(body), ignore_unknown_fields=True)
         if create:

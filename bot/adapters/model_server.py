@@ -52,7 +52,9 @@ class HttpModelServer:
             data = resp.json().get("data", [])
             ids = [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
         except (ValueError, AttributeError, KeyError):
-            return [], probe.model_copy(update={"ok": False, "error": "/v1/models did not return the OpenAI list shape"})
+            return [], probe.model_copy(
+                update={"ok": False, "error": "/v1/models did not return the OpenAI list shape"}
+            )
         return ids, probe
 
     async def metrics_text(self, base_url: str) -> str:

@@ -85,9 +85,7 @@ class Agent:
         tools = Toolset(self.deps, service)
         evidence, findings = await gather_evidence(tools, since_minutes)
         if context:
-            evidence = (
-                "## Context (untrusted, from the alert or the user)\n" + context.strip() + "\n\n" + evidence
-            )
+            evidence = "## Context (untrusted, from the alert or the user)\n" + context.strip() + "\n\n" + evidence
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": prompts.load("system")},
             {"role": "user", "content": redact(prompts.load("analyze").replace("{evidence}", evidence))},
@@ -105,13 +103,9 @@ class Agent:
         if plan is None and result.stop_reason in ("answered", "no_answer"):
             out.repaired = True
             messages.append({"role": "user", "content": prompts.load("repair").replace("{error}", err)})
-            out.tokens_sent += estimate_tokens(json.dumps(messages)) + estimate_tokens(
-                json.dumps(registry.schemas())
-            )
+            out.tokens_sent += estimate_tokens(json.dumps(messages)) + estimate_tokens(json.dumps(registry.schemas()))
             try:
-                comp = await client.complete(
-                    messages, registry.schemas(), "none", self.settings.model_timeout_s
-                )
+                comp = await client.complete(messages, registry.schemas(), "none", self.settings.model_timeout_s)
                 plan, err = parse_plan(comp.content)
             except UserFacingError as exc:
                 err = str(exc)
@@ -120,9 +114,7 @@ class Agent:
                 result.stop_reason, f"its answer was not a valid plan ({err})"
             )
             out.error = why
-            out.plan = plan_from_findings(
-                findings, f"The model gave no usable plan ({why}); deterministic findings."
-            )
+            out.plan = plan_from_findings(findings, f"The model gave no usable plan ({why}); deterministic findings.")
             out.plan.proposed_actions = merge_actions(result.proposed)
             return out
         plan.proposed_actions = merge_actions(result.proposed, plan.proposed_actions)
@@ -131,9 +123,7 @@ class Agent:
 
     # --- ask ---------------------------------------------------------------------------------------------
 
-    async def ask(
-        self, history: list[dict[str, str]], question: str, progress: Progress | None = None
-    ) -> Answer:
+    async def ask(self, history: list[dict[str, str]], question: str, progress: Progress | None = None) -> Answer:
         """Answer `question` given earlier turns ({role, content} user/assistant pairs, oldest first)."""
         turns = trim_history([*history, {"role": "user", "content": question}])
         messages: list[dict[str, Any]] = [{"role": "system", "content": prompts.load("system")}]
@@ -215,7 +205,5 @@ async def cold_start_estimate_min(deps: Any) -> float | None:
     model = (info.spec.get("annotations") or {}).get(ANNOTATION_MODEL)
     if not model:
         return None
-    report = plan_fit(
-        FitRequest(model=model, gpu=info.gpu_type or "nvidia-l4", gpu_count=max(1, info.gpu_count))
-    )
+    report = plan_fit(FitRequest(model=model, gpu=info.gpu_type or "nvidia-l4", gpu_count=max(1, info.gpu_count)))
     return report.cold_start_s / 60

@@ -41,9 +41,7 @@ class Completion:
 
 
 class ModelClient:
-    def __init__(
-        self, endpoint: Any, cold: ColdStart, max_tokens: int = 1500, temperature: float = 0.2
-    ) -> None:
+    def __init__(self, endpoint: Any, cold: ColdStart, max_tokens: int = 1500, temperature: float = 0.2) -> None:
         self._endpoint = endpoint
         self._cold = cold
         self._max_tokens = max_tokens
@@ -112,9 +110,7 @@ class ModelClient:
                 if choice.finish_reason:
                     finish = choice.finish_reason
         structured = [
-            StructuredCall(
-                id=c["id"] or f"call_{self.requests}_{i}", name=c["name"], arguments=c["arguments"]
-            )
+            StructuredCall(id=c["id"] or f"call_{self.requests}_{i}", name=c["name"], arguments=c["arguments"])
             for i, c in sorted(calls.items())
         ]
         return Completion(content="".join(content), tool_calls=structured, finish_reason=finish)

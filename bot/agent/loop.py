@@ -86,9 +86,7 @@ class Loop:
                 async with asyncio.timeout(max(remaining, 0.001)):
                     # The last step keeps the tool list but forbids calls: the prompt prefix (system + tools)
                     # stays byte-identical for vLLM's prefix cache, and the model must answer.
-                    comp = await self.client.complete(
-                        messages, schemas, "none" if last else "auto", remaining
-                    )
+                    comp = await self.client.complete(messages, schemas, "none" if last else "auto", remaining)
             except TimeoutError:
                 res.stop_reason = "time_budget"
                 break
@@ -133,9 +131,7 @@ class Loop:
         found, rest = parse_text_calls(comp.content)
         return [_from_text(tc, step, i) for i, tc in enumerate(found)], rest
 
-    async def _execute(
-        self, call: _Call, step: int, seen: dict[str, int], res: LoopResult
-    ) -> tuple[str, bool]:
+    async def _execute(self, call: _Call, step: int, seen: dict[str, int], res: LoopResult) -> tuple[str, bool]:
         """(content for the model, whether it was refused as a repeat)."""
         tool = self.registry.get(call.name)
         if tool is None:
@@ -146,9 +142,7 @@ class Loop:
         try:
             args = tool.args.model_validate(call.arguments)
         except ValidationError as exc:
-            detail = "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors()[:6]
-            )
+            detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors()[:6])
             return _arg_error(call.name, detail, tool.args), False
         key = call.name + json.dumps(args.model_dump(mode="json"), sort_keys=True)
         if key in seen:
@@ -197,9 +191,7 @@ def _json_args(raw: str) -> tuple[dict[str, Any] | None, str]:
 
 
 def _from_text(tc: TextCall, step: int, i: int) -> _Call:
-    return _Call(
-        id=f"text_{step}_{i}", name=tc.name, arguments=None if tc.error else tc.arguments, error=tc.error
-    )
+    return _Call(id=f"text_{step}_{i}", name=tc.name, arguments=None if tc.error else tc.arguments, error=tc.error)
 
 
 def _arg_error(name: str, detail: str, model: Any) -> str:

@@ -135,14 +135,10 @@ async def _accept(alerts: list[Alert], enqueue: Enqueue, known: frozenset[str]) 
         new, dup = await enqueue(alerts)
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
         log.error("alert queue unavailable, answering 503 so the sender retries: %s", type(exc).__name__)
-        return JSONResponse(
-            {"error": "alert queue unavailable, retry later"}, 503, headers={"Retry-After": "5"}
-        )
+        return JSONResponse({"error": "alert queue unavailable, retry later"}, 503, headers={"Retry-After": "5"})
     except RedisError as exc:  # e.g. LOADING after a restart, READONLY replica
         log.error("alert queue refused the alert, answering 503: %s", exc)
-        return JSONResponse(
-            {"error": "alert queue unavailable, retry later"}, 503, headers={"Retry-After": "5"}
-        )
+        return JSONResponse({"error": "alert queue unavailable, retry later"}, 503, headers={"Retry-After": "5"})
     body: dict[str, Any] = {"status": "accepted", "alerts": len(alerts), "new": new, "duplicates": dup}
     unknown = sorted({a.service or "(none)" for a in alerts if not is_known_service(a.service, known)})
     if unknown:

@@ -21,9 +21,7 @@ from skills.remediation import RemediationPlan
 
 def _agent(ctx: CommandContext) -> object:
     if ctx.deps.agent is None:
-        raise UserFacingError(
-            "The model agent is not configured.", "Set VLLM_BASE_URL or deploy the model first."
-        )
+        raise UserFacingError("The model agent is not configured.", "Set VLLM_BASE_URL or deploy the model first.")
     return ctx.deps.agent
 
 
@@ -46,9 +44,7 @@ def render_remediation(plan: RemediationPlan, service: str, footer: str = "") ->
         lines = [f"[{e.source or 'evidence'}] {e.text}" for e in plan.evidence[:8]]
         reply.add(heading="Evidence", code=redact("\n".join(lines))[:2800])
     if plan.steps:
-        reply.add(
-            heading="Steps", text="\n".join(f"{i}. {clean(s)}" for i, s in enumerate(plan.steps[:10], 1))
-        )
+        reply.add(heading="Steps", text="\n".join(f"{i}. {clean(s)}" for i, s in enumerate(plan.steps[:10], 1)))
     for a in plan.proposed_actions:
         params = ", ".join(f"{k}={v}" for k, v in a.params.items())
         label = f"Plan {a.action}: {params}".rstrip(": ")[:75]
@@ -56,9 +52,7 @@ def render_remediation(plan: RemediationPlan, service: str, footer: str = "") ->
     if plan.proposed_actions:
         reply.add(
             heading="Proposed actions",
-            text="\n".join(
-                f"• *{a.action}* {clean(str(a.params))} — {clean(a.reason)}" for a in plan.proposed_actions
-            ),
+            text="\n".join(f"• *{a.action}* {clean(str(a.params))} — {clean(a.reason)}" for a in plan.proposed_actions),
         )
     reply.context = footer or None
     return reply
@@ -89,9 +83,7 @@ async def analyze(ctx: CommandContext) -> Reply | None:
     minutes = _since_minutes(ctx.args)
     agent = _agent(ctx)
     service = ctx.deps.settings.vllm_service_name
-    ts = await ctx.responder.post(
-        Reply(title=f":mag: Analyzing {service} (last {minutes} min) for <@{ctx.user_id}>…")
-    )
+    ts = await ctx.responder.post(Reply(title=f":mag: Analyzing {service} (last {minutes} min) for <@{ctx.user_id}>…"))
 
     async def progress(text: str) -> None:
         await ctx.responder.post(Reply(title=text), thread_ts=ts)
@@ -117,9 +109,7 @@ async def ask(ctx: CommandContext) -> Reply | None:
     if not question:
         raise InvalidInput("Nothing to ask.", "Usage: `/gemma ask why is the model slow?`")
     agent = _agent(ctx)
-    ts = await ctx.responder.post(
-        Reply(title=f":speech_balloon: <@{ctx.user_id}> asked: {escape(question)[:2800]}")
-    )
+    ts = await ctx.responder.post(Reply(title=f":speech_balloon: <@{ctx.user_id}> asked: {escape(question)[:2800]}"))
     await agent.conversations.start(ts)  # type: ignore[attr-defined]
     await answer_in_thread(ctx.deps, ctx.responder, ts, question)
     return None

@@ -89,9 +89,7 @@ def render_plan(plan: BenchPlan) -> Reply:
         Button(label="Run benchmark", action_id=CONFIRM, value=plan.id, style="primary"),
         Button(label="Cancel", action_id=DISMISS, value=plan.id),
     ]
-    reply.context = (
-        "The sweep loads the live model server; other users will see slower answers while it runs."
-    )
+    reply.context = "The sweep loads the live model server; other users will see slower answers while it runs."
     return reply
 
 
@@ -113,9 +111,7 @@ async def _plan(ctx: CommandContext) -> Reply:
     stream_tok_s = single.output_tok_per_s if single else None
     plan = make_plan(secrets.token_hex(6), spec, model, max_len, usd_h, stream_tok_s)
     plan.user_id, plan.channel_id = ctx.user_id, ctx.channel_id
-    await d.redis.set(
-        d.settings.key("bench", "plan", plan.id), plan.model_dump_json(), ex=d.settings.plan_ttl_s
-    )
+    await d.redis.set(d.settings.key("bench", "plan", plan.id), plan.model_dump_json(), ex=d.settings.plan_ttl_s)
     return render_plan(plan)
 
 
@@ -158,14 +154,10 @@ async def dismiss(ctx: ActionContext) -> Reply:
 async def confirm(ctx: ActionContext) -> Reply | None:
     d, st = ctx.deps, ctx.deps.settings
     if not _allowed(ctx):
-        raise UserFacingError(
-            "Only deployers can run a benchmark (it loads the live model).", "Ask a deployer."
-        )
+        raise UserFacingError("Only deployers can run a benchmark (it loads the live model).", "Ask a deployer.")
     raw = await d.redis.getdel(st.key("bench", "plan", ctx.value))  # single use: a double click runs once
     if not raw:
-        raise UserFacingError(
-            "This benchmark plan has expired or was already used.", "Run `/gemma bench` again."
-        )
+        raise UserFacingError("This benchmark plan has expired or was already used.", "Run `/gemma bench` again.")
     plan = BenchPlan.model_validate_json(raw)
     lock = ServiceLock(d.redis, st.key("bench", "lock"), int(plan.spec.max_duration_s) + 600)
     try:
@@ -175,9 +167,7 @@ async def confirm(ctx: ActionContext) -> Reply | None:
             f"Another benchmark is running: {exc}.", "Wait for it, or stop it with its Stop button."
         ) from None
     try:
-        ts = await ctx.responder.post(
-            _progress_reply(plan, Progress(phase="starting", cells=len(plan.cells)))
-        )
+        ts = await ctx.responder.post(_progress_reply(plan, Progress(phase="starting", cells=len(plan.cells))))
     except Exception:
         await lock.release()
         raise
@@ -220,9 +210,7 @@ def result_reply(result: SweepResult) -> Reply:
         "req/s and tok/s over each cell's wall time (vLLM benchmark_serving definitions)."
     )
     reply.files = [
-        FileOut(
-            filename=f"bench-{result.id}.csv", title="Benchmark results (CSV)", content=report.to_csv(result)
-        )
+        FileOut(filename=f"bench-{result.id}.csv", title="Benchmark results (CSV)", content=report.to_csv(result))
     ]
     if result.cells:
         for name, png in report.charts(result).items():
@@ -268,9 +256,7 @@ async def run_and_report(ctx: ActionContext, plan: BenchPlan, lock: ServiceLock,
             progress_every_s=3.0,
         )
         await report.save_sweep(d.redis, st.key("bench", "history"), result)
-        final = Reply(
-            title=f":checkered_flag: Benchmark {plan.id}: {result.stopped or 'done'}; results in the thread"
-        )
+        final = Reply(title=f":checkered_flag: Benchmark {plan.id}: {result.stopped or 'done'}; results in the thread")
         await responder.update(ts, final)
         await responder.post(result_reply(result), thread_ts=ts)
     except UserFacingError as exc:

@@ -66,12 +66,8 @@ def _profiles_hint() -> str:
 async def deploy(ctx: CommandContext) -> Reply:
     positionals, overrides = parse_overrides(ctx.args)
     if len(positionals) != 1:
-        raise InvalidInput(
-            "Usage: `/gemma deploy PROFILE [--max-model-len N] [--gpu G] […]`.", _profiles_hint()
-        )
-    return await make_plan(
-        ctx.deps, ctx.user_id, ctx.channel_id, "deploy", {"profile": positionals[0], **overrides}
-    )
+        raise InvalidInput("Usage: `/gemma deploy PROFILE [--max-model-len N] [--gpu G] […]`.", _profiles_hint())
+    return await make_plan(ctx.deps, ctx.user_id, ctx.channel_id, "deploy", {"profile": positionals[0], **overrides})
 
 
 @command(

@@ -44,8 +44,7 @@ def render_fit(r: FitReport) -> Reply:
             ("Cold start", f"{_minutes(r.cold_start_s)} (probe budget {r.startup_budget_s // 60} min)"),
             (
                 "Cost",
-                f"${r.cost_per_hour_usd:.2f}/h"
-                + (f", {r.recommended_cpu} vCPU" if r.recommended_cpu else ""),
+                f"${r.cost_per_hour_usd:.2f}/h" + (f", {r.recommended_cpu} vCPU" if r.recommended_cpu else ""),
             ),
             ("Single stream", tok),
         ]
@@ -89,8 +88,7 @@ def _deploy_button(r: FitReport) -> Button | None:
 def render_catalog(cat: Catalog) -> Reply:
     reply = Reply(title="Models and GPUs the planner knows")
     models = [
-        f"`{m.name}` — {m.quantization}, ~{m.approx_disk_gb:g} GB weights, `{m.hf_repo}`"
-        for m in cat.models.values()
+        f"`{m.name}` — {m.quantization}, ~{m.approx_disk_gb:g} GB weights, `{m.hf_repo}`" for m in cat.models.values()
     ]
     reply.add(heading="Models", text="\n".join(models))
     gpus = [

@@ -38,9 +38,7 @@ def render_metrics(m: ModelMetrics, base_url: str) -> Reply:
         kv += " (older vLLM metric name)"
     cap = f"{m.kv_capacity_tokens:,} tokens" if m.kv_capacity_tokens else "—"
     if m.kv_capacity_tokens:
-        cap += (
-            f" ({m.num_gpu_blocks:,} blocks x {m.block_size}{', ' + m.cache_dtype if m.cache_dtype else ''})"
-        )
+        cap += f" ({m.num_gpu_blocks:,} blocks x {m.block_size}{', ' + m.cache_dtype if m.cache_dtype else ''})"
     hit = _num(m.prefix_cache_hit_rate, "{:.0%}")
     reply.add(
         fields=[
@@ -64,9 +62,7 @@ def render_metrics(m: ModelMetrics, base_url: str) -> Reply:
             ("Queue time", _pcts(m.queue)),
         ],
     )
-    reply.context = (
-        f"Rates, counts and percentiles {m.window}. Percentiles are interpolated from histogram buckets."
-    )
+    reply.context = f"Rates, counts and percentiles {m.window}. Percentiles are interpolated from histogram buckets."
     return reply
 
 

@@ -34,9 +34,7 @@ def _service_opt(args: list[str]) -> tuple[list[str], str | None]:
     return args, None
 
 
-@command(
-    "scale", "Plan new instance limits (Confirm to apply)", "scale MIN MAX [--service S]", ack="Planning…"
-)
+@command("scale", "Plan new instance limits (Confirm to apply)", "scale MIN MAX [--service S]", ack="Planning…")
 async def scale(ctx: CommandContext) -> Reply:
     args, service = _service_opt(ctx.args)
     if len(args) != 2:
@@ -103,9 +101,7 @@ async def destroy(ctx: CommandContext) -> Reply:
     return reply
 
 
-@command(
-    "quota", "How much Cloud Run GPU quota the region has (or how to check)", "quota [gpu]", ack="Checking…"
-)
+@command("quota", "How much Cloud Run GPU quota the region has (or how to check)", "quota [gpu]", ack="Checking…")
 async def quota(ctx: CommandContext) -> Reply:
     gpu = ctx.args[0] if ctx.args else "nvidia-l4"
     advice = quota_advice(deploy_env(ctx.deps), gpu)

@@ -100,9 +100,7 @@ def render_plan(plan: Plan, *, with_buttons: bool = True) -> Reply:
             diff = [c.line() for c in plan.changes]
             if len(diff) > _MAX_DIFF_LINES:
                 diff = [*diff[:_MAX_DIFF_LINES], f"… and {len(diff) - _MAX_DIFF_LINES} more"]
-            heading = (
-                "New service" if plan.create else f"Changes to the running service ({len(plan.changes)})"
-            )
+            heading = "New service" if plan.create else f"Changes to the running service ({len(plan.changes)})"
             reply.add(heading=heading, code="\n".join(diff))
         else:
             reply.add(heading="Changes", text="No field changes: Cloud Run will still create a new revision.")
@@ -110,13 +108,9 @@ def render_plan(plan: Plan, *, with_buttons: bool = True) -> Reply:
     if with_buttons:
         blocked = plan.blocked()
         if plan.kind == "destroy":
-            reply.buttons.append(
-                Button(label="Destroy…", action_id=DESTROY_OPEN_ACTION, value=plan.id, style="danger")
-            )
+            reply.buttons.append(Button(label="Destroy…", action_id=DESTROY_OPEN_ACTION, value=plan.id, style="danger"))
         elif not blocked:
-            reply.buttons.append(
-                Button(label="Confirm", action_id=CONFIRM_ACTION, value=plan.id, style="primary")
-            )
+            reply.buttons.append(Button(label="Confirm", action_id=CONFIRM_ACTION, value=plan.id, style="primary"))
         else:
             reply.add(text=f":no_entry: {blocked}")
         reply.buttons.append(Button(label="Cancel", action_id=CANCEL_ACTION, value=plan.id))
@@ -127,9 +121,7 @@ def render_plan(plan: Plan, *, with_buttons: bool = True) -> Reply:
 
 async def make_plan(deps: Deps, user_id: str, channel_id: str, kind: str, params: dict[str, Any]) -> Reply:
     """Compute, store and render a plan (the one entry point for commands and plan buttons)."""
-    plan = await build_plan(
-        kind, params, deps.runtime, deploy_env(deps), user_id=user_id, channel_id=channel_id
-    )
+    plan = await build_plan(kind, params, deps.runtime, deploy_env(deps), user_id=user_id, channel_id=channel_id)
     await plan_store(deps).save(plan)
     return render_plan(plan)
 
@@ -168,18 +160,14 @@ def progress_reply(plan: Plan, user_id: str, p: Progress) -> Reply:
     if steps and p.phase in steps:
         idx = steps.index(p.phase)
         reply.add(
-            text="  →  ".join(
-                f"*{s}*" if i == idx else (s if i < idx else f"_{s}_") for i, s in enumerate(steps)
-            )
+            text="  →  ".join(f"*{s}*" if i == idx else (s if i < idx else f"_{s}_") for i, s in enumerate(steps))
         )
     if p.detail:
         reply.add(text=p.detail)
     if p.log_lines:
         reply.add(heading="First error lines", code="\n".join(p.log_lines))
     if plan.kind in ("deploy", "redeploy") and not p.done and plan.cold_start_s:
-        reply.add(
-            text=f"Expected cold start ~{plan.cold_start_s / 60:.0f} min; traffic moves only when ready."
-        )
+        reply.add(text=f"Expected cold start ~{plan.cold_start_s / 60:.0f} min; traffic moves only when ready.")
     reply.context = f"confirmed by <@{user_id}> · plan `{plan.id}`" + (
         f" · revision `{p.revision}`" if p.revision else ""
     )

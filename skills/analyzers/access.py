@@ -1,4 +1,3 @@
-# ruff: noqa: E501  (remediation prose and log wordings read better unbroken)
 """Reaching the weights: GCS FUSE permissions, Hugging Face auth, model path or repo not found."""
 
 from __future__ import annotations
@@ -29,17 +28,13 @@ def fuse_permission(view: LogView) -> Finding | None:
         "uid/gid 1001), e.g. `uid=1001;gid=1001;max-conns-per-host=100;stat-cache-ttl=3600s;type-cache-ttl=3600s`.",
     ]
     if iam:
-        steps.insert(
-            0, "Grant the service's runtime service account `roles/storage.objectViewer` on the model bucket."
-        )
+        steps.insert(0, "Grant the service's runtime service account `roles/storage.objectViewer` on the model bucket.")
     return Finding(
         kind="gcs_fuse_permission_denied",
         title="Permission denied reading the model under the GCS FUSE mount",
         severity="critical",
         evidence=evidence_of(hits),
-        remediation=Remediation(
-            summary="vLLM cannot read the weights on the mounted bucket.", steps=steps, actions=[]
-        ),
+        remediation=Remediation(summary="vLLM cannot read the weights on the mounted bucket.", steps=steps, actions=[]),
         first_seen=first_seen(hits),
         count=len(hits),
     )
@@ -78,13 +73,10 @@ def hf_auth(view: LogView) -> Finding | None:
     steps.append("Or serve weights from the GCS bucket (`/mnt/models/...`) so no Hub access is needed.")
     return Finding(
         kind="hf_auth_failed",
-        title="Hugging Face refused the download"
-        + (" (offline mode, files not cached)" if offline else " (auth)"),
+        title="Hugging Face refused the download" + (" (offline mode, files not cached)" if offline else " (auth)"),
         severity="critical",
         evidence=evidence_of(hits),
-        remediation=Remediation(
-            summary="vLLM could not fetch the model from the Hub.", steps=steps, actions=[]
-        ),
+        remediation=Remediation(summary="vLLM could not fetch the model from the Hub.", steps=steps, actions=[]),
         first_seen=first_seen(hits),
         count=len(hits),
     )

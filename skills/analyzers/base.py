@@ -39,8 +39,7 @@ _CONFIG_KEYS = {
 }
 _CONFIG_LINE = re.compile(r"non-default args:|with config:|Namespace\(|engine args:|vllm serve ")
 _CONFIG_RX = {
-    k: re.compile(r"['\"]?(?:" + v + r")['\"]?\s*[:=]\s*['\"]?([^'\",)\s}]+)")
-    for k, v in _CONFIG_KEYS.items()
+    k: re.compile(r"['\"]?(?:" + v + r")['\"]?\s*[:=]\s*['\"]?([^'\",)\s}]+)") for k, v in _CONFIG_KEYS.items()
 }
 
 

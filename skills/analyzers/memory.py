@@ -45,9 +45,7 @@ def gpu_oom(view: LogView) -> Finding | None:
     actions: list[ProposedAction] = []
     steps: list[str] = []
     if during_graphs and cfg.get("enforce_eager") is not True:
-        actions.append(
-            ProposedAction(action="redeploy", params={"enforce_eager": True}, reason="skip CUDA graphs")
-        )
+        actions.append(ProposedAction(action="redeploy", params={"enforce_eager": True}, reason="skip CUDA graphs"))
         steps.append("Add `--enforce-eager`: skipping CUDA graph capture saves ~2-3 GB at startup.")
     if isinstance(util, int | float) and util > 0.8:
         lower = round(max(0.8, util - 0.05), 2)
@@ -65,8 +63,7 @@ def gpu_oom(view: LogView) -> Finding | None:
     where = "while capturing CUDA graphs" if during_graphs else "while loading"
     return Finding(
         kind="gpu_oom_at_load",
-        title=f"GPU out of memory {where}{detail}"
-        + (f" for {str(model).rsplit('/', 1)[-1]}" if model else ""),
+        title=f"GPU out of memory {where}{detail}" + (f" for {str(model).rsplit('/', 1)[-1]}" if model else ""),
         severity="critical",
         evidence=evidence_of(hits),
         remediation=Remediation(
@@ -108,9 +105,7 @@ def kv_cache(view: LogView) -> Finding | None:
     actions: list[ProposedAction] = []
     steps: list[str] = []
     if fits:
-        actions.append(
-            ProposedAction(action="redeploy", params={"max_model_len": fits}, reason="largest that fits")
-        )
+        actions.append(ProposedAction(action="redeploy", params={"max_model_len": fits}, reason="largest that fits"))
         steps.append(f"Lower `--max-model-len` to {fits} (the largest that fits in the KV cache).")
     dtype = str(cfg.get("kv_cache_dtype", "auto"))
     if dtype != "fp8" and not dtype.startswith("fp8"):
@@ -118,9 +113,7 @@ def kv_cache(view: LogView) -> Finding | None:
         if wanted:
             params["max_model_len"] = wanted
         actions.append(ProposedAction(action="redeploy", params=params, reason="halves KV bytes per token"))
-        steps.append(
-            "Or use `--kv-cache-dtype fp8` (about twice the tokens in the same memory; L4/H100, not A100)."
-        )
+        steps.append("Or use `--kv-cache-dtype fp8` (about twice the tokens in the same memory; L4/H100, not A100).")
     util = cfg.get("gpu_memory_utilization")
     if isinstance(util, int | float) and util < 0.95:
         up = round(min(0.95, util + 0.05), 2)
@@ -174,9 +167,7 @@ def host_memory(view: LogView) -> Finding | None:
     steps = []
     if limit is None or target > limit:
         actions.append(ProposedAction(action="redeploy", params={"memory": mem, "cpu": _CPU_FOR[target]}))
-        steps.append(
-            f"Raise the Cloud Run memory limit to {mem} (with {_CPU_FOR[target]} vCPU, Cloud Run's minimum)."
-        )
+        steps.append(f"Raise the Cloud Run memory limit to {mem} (with {_CPU_FOR[target]} vCPU, Cloud Run's minimum).")
     steps.append(
         "Loading safetensors can peak at ~17 GiB of host RAM for a 26B QAT model; `--safetensors-load-strategy lazy` lowers it."
     )

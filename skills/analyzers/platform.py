@@ -1,4 +1,3 @@
-# ruff: noqa: E501  (remediation prose and log wordings read better unbroken)
 """The hardware and the project: bf16 on pre-Ampere GPUs, GPU quota in the region."""
 
 from __future__ import annotations

@@ -1,4 +1,3 @@
-# ruff: noqa: E501  (remediation prose and log wordings read better unbroken)
 """Serving-time problems: prompts over max-model-len, tool calling not enabled, queueing, CPU offload."""
 
 from __future__ import annotations
@@ -45,9 +44,7 @@ def context_length(view: LogView) -> Finding | None:
         )
     return Finding(
         kind="context_length_exceeded",
-        title=f"Requests longer than the model's context ({limit} tokens)"
-        if limit
-        else "Requests over max-model-len",
+        title=f"Requests longer than the model's context ({limit} tokens)" if limit else "Requests over max-model-len",
         severity="warning",
         evidence=evidence_of(hits),
         remediation=Remediation(
@@ -144,14 +141,10 @@ def queue(view: LogView) -> Finding | None:
     cfg = view.config_at(len(view.lines))
     seqs = cfg.get("max_num_seqs")
     if svc and isinstance(seqs, int) and svc.concurrency and svc.concurrency != seqs:
-        actions.append(
-            ProposedAction(action="redeploy", params={"concurrency": seqs}, reason="match max-num-seqs")
-        )
+        actions.append(ProposedAction(action="redeploy", params={"concurrency": seqs}, reason="match max-num-seqs"))
         steps.append(f"Make Cloud Run concurrency ({svc.concurrency}) match vLLM `--max-num-seqs` ({seqs}).")
     if preempted:
-        steps.append(
-            "vLLM preempted sequences for lack of KV cache: `--kv-cache-dtype fp8` or fewer `--max-num-seqs`."
-        )
+        steps.append("vLLM preempted sequences for lack of KV cache: `--kv-cache-dtype fp8` or fewer `--max-num-seqs`.")
     return Finding(
         kind="request_queue_saturated",
         title="Requests are queueing" + (" and being rejected with 429" if aborted or too_many else ""),
@@ -181,9 +174,7 @@ def cpu_offload(view: LogView) -> Finding | None:
         return None
     gb = view.config_at(slow[0][0].idx).get("cpu_offload_gb")
     rate = min(float(m.group(1)) for _, m in slow)
-    cfg_line = next(
-        (line for at, _ in view.configs if (line := view.lines[at]) and at <= slow[0][0].idx), None
-    )
+    cfg_line = next((line for at, _ in view.configs if (line := view.lines[at]) and at <= slow[0][0].idx), None)
     evidence = ([cfg_line.evidence()] if cfg_line else []) + evidence_of(slow, 2)
     return Finding(
         kind="cpu_offload_slow",

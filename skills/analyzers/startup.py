@@ -1,4 +1,3 @@
-# ruff: noqa: E501  (remediation prose and log wordings read better unbroken)
 """Startup probe exhausted while vLLM is still loading weights (the most common Cloud Run GPU failure)."""
 
 from __future__ import annotations
@@ -49,9 +48,7 @@ def startup_probe(view: LogView) -> Finding | None:
     load_s = 0
     for line in view.lines:
         if m := _SHARDS.search(line.text):
-            load_s = max(
-                load_s, _secs(m.group(3), m.group(4), m.group(5)) + _secs(m.group(6), m.group(7), m.group(8))
-            )
+            load_s = max(load_s, _secs(m.group(3), m.group(4), m.group(5)) + _secs(m.group(6), m.group(7), m.group(8)))
     times = [h.ts for h, _ in hits if h.ts is not None]
     gaps = [(b - a).total_seconds() for a, b in pairwise(times) if (b - a).total_seconds() > 5]
     period = median(gaps) if gaps else None
@@ -70,12 +67,8 @@ def startup_probe(view: LogView) -> Finding | None:
         f"Give the startup probe ~{new_threshold * PERIOD_S + 240} s: initial delay 240 s (Cloud Run's cap), "
         f"period {PERIOD_S} s, failure threshold {new_threshold}, timeout 50-60 s."
     )
-    steps.append(
-        "Faster loads: GCS FUSE cache options (stat-cache-ttl, type-cache-ttl, max-conns-per-host=100)."
-    )
-    steps.append(
-        "Keep `--min-instances 1` if cold starts of many minutes are not acceptable (costs the idle GPU)."
-    )
+    steps.append("Faster loads: GCS FUSE cache options (stat-cache-ttl, type-cache-ttl, max-conns-per-host=100).")
+    steps.append("Keep `--min-instances 1` if cold starts of many minutes are not acceptable (costs the idle GPU).")
     return Finding(
         kind="startup_probe_timeout",
         title="Startup probe gave up before vLLM finished loading" + budget,

@@ -83,9 +83,7 @@ class CloudLoggingStandIn:
         with self._lock:
             self.requests.append(body)
         if not isinstance(body.get("resourceNames"), list) or not body["resourceNames"]:
-            return JSONResponse(
-                {"error": {"code": 400, "message": "resourceNames is required"}}, status_code=400
-            )
+            return JSONResponse({"error": {"code": 400, "message": "resourceNames is required"}}, status_code=400)
         flt = body.get("filter", "")
         rows = [e for e in self.entries if self._matches(e, flt)]
         rows.sort(key=lambda e: _ts(e["timestamp"]), reverse="desc" in body.get("orderBy", "").lower())

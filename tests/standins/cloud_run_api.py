@@ -147,26 +147,20 @@ class CloudRunStandIn:
         rev["reconciling"] = False
         svc["reconciling"] = False
         if outcome == "ready":
-            rev["conditions"] = [
-                {"type": "Ready", "state": "CONDITION_SUCCEEDED", "lastTransitionTime": _now()}
-            ]
+            rev["conditions"] = [{"type": "Ready", "state": "CONDITION_SUCCEEDED", "lastTransitionTime": _now()}]
             svc["latestReadyRevision"] = rev["name"]
             svc["terminalCondition"] = {
                 "type": "Ready",
                 "state": "CONDITION_SUCCEEDED",
                 "lastTransitionTime": _now(),
             }
-            traffic = svc.get("traffic") or [
-                {"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "percent": 100}
-            ]
+            traffic = svc.get("traffic") or [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "percent": 100}]
             svc["traffic"] = traffic
             svc["trafficStatuses"] = [
                 {
                     "type": t.get("type", "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION"),
                     "revision": (
-                        rev_name
-                        if t.get("type") == "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST"
-                        else t.get("revision", "")
+                        rev_name if t.get("type") == "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST" else t.get("revision", "")
                     ),
                     "percent": t.get("percent", 0),
                 }
@@ -259,7 +253,8 @@ class CloudRunStandIn:
         if name not in self.services:
             return _error(
                 404,
-                f"Resource '{name}' of kind 'SERVICE' in region '{self.location}' in project '{self.project}' does not exist.",
+                f"Resource '{name}' of kind 'SERVICE' in region '{self.location}' "
+                f"in project '{self.project}' does not exist.",
             )
         if request.method == "GET":
             return JSONResponse(_public(self.services[name]))
@@ -270,9 +265,7 @@ class CloudRunStandIn:
         body = _names(json.loads(await request.body() or b"{}"))
         with self._lock:
             svc = self.services[name]
-            new_template = "template" in body and _meaningful(body["template"]) != _meaningful(
-                svc.get("template", {})
-            )
+            new_template = "template" in body and _meaningful(body["template"]) != _meaningful(svc.get("template", {}))
             for key in (
                 "template",
                 "scaling",

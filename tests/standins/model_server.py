@@ -27,8 +27,7 @@ class ModelServerStandIn:
             {
                 "object": "list",
                 "data": [
-                    {"id": m, "object": "model", "owned_by": "vllm", "max_model_len": 16384}
-                    for m in self.model_ids
+                    {"id": m, "object": "model", "owned_by": "vllm", "max_model_len": 16384} for m in self.model_ids
                 ],
             }
         )

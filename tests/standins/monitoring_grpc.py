@@ -42,13 +42,9 @@ class MonitoringStandIn:
         for i, v in enumerate(values):
             end = now - timedelta(seconds=step_s * (len(values) - 1 - i))
             value = (
-                monitoring_v3.TypedValue(int64_value=int(v))
-                if int_values
-                else monitoring_v3.TypedValue(double_value=v)
+                monitoring_v3.TypedValue(int64_value=int(v)) if int_values else monitoring_v3.TypedValue(double_value=v)
             )
-            points.insert(
-                0, monitoring_v3.Point(interval=monitoring_v3.TimeInterval(end_time=end), value=value)
-            )
+            points.insert(0, monitoring_v3.Point(interval=monitoring_v3.TimeInterval(end_time=end), value=value))
         ts = monitoring_v3.TimeSeries(
             metric={"type": f"run.googleapis.com/{metric}", "labels": labels or {}},
             resource={
@@ -69,9 +65,7 @@ class MonitoringStandIn:
         m = re.search(r'metric\.type\s*=\s*"([^"]+)"', request.filter)
         s = re.search(r'resource\.labels\.service_name\s*=\s*"([^"]+)"', request.filter)
         if not m or not request.name.startswith("projects/"):
-            context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, "filter must name metric.type; name must be projects/..."
-            )
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "filter must name metric.type; name must be projects/...")
         found = [
             ts
             for ts in self.series.get(m.group(1), [])

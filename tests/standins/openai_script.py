@@ -48,9 +48,7 @@ def say(content: str, reasoning: str = "") -> Turn:
     return Turn(content=content, reasoning=reasoning)
 
 
-def call(
-    name: str, args: dict[str, Any] | str | None = None, *more: tuple[str, dict[str, Any] | str]
-) -> Turn:
+def call(name: str, args: dict[str, Any] | str | None = None, *more: tuple[str, dict[str, Any] | str]) -> Turn:
     """Structured tool call(s): call("a", {...}) or call("a", {...}, ("b", {...})) for parallel calls."""
     pairs = [(name, args or {}), *more]
     return Turn(tool_calls=[(n, a if isinstance(a, str) else json.dumps(a)) for n, a in pairs])
@@ -87,9 +85,7 @@ class OpenAIScript:
         return [r for r in self.requests if "messages" in r]
 
     async def _models(self, request: Request) -> Response:
-        return JSONResponse(
-            {"object": "list", "data": [{"id": self.model_id, "object": "model", "owned_by": "vllm"}]}
-        )
+        return JSONResponse({"object": "list", "data": [{"id": self.model_id, "object": "model", "owned_by": "vllm"}]})
 
     async def _health(self, request: Request) -> Response:
         return Response(status_code=200)
@@ -144,9 +140,7 @@ class OpenAIScript:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.model_id,
-            "choices": [
-                {"index": 0, "message": message, "finish_reason": "tool_calls" if turn.tool_calls else "stop"}
-            ],
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if turn.tool_calls else "stop"}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
         }
 
