@@ -38,6 +38,7 @@ from skills.remediation import RemediationPlan
 
 if TYPE_CHECKING:
     from bot.deps import Deps
+    from bot.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,18 @@ def line_reply(change: Change, inc: Incident, alert: Alert) -> Reply | None:
     return Reply(title=text)
 
 
+def thread_key(settings: Settings, channel: str, ts: str) -> str:
+    return settings.key("incident", "by-thread", channel, ts)
+
+
+async def incident_for_thread(deps: Deps, channel: str, thread_ts: str) -> str:
+    """The id of the incident whose thread this is ('' for any other thread)."""
+    if not channel or not thread_ts:
+        return ""
+    found = await deps.redis.get(thread_key(deps.settings, channel, thread_ts))
+    return str(found) if found else ""
+
+
 class IncidentThreads:
     def __init__(self, deps: Deps, responder_for: ResponderFor, investigate: Investigator | None = None) -> None:
         self.deps = deps
@@ -153,6 +166,8 @@ class IncidentThreads:
             p.set(self._k_incident(inc.id), inc.model_dump_json(), ex=_RECORD_TTL_S)
             p.set(self._k_by_alert(alert), inc.id, ex=_RECORD_TTL_S)
             p.set(self._k_by_group(alert), inc.id, ex=_RECORD_TTL_S)
+            if inc.ts:  # a button clicked in the thread finds its incident (actions report back there)
+                p.set(thread_key(self.s, inc.channel, inc.ts), inc.id, ex=_RECORD_TTL_S)
             await p.execute()
 
     async def _find(self, entry_id: str, alert: Alert, now: datetime) -> Incident | None:

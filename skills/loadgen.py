@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import httpx
 import openai
 from pydantic import BaseModel, Field, field_validator
@@ -164,20 +165,87 @@ async def verify_heads(count: TokenCount, ps: PromptSet, n_requests: int, sample
     return all(g == ps.tokens for g in got)
 
 
-# --- one request ---------------------------------------------------------------------------------------
+# --- the hot path: one streamed request ---------------------------------------------------------------
+#
+# Requests go out as raw streaming POSTs over one aiohttp connection pool, with SSE parsed here: the openai
+# SDK (and httpx/httpx2 under it) spends ~4x the client CPU per streamed request and queues requests in the
+# client at high concurrency, which would inflate the latencies we report (bench/loadgen_capacity.py).
+
+
+@dataclass(frozen=True, slots=True)
+class StreamTarget:
+    """Where the generator sends requests: the OpenAI API root (`.../v1`) and the headers that authenticate."""
+
+    base_url: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_openai(cls, client: openai.AsyncOpenAI) -> StreamTarget:
+        """The base URL and auth the SDK client would use (its API key, overridden by its default headers,
+        e.g. an identity token), without the SDK's own telemetry headers."""
+        headers = dict(client.auth_headers)
+        for k, v in client.default_headers.items():
+            low = k.lower()
+            if isinstance(v, str) and not low.startswith("x-stainless") and low not in _SDK_HEADERS:
+                headers[k] = v
+        return cls(str(client.base_url).rstrip("/"), headers)
+
+
+_SDK_HEADERS = {"user-agent", "accept", "content-type"}
+
+
+class StreamClient:
+    """A connection pool sized for the sweep (no queueing in the client) and the streamed-request timer."""
+
+    def __init__(self, target: StreamTarget, max_concurrency: int, timeout_s: float) -> None:
+        self.target = target
+        self.url = target.base_url.rstrip("/") + "/completions"
+        self._limit = max_concurrency + 8
+        self._timeout_s = timeout_s
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> StreamClient:
+        headers = {
+            **self.target.headers,
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            # A compressing proxy would buffer the stream and distort TTFT/ITL: ask for it as sent.
+            "Accept-Encoding": "identity",
+        }
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=self._limit, limit_per_host=0),
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30.0),
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("StreamClient is not open (use `async with`)")
+        return self._session
 
 
 @dataclass(slots=True)
 class RequestRecord:
     ok: bool
     error: str = ""
-    start: float = 0.0
+    start: float = 0.0  # time.perf_counter() (CLOCK_MONOTONIC on Linux, comparable across processes)
     end: float = 0.0
     ttft: float | None = None
     itls: list[float] = field(default_factory=list)
     output_tokens: int = 0
     prompt_tokens: int = 0
     usage_missing: bool = False
+    index: int = -1  # the prompt index (PromptSet.prompt(index)) this request sent
 
     @property
     def e2e(self) -> float:
@@ -185,68 +253,95 @@ class RequestRecord:
 
 
 def _error_type(exc: BaseException) -> str:
-    if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}"
-    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | asyncio.TimeoutError):
+    if isinstance(exc, TimeoutError):  # asyncio's and aiohttp's timeouts (ServerTimeoutError) alike
         return "timeout"
-    if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
+    if isinstance(exc, aiohttp.ClientError):  # refused, reset, closed mid-stream, bad framing
         return "connection"
     return type(exc).__name__
 
 
+def _body(model: str, prompt: str, output_tokens: int) -> bytes:
+    return json.dumps(
+        {
+            "model": model,
+            "prompt": prompt,
+            "max_tokens": output_tokens,
+            "temperature": 0.0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "ignore_eos": True,
+        }
+    ).encode()
+
+
 async def one_request(
-    client: openai.AsyncOpenAI, model: str, prompt: str, output_tokens: int, timeout_s: float
+    client: StreamClient, model: str, prompt: str, output_tokens: int, timeout_s: float
 ) -> RequestRecord:
-    """A streamed completion, timed. SSE lines are parsed with json.loads (cheap) rather than pydantic."""
+    """A streamed completion, timed. Each read from the socket is stamped once on arrival; SSE events in it
+    (`data: {json}` blocks separated by a blank line) are parsed with json.loads."""
     rec = RequestRecord(ok=False)
+    body = _body(model, prompt, output_tokens)
+    perf = time.perf_counter
     last = 0.0
     done = False
-    rec.start = time.perf_counter()
+    chunks = 0
+    rec.start = perf()
     try:
-        async with asyncio.timeout(timeout_s):
-            async with client.completions.with_streaming_response.create(
-                model=model,
-                prompt=prompt,
-                max_tokens=output_tokens,
-                temperature=0.0,
-                stream=True,
-                stream_options={"include_usage": True},
-                extra_body={"ignore_eos": True},
-            ) as resp:
-                chunks = 0
-                async for line in resp.iter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        done = True
+        async with asyncio.timeout(timeout_s), client.session.post(client.url, data=body) as resp:
+            if resp.status != 200:
+                await resp.read()  # drain, so the connection is reused
+                rec.error = f"HTTP {resp.status}"
+                rec.end = perf()
+                return rec
+            buf = b""
+            async for data in resp.content.iter_any():
+                if done:
+                    continue  # drain to the end of the response so the connection goes back to the pool
+                now = perf()
+                buf = buf + data if buf else data
+                if b"\r" in buf:  # CRLF framing is legal SSE
+                    buf = buf.replace(b"\r\n", b"\n")
+                if b"\n\n" not in buf:
+                    continue
+                *events, buf = buf.split(b"\n\n")
+                for event in events:
+                    for line in event.split(b"\n"):
+                        if not line.startswith(b"data:"):
+                            continue  # comments, event:/id: fields
+                        payload = line[5:].strip()
+                        if payload == b"[DONE]":
+                            done = True
+                            rec.end = now
+                            break
+                        obj = json.loads(payload)
+                        if "error" in obj or obj.get("object") == "error":
+                            err = obj.get("error", obj)
+                            rec.error = f"stream error: {str(err.get('message', err))[:80]}"
+                            rec.end = now
+                            return rec
+                        for ch in obj.get("choices") or ():
+                            if ch.get("text"):
+                                if rec.ttft is None:
+                                    rec.ttft = now - rec.start
+                                else:
+                                    rec.itls.append(now - last)
+                                last = now
+                                chunks += 1
+                        usage = obj.get("usage")
+                        if usage:
+                            rec.output_tokens = int(usage.get("completion_tokens") or 0)
+                            rec.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+                    if done:
                         break
-                    obj = json.loads(data)
-                    if "error" in obj or obj.get("object") == "error":
-                        err = obj.get("error", obj)
-                        rec.error = f"stream error: {str(err.get('message', err))[:80]}"
-                        rec.end = time.perf_counter()
-                        return rec
-                    for ch in obj.get("choices") or ():
-                        if ch.get("text"):
-                            now = time.perf_counter()
-                            if rec.ttft is None:
-                                rec.ttft = now - rec.start
-                            else:
-                                rec.itls.append(now - last)
-                            last = now
-                            chunks += 1
-                    usage = obj.get("usage")
-                    if usage:
-                        rec.output_tokens = int(usage.get("completion_tokens") or 0)
-                        rec.prompt_tokens = int(usage.get("prompt_tokens") or 0)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # every failure is a data point, classified by type
-        rec.end = time.perf_counter()
-        rec.error = _error_type(exc)
-        return rec
-    rec.end = time.perf_counter()
+        if not done:  # after [DONE] the answer is complete; a failure while draining does not change it
+            rec.end = perf()
+            rec.error = _error_type(exc)
+            return rec
+    if not done:
+        rec.end = perf()
     if rec.ttft is None:
         rec.error = "empty stream"
     elif not done:
@@ -301,9 +396,7 @@ def summarize_cell(concurrency: int, context: int, recs: list[RequestRecord]) ->
     out_tokens = sum(r.output_tokens for r in good)
     ttfts = [r.ttft for r in good if r.ttft is not None]
     itls = [g for r in good for g in r.itls]
-    tpots = [
-        (r.e2e - r.ttft) / (r.output_tokens - 1) for r in good if r.ttft is not None and r.output_tokens > 1
-    ]
+    tpots = [(r.e2e - r.ttft) / (r.output_tokens - 1) for r in good if r.ttft is not None and r.output_tokens > 1]
     e2es = [r.e2e for r in good]
     return CellResult(
         concurrency=concurrency,
@@ -361,7 +454,7 @@ async def _wait_stop(stop: asyncio.Event, deadline: float) -> str:
 
 
 async def run_cell(
-    client: openai.AsyncOpenAI,
+    client: StreamClient,
     model: str,
     prompts: PromptSet,
     n_requests: int,
@@ -384,6 +477,7 @@ async def run_cell(
             i = next_i
             next_i += 1
             rec = await one_request(client, model, prompts.prompt(first_index + i), output_tokens, timeout_s)
+            rec.index = first_index + i
             records.append(rec)
             if on_request_done is not None:
                 on_request_done()
@@ -407,7 +501,7 @@ async def run_cell(
 
 
 async def run_sweep(
-    client: openai.AsyncOpenAI,
+    client: openai.AsyncOpenAI | StreamTarget,
     model: str,
     count_tokens: TokenCount,
     spec: BenchSpec,
@@ -417,7 +511,26 @@ async def run_sweep(
     on_progress: ProgressFn | None = None,
     progress_every_s: float = 2.0,
 ) -> SweepResult:
-    """Size prompts with the server's tokenizer, then run every cell; stop early on `stop` or the time cap."""
+    """Size prompts with the server's tokenizer, then run every cell; stop early on `stop` or the time cap.
+
+    `client` gives the endpoint and its auth (an SDK client's are reused); requests go out on the generator's
+    own connection pool (StreamClient), sized for the largest concurrency.
+    """
+    target = client if isinstance(client, StreamTarget) else StreamTarget.from_openai(client)
+    async with StreamClient(target, max(spec.concurrency), spec.request_timeout_s) as streams:
+        return await _sweep(streams, model, count_tokens, spec, sweep_id, stop, on_progress, progress_every_s)
+
+
+async def _sweep(
+    client: StreamClient,
+    model: str,
+    count_tokens: TokenCount,
+    spec: BenchSpec,
+    sweep_id: str,
+    stop: asyncio.Event | None,
+    on_progress: ProgressFn | None,
+    progress_every_s: float,
+) -> SweepResult:
     t_start = time.monotonic()
     deadline = t_start + spec.max_duration_s
     result = SweepResult(id=sweep_id, model=model, started_at=datetime.now(UTC), spec=spec)
@@ -437,18 +550,14 @@ async def run_sweep(
         ps = await size_prompt(count_tokens, ctx, seed=ctx)
         n_ctx = sum(spec.cell_requests(c) for c, x in cells if x == ctx)
         if ps.tokens != ctx:
-            result.notes.append(
-                f"context {ctx}: the closest prompt the tokenizer allowed is {ps.tokens} tokens"
-            )
+            result.notes.append(f"context {ctx}: the closest prompt the tokenizer allowed is {ps.tokens} tokens")
         if not await verify_heads(count_tokens, ps, n_ctx):
             result.notes.append(f"context {ctx}: per-request prompt heads vary in size by a token or so")
         prompt_sets[ctx] = ps
 
     # One uncounted request first (as benchmark_serving does): opens a connection and fails fast if the
     # endpoint cannot serve the sweep at all.
-    warm = await one_request(
-        client, model, prompt_sets[spec.contexts[0]].prompt(10**9), 2, spec.request_timeout_s
-    )
+    warm = await one_request(client, model, prompt_sets[spec.contexts[0]].prompt(10**9), 2, spec.request_timeout_s)
     if not warm.ok:
         raise UserFacingError(
             f"The warm-up request failed ({warm.error}); the sweep did not start.",
@@ -505,9 +614,6 @@ async def run_sweep(
 
 
 def bench_http_client(max_concurrency: int, timeout_s: float) -> httpx.AsyncClient:
-    """A connection pool sized for the sweep (httpx's default of 100 would queue requests in the client)."""
-    n = max_concurrency + 8
-    return httpx.AsyncClient(
-        limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
-        timeout=httpx.Timeout(timeout_s, connect=30.0),
-    )
+    """A connection pool for an SDK client used around a sweep (plan, model list). The sweep's requests use
+    their own pool (StreamClient), so this one only needs to be small and to close with the sweep."""
+    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=30.0))

@@ -28,6 +28,11 @@ class Plan(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)  # the request, as audited
     created_by: str = ""
     channel_id: str = ""
+    # Where it was asked from when that was a thread (a button in an incident thread): the plan, its
+    # progress and its result are posted there. Empty for a slash command (its own message starts a thread).
+    thread_ts: str = ""
+    message_ts: str = ""  # the plan message itself, once posted by the bot (edited on confirm/cancel)
+    incident_id: str = ""  # the incident whose thread it came from: a short line there when it completes
     created_at: float = Field(default_factory=time.time)
     expires_at: float = 0.0
     verdict: Verdict | None = None  # the capacity planner's, when it applies
@@ -71,6 +76,13 @@ class PlanStore:
         plan.expires_at = plan.created_at + self.ttl_s
         await self._store.set(self._key(plan.id), plan.model_dump_json(), ex=self.ttl_s)
         return plan
+
+    async def set_message(self, plan: Plan, message_ts: str) -> None:
+        """Remember the plan message (posted after the plan was stored), keeping the plan's own expiry."""
+        plan.message_ts = message_ts
+        left_ms = int((plan.expires_at - time.time()) * 1000)
+        if left_ms > 0:
+            await self._store.set(self._key(plan.id), plan.model_dump_json(), px=left_ms, xx=True)
 
     async def get(self, plan_id: str) -> Plan | None:
         if not plan_id or len(plan_id) > 64:

@@ -7,13 +7,22 @@ import csv
 import io
 
 import pytest
+from pydantic import SecretStr
 
 from handlers.context import ActionContext, CommandContext
 from handlers.registry import load_all
 from handlers.router import run_action, run_command
 from skills.bench_report import compare, recent_sweeps
 from skills.errors import InvalidInput
-from skills.loadgen import BenchSpec, bench_http_client, fit_contexts, pct, run_sweep, size_prompt
+from skills.loadgen import (
+    BenchSpec,
+    StreamTarget,
+    bench_http_client,
+    fit_contexts,
+    pct,
+    run_sweep,
+    size_prompt,
+)
 from tests.observe_fixtures import RecordingResponder, deps_for, reply_text, running_sim  # noqa: F401
 
 load_all()
@@ -47,19 +56,19 @@ def test_contexts_are_kept_under_max_model_len_minus_output() -> None:
 async def test_sweep_statistics_match_the_injected_timing(deps_for) -> None:  # noqa: F811
     ttft, delay, out = 0.4, 0.02, 12
     with running_sim(ttft_s=ttft, token_delay_s=delay) as (vsim, url):
-        deps = deps_for(url)
-        http = bench_http_client(4, 30)
-        client = (await deps.endpoint.client()).with_options(http_client=http)
+        deps = deps_for(url, vllm_api_key=SecretStr("sk-bench"))
+        target = StreamTarget(await deps.endpoint.base_url() + "/v1", await deps.endpoint.auth_headers())
         model = await deps.endpoint.model_id()
 
         async def count(p: str) -> int:
             return len(await deps.model_server.tokenize(url, model, p))
 
         spec = BenchSpec(concurrency=[1, 4], contexts=[64, 300], output_tokens=out, requests_per_cell=4)
-        res = await run_sweep(client, model, count, spec, "t1")
-        await http.aclose()
+        res = await run_sweep(target, model, count, spec, "t1")
         assert vsim.state.max_in_flight == 4  # the concurrency actually reached the server
         prompts = [b["prompt"] for b in vsim.state.bodies[1:]]  # after the warm-up request
+        assert set(vsim.state.authorization) == {"Bearer sk-bench"}  # the endpoint's auth on every request
+        assert all(b["stream"] and b["ignore_eos"] and b["max_tokens"] == out for b in vsim.state.bodies[1:])
     assert len(res.cells) == 4 and not res.stopped
     assert len(set(prompts)) == len(prompts) == 16  # unique prompts: nothing for the prefix cache to reuse
     for c in res.cells:
@@ -72,6 +81,25 @@ async def test_sweep_statistics_match_the_injected_timing(deps_for) -> None:  # 
         expected_rps = c.concurrency / (ttft + (out - 1) * delay)
         assert c.req_per_s == pytest.approx(expected_rps, rel=0.2)
         assert c.output_tok_per_s == pytest.approx(c.req_per_s * out, rel=1e-6)
+
+
+async def test_an_sdk_client_lends_its_endpoint_and_auth_to_the_generator(deps_for) -> None:  # noqa: F811
+    # The bench command hands run_sweep the endpoint's openai client: same URL and credentials on the wire.
+    with running_sim(ttft_s=0.01, token_delay_s=0.001) as (vsim, url):
+        deps = deps_for(url, vllm_api_key=SecretStr("sk-sdk"))
+        http = bench_http_client(2, 30)
+        sdk = (await deps.endpoint.client()).with_options(http_client=http)
+        target = StreamTarget.from_openai(sdk)
+        assert target.base_url == url + "/v1" and target.headers == await deps.endpoint.auth_headers()
+
+        async def count(p: str) -> int:
+            return len(await deps.model_server.tokenize(url, "m", p))
+
+        spec = BenchSpec(concurrency=[2], contexts=[32], output_tokens=5, requests_per_cell=6)
+        res = await run_sweep(sdk, "m", count, spec, "t0")
+        await http.aclose()
+    assert res.cells[0].ok == 6 and res.cells[0].mean_output_tokens == 5
+    assert set(vsim.state.authorization) == {"Bearer sk-sdk"} and len(vsim.state.authorization) == 7
 
 
 async def test_errors_are_counted_by_type_and_stop_ends_the_sweep(deps_for) -> None:  # noqa: F811
@@ -136,9 +164,7 @@ async def test_bench_command_plan_confirm_run_and_compare(deps_for, settings) ->
         assert thread_ts == progress_ts and "done" in result.title
         names = sorted(f.filename for f, _ in responder.uploads)
         assert (
-            len(names) == 3
-            and any(n.endswith(".csv") for n in names)
-            and any(n.endswith("latency.png") for n in names)
+            len(names) == 3 and any(n.endswith(".csv") for n in names) and any(n.endswith("latency.png") for n in names)
         )
         assert all(ts == progress_ts for _, ts in responder.uploads)
         png = next(f for f, _ in responder.uploads if f.filename.endswith("throughput.png"))
@@ -174,17 +200,13 @@ async def test_bench_rejects_bad_input_and_runs_one_sweep_at_a_time(deps_for, se
         responder = RecordingResponder()
 
         def cctx(args: list[str]) -> CommandContext:
-            return CommandContext(
-                deps=deps, responder=responder, user_id="UDEPLOYER", channel_id="C1", args=args
-            )
+            return CommandContext(deps=deps, responder=responder, user_id="UDEPLOYER", channel_id="C1", args=args)
 
         for bad, words in ((["--concurrency", "a,b"], "needs numbers"), (["--output", "1"], "output_tokens"),
                            (["--bogus"], "Unknown option"), (["--requests", "100000"], "cap")):  # fmt: skip
             r = await run_command(cctx(bad), "bench")
             assert r is not None and words in reply_text(r), (bad, reply_text(r))
-        assert [
-            k async for k in deps.redis.scan_iter(match=settings.key("bench", "*"))
-        ] == []  # nothing stored
+        assert [k async for k in deps.redis.scan_iter(match=settings.key("bench", "*"))] == []  # nothing stored
 
         args = ["--concurrency", "1", "--context", "32", "--output", "40", "--requests", "40"]
         p1, p2 = await run_command(cctx(args), "bench"), await run_command(cctx(args), "bench")
@@ -198,9 +220,7 @@ async def test_bench_rejects_bad_input_and_runs_one_sweep_at_a_time(deps_for, se
         busy = await run_action(actx("gemma_bench_confirm", p2.buttons[0].value))
         assert busy is not None and "Another benchmark is running" in busy.title
         await asyncio.sleep(0.5)
-        stop_button = next(
-            b for b in responder.posts[next(iter(responder.posts))].buttons if b.label == "Stop"
-        )
+        stop_button = next(b for b in responder.posts[next(iter(responder.posts))].buttons if b.label == "Stop")
         await run_action(actx(stop_button.action_id, stop_button.value))
         await deps.drain(timeout_s=30)
     _, result = responder.threads[-1]

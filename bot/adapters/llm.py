@@ -54,6 +54,14 @@ class LLMEndpoint:
             max_retries=0,  # retries (cold starts) are the caller's decision, with user-visible progress
         )
 
+    async def auth_headers(self) -> dict[str, str]:
+        """The auth headers client() sends, for callers with their own HTTP client (the bench's load
+        generator): VLLM_API_KEY as a bearer token, replaced by the identity token when the service needs one."""
+        key = self._settings.vllm_api_key.get_secret_value() if self._settings.vllm_api_key else ""
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        headers.update(await self._tokens.header_for(await self.base_url()))
+        return headers
+
     async def model_id(self) -> str:
         """VLLM_MODEL_ID, else the first id the server lists (cached for the process)."""
         if self._model_id:

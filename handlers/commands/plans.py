@@ -3,6 +3,12 @@
 Any feature proposes a write with `plan_button(action, params)`; clicking it lands here, computes a plan and
 shows it with Confirm / Cancel. Confirm runs the checks (skills/confirm.py), then the write with progress
 edited in place.
+
+Where things appear: a button clicked inside a thread (an incident thread, a conversation) gets its plan
+posted in that thread, and the plan remembers the thread, so Confirm's progress and result land there too
+(also when confirmed from the destroy modal, which knows no thread). When the thread is an incident's, a
+short line reports the outcome there once the action completes. A slash command's plan is the command's
+answer; its progress goes in a thread under it, as before.
 """
 
 from __future__ import annotations
@@ -14,10 +20,11 @@ from typing import Any
 
 from bot.deps import Deps
 from handlers.context import ActionContext, Responder
+from handlers.incidents import incident_for_thread
 from handlers.registry import action
 from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION, PLAN_ACTION, Button, Reply, error_reply
 from skills.confirm import Refused, WriteGate, claim, run_claimed
-from skills.deploy import Progress
+from skills.deploy import ExecResult, Progress
 from skills.deploy_env import DeployEnv
 from skills.errors import InvalidInput
 from skills.plan_actions import build_plan
@@ -119,21 +126,48 @@ def render_plan(plan: Plan, *, with_buttons: bool = True) -> Reply:
     return reply
 
 
-async def make_plan(deps: Deps, user_id: str, channel_id: str, kind: str, params: dict[str, Any]) -> Reply:
-    """Compute, store and render a plan (the one entry point for commands and plan buttons)."""
+async def store_plan(
+    deps: Deps, user_id: str, channel_id: str, kind: str, params: dict[str, Any], thread_ts: str = ""
+) -> Plan:
+    """Compute and store a plan (the one entry point for commands and plan buttons)."""
     plan = await build_plan(kind, params, deps.runtime, deploy_env(deps), user_id=user_id, channel_id=channel_id)
+    if thread_ts:
+        plan.thread_ts = thread_ts
+        plan.incident_id = await incident_for_thread(deps, channel_id, thread_ts)
     await plan_store(deps).save(plan)
-    return render_plan(plan)
+    return plan
+
+
+async def make_plan(deps: Deps, user_id: str, channel_id: str, kind: str, params: dict[str, Any]) -> Reply:
+    """Compute, store and render a plan (the command path: the reply is the command's answer)."""
+    return render_plan(await store_plan(deps, user_id, channel_id, kind, params))
+
+
+def clicked_in_thread(ctx: ActionContext) -> str:
+    """The thread a clicked message sits in ('' for a top-level message: its answer is not a thread reply).
+    Slack's payload has message.thread_ts only for messages in a thread; the surface falls back to message.ts."""
+    return ctx.thread_ts if ctx.thread_ts and ctx.thread_ts != ctx.message_ts else ""
 
 
 @action(PLAN_ACTION)
-async def on_plan_button(ctx: ActionContext) -> Reply:
+async def on_plan_button(ctx: ActionContext) -> Reply | None:
     try:
         data = json.loads(ctx.value)
         kind, params = data["action"], data.get("params") or {}
     except (ValueError, KeyError, TypeError):
         raise InvalidInput("This button carries no valid action.", "Ask for the plan again.") from None
-    return await make_plan(ctx.deps, ctx.user_id, ctx.channel_id, str(kind), params)
+    thread = clicked_in_thread(ctx)
+    plan = await store_plan(ctx.deps, ctx.user_id, ctx.channel_id, str(kind), params, thread_ts=thread)
+    reply = render_plan(plan)
+    if not thread:
+        return reply
+    try:
+        ts = await ctx.responder.post(reply, thread_ts=thread)
+    except Exception:  # e.g. the bot is not in that channel: the response URL still reaches the user
+        log.warning("could not post plan %s in thread %s; answering via the response URL", plan.id, thread)
+        return reply
+    await plan_store(ctx.deps).set_message(plan, ts)
+    return None
 
 
 def _plan_id(value: str) -> str:
@@ -191,6 +225,17 @@ async def _safe_update(responder: Responder, ts: str, reply: Reply) -> None:
         log.warning("could not update message %s", ts, exc_info=True)
 
 
+def outcome_line(plan: Plan, user_id: str, result: ExecResult, elapsed_s: float) -> Reply:
+    """The short line an incident thread gets when an action proposed in it has completed."""
+    if result.ok:
+        title = f":white_check_mark: Action done: {plan.kind} `{plan.service}` succeeded"
+    else:
+        title = f":x: Action failed: {plan.kind} `{plan.service}`: {result.detail[:300]}"
+    reply = Reply(title=title + f" ({_elapsed(elapsed_s)}, confirmed by <@{user_id}>)")
+    reply.context = f"plan `{plan.id}`: {plan.summary[:200]}"
+    return reply
+
+
 async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = None) -> Reply | None:
     deps = ctx.deps
     gate = write_gate(deps)
@@ -198,26 +243,43 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
         plan, lock = await claim(gate, plan_id, ctx.user_id, typed_name)
     except Refused as exc:
         return error_reply(exc.message, exc.hint)
+    # The plan's own thread (asked from a thread) wins over the click's, which a modal does not have.
+    thread = plan.thread_ts or ctx.thread_ts or None
     # The plan message loses its buttons, so nobody clicks a spent plan.
     spent = render_plan(plan, with_buttons=False)
     spent.context = f"confirmed by <@{ctx.user_id}> · plan `{plan.id}`"
-    await _safe_update(ctx.responder, ctx.message_ts, spent)
+    await _safe_update(ctx.responder, ctx.message_ts or plan.message_ts, spent)
     first = Progress(phase="submitted", elapsed_s=0.0, detail=plan.summary)
-    ts = await ctx.responder.post(progress_reply(plan, ctx.user_id, first), thread_ts=ctx.thread_ts or None)
+    t0 = time.monotonic()
+    try:
+        ts = await ctx.responder.post(progress_reply(plan, ctx.user_id, first), thread_ts=thread)
+    except BaseException:
+        await gate.plans.unclaim(plan.id)  # nothing ran: the plan may be confirmed again
+        await lock.release()
+        raise
 
     async def on_progress(p: Progress) -> None:
         await _safe_update(ctx.responder, ts, progress_reply(plan, ctx.user_id, p))
 
-    await run_claimed(
-        gate,
-        plan,
-        lock,
-        ctx.user_id,
-        deps.runtime,
-        logs=deps.logs,
-        progress=on_progress,
-        poll_s=deps.settings.deploy_poll_s,
-    )
+    result = ExecResult(ok=False, detail="stopped unexpectedly (see the bot's logs)")
+    try:
+        result = await run_claimed(
+            gate,
+            plan,
+            lock,
+            ctx.user_id,
+            deps.runtime,
+            logs=deps.logs,
+            progress=on_progress,
+            poll_s=deps.settings.deploy_poll_s,
+        )
+    finally:
+        if plan.incident_id and thread:
+            line = outcome_line(plan, ctx.user_id, result, time.monotonic() - t0)
+            try:
+                await ctx.responder.post(line, thread_ts=thread)
+            except Exception:  # the progress message already shows the outcome
+                log.warning("could not post the outcome of plan %s in its incident thread", plan.id)
     return None
 
 

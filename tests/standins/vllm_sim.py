@@ -2,8 +2,12 @@
 
 Speaks the real wire protocol: `/v1/chat/completions` and `/v1/completions` stream as SSE (`data: {...}`
 lines, `data: [DONE]`), honour `stream_options.include_usage` (a final chunk with empty choices and usage),
-and the first chat chunk carries only the role (no text) as vLLM's does. Timing is injected: the first token
-comes `ttft_s` after the request arrives, then one chunk every `token_delay_s`. `/metrics` is Prometheus text
+and the first chat chunk carries only the role (no text) as vLLM's does. Timing is injected on an absolute
+schedule: token i is due `ttft_s + i * token_delay_s` after the request arrives (a late wake-up does not push
+the later tokens back, so lag never accumulates). Each streamed request's server-side span (arrival, first
+token written, last byte written; time.perf_counter, i.e. CLOCK_MONOTONIC, comparable across processes on
+Linux) is kept in `state.spans` and served at `/sim/spans`, so a benchmark can tell its client's overhead
+from the stand-in's own lag. `/metrics` is Prometheus text
 with vLLM's metric names (histograms, counters, `vllm:cache_config_info`), rendered by prometheus-client;
 `/tokenize` counts whitespace-separated words as tokens (plus a BOS token), so prompt sizes are exact.
 """
@@ -43,6 +47,7 @@ _ITL_BUCKETS = (
     0.5,
     1.0,
 )
+SPAN_KEY_CHARS = 120  # spans are keyed by the prompt's start (the bench's prompts differ in their first words)
 _E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0)
 
 
@@ -70,6 +75,9 @@ class SimState:
     in_flight: int = 0
     max_in_flight: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
+    authorization: list[str] = field(default_factory=list)  # the Authorization header of each completion
+    spans: list[tuple[str, float, float, float]] = field(default_factory=list)  # (prompt[:KEY], arrival,
+    # first token written, end)
 
 
 class VllmSim:
@@ -86,19 +94,11 @@ class VllmSim:
         self.preemptions = Counter("vllm:num_preemptions", "Preemptions", labels, registry=r)
         self.prompt_tokens = Counter("vllm:prompt_tokens", "Prefill tokens", labels, registry=r)
         self.generation_tokens = Counter("vllm:generation_tokens", "Generated tokens", labels, registry=r)
-        self.prefix_queries = Counter(
-            "vllm:prefix_cache_queries", "Prefix-cache queried tokens", labels, registry=r
-        )
+        self.prefix_queries = Counter("vllm:prefix_cache_queries", "Prefix-cache queried tokens", labels, registry=r)
         self.prefix_hits = Counter("vllm:prefix_cache_hits", "Prefix-cache hit tokens", labels, registry=r)
-        self.ttft = Histogram(
-            "vllm:time_to_first_token_seconds", "TTFT", labels, buckets=_TTFT_BUCKETS, registry=r
-        )
-        self.itl = Histogram(
-            "vllm:inter_token_latency_seconds", "ITL", labels, buckets=_ITL_BUCKETS, registry=r
-        )
-        self.e2e = Histogram(
-            "vllm:e2e_request_latency_seconds", "E2E", labels, buckets=_E2E_BUCKETS, registry=r
-        )
+        self.ttft = Histogram("vllm:time_to_first_token_seconds", "TTFT", labels, buckets=_TTFT_BUCKETS, registry=r)
+        self.itl = Histogram("vllm:inter_token_latency_seconds", "ITL", labels, buckets=_ITL_BUCKETS, registry=r)
+        self.e2e = Histogram("vllm:e2e_request_latency_seconds", "E2E", labels, buckets=_E2E_BUCKETS, registry=r)
         cache_labels = [
             "block_size",
             "cache_dtype",
@@ -131,6 +131,7 @@ class VllmSim:
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/v1/completions", self._completions, methods=["POST"]),
                 Route("/sim/stats", self._stats),
+                Route("/sim/spans", self._spans),
             ]
         )
 
@@ -166,9 +167,10 @@ class VllmSim:
     # --- endpoints -----------------------------------------------------------------------------------
     async def _stats(self, request: Request) -> JSONResponse:
         st = self.state
-        return JSONResponse(
-            {"requests": st.requests, "in_flight": st.in_flight, "max_in_flight": st.max_in_flight}
-        )
+        return JSONResponse({"requests": st.requests, "in_flight": st.in_flight, "max_in_flight": st.max_in_flight})
+
+    async def _spans(self, request: Request) -> JSONResponse:
+        return JSONResponse({"spans": self.state.spans})
 
     async def _health(self, request: Request) -> Response:
         return Response(status_code=200)
@@ -192,9 +194,7 @@ class VllmSim:
         else:
             text = str(body.get("prompt", ""))
         n = self.count_tokens(text)
-        return JSONResponse(
-            {"count": n, "max_model_len": self.config.max_model_len, "tokens": list(range(n))}
-        )
+        return JSONResponse({"count": n, "max_model_len": self.config.max_model_len, "tokens": list(range(n))})
 
     def _error(self, status: int, message: str) -> JSONResponse:
         kind = "BadRequestError" if status == 400 else "InternalServerError"
@@ -203,10 +203,11 @@ class VllmSim:
             status_code=status,
         )
 
-    def _admit(self, body: dict[str, Any], prompt_tokens: int) -> JSONResponse | None:
+    def _admit(self, request: Request, body: dict[str, Any], prompt_tokens: int) -> JSONResponse | None:
         c = self.config
         self.state.requests += 1
         self.state.bodies.append(body)
+        self.state.authorization.append(request.headers.get("authorization", ""))
         if c.fail_status:
             return self._error(c.fail_status, f"simulated HTTP {c.fail_status}")
         if c.fail_every and self.state.requests % c.fail_every == 0:
@@ -222,23 +223,26 @@ class VllmSim:
         return None
 
     async def _chat(self, request: Request) -> Response:
+        arrival = time.perf_counter()
         body = await request.json()
         prompt = " ".join(str(m.get("content") or "") for m in body.get("messages", []))
         prompt_tokens = self.count_tokens(prompt)
-        if (err := self._admit(body, prompt_tokens)) is not None:
+        if (err := self._admit(request, body, prompt_tokens)) is not None:
             return err
         if body.get("tools"):
             if not self.config.tools_enabled:
                 return self._error(400, TOOL_CHOICE_ERROR)
             return await self._tool_call(body, prompt_tokens)
-        return await self._generate(body, prompt_tokens, chat=True)
+        return await self._generate(body, prompt, prompt_tokens, arrival, chat=True)
 
     async def _completions(self, request: Request) -> Response:
+        arrival = time.perf_counter()
         body = await request.json()
-        prompt_tokens = self.count_tokens(str(body.get("prompt", "")))
-        if (err := self._admit(body, prompt_tokens)) is not None:
+        prompt = str(body.get("prompt", ""))
+        prompt_tokens = self.count_tokens(prompt)
+        if (err := self._admit(request, body, prompt_tokens)) is not None:
             return err
-        return await self._generate(body, prompt_tokens, chat=False)
+        return await self._generate(body, prompt, prompt_tokens, arrival, chat=False)
 
     async def _tool_call(self, body: dict[str, Any], prompt_tokens: int) -> JSONResponse:
         await asyncio.sleep(self.config.ttft_s)
@@ -269,7 +273,9 @@ class VllmSim:
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         return max_tokens if body.get("ignore_eos") else min(max_tokens, self.config.default_output_tokens)
 
-    async def _generate(self, body: dict[str, Any], prompt_tokens: int, *, chat: bool) -> Response:
+    async def _generate(
+        self, body: dict[str, Any], prompt: str, prompt_tokens: int, t0: float, *, chat: bool
+    ) -> Response:
         n_out = self._n_output(body)
         words = [_WORDS[i % len(_WORDS)] for i in range(n_out)]
         usage = {
@@ -280,7 +286,6 @@ class VllmSim:
         finish = "length" if n_out == int(body.get("max_tokens") or 16) else "stop"
         base = {"id": "cmpl-sim", "created": int(time.time()), "model": self.config.model_id}
         obj = "chat.completion.chunk" if chat else "text_completion"
-        t0 = time.perf_counter()
         self.state.in_flight += 1
         self.state.max_in_flight = max(self.state.max_in_flight, self.state.in_flight)
 
@@ -306,34 +311,41 @@ class VllmSim:
                 if chat
                 else {"index": 0, "text": text, "finish_reason": finish}
             )
-            return JSONResponse(
-                {**base, "object": obj.replace(".chunk", ""), "choices": [ch], "usage": usage}
-            )
+            return JSONResponse({**base, "object": obj.replace(".chunk", ""), "choices": [ch], "usage": usage})
 
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         per = max(1, self.config.tokens_per_chunk)
+        ttft_s, delay_s = self.config.ttft_s, self.config.token_delay_s
+        # Every chunk shares its id/created/model/object fields: serialize them once per request.
+        head = json.dumps({**base, "object": obj}, separators=(",", ":"))[:-1].encode() + b',"choices":'
+
+        def chunk(choices: list[dict[str, Any]], extra: bytes = b"") -> bytes:
+            return b"data: " + head + json.dumps(choices, separators=(",", ":")).encode() + extra + b"}\n\n"
 
         async def events() -> Any:
+            perf = time.perf_counter
             first_at: float | None = None
             try:
                 if chat:  # vLLM's first chat chunk: the role, no text yet
                     role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
-                    yield _sse({**base, "object": obj, "choices": [role]})
-                await asyncio.sleep(self.config.ttft_s)
+                    yield chunk([role])
                 for i in range(0, n_out, per):
-                    if i:
-                        await asyncio.sleep(self.config.token_delay_s * per)
-                    if first_at is None:
-                        first_at = time.perf_counter()
+                    wait = t0 + ttft_s + i * delay_s - perf()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
                     last = i + per >= n_out
                     text = "".join(" " + w for w in words[i : i + per])
-                    yield _sse({**base, "object": obj, "choices": [choice(text, finish if last else None)]})
+                    yield chunk([choice(text, finish if last else None)])
+                    if first_at is None:
+                        first_at = perf()
                 if include_usage:
-                    yield _sse({**base, "object": obj, "choices": [], "usage": usage})
+                    yield chunk([], b',"usage":' + json.dumps(usage, separators=(",", ":")).encode())
                 yield b"data: [DONE]\n\n"
             finally:
+                end = perf()
                 self.state.in_flight -= 1
-                self._record(prompt_tokens, n_out, time.perf_counter() - t0, (first_at or t0) - t0)
+                self.state.spans.append((prompt[:SPAN_KEY_CHARS], t0, first_at or end, end))
+                self._record(prompt_tokens, n_out, end - t0, (first_at or t0) - t0)
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
