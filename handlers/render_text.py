@@ -7,10 +7,38 @@ import re
 from .reply import Reply
 
 _LINK = re.compile(r"<([^|>]+)\|([^>]+)>")
+_EMOJI = re.compile(r":([a-z_]+):")
+_LEADING_EMOJI = re.compile(r"^:([a-z_]+): ?")
+# Slack renders these shortcodes; a terminal shows the same meaning as a short symbol (unknown ones vanish).
+_SYMBOLS = {
+    "warning": "!",
+    "x": "✗",
+    "white_check_mark": "✓",
+    "red_circle": "●",
+    "large_yellow_circle": "●",
+    "large_green_circle": "●",
+    "large_orange_circle": "●",
+    "white_circle": "○",
+    "zzz": "z",
+    "hourglass": "…",
+    "hourglass_flowing_sand": "…",
+    "rotating_light": "!!",
+    "no_entry": "✗",
+    "no_entry_sign": "✗",
+    "checkered_flag": "✓",
+    "skull": "✗",
+}
+
+
+def _symbol(m: re.Match[str]) -> str:
+    return _SYMBOLS.get(m.group(1), "")
 
 
 def _plain(s: str) -> str:
-    return _LINK.sub(r"\2 (\1)", s)
+    s = _LINK.sub(r"\2 (\1)", s)
+    # A leading shortcode with no symbol must not leave a leading space behind.
+    s = _LEADING_EMOJI.sub(lambda m: f"{_SYMBOLS[m.group(1)]} " if m.group(1) in _SYMBOLS else "", s)
+    return _EMOJI.sub(_symbol, s)
 
 
 def to_text(reply: Reply) -> str:

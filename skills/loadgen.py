@@ -466,13 +466,21 @@ async def run_cell(
     stop: asyncio.Event | None = None,
     deadline: float = math.inf,
     on_request_done: Callable[[], None] | None = None,
+    ramp_s: float = 0.0,
 ) -> tuple[list[RequestRecord], str]:
-    """Run one cell closed-loop. Returns the finished records and why it stopped early ('' if it did not)."""
+    """Run one cell closed-loop. Returns the finished records and why it stopped early ('' if it did not).
+
+    With `ramp_s`, worker k starts k/concurrency x ramp_s late (spread over the ramp), so the closed loop
+    settles with requests spread in time instead of in lockstep waves; by default all start at once.
+    """
     records: list[RequestRecord] = []
     next_i = 0
+    n_workers = min(concurrency, n_requests)
 
-    async def worker() -> None:
+    async def worker(k: int) -> None:
         nonlocal next_i
+        if ramp_s > 0 and k:
+            await asyncio.sleep(ramp_s * k / n_workers)
         while next_i < n_requests:
             i = next_i
             next_i += 1
@@ -482,7 +490,7 @@ async def run_cell(
             if on_request_done is not None:
                 on_request_done()
 
-    workers = asyncio.gather(*(worker() for _ in range(min(concurrency, n_requests))))
+    workers = asyncio.gather(*(worker(k) for k in range(n_workers)))
     stopper = asyncio.ensure_future(_wait_stop(stop or asyncio.Event(), deadline))
     try:
         both: set[asyncio.Future[Any]] = {workers, stopper}

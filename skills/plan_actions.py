@@ -19,17 +19,28 @@ from .gcloud_cmd import deploy_command, destroy_command, rollback_command, scale
 from .plans import Plan
 from .ports import RevisionInfo, Runtime
 from .profiles import DeployProfile, KvDtype, get_profile
+from .remediation import RedeployFixes
 from .render_service import (
     ANNOTATION_MODEL,
     MAX_THRESHOLD_WINDOW_S,
+    OFFLINE_ENV,
     PROBE_MARGIN,
     DeployConfig,
+    add_model_volume,
+    fix_fuse_mounts,
+    gcs_mounts,
     gib,
     main_container,
     probe_for,
     render_service,
     replace_container,
+    secret_env_of,
+    set_dtype,
+    set_env,
     set_flag,
+    set_model_args,
+    set_secret_env,
+    set_tool_calling,
     strip_output_only,
 )
 from .service_diff import diff_specs, fingerprint, parse_flags
@@ -84,7 +95,11 @@ class DeployParams(Overrides):
     service: str | None = None
 
 
-class RedeployParams(Overrides):
+class RedeployParams(Overrides, RedeployFixes):
+    """Overrides plus the fixes only a redeploy applies (dtype, tool calling, FUSE mount, HF token, model)."""
+
+    model_config = ConfigDict(extra="forbid")
+
     service: str | None = None
 
 
@@ -314,6 +329,10 @@ def _patch(spec: dict[str, Any], o: dict[str, Any]) -> dict[str, Any]:
         args = set_flag(args, flag, value)
     if "enforce_eager" in o:
         args = set_flag(args, "--enforce-eager", bool(o["enforce_eager"]))
+    if "dtype" in o:
+        args = set_dtype(args, o["dtype"])
+    if "enable_tool_calling" in o:
+        args = set_tool_calling(args, bool(o["enable_tool_calling"]))
     container["args"] = args
     tmpl = spec.setdefault("template", {})
     if "max_num_seqs" in o:
@@ -357,6 +376,7 @@ def _effective(spec: dict[str, Any], container: dict[str, Any]) -> dict[str, Any
         "gpu": spec.get("template", {}).get("nodeSelector", {}).get("accelerator") or "nvidia-l4",
         "gpu_count": int(limits.get("nvidia.com/gpu") or 1),
         "enforce_eager": "--enforce-eager" in flags,
+        "dtype": {"half": "half", "float16": "half", "bfloat16": "bfloat16"}.get(flags.get("--dtype", ""), "auto"),
     }
     for field, flag in _ARG_FLAGS.items():
         if flag not in flags:
@@ -370,6 +390,75 @@ def _effective(spec: dict[str, Any], container: dict[str, Any]) -> dict[str, Any
             except ValueError:
                 continue
     return out
+
+
+def _apply_fixes(spec: dict[str, Any], o: dict[str, Any], env: DeployEnv, notes: list[str]) -> dict[str, Any]:
+    """The spec-level fixes (FUSE mount options, HF token, model and its source) on the main container."""
+    container = copy.deepcopy(main_container(spec))
+    args = [str(a) for a in container.get("args") or []]
+    if o.get("fix_fuse_mount_options"):
+        fix_fuse_mounts(spec, container)
+    if "model" in o or "model_source" in o:
+        args = _switch_model(spec, container, args, o, env, notes)
+    if o.get("hf_token_from_secret"):
+        _token_from_secret(container, env, notes)
+    container["args"] = args
+    replace_container(spec, container)
+    return container
+
+
+def _token_from_secret(container: dict[str, Any], env: DeployEnv, notes: list[str]) -> None:
+    literal = any(e.get("name") == "HF_TOKEN" and "value" in e for e in container.get("env") or [])
+    if secret_env_of(container, "HF_TOKEN") is None:
+        set_secret_env(container, "HF_TOKEN", env.hf_token_secret)
+        if literal:
+            notes.append("A literal HF_TOKEN env value is replaced by the Secret Manager reference (never a literal).")
+    notes.append(
+        f"HF_TOKEN comes from secret `{env.hf_token_secret}`: its account must have accepted the Gemma licence, "
+        "and the service account needs roles/secretmanager.secretAccessor on it."
+    )
+
+
+def _switch_model(
+    spec: dict[str, Any], container: dict[str, Any], args: list[str], o: dict[str, Any], env: DeployEnv, notes: list[str]
+) -> list[str]:
+    """--model from the catalog (its Hub id, or its folder on the bucket mount), with matching env."""
+    flags = parse_flags(args)
+    current_path = flags.get("--model", "")
+    old = _model_of(spec, flags)
+    name = o.get("model") or old
+    if name is None:
+        raise InvalidInput(
+            "Cannot tell which catalog model this service runs, so its path cannot be changed.",
+            "Pass `model=` with a catalog name (see `/gemma models`).",
+        )
+    catalog = load_catalog()
+    m = catalog.model(name)
+    source = o.get("model_source") or ("bucket" if current_path.startswith("/") else "hub")
+    if source == "bucket":
+        mounts = gcs_mounts(spec, container)
+        under = [p for _, p in mounts if p and current_path.startswith(p.rstrip("/") + "/")]
+        if under or mounts:
+            root = (under or [p for _, p in mounts])[0]
+        elif env.model_bucket:
+            root = add_model_volume(spec, container, env.model_bucket)
+            notes.append(f"Mounts bucket `{env.model_bucket}` read-only at {root} (uid=1001;gid=1001).")
+        else:
+            raise InvalidInput(
+                "No model bucket is configured, so the weights cannot come from GCS.",
+                "Set MODEL_BUCKET to the bucket holding the weights, or pull from the Hub (`model_source=hub`).",
+            )
+        path = f"{root.rstrip('/')}/{m.hf_repo.rsplit('/', 1)[-1]}"
+        set_env(container, "HF_HUB_OFFLINE", "1")
+        notes.append(f"Expects the weights under `{path}` in the bucket (as `hf download` lays them out).")
+    else:
+        path = m.hf_repo
+        for var in OFFLINE_ENV:  # offline mode blocks the download
+            set_env(container, var, None)
+        _token_from_secret(container, env, notes)
+    old_args = catalog.models[old].vllm_args if old in catalog.models else []
+    spec.setdefault("annotations", {})[ANNOTATION_MODEL] = m.name
+    return set_model_args(args, path, old_args, m.vllm_args)
 
 
 def _probe_budget(container: dict[str, Any]) -> int:
@@ -390,10 +479,11 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
     if "gpu" in o:
         o["gpu"] = _check_gpu(o["gpu"])
     new = strip_output_only(current)
-    container = _patch(new, o)
+    notes: list[str] = []
+    _patch(new, o)
+    container = _apply_fixes(new, o, env, notes)
     # A redeploy moves traffic to the new revision once it is ready (not before), even after a rollback pin.
     new["traffic"] = [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "percent": 100}]
-    notes: list[str] = []
     report: FitReport | None = None
     model = _model_of(new, parse_flags([str(a) for a in container.get("args") or []]))
     if model is None:
@@ -407,11 +497,20 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
             fix: dict[str, Any] = {"max_model_len": eff.max_model_len, "enforce_eager": eff.enforce_eager}
             if eff.kv_cache_dtype == "fp8":
                 fix["kv_cache_dtype"] = "fp8"
+            if eff.dtype == "half":
+                fix["dtype"] = "half"  # the GPU has no bf16
             if eff.host_memory_gib and eff.host_memory_gib > gib(limits.get("memory") or "0Gi"):
                 fix["memory"] = f"{math.ceil(eff.host_memory_gib)}Gi"
             container = _patch(new, fix)
     changed = ", ".join(f"{k}={v}" for k, v in o.items())
     budget = _probe_budget(container)
+    changes = diff_specs(strip_output_only(current), new)
+    if not changes:
+        raise InvalidInput(
+            f"This redeploy would change nothing: `{service}` already runs with {changed}.",
+            "Check `/gemma config` against the logs; the cause may be outside the service (bucket contents, IAM, "
+            "the token's access).",
+        )
     plan = Plan(
         kind="redeploy",
         service=service,
@@ -419,8 +518,8 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
         params=p.model_dump(exclude_none=True),
         spec=new,
         base_fingerprint=fingerprint(current),
-        changes=diff_specs(strip_output_only(current), new),
-        gcloud=deploy_command(service, new, env.region, env.project),
+        changes=changes,
+        gcloud=deploy_command(service, new, env.region, env.project, update=True),
         wait_budget_s=budget + WAIT_MARGIN_S,
         notes=notes,
     )

@@ -16,7 +16,52 @@ class ScaleParams(BaseModel):
     max_instances: int | None = Field(default=None, ge=1, le=100)
 
 
-class RedeployParams(BaseModel):
+DType = Literal["auto", "half", "bfloat16"]  # vLLM --dtype; "half" on GPUs without bf16 (T4)
+ModelSource = Literal["hub", "bucket"]
+# A catalog model name or alias (checked against the catalog): never a free-form path or repo id.
+_MODEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,99}$"
+
+
+class RedeployFixes(BaseModel):
+    """Fixes a redeploy may apply besides the numeric settings. Each one maps to fixed flags, env vars or
+    mount options chosen by the bot (the secret and bucket names come from settings, the model from the
+    catalog), so no value here can put arbitrary text into the container's args, env or volumes."""
+
+    dtype: DType | None = Field(default=None, description="vLLM --dtype: half where bf16 is unsupported (T4)")
+    enable_tool_calling: bool | None = Field(
+        default=None,
+        description="--enable-auto-tool-choice --tool-call-parser gemma4 --reasoning-parser gemma4 (false removes)",
+    )
+    fix_fuse_mount_options: Literal[True] | None = Field(
+        default=None, description="mount the GCS FUSE volume as uid=1001;gid=1001 (the vLLM image's user)"
+    )
+    hf_token_from_secret: Literal[True] | None = Field(
+        default=None, description="inject HF_TOKEN from the configured Secret Manager secret"
+    )
+    model_source: ModelSource | None = Field(
+        default=None,
+        description="hub: pull from Hugging Face (token from Secret Manager, HF_HUB_OFFLINE unset); "
+        "bucket: weights on the GCS FUSE mount with HF_HUB_OFFLINE=1",
+    )
+    model: str | None = Field(
+        default=None, pattern=_MODEL_NAME, description="a catalog model name; sets --model to its path or Hub id"
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _catalog_model(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from .catalog import load_catalog
+        from .errors import UserFacingError
+
+        try:
+            return load_catalog().model(v).name
+        except UserFacingError as exc:
+            raise ValueError(f"{exc.message} {exc.hint}".strip()) from None
+
+
+class RedeployParams(RedeployFixes):
     """vLLM / Cloud Run settings a redeploy may change (unset: keep the running value)."""
 
     max_model_len: int | None = Field(default=None, ge=256, le=1_048_576)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .errors import InvalidInput
 from .profiles import KvDtype
+from .service_diff import parse_flags
 
 PORT = 8080
 MOUNT_PATH = "/mnt/models"
@@ -269,6 +270,105 @@ def set_flag(args: list[str], flag: str, value: str | bool | None) -> list[str]:
     elif value not in (None, False):
         out += [flag, str(value)]
     return out
+
+
+# --- the fixes a redeploy may apply (skills/remediation.py RedeployFixes), as edits of a running spec -----
+
+TOOL_FLAGS: list[tuple[str, str | bool]] = [
+    ("--enable-auto-tool-choice", True),
+    ("--tool-call-parser", "gemma4"),
+    ("--reasoning-parser", "gemma4"),
+]
+OFFLINE_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+def set_tool_calling(args: list[str], on: bool) -> list[str]:
+    """Gemma 4 tool calling: the three flags on (with the gemma4 parsers), or all three off."""
+    for flag, value in TOOL_FLAGS:
+        args = set_flag(args, flag, value if on else None)
+    return args
+
+
+def set_dtype(args: list[str], dtype: str) -> list[str]:
+    """vLLM --dtype; `auto` is vLLM's default, so it removes the flag."""
+    return set_flag(args, "--dtype", None if dtype == "auto" else dtype)
+
+
+def fuse_mount_options(current: list[str] | None) -> list[str]:
+    """Mount options with uid/gid 1001 (replacing any other uid/gid), keeping the rest and adding the
+    cache options that are missing."""
+    kept = [o for o in (current or []) if o.split("=", 1)[0].strip() not in ("uid", "gid")]
+    names = {o.split("=", 1)[0].strip() for o in kept}
+    defaults = [o for o in MOUNT_OPTIONS if o.split("=", 1)[0] not in names and o.split("=", 1)[0] not in ("uid", "gid")]
+    return ["uid=1001", "gid=1001", *kept, *defaults]
+
+
+def gcs_mounts(spec: dict[str, Any], container: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    """The GCS volumes the container mounts, with their mount paths."""
+    volumes = {v.get("name"): v for v in spec.get("template", {}).get("volumes") or [] if v.get("gcs")}
+    return [
+        (volumes[m.get("name")], str(m.get("mountPath", "")))
+        for m in container.get("volumeMounts") or []
+        if m.get("name") in volumes
+    ]
+
+
+def fix_fuse_mounts(spec: dict[str, Any], container: dict[str, Any]) -> None:
+    """uid=1001;gid=1001 on every GCS volume the serving container mounts (the image's user)."""
+    mounts = gcs_mounts(spec, container)
+    if not mounts:
+        raise InvalidInput(
+            "The running service mounts no GCS FUSE volume, so there are no mount options to fix.",
+            "Serve the weights from the bucket with `model_source=bucket` (needs MODEL_BUCKET), or deploy a profile.",
+        )
+    for volume, _ in mounts:
+        volume["gcs"]["mountOptions"] = fuse_mount_options(volume["gcs"].get("mountOptions"))
+
+
+def add_model_volume(spec: dict[str, Any], container: dict[str, Any], bucket: str) -> str:
+    """Mount `bucket` read-only at MOUNT_PATH with the field-notes options; returns the mount path."""
+    tmpl = spec.setdefault("template", {})
+    volumes = tmpl.setdefault("volumes", [])
+    names = {v.get("name") for v in volumes}
+    name = VOLUME if VOLUME not in names else next(f"{VOLUME}-{i}" for i in range(2, 100) if f"{VOLUME}-{i}" not in names)
+    volumes.append({"name": name, "gcs": {"bucket": bucket, "readOnly": True, "mountOptions": list(MOUNT_OPTIONS)}})
+    mounts = [m for m in container.get("volumeMounts") or [] if m.get("mountPath") != MOUNT_PATH]
+    container["volumeMounts"] = [*mounts, {"name": name, "mountPath": MOUNT_PATH}]
+    return MOUNT_PATH
+
+
+def set_env(container: dict[str, Any], name: str, value: str | None) -> None:
+    """A plain env var set (or removed when value is None)."""
+    env = [e for e in container.get("env") or [] if e.get("name") != name]
+    if value is not None:
+        env.append({"name": name, "value": value})
+    container["env"] = env
+
+
+def set_secret_env(container: dict[str, Any], name: str, secret: str) -> None:
+    """An env var from Secret Manager (latest version), replacing any literal value of the same name."""
+    env = [e for e in container.get("env") or [] if e.get("name") != name]
+    env.append({"name": name, "valueSource": {"secretKeyRef": {"secret": secret, "version": "latest"}}})
+    container["env"] = env
+
+
+def secret_env_of(container: dict[str, Any], name: str) -> str | None:
+    for e in container.get("env") or []:
+        if e.get("name") == name:
+            return (e.get("valueSource") or {}).get("secretKeyRef", {}).get("secret")
+    return None
+
+
+def set_model_args(args: list[str], path: str, old_model_args: list[str], new_model_args: list[str]) -> list[str]:
+    """--model `path`, and the catalog flags of the new checkpoint instead of the old one's."""
+    old, new = parse_flags(old_model_args), parse_flags(new_model_args)
+    for flag in old.keys() - new.keys():
+        args = set_flag(args, flag, None)
+    for flag, value in new.items():
+        args = set_flag(args, flag, True if value == "true" else value)
+    if any(a == "--model" or a.startswith("--model=") for a in args):
+        return set_flag(args, "--model", path)
+    return ["--model", path, *args]
 
 
 def main_container(spec: dict[str, Any]) -> dict[str, Any]:

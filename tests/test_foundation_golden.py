@@ -131,3 +131,13 @@ def test_block_kit_limits_hold_for_huge_replies() -> None:
             assert len(f["text"]) <= 2000
         assert len(b.get("fields", [])) <= 10
     assert "x" * 100 in to_text(huge)
+
+
+def test_console_text_has_no_slack_markup() -> None:
+    reply = Reply(title=":warning: Deploy refused").add(
+        text="see <https://console.cloud.google.com/run|the console> :x: at 10:30:00", fields=[("  a: b", "c")]
+    )
+    text = to_text(reply)
+    assert text.splitlines()[0] == "! Deploy refused"
+    assert "the console (https://console.cloud.google.com/run) ✗ at 10:30:00" in text
+    assert ":warning:" not in text and "<https" not in text
