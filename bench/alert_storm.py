@@ -7,7 +7,11 @@ of threads created (must equal the incidents) and lost entries (must be 0).
 
     .venv/bin/python bench/alert_storm.py [--deliveries 10000] [--concurrency 32] [--redis redis://127.0.0.1:6379/0]
 
-The bot and the Slack stand-in each run in their own process (uvicorn), as in production.
+The bot and the Slack stand-in each run in their own process (uvicorn), as in production; the load client
+(aiohttp, keep-alive) is this process. GET /_bench on the bot reports its CPU time, event-loop lag (how late a
+5 ms timer fires) and GC pauses during the storm, which is where a webhook's tail latency comes from.
+Diagnostics: --workers 0 (webhook alone, nothing drains), --gc-unfrozen (the figures before the app's
+gc.freeze()), --profile FILE (cProfile of the bot process).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -71,7 +76,62 @@ def run_slack(port: int) -> None:
     )
 
 
-def run_bot(port: int, slack_url: str, redis_url: str, prefix: str) -> None:
+def probe_route(unfreeze: bool = False) -> Any:
+    """GET /_bench on the bot: its CPU time, event-loop lag and GC pauses since the last reset (?reset=1).
+
+    Loop lag is how late a 5 ms timer fires: how long anything ready (a webhook request) waits for the loop.
+    """
+    import gc
+
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    lags: list[float] = []
+    pauses: list[tuple[int, float]] = []  # (generation, seconds)
+    gc_start = [0.0]
+    lag_task: list[asyncio.Task[None]] = []
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            gc_start[0] = time.perf_counter()
+        else:
+            pauses.append((int(info.get("generation", 0)), time.perf_counter() - gc_start[0]))
+
+    gc.callbacks.append(on_gc)
+
+    async def sample_lag() -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            t = loop.time()
+            await asyncio.sleep(0.005)
+            lags.append(loop.time() - t - 0.005)
+
+    async def probe(request: Request) -> JSONResponse:
+        if not lag_task:
+            lag_task.append(asyncio.get_running_loop().create_task(sample_lag()))
+            if unfreeze:  # the "before" figures: startup objects back under the cyclic GC
+                gc.unfreeze()
+        out = {
+            "cpu_s": time.process_time(),
+            "lag_p50_ms": pct(lags, 50) if lags else 0.0,
+            "lag_p99_ms": pct(lags, 99) if lags else 0.0,
+            "lag_max_ms": max(lags, default=0.0) * 1000,
+            "gc_pauses": len(pauses),
+            "gc_max_ms": max((p for _, p in pauses), default=0.0) * 1000,
+            "gc_total_ms": sum(p for _, p in pauses) * 1000,
+            "gc_gen2": sum(1 for g, _ in pauses if g == 2),
+            "gc_gen2_max_ms": max((p for g, p in pauses if g == 2), default=0.0) * 1000,
+        }
+        if request.query_params.get("reset"):
+            lags.clear()
+            pauses.clear()
+        return JSONResponse(out)
+
+    return Route("/_bench", probe, methods=["GET"])
+
+
+def run_bot(port: int, slack_url: str, redis_url: str, prefix: str, workers: int, profile: str, unfreeze: bool) -> None:
     import uvicorn
 
     from bot.settings import load_settings
@@ -89,17 +149,33 @@ def run_bot(port: int, slack_url: str, redis_url: str, prefix: str) -> None:
         google_anonymous_credentials=True,
         log_level="WARNING",
     )
-    app = create_app(build_deps(settings))
-    uvicorn.run(
-        app,
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        access_log=False,
-        loop="uvloop",
-        http="httptools",
-        backlog=4096,
-    )
+    app = create_app(build_deps(settings), extra_routes=[probe_route(unfreeze)])
+    if workers >= 0:  # a diagnostic knob: 0 measures the webhook alone (nothing drains)
+        app.state.alert_queue.concurrency = workers
+
+    def serve() -> None:
+        uvicorn.run(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            access_log=False,
+            loop="uvloop",
+            http="httptools",
+            backlog=4096,
+        )
+
+    if not profile:
+        serve()
+        return
+    import cProfile
+    import signal
+
+    # uvicorn re-raises the SIGTERM it caught once it has shut down: make that a no-op so the profile is saved
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    prof = cProfile.Profile()
+    prof.runcall(serve)  # uvicorn returns on SIGTERM, so the profile covers the whole run
+    prof.dump_stats(profile)
 
 
 # --- the storm --------------------------------------------------------------------------------------------
@@ -169,6 +245,13 @@ async def hammer(
     return elapsed, lat, codes, new
 
 
+async def bot_probe(url: str, reset: bool = False) -> dict[str, float]:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as s, s.get(url + "/_bench" + ("?reset=1" if reset else "")) as r:
+        return dict(await r.json())
+
+
 async def wait_ready(url: str, limit_s: float = 30) -> None:
     import aiohttp
 
@@ -213,6 +296,11 @@ async def storm(args: argparse.Namespace) -> int:
                 args.redis,
                 "--prefix",
                 prefix,
+                "--workers",
+                str(args.workers),
+                "--profile",
+                args.profile,
+                *(["--gc-unfrozen"] if args.gc_unfrozen else []),
             ],
             env=env,
         ),
@@ -225,7 +313,9 @@ async def storm(args: argparse.Namespace) -> int:
         # warm-up (connections, script cache) on a different key space of alerts, then the baseline
         await hammer(bot_url + "/healthz", [b""] * 500, args.concurrency, "GET")
         b_elapsed, b_lat, _, _ = await hammer(bot_url + "/healthz", [b""] * 2000, args.concurrency, "GET")
+        cpu0 = (await bot_probe(bot_url, reset=True))["cpu_s"]
         elapsed, lat, codes, new = await hammer(bot_url + "/alerts/alertmanager", bodies, args.concurrency)
+        during = await bot_probe(bot_url, reset=True)
         accepted = codes.get(202, 0)
         print(
             f"deliveries: {len(bodies)}  accepted(202): {accepted}  other: "
@@ -240,8 +330,19 @@ async def storm(args: argparse.Namespace) -> int:
             f"(healthz p50 {pct(b_lat, 50):.1f} ms  p99 {pct(b_lat, 99):.1f} ms; "
             f"concurrency {args.concurrency})"
         )
+        print(
+            f"bot process during the storm: CPU {during['cpu_s'] - cpu0:.2f} s "
+            f"({(during['cpu_s'] - cpu0) / len(bodies) * 1e6:.0f} us/delivery incl. its workers), event-loop lag "
+            f"p50 {during['lag_p50_ms']:.1f} ms p99 {during['lag_p99_ms']:.1f} ms max {during['lag_max_ms']:.1f} ms, "
+            f"GC pauses {during['gc_pauses']} (max {during['gc_max_ms']:.1f} ms; full collections "
+            f"{during['gc_gen2']}, max {during['gc_gen2_max_ms']:.1f} ms)"
+        )
 
+        if args.workers == 0:
+            print("RESULT: diagnostic run with no alert workers (webhook alone); nothing drained")
+            return 0
         stream, dead = f"{prefix}:alerts:stream", f"{prefix}:alerts:dead"
+        print(f"queued but not yet handled when the storm ended: {await r.xlen(stream)} of {new}")
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < args.drain_timeout:
             left = await r.xlen(stream)
@@ -249,6 +350,7 @@ async def storm(args: argparse.Namespace) -> int:
                 break
             await asyncio.sleep(0.2)
         drain_s = time.perf_counter() - t0
+        after = await bot_probe(bot_url)
         async with aiohttp.ClientSession() as s, s.get(slack_url + "/_stats") as resp:
             stats = await resp.json()
         members = 0
@@ -265,6 +367,10 @@ async def storm(args: argparse.Namespace) -> int:
             f"drained in {drain_s:.1f} s: threads created {stats['headers']} (unique incidents 100), "
             f"incident records {incidents}, alerts in threads {members}/{new}, thread lines "
             f"{stats['thread_lines']}, header updates {stats['updates']}"
+        )
+        print(
+            f"bot CPU storm start -> drained: {after['cpu_s'] - cpu0:.2f} s "
+            f"({(after['cpu_s'] - during['cpu_s']) * 1000:.0f} ms after the storm, while draining)"
         )
         print(f"lost entries: {lost}  left in stream: {left}  dead-lettered: {dead_n}")
         ok = stats["headers"] == 100 and lost == 0 and left == 0
@@ -296,12 +402,19 @@ def main() -> int:
     ap.add_argument("--deliveries", type=int, default=10_000)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--drain-timeout", type=float, default=120.0)
+    ap.add_argument("--workers", type=int, default=-1, help="alert workers in the bot (default: the app's own)")
+    ap.add_argument(
+        "--gc-unfrozen",
+        action="store_true",
+        help="undo the app's gc.freeze() in the bot (the figures before that fix, for comparison)",
+    )
+    ap.add_argument("--profile", default="", help="write a cProfile of the bot process to this file")
     args = ap.parse_args()
     if args.role == "slack":
         run_slack(args.port)
         return 0
     if args.role == "bot":
-        run_bot(args.port, args.slack, args.redis, args.prefix)
+        run_bot(args.port, args.slack, args.redis, args.prefix, args.workers, args.profile, args.gc_unfrozen)
         return 0
     return asyncio.run(storm(args))
 

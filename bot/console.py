@@ -25,7 +25,7 @@ CONSOLE_USER = "console"
 CONSOLE_CHANNEL = "console"
 
 BANNER = """gemma-sre console — the Slack bot's commands, in your terminal.
-Type `/gemma help` (or just `help`), `click N` to press button N, `quit` to leave."""
+Type `/gemma help` (or just `help`), `click N` or `click LABEL` to press a button, `quit` to leave."""
 
 
 class ConsoleResponder:
@@ -106,11 +106,11 @@ async def handle_line(deps: Deps, responder: ConsoleResponder, line: str) -> boo
     if line in ("quit", "exit", "/quit"):
         return False
     if line.startswith("click "):
-        try:
-            button, ts = responder.buttons[int(line.split()[1]) - 1]
-        except (ValueError, IndexError):
-            print("No such button. Buttons are numbered in the output above.", file=responder.out)
+        found = _find_button(responder, line[len("click ") :].strip())
+        if found is None:
+            print("No such button. Use its number or its label as shown above.", file=responder.out)
             return True
+        button, ts = found
         click = ActionContext(
             deps=deps,
             responder=responder,
@@ -144,6 +144,17 @@ async def handle_line(deps: Deps, responder: ConsoleResponder, line: str) -> boo
         await _deliver(responder, await run_action(modal))
         await deps.drain(timeout_s=3600)
     return True
+
+
+def _find_button(responder: ConsoleResponder, which: str) -> tuple[Button, str] | None:
+    """`click 3` presses button 3; `click confirm` the most recent button whose label starts with it."""
+    if which.isdigit():
+        n = int(which)
+        return responder.buttons[n - 1] if 0 < n <= len(responder.buttons) else None
+    for button, ts in reversed(responder.buttons):
+        if button.label.lower().startswith(which.lower()):
+            return button, ts
+    return None
 
 
 async def _deliver(responder: ConsoleResponder, reply: Reply | None) -> None:

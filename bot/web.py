@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -90,6 +91,9 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         await alerts.start()
+        # Everything loaded so far lives for the whole process: keep it out of the cyclic GC, whose full
+        # collections otherwise walk ~190k startup objects (~90 ms stalls: the alert webhook's p99).
+        gc.freeze()
         try:
             yield {}
         finally:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from .redact import MARK, redact
 from .render_service import main_container
+from .service_diff import secret_env_name
 
 
 def _q(s: object) -> str:
@@ -16,8 +18,14 @@ def _join(parts: list[str]) -> str:
     return " \\\n  ".join(parts)
 
 
-def deploy_command(service: str, spec: dict[str, Any], region: str, project: str | None) -> str:
-    """`gcloud run deploy` with the flags that reproduce a rendered Service."""
+def deploy_command(
+    service: str, spec: dict[str, Any], region: str, project: str | None, *, update: bool = False
+) -> str:
+    """`gcloud run deploy` with the flags that reproduce a rendered Service.
+
+    `update`: the service exists, so env vars, secrets and volumes it has but the spec lacks must be cleared
+    explicitly (gcloud keeps what a flag does not mention).
+    """
     tmpl = spec.get("template", {})
     c = main_container(spec)
     res = c.get("resources", {})
@@ -63,18 +71,31 @@ def deploy_command(service: str, spec: dict[str, Any], region: str, project: str
     if c.get("args"):
         # gcloud splits --args on commas; vLLM args carry none, so the plain list form is exact.
         parts.append(f"--args={_q(','.join(str(a) for a in c['args']))}")
-    plain = [f"{e['name']}={e['value']}" for e in c.get("env", []) if "value" in e]
+    plain = [
+        f"{e['name']}={MARK.format('secret_env') if secret_env_name(e['name']) else redact(str(e['value']))}"
+        for e in c.get("env", [])
+        if "value" in e
+    ]
     refs = [
         (e["name"], e["valueSource"]["secretKeyRef"])
         for e in c.get("env", [])
         if e.get("valueSource", {}).get("secretKeyRef")
     ]
     secrets = [f"{name}={ref['secret']}:{ref.get('version', 'latest')}" for name, ref in refs]
+    # --set-env-vars / --set-secrets replace the whole list; with nothing to set, an update clears it.
     if plain:
         parts.append(f"--set-env-vars={_q(','.join(plain))}")
+    elif update:
+        parts.append("--clear-env-vars")
     if secrets:
         parts.append(f"--set-secrets={_q(','.join(secrets))}")
-    for v in tmpl.get("volumes", []):
+    elif update:
+        parts.append("--clear-secrets")
+    volumes = tmpl.get("volumes") or []
+    if update and all(v.get("gcs") for v in volumes):
+        # Volumes and mounts are added one by one: start from none so the result is exactly the spec.
+        parts += ["--clear-volumes", "--clear-volume-mounts"]
+    for v in volumes:
         gcs = v.get("gcs")
         if not gcs:
             continue

@@ -19,14 +19,16 @@ import asyncio
 import json
 import math
 import random
+import ssl
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
-import aiohttp
+import httptools
 import httpx
 import openai
 from pydantic import BaseModel, Field, field_validator
@@ -167,9 +169,11 @@ async def verify_heads(count: TokenCount, ps: PromptSet, n_requests: int, sample
 
 # --- the hot path: one streamed request ---------------------------------------------------------------
 #
-# Requests go out as raw streaming POSTs over one aiohttp connection pool, with SSE parsed here: the openai
-# SDK (and httpx/httpx2 under it) spends ~4x the client CPU per streamed request and queues requests in the
-# client at high concurrency, which would inflate the latencies we report (bench/loadgen_capacity.py).
+# Requests are raw HTTP/1.1 streaming POSTs on keep-alive connections, each an asyncio.Protocol whose
+# response is parsed by httptools (the parser uvicorn uses) and whose SSE events are parsed as bytes arrive:
+# a streamed token costs one callback, not a task wake-up. Measured against the stand-in
+# (bench/loadgen_capacity.py), the openai SDK spends ~5x the client CPU per streamed request and aiohttp
+# ~2x, and both queue requests in the client at high concurrency, inflating the latencies we report.
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,52 +190,13 @@ class StreamTarget:
         headers = dict(client.auth_headers)
         for k, v in client.default_headers.items():
             low = k.lower()
-            if isinstance(v, str) and not low.startswith("x-stainless") and low not in _SDK_HEADERS:
+            if isinstance(v, str) and not low.startswith("x-stainless") and low not in _OWN_HEADERS:
                 headers[k] = v
         return cls(str(client.base_url).rstrip("/"), headers)
 
 
-_SDK_HEADERS = {"user-agent", "accept", "content-type"}
-
-
-class StreamClient:
-    """A connection pool sized for the sweep (no queueing in the client) and the streamed-request timer."""
-
-    def __init__(self, target: StreamTarget, max_concurrency: int, timeout_s: float) -> None:
-        self.target = target
-        self.url = target.base_url.rstrip("/") + "/completions"
-        self._limit = max_concurrency + 8
-        self._timeout_s = timeout_s
-        self._session: aiohttp.ClientSession | None = None
-
-    async def __aenter__(self) -> StreamClient:
-        headers = {
-            **self.target.headers,
-            "Content-Type": "application/json",
-            "Accept": "text/event-stream",
-            # A compressing proxy would buffer the stream and distort TTFT/ITL: ask for it as sent.
-            "Accept-Encoding": "identity",
-        }
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=self._limit, limit_per_host=0),
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30.0),
-        )
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            raise RuntimeError("StreamClient is not open (use `async with`)")
-        return self._session
+# Headers the generator sets itself (the SDK's values for these are not the generator's).
+_OWN_HEADERS = {"user-agent", "accept", "accept-encoding", "content-type", "content-length", "host", "connection"}
 
 
 @dataclass(slots=True)
@@ -246,16 +211,206 @@ class RequestRecord:
     prompt_tokens: int = 0
     usage_missing: bool = False
     index: int = -1  # the prompt index (PromptSet.prompt(index)) this request sent
+    sent: float = 0.0  # when the request was handed to the socket
 
     @property
     def e2e(self) -> float:
         return self.end - self.start
 
 
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection. Each exchange fills a RequestRecord from the response as it streams in."""
+
+    def __init__(self, pool: set[_Connection]) -> None:
+        self.pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.closed = False
+        self.rec: RequestRecord | None = None
+        self.fut: asyncio.Future[str] | None = None
+        self.status = 0
+        self.buf = b""
+        self.now = 0.0
+        self.last = 0.0
+        self.done = False  # saw `data: [DONE]`
+        self.got_bytes = False
+
+    def begin(self, rec: RequestRecord, fut: asyncio.Future[str]) -> None:
+        self.rec, self.fut = rec, fut
+        self.status, self.buf, self.done, self.got_bytes = 0, b"", False, False
+
+    def abort(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.pool.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.pool.discard(self)
+        self._finish("connection")
+
+    def data_received(self, data: bytes) -> None:
+        self.now = time.perf_counter()  # every event in this read arrived now
+        self.got_bytes = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            self._finish("bad HTTP response")
+            self.abort()
+
+    # httptools callbacks
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+
+    def on_body(self, body: bytes) -> None:
+        rec = self.rec
+        if rec is None or self.status != 200 or self.done or rec.error:
+            return
+        buf = self.buf + body if self.buf else body
+        if b"\r" in buf:  # CRLF framing is legal SSE
+            buf = buf.replace(b"\r\n", b"\n")
+        if b"\n\n" not in buf:
+            self.buf = buf
+            return
+        *events, self.buf = buf.split(b"\n\n")
+        now = self.now
+        for event in events:
+            for line in event.split(b"\n"):
+                if not line.startswith(b"data:"):
+                    continue  # comments, event:/id: fields
+                payload = line[5:].strip()
+                if payload == b"[DONE]":
+                    self.done = True
+                    rec.end = now
+                    return
+                try:
+                    obj = json.loads(payload)
+                except ValueError:
+                    rec.error, rec.end = "bad SSE data", now
+                    return
+                if "error" in obj or obj.get("object") == "error":
+                    err = obj.get("error", obj)
+                    msg = err.get("message", err) if isinstance(err, dict) else err
+                    rec.error, rec.end = f"stream error: {str(msg)[:80]}", now
+                    return
+                for ch in obj.get("choices") or ():
+                    if ch.get("text"):
+                        if rec.ttft is None:
+                            rec.ttft = now - rec.start
+                        else:
+                            rec.itls.append(now - self.last)
+                        self.last = now
+                usage = obj.get("usage")
+                if usage:
+                    rec.output_tokens = int(usage.get("completion_tokens") or 0)
+                    rec.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+
+    def on_message_complete(self) -> None:
+        self._finish("")
+
+    def _finish(self, error: str) -> None:
+        if self.fut is not None and not self.fut.done():
+            self.fut.set_result(error)
+
+
+class StreamClient:
+    """Keep-alive connections to the endpoint (one per concurrent request, reused; no queueing in the client)
+    and the streamed-request exchange. Use as `async with`; closing drops every connection."""
+
+    def __init__(self, target: StreamTarget, max_concurrency: int = 0, timeout_s: float = 300.0) -> None:
+        url = urlsplit(target.base_url.rstrip("/"))
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise InvalidInput(f"The model endpoint `{url.scheme}://{url.hostname}` is not an http(s) URL.")
+        self.target = target
+        self.host = url.hostname
+        self.port = url.port or (443 if url.scheme == "https" else 80)
+        self._ssl = ssl.create_default_context() if url.scheme == "https" else None
+        host = url.hostname if url.port is None else f"{url.hostname}:{url.port}"
+        if ":" in url.hostname:  # IPv6 literal
+            host = f"[{url.hostname}]" + (f":{url.port}" if url.port else "")
+        headers = {
+            "Host": host,
+            "User-Agent": "gemma-sre-loadgen",
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            # A compressing proxy would buffer the stream and distort TTFT/ITL: ask for it as sent.
+            "Accept-Encoding": "identity",
+            **{k: v for k, v in target.headers.items() if k.lower() not in _OWN_HEADERS},
+        }
+        if any(c in k + v for k, v in headers.items() for c in "\r\n"):
+            raise InvalidInput("A header for the model endpoint contains a line break.")
+        head = f"POST {url.path}/completions HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        self._head = head.encode("latin-1", "replace")
+        self._idle: list[_Connection] = []
+        self._open: set[_Connection] = set()
+        self.max_concurrency = max_concurrency
+        self.timeout_s = timeout_s
+
+    async def __aenter__(self) -> StreamClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        for conn in list(self._open):
+            conn.abort()
+        self._idle.clear()
+
+    async def _connection(self) -> tuple[_Connection, bool]:
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed:
+                return conn, True
+        loop = asyncio.get_running_loop()
+        _, conn = await loop.create_connection(
+            lambda: _Connection(self._open),
+            self.host,
+            self.port,
+            ssl=self._ssl,
+            server_hostname=self.host if self._ssl else None,
+        )
+        return conn, False
+
+    async def exchange(self, body: bytes, rec: RequestRecord) -> str:
+        """Send one request and read its streamed response into `rec`: '' or a transport-level error."""
+        for attempt in (0, 1):
+            conn, reused = await self._connection()
+            fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            conn.begin(rec, fut)
+            assert conn.transport is not None
+            conn.transport.write(self._head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            rec.sent = time.perf_counter()
+            try:
+                error = await fut
+            except BaseException:  # timed out or cancelled mid-response: the connection can't be reused
+                conn.abort()
+                raise
+            if error and reused and not conn.got_bytes and attempt == 0:
+                continue  # the server had closed the idle connection: not the request's failure, send again
+            if error or conn.closed or not conn.parser.should_keep_alive():
+                conn.abort()
+            else:
+                self._idle.append(conn)  # the response is complete: the connection is free for the next one
+            if conn.status and conn.status != 200:
+                return f"HTTP {conn.status}"
+            if rec.error:  # the server reported an error in the stream, or sent something that isn't SSE
+                return rec.error
+            if conn.done:  # complete, whatever happened to the connection after [DONE]
+                return "" if rec.ttft is not None else "empty stream"
+            return error or ("incomplete stream" if rec.ttft is not None else "empty stream")
+        return "connection"
+
+
 def _error_type(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError):  # asyncio's and aiohttp's timeouts (ServerTimeoutError) alike
+    if isinstance(exc, TimeoutError):
         return "timeout"
-    if isinstance(exc, aiohttp.ClientError):  # refused, reset, closed mid-stream, bad framing
+    if isinstance(exc, OSError):  # refused, reset, unreachable, TLS failures (ssl.SSLError is an OSError)
         return "connection"
     return type(exc).__name__
 
@@ -277,80 +432,26 @@ def _body(model: str, prompt: str, output_tokens: int) -> bytes:
 async def one_request(
     client: StreamClient, model: str, prompt: str, output_tokens: int, timeout_s: float
 ) -> RequestRecord:
-    """A streamed completion, timed. Each read from the socket is stamped once on arrival; SSE events in it
-    (`data: {json}` blocks separated by a blank line) are parsed with json.loads."""
+    """A streamed completion, timed: TTFT at the first read that carries text, ITLs between such reads."""
     rec = RequestRecord(ok=False)
     body = _body(model, prompt, output_tokens)
-    perf = time.perf_counter
-    last = 0.0
-    done = False
-    chunks = 0
-    rec.start = perf()
+    rec.start = time.perf_counter()
     try:
-        async with asyncio.timeout(timeout_s), client.session.post(client.url, data=body) as resp:
-            if resp.status != 200:
-                await resp.read()  # drain, so the connection is reused
-                rec.error = f"HTTP {resp.status}"
-                rec.end = perf()
-                return rec
-            buf = b""
-            async for data in resp.content.iter_any():
-                if done:
-                    continue  # drain to the end of the response so the connection goes back to the pool
-                now = perf()
-                buf = buf + data if buf else data
-                if b"\r" in buf:  # CRLF framing is legal SSE
-                    buf = buf.replace(b"\r\n", b"\n")
-                if b"\n\n" not in buf:
-                    continue
-                *events, buf = buf.split(b"\n\n")
-                for event in events:
-                    for line in event.split(b"\n"):
-                        if not line.startswith(b"data:"):
-                            continue  # comments, event:/id: fields
-                        payload = line[5:].strip()
-                        if payload == b"[DONE]":
-                            done = True
-                            rec.end = now
-                            break
-                        obj = json.loads(payload)
-                        if "error" in obj or obj.get("object") == "error":
-                            err = obj.get("error", obj)
-                            rec.error = f"stream error: {str(err.get('message', err))[:80]}"
-                            rec.end = now
-                            return rec
-                        for ch in obj.get("choices") or ():
-                            if ch.get("text"):
-                                if rec.ttft is None:
-                                    rec.ttft = now - rec.start
-                                else:
-                                    rec.itls.append(now - last)
-                                last = now
-                                chunks += 1
-                        usage = obj.get("usage")
-                        if usage:
-                            rec.output_tokens = int(usage.get("completion_tokens") or 0)
-                            rec.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-                    if done:
-                        break
+        async with asyncio.timeout(timeout_s):
+            error = await client.exchange(body, rec)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # every failure is a data point, classified by type
-        if not done:  # after [DONE] the answer is complete; a failure while draining does not change it
-            rec.end = perf()
-            rec.error = _error_type(exc)
-            return rec
-    if not done:
-        rec.end = perf()
-    if rec.ttft is None:
-        rec.error = "empty stream"
-    elif not done:
-        rec.error = "incomplete stream"
-    else:
-        rec.ok = True
-        if not rec.output_tokens:  # a server without include_usage: chunks are the best we have
-            rec.usage_missing = True
-            rec.output_tokens = chunks
+        error = _error_type(exc)
+    if not rec.end:
+        rec.end = time.perf_counter()
+    rec.error = error
+    if error:
+        return rec
+    rec.ok = True
+    if not rec.output_tokens:  # a server without include_usage: chunks are the best we have
+        rec.usage_missing = True
+        rec.output_tokens = 1 + len(rec.itls)
     return rec
 
 

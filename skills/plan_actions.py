@@ -263,7 +263,7 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) 
         spec=spec,
         base_fingerprint=fingerprint(current),
         changes=diff_specs(strip_output_only(current) if current else None, spec),
-        gcloud=deploy_command(service, spec, env.region, env.project),
+        gcloud=deploy_command(service, spec, env.region, env.project, update=current is not None),
         wait_budget_s=probe.budget_s + WAIT_MARGIN_S,
     )
     _apply_fit(plan, report)
@@ -404,6 +404,7 @@ def _apply_fixes(spec: dict[str, Any], o: dict[str, Any], env: DeployEnv, notes:
         _token_from_secret(container, env, notes)
     container["args"] = args
     replace_container(spec, container)
+    notes[:] = list(dict.fromkeys(notes))
     return container
 
 
@@ -420,7 +421,12 @@ def _token_from_secret(container: dict[str, Any], env: DeployEnv, notes: list[st
 
 
 def _switch_model(
-    spec: dict[str, Any], container: dict[str, Any], args: list[str], o: dict[str, Any], env: DeployEnv, notes: list[str]
+    spec: dict[str, Any],
+    container: dict[str, Any],
+    args: list[str],
+    o: dict[str, Any],
+    env: DeployEnv,
+    notes: list[str],
 ) -> list[str]:
     """--model from the catalog (its Hub id, or its folder on the bucket mount), with matching env."""
     flags = parse_flags(args)

@@ -6,9 +6,9 @@ proposals: each becomes a plan button that opens the normal plan -> confirm flow
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, Field, ValidationError, field_validator
 
 
 class ScaleParams(BaseModel):
@@ -16,6 +16,13 @@ class ScaleParams(BaseModel):
     max_instances: int | None = Field(default=None, ge=1, le=100)
 
 
+def _only_true(v: bool) -> bool:
+    if v is not True:
+        raise ValueError("only true is meaningful here (leave it out to keep the running setting)")
+    return v
+
+
+OnlyTrue = Annotated[bool, AfterValidator(_only_true)]
 DType = Literal["auto", "half", "bfloat16"]  # vLLM --dtype; "half" on GPUs without bf16 (T4)
 ModelSource = Literal["hub", "bucket"]
 # A catalog model name or alias (checked against the catalog): never a free-form path or repo id.
@@ -32,10 +39,10 @@ class RedeployFixes(BaseModel):
         default=None,
         description="--enable-auto-tool-choice --tool-call-parser gemma4 --reasoning-parser gemma4 (false removes)",
     )
-    fix_fuse_mount_options: Literal[True] | None = Field(
+    fix_fuse_mount_options: OnlyTrue | None = Field(
         default=None, description="mount the GCS FUSE volume as uid=1001;gid=1001 (the vLLM image's user)"
     )
-    hf_token_from_secret: Literal[True] | None = Field(
+    hf_token_from_secret: OnlyTrue | None = Field(
         default=None, description="inject HF_TOKEN from the configured Secret Manager secret"
     )
     model_source: ModelSource | None = Field(

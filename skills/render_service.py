@@ -299,7 +299,9 @@ def fuse_mount_options(current: list[str] | None) -> list[str]:
     cache options that are missing."""
     kept = [o for o in (current or []) if o.split("=", 1)[0].strip() not in ("uid", "gid")]
     names = {o.split("=", 1)[0].strip() for o in kept}
-    defaults = [o for o in MOUNT_OPTIONS if o.split("=", 1)[0] not in names and o.split("=", 1)[0] not in ("uid", "gid")]
+    defaults = [
+        o for o in MOUNT_OPTIONS if o.split("=", 1)[0] not in names and o.split("=", 1)[0] not in ("uid", "gid")
+    ]
     return ["uid=1001", "gid=1001", *kept, *defaults]
 
 
@@ -330,7 +332,9 @@ def add_model_volume(spec: dict[str, Any], container: dict[str, Any], bucket: st
     tmpl = spec.setdefault("template", {})
     volumes = tmpl.setdefault("volumes", [])
     names = {v.get("name") for v in volumes}
-    name = VOLUME if VOLUME not in names else next(f"{VOLUME}-{i}" for i in range(2, 100) if f"{VOLUME}-{i}" not in names)
+    name = (
+        VOLUME if VOLUME not in names else next(f"{VOLUME}-{i}" for i in range(2, 100) if f"{VOLUME}-{i}" not in names)
+    )
     volumes.append({"name": name, "gcs": {"bucket": bucket, "readOnly": True, "mountOptions": list(MOUNT_OPTIONS)}})
     mounts = [m for m in container.get("volumeMounts") or [] if m.get("mountPath") != MOUNT_PATH]
     container["volumeMounts"] = [*mounts, {"name": name, "mountPath": MOUNT_PATH}]

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 from pydantic import BaseModel
+
+from .redact import MARK, redact
 
 # Output-only or server-managed: never part of what a plan changes.
 _IGNORED = {
@@ -158,12 +161,31 @@ def _traffic(t: dict[str, Any]) -> str:
     return f"{who}={t.get('percent', 0)}%"
 
 
+# Env vars whose literal value must never be shown (a plan is posted to Slack).
+_SECRET_ENV = re.compile(r"token|secret|passw|key|credential|auth", re.IGNORECASE)
+_ENV_VALUE = re.compile(r"\benv\[([^\]]+)\]\.value$")
+
+
+def secret_env_name(name: str) -> bool:
+    return bool(_SECRET_ENV.search(name))
+
+
+def _shown(path: str, value: str | None) -> str | None:
+    if value is None:
+        return None
+    m = _ENV_VALUE.search(path)
+    if m and secret_env_name(m.group(1)):
+        return MARK.format("secret_env")
+    return redact(value)
+
+
 def diff_specs(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[FieldChange]:
+    """Changed fields, old and new values as shown to people (secret-looking values masked)."""
     a, b = flatten(old), flatten(new)
     changes = []
     for path in sorted(a.keys() | b.keys()):
         if a.get(path) != b.get(path):
-            changes.append(FieldChange(path=path, old=a.get(path), new=b.get(path)))
+            changes.append(FieldChange(path=path, old=_shown(path, a.get(path)), new=_shown(path, b.get(path))))
     return changes
 
 

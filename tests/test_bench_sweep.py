@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+import itertools
+import socket
 
 import pytest
 from pydantic import SecretStr
@@ -16,14 +18,18 @@ from skills.bench_report import compare, recent_sweeps
 from skills.errors import InvalidInput
 from skills.loadgen import (
     BenchSpec,
+    PromptSet,
+    StreamClient,
     StreamTarget,
     bench_http_client,
     fit_contexts,
     pct,
+    run_cell,
     run_sweep,
     size_prompt,
 )
 from tests.observe_fixtures import RecordingResponder, deps_for, reply_text, running_sim  # noqa: F401
+from tests.standins.vllm_sim import SPAN_KEY_CHARS
 
 load_all()
 
@@ -226,3 +232,63 @@ async def test_bench_rejects_bad_input_and_runs_one_sweep_at_a_time(deps_for, se
     _, result = responder.threads[-1]
     assert "stopped early (cancelled)" in result.title
     assert await deps.redis.get(settings.key("bench", "lock")) is None  # released
+
+
+def _prompts() -> PromptSet:
+    return PromptSet(tokens=0, body="a short benchmark prompt".split(), head_words=2)
+
+
+async def test_sse_framing_usage_fallback_and_failures_are_classified() -> None:
+    # CRLF-framed SSE parses the same; without usage in the stream the chunks are counted and flagged.
+    with running_sim(ttft_s=0.01, token_delay_s=0.002, crlf=True, usage_in_stream=False) as (_, url):
+        async with StreamClient(StreamTarget(url + "/v1"), 2, 10) as sc:
+            recs, reason = await run_cell(sc, "m", _prompts(), 4, 2, 6, 10)
+    assert reason == "" and all(r.ok and r.output_tokens == 6 and r.usage_missing for r in recs)
+    assert all(len(r.itls) == 5 and r.ttft is not None for r in recs)
+    assert sorted(r.index for r in recs) == [0, 1, 2, 3]  # which prompt each record sent
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    async with StreamClient(StreamTarget(f"http://127.0.0.1:{dead}/v1"), 2, 10) as sc:
+        recs, _ = await run_cell(sc, "m", _prompts(), 3, 2, 4, 5)
+    assert [r.error for r in recs] == ["connection"] * 3 and not any(r.ok for r in recs)
+
+    with running_sim(ttft_s=5.0) as (vsim, url):  # slower than the request timeout
+        async with StreamClient(StreamTarget(url + "/v1"), 1, 10) as sc:
+            recs, _ = await run_cell(sc, "m", _prompts(), 1, 1, 4, 0.3)
+        assert recs[0].error == "timeout"
+        for _ in range(100):  # the client left: the stand-in stops waiting to stream to nobody
+            if vsim.state.spans:
+                break
+            await asyncio.sleep(0.02)
+        assert vsim.state.in_flight == 0 and len(vsim.state.spans) == 1
+
+
+async def test_ramp_spreads_worker_starts_and_the_sim_notices_clients_leaving() -> None:
+    with running_sim(ttft_s=0.5, token_delay_s=0.001) as (vsim, url):  # each request outlasts the ramp step
+        async with StreamClient(StreamTarget(url + "/v1"), 4, 10) as sc:
+            recs, _ = await run_cell(sc, "m", _prompts(), 4, 4, 4, 10, ramp_s=0.4)
+        starts = sorted(r.start for r in recs)
+        assert all(b - a >= 0.09 for a, b in itertools.pairwise(starts))  # 0.4 s / 4 workers apart
+        # The server-side spans line up with the client's requests on the shared monotonic clock.
+        spans = {key: (arrival, end) for key, arrival, _, end in vsim.state.spans}
+        for r in recs:
+            arrival, end = spans[_prompts().prompt(r.index)[:SPAN_KEY_CHARS]]
+            assert r.start <= arrival <= end <= r.end
+
+    with running_sim(ttft_s=0.01, token_delay_s=0.05) as (vsim, url):  # a 10 s stream, abandoned early
+        async with StreamClient(StreamTarget(url + "/v1"), 1, 10) as sc:
+            task = asyncio.ensure_future(run_cell(sc, "m", _prompts(), 1, 1, 200, 30))
+            for _ in range(200):
+                if vsim.state.in_flight:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.1)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        for _ in range(100):
+            if vsim.state.in_flight == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert vsim.state.in_flight == 0 and len(vsim.state.spans) == 1  # the stream stopped, span recorded

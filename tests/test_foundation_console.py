@@ -73,3 +73,36 @@ def test_serve_with_missing_settings_names_every_problem() -> None:
     err = result.stderr
     for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "REDIS_URL", "STATUS_CACHE_TTL_S", "LOG_LEVEL"):
         assert name in err, f"{name} missing from: {err}"
+
+
+def test_console_write_flow_plan_confirm_and_destroy_modal(cloud_run: CloudRunStandIn) -> None:
+    # The same plan -> Confirm -> role check -> lock -> audit path as Slack; the destroy modal asks on stdin.
+    cloud_run.seed_service("vllm-gemma4", min_instances=0, max_instances=1)
+    env = _env(
+        GOOGLE_CLOUD_PROJECT="test-proj",
+        GOOGLE_ANONYMOUS_CREDENTIALS="true",
+        CLOUD_RUN_API_ENDPOINT=cloud_run.base_url,  # type: ignore[attr-defined]
+        DEPLOYER_USER_IDS="console",
+        DEPLOY_POLL_S="0.05",
+    )
+    script = "\n".join(
+        [
+            "/gemma scale 1 2",
+            "click confirm",
+            "/gemma destroy",
+            "click destroy",
+            "not-the-service",  # typed into the modal: refused
+            "/gemma destroy",
+            "click destroy",
+            "vllm-gemma4",
+            "/gemma audit",
+            "quit",
+        ]
+    )
+    result = _console(script + "\n", env)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert cloud_run.services == {}, "the confirmed destroy did not delete the service"
+    audit = result.stdout.rsplit("audit", 1)[-1]
+    assert "scale" in audit and "destroy" in audit
+    assert any(r[0] == "PATCH" for r in cloud_run.requests), "scale was never applied"

@@ -40,6 +40,7 @@ from tests.alerts_fixtures import (
 from tests.conftest import SIGNING_SECRET
 from tests.slack_signing import command_body, signed_headers
 from tests.standins.cloud_run_api import CloudRunStandIn
+from tests.standins.slack_api import Fault
 
 SCALE = {"min_instances": 1, "max_instances": 3}
 
@@ -282,3 +283,25 @@ async def test_slash_command_plan_still_answers_the_command_and_confirms_in_its_
     await click(bot, CANCEL_ACTION, plan_id, "1700009999.000100", None, "trig-c-cancel", channel="C1")
     await eventually(lambda: len(bot.slack.responses) == 2)
     assert "no longer pending" in bot.slack.responses[-1]["text"]
+
+
+async def test_confirm_whose_progress_cannot_be_posted_runs_nothing_and_can_be_retried(
+    bot: Bot, cloud_run: CloudRunStandIn
+) -> None:
+    cloud_run.seed_service("vllm-gemma4", min_instances=0, max_instances=1)
+    thread, proposal = await incident_with_plan(bot)
+    scale_value = next(v for v in button_values(proposal, PLAN_ACTION) if '"scale"' in v)
+    await click(bot, PLAN_ACTION, scale_value, proposal["ts"], thread, "trig-plan-f")
+    [plan_msg] = await eventually(lambda: in_thread(bot, thread, ":clipboard: Plan: "))
+    plan_id = button_value(plan_msg, CONFIRM_ACTION)
+    bot.slack.inject("chat.postMessage", Fault(status=200, error="not_in_channel"))
+    await click(bot, CONFIRM_ACTION, plan_id, plan_msg["ts"], thread, "trig-c-fail")
+    [failed] = await eventually(lambda: bot.slack.responses)
+    assert "failed unexpectedly" in failed["text"] and failed["response_type"] == "ephemeral"
+    assert not [r for r in cloud_run.requests if r[0] != "GET"], "nothing may run when its progress has nowhere to go"
+    assert not await bot.deps.redis.exists(bot.deps.settings.key("lock", "service", "vllm-gemma4"))
+    # the same plan can be confirmed again once Slack takes the post
+    await click(bot, CONFIRM_ACTION, plan_id, plan_msg["ts"], thread, "trig-c-retry")
+    await eventually(lambda: in_thread(bot, thread, "Action done: scale"))
+    scaling = cloud_run.services["vllm-gemma4"]["template"]["scaling"]
+    assert (scaling["minInstanceCount"], scaling["maxInstanceCount"]) == (1, 3)

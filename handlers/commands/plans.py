@@ -146,7 +146,7 @@ async def make_plan(deps: Deps, user_id: str, channel_id: str, kind: str, params
 def clicked_in_thread(ctx: ActionContext) -> str:
     """The thread a clicked message sits in ('' for a top-level message: its answer is not a thread reply).
     Slack's payload has message.thread_ts only for messages in a thread; the surface falls back to message.ts."""
-    return ""
+    return ctx.thread_ts if ctx.thread_ts and ctx.thread_ts != ctx.message_ts else ""
 
 
 @action(PLAN_ACTION)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from skills.diagnose import Finding, Remediation
+from skills.catalog import load_catalog
+from skills.diagnose import Finding, ProposedAction, Remediation
+from skills.errors import UserFacingError
 
 from .base import LogView, analyzer, evidence_of, first_seen, rx
 
@@ -23,6 +25,17 @@ def fuse_permission(view: LogView) -> Finding | None:
     if not hits:
         return None
     iam = any(_IAM.search(h.text) for h, _ in hits)
+    # A read refused inside the container is the mount's uid/gid; a 403 from GCS is IAM (not the bot's to grant).
+    local = any(not _IAM.search(h.text) for h, _ in hits)
+    actions = []
+    if local:
+        actions.append(
+            ProposedAction(
+                action="redeploy",
+                params={"fix_fuse_mount_options": True},
+                reason="mount the bucket as uid/gid 1001, the vLLM image's user",
+            )
+        )
     steps = [
         "Mount the bucket with `uid=1001;gid=1001` in the volume's mount options (the vLLM image runs as "
         "uid/gid 1001), e.g. `uid=1001;gid=1001;max-conns-per-host=100;stat-cache-ttl=3600s;type-cache-ttl=3600s`.",
@@ -34,7 +47,9 @@ def fuse_permission(view: LogView) -> Finding | None:
         title="Permission denied reading the model under the GCS FUSE mount",
         severity="critical",
         evidence=evidence_of(hits),
-        remediation=Remediation(summary="vLLM cannot read the weights on the mounted bucket.", steps=steps, actions=[]),
+        remediation=Remediation(
+            summary="vLLM cannot read the weights on the mounted bucket.", steps=steps, actions=actions
+        ),
         first_seen=first_seen(hits),
         count=len(hits),
     )
@@ -60,6 +75,27 @@ def hf_auth(view: LogView) -> Finding | None:
         return None
     offline = any(_OFFLINE.search(h.text) for h, _ in hits)
     steps = []
+    bucket = ProposedAction(
+        action="redeploy", params={"model_source": "bucket"}, reason="serve the weights from the GCS bucket"
+    )
+    if offline:
+        actions = [
+            ProposedAction(
+                action="redeploy",
+                params={"model_source": "hub"},
+                reason="pull from the Hub: HF_HUB_OFFLINE unset, HF_TOKEN from Secret Manager",
+            ),
+            bucket,
+        ]
+    else:
+        actions = [
+            ProposedAction(
+                action="redeploy",
+                params={"hf_token_from_secret": True},
+                reason="HF_TOKEN from Secret Manager for the gated repo",
+            ),
+            bucket,
+        ]
     if offline:
         steps.append(
             "Offline mode is on but the files are not local: unset `HF_HUB_OFFLINE` when pulling from the Hub, "
@@ -76,7 +112,7 @@ def hf_auth(view: LogView) -> Finding | None:
         title="Hugging Face refused the download" + (" (offline mode, files not cached)" if offline else " (auth)"),
         severity="critical",
         evidence=evidence_of(hits),
-        remediation=Remediation(summary="vLLM could not fetch the model from the Hub.", steps=steps, actions=[]),
+        remediation=Remediation(summary="vLLM could not fetch the model from the Hub.", steps=steps, actions=actions),
         first_seen=first_seen(hits),
         count=len(hits),
     )
@@ -92,6 +128,49 @@ _NOT_FOUND = rx(
     r"No supported config format found in",
     r"The model `([^`]+)` does not exist",
 )
+_HUB_ID = re.compile(r"huggingface\.co/(?:api/models/)?([\w.-]+/[\w.-]+)")
+_PATHS = re.compile(r"(/mnt/[^'\"\s,]+)|'([^'\s]+)'")
+
+
+def _catalog_match(candidate: str) -> tuple[str, str] | None:
+    """(catalog model, its folder/repo name) when a path component or repo id names a catalog model."""
+    catalog = load_catalog()
+    parts = [candidate, *candidate.strip("/").split("/")]
+    for part in parts:
+        if len(part) < 5 or part.startswith("http"):
+            continue
+        try:
+            m = catalog.model(part)
+        except UserFacingError:
+            continue
+        return m.name, m.hf_repo.rsplit("/", 1)[-1]
+    return None
+
+
+def _model_fix(candidates: list[str]) -> tuple[ProposedAction, str] | None:
+    """A redeploy that fixes the model path: the catalog spelling of a misspelt/mis-cased name, or (when the
+    path is already the catalog's) pulling from the Hub because the bucket lacks the files."""
+    for cand in candidates:
+        match = _catalog_match(cand)
+        if match is None:
+            continue
+        name, folder = match
+        written = next((p for p in cand.strip("/").split("/") if p.lower() == folder.lower()), None)
+        if written != folder:
+            return (
+                ProposedAction(action="redeploy", params={"model": name}, reason=f"catalog model {name} ({folder})"),
+                f"`{cand}` is not the catalog's spelling: redeploy with model `{name}` (`{folder}`).",
+            )
+        if cand.startswith("/"):
+            return (
+                ProposedAction(
+                    action="redeploy", params={"model_source": "hub"}, reason="the bucket lacks the weights"
+                ),
+                f"`{cand}` is the expected folder but holds no weights: upload them, or pull `{name}` from the Hub.",
+            )
+    return None
+
+
 # Missing-repo errors mention gated repos in their advice; only a 401 or a refusal makes it an auth problem.
 _AUTHY = re.compile(r"\b401\b|Invalid username or password|Cannot access gated repo|is restricted")
 
@@ -102,6 +181,7 @@ def model_not_found(view: LogView) -> Finding | None:
     if not hits:
         return None
     api_side = all("does not exist" in h.text for h, _ in hits)
+    actions: list[ProposedAction] = []
     if api_side:
         steps = [
             "Clients ask for a model name the server does not serve: use the id from `GET /v1/models`, "
@@ -115,12 +195,20 @@ def model_not_found(view: LogView) -> Finding | None:
             "List the bucket (`gcloud storage ls gs://BUCKET/`) and compare with the path in the logs.",
         ]
         summary = "vLLM could not find the model it was told to load."
+        cfg_model = view.config_at(hits[0][0].idx).get("model")
+        candidates = [str(cfg_model)] if cfg_model else []
+        for h, _ in hits[:10]:
+            candidates += _HUB_ID.findall(h.text) + [a or b for a, b in _PATHS.findall(h.text)]
+        fix = _model_fix(list(dict.fromkeys(c.rstrip("/.") for c in candidates if c)))
+        if fix is not None:
+            actions.append(fix[0])
+            steps.insert(0, fix[1])
     return Finding(
         kind="model_not_found",
         title="Model not found" + (" (request names an unknown model)" if api_side else ""),
         severity="warning" if api_side else "critical",
         evidence=evidence_of(hits),
-        remediation=Remediation(summary=summary, steps=steps, actions=[]),
+        remediation=Remediation(summary=summary, steps=steps, actions=actions),
         first_seen=first_seen(hits),
         count=len(hits),
     )

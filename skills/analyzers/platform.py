@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from skills.diagnose import Finding, Remediation
+from skills.diagnose import Finding, ProposedAction, Remediation
 
-from .base import LogView, analyzer, evidence_of, first_seen, rx
+from .base import Line, LogView, analyzer, evidence_of, first_seen, rx
 
 _BF16 = rx(
     r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0",
@@ -35,7 +35,9 @@ def bf16(view: LogView) -> Finding | None:
                 "Start vLLM with `--dtype half` (float16), or deploy on an NVIDIA L4.",
                 "On a T4, expect garbled tool calls in fp16: prefer an L4 for tool calling.",
             ],
-            actions=[],
+            actions=[
+                ProposedAction(action="redeploy", params={"dtype": "half"}, reason="float16: no bf16 on this GPU")
+            ],
         ),
         first_seen=first_seen(hits),
         count=len(hits),
@@ -52,11 +54,45 @@ _QUOTA = rx(
 )
 
 
+_ALLOWED = re.compile(r"requested:? (\d+),? allowed:? (\d+)", re.IGNORECASE)
+
+
+def _quota_scale(view: LogView, hits: list[tuple[Line, re.Match[str]]]) -> tuple[ProposedAction, str] | None:
+    """Fewer instances when that fits the quota: the quota's GPU count if the error states it, else one
+    instance when the running service allows more. A region or a quota request is a human's call."""
+    svc = view.service
+    allowed = next((int(m.group(2)) for h, _ in hits if (m := _ALLOWED.search(h.text))), None)
+    per_instance = max(svc.gpu_count, 1) if svc else 1
+    if allowed is not None:
+        target = allowed // per_instance
+    elif svc and svc.max_instances > 1:
+        target = 1
+    else:
+        return None
+    if target < 1 or (svc and svc.max_instances and svc.max_instances <= target):
+        return None
+    low = min(svc.min_instances if svc else 0, target)
+    action = ProposedAction(
+        action="scale", params={"min_instances": low, "max_instances": target}, reason="stay within the GPU quota"
+    )
+    gpus = target * per_instance
+    return action, f"Or cap the service at {target} instance(s) ({gpus} GPU(s)) to stay within the quota."
+
+
 @analyzer("gpu_quota_exceeded")
 def gpu_quota(view: LogView) -> Finding | None:
     hits = view.grep(*_QUOTA)
     if not hits:
         return None
+    steps = [
+        "Request quota: Console > IAM & Admin > Quotas, service 'Cloud Run Admin API', "
+        "'Total Nvidia L4 GPU allocation without zonal redundancy, per project per region'.",
+        "Deploy with `--no-gpu-zonal-redundancy` (that quota is easier to get), or in a region with quota.",
+    ]
+    actions = []
+    if scale := _quota_scale(view, hits):
+        actions.append(scale[0])
+        steps.append(scale[1])
     return Finding(
         kind="gpu_quota_exceeded",
         title="Deploy refused: no Cloud Run GPU quota in this region",
@@ -64,12 +100,8 @@ def gpu_quota(view: LogView) -> Finding | None:
         evidence=evidence_of(hits),
         remediation=Remediation(
             summary="The project lacks Cloud Run L4 GPU quota in the region (Cloud Run's quota, not Compute Engine's).",
-            steps=[
-                "Request quota: Console > IAM & Admin > Quotas, service 'Cloud Run Admin API', "
-                "'Total Nvidia L4 GPU allocation without zonal redundancy, per project per region'.",
-                "Deploy with `--no-gpu-zonal-redundancy` (that quota is easier to get), or in a region with quota.",
-            ],
-            actions=[],
+            steps=steps,
+            actions=actions,
         ),
         first_seen=first_seen(hits),
         count=len(hits),

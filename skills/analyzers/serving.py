@@ -72,6 +72,7 @@ def tool_parser(view: LogView) -> Finding | None:
     if not hits:
         return None
     bad = next((m.group(1) or m.group(2) for h, _ in hits if (m := _BAD_PARSER.search(h.text))), None)
+    actions = []
     if bad:
         steps = [
             f"This vLLM image has no tool parser `{bad}`: pin a vLLM release that ships it (Gemma 4 needs a "
@@ -84,12 +85,17 @@ def tool_parser(view: LogView) -> Finding | None:
             "without them every request with `tools` gets HTTP 400.",
         ]
         title = "Tool calling is not enabled on the server"
+        actions.append(
+            ProposedAction(
+                action="redeploy", params={"enable_tool_calling": True}, reason="the gemma4 tool and reasoning parsers"
+            )
+        )
     return Finding(
         kind="tool_parser_missing",
         title=title,
         severity="error",
         evidence=evidence_of(hits),
-        remediation=Remediation(summary="Requests that use tools fail.", steps=steps, actions=[]),
+        remediation=Remediation(summary="Requests that use tools fail.", steps=steps, actions=actions),
         first_seen=first_seen(hits),
         count=len(hits),
     )

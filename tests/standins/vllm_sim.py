@@ -59,6 +59,8 @@ class SimConfig:
     ttft_s: float = 0.05
     token_delay_s: float = 0.005
     tokens_per_chunk: int = 1  # >1 packs tokens into chunks (chunks are not tokens)
+    crlf: bool = False  # frame SSE with CRLF line endings (legal SSE; some proxies rewrite to it)
+    usage_in_stream: bool = True  # False: an older server that ignores stream_options.include_usage
     default_output_tokens: int = 12  # without ignore_eos the "answer" ends here (or at max_tokens)
     tools_enabled: bool = True
     legacy_kv_metric: bool = False  # old servers: vllm:gpu_cache_usage_perc
@@ -314,14 +316,16 @@ class VllmSim:
             )
             return JSONResponse({**base, "object": obj.replace(".chunk", ""), "choices": [ch], "usage": usage})
 
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        include_usage = self.config.usage_in_stream and bool((body.get("stream_options") or {}).get("include_usage"))
         per = max(1, self.config.tokens_per_chunk)
         ttft_s, delay_s = self.config.ttft_s, self.config.token_delay_s
         # Every chunk shares its id/created/model/object fields: serialize them once per request.
         head = json.dumps({**base, "object": obj}, separators=(",", ":"))[:-1].encode() + b',"choices":'
 
+        end_of_event = b"\r\n\r\n" if self.config.crlf else b"\n\n"
+
         def chunk(choices: list[dict[str, Any]], extra: bytes = b"") -> bytes:
-            return b"data: " + head + json.dumps(choices, separators=(",", ":")).encode() + extra + b"}\n\n"
+            return b"data: " + head + json.dumps(choices, separators=(",", ":")).encode() + extra + b"}" + end_of_event
 
         async def events() -> AsyncGenerator[bytes, None]:
             perf = time.perf_counter
@@ -343,7 +347,7 @@ class VllmSim:
                 if include_usage:
                     yield chunk([], b',"usage":' + json.dumps(usage, separators=(",", ":")).encode())
                 end = perf()  # the last bytes are handed over now (taken before, so the client can't beat it)
-                yield b"data: [DONE]\n\n"
+                yield b"data: [DONE]" + end_of_event
             finally:
                 end = end or perf()
                 self.state.in_flight -= 1
@@ -362,8 +366,8 @@ class VllmSim:
 
 class _SSEResponse(Response):
     """A lean StreamingResponse: one task per request watches for the client going away (uvicorn drops
-    writes to a closed connection silently), instead of an anyio task group per request, so the stand-in
-    stays cheap next to a load generator at 1,000 streams."""
+    writes to a closed connection silently) and stops the stream, instead of an anyio task group per request,
+    so the stand-in stays cheap next to a load generator at 1,000 streams."""
 
     media_type = "text/event-stream"
 
@@ -374,18 +378,27 @@ class _SSEResponse(Response):
         self.init_headers(None)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        me = asyncio.current_task()
+        finished = False
+
         async def client_gone() -> None:
             while (await receive())["type"] != "http.disconnect":
                 pass
+            if not finished and me is not None:
+                me.cancel()  # stop generating (and sleeping) for nobody
 
         gone = asyncio.ensure_future(client_gone())
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             async for data in self.events:
-                if gone.done():
-                    return
                 await send({"type": "http.response.body", "body": data, "more_body": True})
+            finished = True
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            if not gone.done() or me is None:
+                raise  # cancelled by the server (shutdown), not because the client left
+            me.uncancel()
         finally:
+            finished = True
             gone.cancel()
             await self.events.aclose()
