@@ -3,8 +3,8 @@
 The vLLM simulator runs in its own process(es), so its CPU and GIL are not the generator's. It streams `OUT`
 tokens per request on an absolute schedule (TTFT, then one token every DELAY) and records each request's
 server-side span (arrival in the handler, last bytes handed to the socket). The generator runs here, on uvloop
-as `gemma-sre serve` does (uvicorn's default loop), through skills.loadgen.run_cell, closed loop, with
-aiohttp's tracing stamping when each request reaches the socket. time.perf_counter is CLOCK_MONOTONIC on
+as `gemma-sre serve` does (uvicorn's default loop), through skills.loadgen.run_cell, closed loop; the
+generator stamps when each request reaches the socket. time.perf_counter is CLOCK_MONOTONIC on
 Linux, so the processes' stamps compare directly (the bench warns if a span falls outside its request).
 
 Per cell:
@@ -181,7 +181,7 @@ class Bench:
             await http.aclose()
         else:
             target = StreamTarget(self.base + "/v1", {"Authorization": "Bearer x"})
-            async with StreamClient(target, conc, 120, trace_send=True) as sc:
+            async with StreamClient(target, conc, 120) as sc:
                 cpu0, sim0, t0 = time.process_time(), self.sim_cpu(), time.perf_counter()
                 recs, _ = await run_cell(sc, "m", self.prompts, n, conc, OUT, 120, first_index=first, ramp_s=ramp_s)
                 cpu, sim_cpu, wall = time.process_time() - cpu0, self.sim_cpu() - sim0, time.perf_counter() - t0

@@ -16,13 +16,13 @@ from collections.abc import Coroutine
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
-from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
 )
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.deps import Deps
 from bot.settings import Settings
@@ -37,15 +37,17 @@ log = logging.getLogger(__name__)
 def make_web_client(settings: Settings) -> AsyncWebClient:
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
     client = AsyncWebClient(token=token, base_url=settings.slack_api_url, timeout=15)
-    # Honour Retry-After on 429 and retry 5xx / connection resets a few times before giving up.
-    client.retry_handlers.extend(
-        [
-            AsyncRateLimitErrorRetryHandler(max_retry_count=3),
-            AsyncServerErrorRetryHandler(max_retry_count=2),
-            AsyncConnectionErrorRetryHandler(max_retry_count=2),
-        ]
-    )
+    client.retry_handlers.extend(_retry_handlers())
     return client
+
+
+def _retry_handlers() -> list[Any]:
+    # Honour Retry-After on 429 and retry 5xx / connection resets a few times before giving up.
+    return [
+        AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+        AsyncServerErrorRetryHandler(max_retry_count=2),
+        AsyncConnectionErrorRetryHandler(max_retry_count=2),
+    ]
 
 
 class ChannelResponder:
@@ -87,20 +89,30 @@ class ChannelResponder:
 
 
 class CommandResponder(ChannelResponder):
-    """The first answer goes to the slash command's response URL (works in channels the bot is not in)."""
+    """The first answer goes to the response URL (works in channels the bot is not in), over the Web client's
+    shared HTTP session rather than a new connection per answer."""
 
-    def __init__(self, client: AsyncWebClient, channel: str, respond: AsyncRespond, trigger_id: str = "") -> None:
+    def __init__(self, client: AsyncWebClient, channel: str, response_url: str, trigger_id: str = "") -> None:
         super().__init__(client, channel, trigger_id)
-        self._respond = respond
+        self._webhook = (
+            AsyncWebhookClient(response_url, session=client.session, timeout=15, retry_handlers=_retry_handlers())
+            if response_url
+            else None
+        )
 
     async def reply(self, reply: Reply) -> None:
+        if self._webhook is None:
+            await self.post(reply)
+            return
         text, blocks = to_blocks(reply)
-        await self._respond(
+        resp = await self._webhook.send(
             text=text,
             blocks=blocks,
             response_type="ephemeral" if reply.ephemeral else "in_channel",
             replace_original=False,
         )
+        if resp.status_code >= 400:
+            log.warning("response URL answered %s: %s", resp.status_code, resp.body[:200])
         for f in reply.files:
             await self.upload(f)
 
@@ -132,7 +144,7 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
     )
 
     @app.command(re.compile(r"^/gemma.*"))
-    async def on_command(ack: Any, body: dict[str, Any], respond: AsyncRespond) -> None:
+    async def on_command(ack: Any, body: dict[str, Any]) -> None:
         name, args = parse(body.get("text", ""))
         cmd = lookup(name)
         if cmd is None or name == "help":
@@ -140,7 +152,9 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             await ack(text=text, blocks=blocks, response_type="ephemeral")
             return
         await ack(text=f"{cmd.ack} (`/gemma {body.get('text', '').strip()}`)", response_type="ephemeral")
-        responder = CommandResponder(client, body.get("channel_id", ""), respond, body.get("trigger_id", ""))
+        responder = CommandResponder(
+            client, body.get("channel_id", ""), body.get("response_url", ""), body.get("trigger_id", "")
+        )
         ctx = CommandContext(
             deps=deps,
             responder=responder,
@@ -153,12 +167,12 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
         deps.spawn(_once(deps, body, _run_command(deps, ctx, name)))
 
     @app.action(re.compile(".*"))
-    async def on_action(ack: Any, body: dict[str, Any], respond: AsyncRespond) -> None:
+    async def on_action(ack: Any, body: dict[str, Any]) -> None:
         await ack()
         action = (body.get("actions") or [{}])[0]
         channel = (body.get("channel") or {}).get("id", "")
         message = body.get("message") or {}
-        responder = CommandResponder(client, channel, respond, body.get("trigger_id", ""))
+        responder = CommandResponder(client, channel, body.get("response_url", ""), body.get("trigger_id", ""))
         ctx = ActionContext(
             deps=deps,
             responder=responder,

@@ -454,7 +454,11 @@ def _switch_model(
                 "No model bucket is configured, so the weights cannot come from GCS.",
                 "Set MODEL_BUCKET to the bucket holding the weights, or pull from the Hub (`model_source=hub`).",
             )
-        path = f"{root.rstrip('/')}/{m.hf_repo.rsplit('/', 1)[-1]}"
+        folder = m.hf_repo.rsplit("/", 1)[-1]
+        tail = current_path.rstrip("/").rsplit("/", 1)[-1]
+        if tail.lower() == folder.lower():
+            folder = tail  # keep the bucket's letter case: GCS paths are case-sensitive
+        path = f"{root.rstrip('/')}/{folder}"
         set_env(container, "HF_HUB_OFFLINE", "1")
         notes.append(f"Expects the weights under `{path}` in the bucket (as `hf download` lays them out).")
     else:

@@ -292,3 +292,25 @@ async def test_ramp_spreads_worker_starts_and_the_sim_notices_clients_leaving() 
                 break
             await asyncio.sleep(0.02)
         assert vsim.state.in_flight == 0 and len(vsim.state.spans) == 1  # the stream stopped, span recorded
+
+
+async def test_stream_errors_are_counted_and_connections_are_reused() -> None:
+    with running_sim(ttft_s=0.005, token_delay_s=0.001, stream_error_after=3) as (vsim, url):
+        async with StreamClient(StreamTarget(url + "/v1"), 2, 10) as sc:
+            recs, _ = await run_cell(sc, "m", _prompts(), 6, 2, 8, 10)
+    assert [r.error for r in recs] == ["stream error: simulated engine failure"] * 6
+    assert not any(r.ok for r in recs) and all(r.ttft is not None for r in recs)
+    assert len(set(vsim.state.peers)) == 2  # 6 requests over the 2 workers' keep-alive connections
+
+    with running_sim(ttft_s=0.005, token_delay_s=0.001) as (vsim, url):
+        async with StreamClient(StreamTarget(url + "/v1"), 3, 10) as sc:
+            recs, _ = await run_cell(sc, "m", _prompts(), 12, 3, 4, 10)
+    assert all(r.ok and r.output_tokens == 4 and r.sent >= r.start for r in recs)
+    assert len(vsim.state.peers) == 12 and len(set(vsim.state.peers)) == 3
+
+
+def test_a_bad_endpoint_is_refused_before_anything_is_sent() -> None:
+    with pytest.raises(InvalidInput):
+        StreamClient(StreamTarget("ftp://model.example/v1"))
+    with pytest.raises(InvalidInput):
+        StreamClient(StreamTarget("http://127.0.0.1:1/v1", {"Authorization": "Bearer a\r\nX-Injected: 1"}))

@@ -8,7 +8,15 @@ import pytest
 from google.cloud import run_v2
 
 from skills.errors import InvalidInput
-from skills.render_service import DeployConfig, probe_for, render_service
+from skills.render_service import (
+    DeployConfig,
+    fuse_mount_options,
+    probe_for,
+    render_service,
+    set_dtype,
+    set_model_args,
+    set_tool_calling,
+)
 
 
 def _cfg(**kw: object) -> DeployConfig:
@@ -70,3 +78,28 @@ def test_probe_budget_covers_cold_start_within_cloud_run_caps(cold: float) -> No
 def test_probe_override_beyond_caps_is_refused() -> None:
     with pytest.raises(InvalidInput):
         probe_for(600, failure_threshold=40, period_s=60)
+
+
+def test_fix_helpers_render_fixed_flags_idempotently() -> None:
+    args = ["--model", "/mnt/models/x", "--tool-call-parser=hermes", "--dtype", "bfloat16"]
+    on = set_tool_calling(args, True)
+    assert on.count("--tool-call-parser") == 1 and on[on.index("--tool-call-parser") + 1] == "gemma4"
+    assert "--tool-call-parser=hermes" not in on and "--enable-auto-tool-choice" in on
+    assert set_tool_calling(on, True) == on
+    tool_flags = {"--enable-auto-tool-choice", "--tool-call-parser", "--reasoning-parser"}
+    assert not tool_flags & set(set_tool_calling(on, False))
+    assert set_dtype(args, "half")[-2:] == ["--dtype", "half"] and "--dtype" not in set_dtype(args, "auto")
+    qat = ["--quantization", "compressed-tensors"]
+    swapped = set_model_args(["--model", "/mnt/models/a", *qat], "/mnt/models/b", qat, [])
+    assert swapped == ["--model", "/mnt/models/b"]
+    assert set_model_args(["--port", "8080"], "google/m", [], [])[:2] == ["--model", "google/m"]
+
+
+def test_fuse_options_force_uid_gid_and_keep_the_rest() -> None:
+    fixed = fuse_mount_options(["uid=0", "gid=0", "stat-cache-ttl=60s", "implicit-dirs"])
+    assert fixed[:2] == ["uid=1001", "gid=1001"] and "uid=0" not in fixed and "gid=0" not in fixed
+    assert "stat-cache-ttl=60s" in fixed and "stat-cache-ttl=3600s" not in fixed  # the operator's choice stays
+    assert {"implicit-dirs", "max-conns-per-host=100", "type-cache-ttl=3600s"} <= set(fixed)
+    assert fuse_mount_options(fixed) == fixed
+    rendered = render_service(_cfg())["template"]["volumes"][0]["gcs"]["mountOptions"]
+    assert fuse_mount_options(rendered) == rendered  # a rendered service needs no fix

@@ -276,6 +276,21 @@ def test_remediations_carry_concrete_parameters() -> None:
     )
     oom = _actions(CASES["gpu_oom_at_load"][0])
     assert ("redeploy", {"enforce_eager": True}) in oom  # OOM while capturing CUDA graphs
+    # Fixes that map to redeploy settings (tests/test_remediation_fixes.py follows them to the rendered spec).
+    assert _actions(CASES["gcs_fuse_permission_denied"][0]) == [("redeploy", {"fix_fuse_mount_options": True})]
+    assert _actions(CASES["gcs_fuse_permission_denied"][2]) == []  # IAM 403: a grant, not a mount option
+    assert ("redeploy", {"hf_token_from_secret": True}) in _actions(CASES["hf_auth_failed"][0])
+    assert ("redeploy", {"model_source": "hub"}) in _actions(CASES["hf_auth_failed"][2])  # offline, not cached
+    assert _actions(CASES["bf16_unsupported"][1]) == [("redeploy", {"dtype": "half"})]
+    assert _actions(CASES["tool_parser_missing"][1]) == [("redeploy", {"enable_tool_calling": True})]
+    assert _actions(CASES["tool_parser_missing"][2]) == []  # the image lacks the parser: no flag fixes that
+    assert ("redeploy", {"model": "gemma-4-12b"}) in _actions(CASES["model_not_found"][2])  # '/mnt/models/gemma-4-12B'
+    assert _actions(CASES["model_not_found"][0]) == []  # gemma-4-13b: no catalog model to guess
+    svc3 = ServiceInfo(name="vllm-gemma4", min_instances=1, max_instances=3)
+    assert _actions(CASES["gpu_quota_exceeded"][0], service=svc3) == [
+        ("scale", {"min_instances": 1, "max_instances": 1})
+    ]
+    assert _actions(CASES["gpu_quota_exceeded"][2], service=svc3) == []  # allowed: 0
 
 
 def test_probe_failures_followed_by_startup_are_not_a_finding() -> None:

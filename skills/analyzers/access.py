@@ -147,19 +147,25 @@ def _catalog_match(candidate: str) -> tuple[str, str] | None:
     return None
 
 
-def _model_fix(candidates: list[str]) -> tuple[ProposedAction, str] | None:
-    """A redeploy that fixes the model path: the catalog spelling of a misspelt/mis-cased name, or (when the
-    path is already the catalog's) pulling from the Hub because the bucket lacks the files."""
+def _model_fix(candidates: list[str]) -> tuple[ProposedAction | None, str] | None:
+    """What fixes the model path: the catalog's folder for a misnamed one (e.g. the short name), or pulling
+    from the Hub when the path is already the catalog's but holds no files. Letter case is never "fixed":
+    GCS paths are case-sensitive and the bucket's spelling may be the right one."""
     for cand in candidates:
         match = _catalog_match(cand)
         if match is None:
             continue
         name, folder = match
         written = next((p for p in cand.strip("/").split("/") if p.lower() == folder.lower()), None)
-        if written != folder:
+        if written is None:
             return (
                 ProposedAction(action="redeploy", params={"model": name}, reason=f"catalog model {name} ({folder})"),
-                f"`{cand}` is not the catalog's spelling: redeploy with model `{name}` (`{folder}`).",
+                f"`{cand}` is not the catalog's folder for `{name}`: redeploy with model `{name}` (`{folder}`).",
+            )
+        if written != folder:
+            return None, (
+                f"`{written}` differs from the catalog's `{folder}` only in letter case: GCS paths are case-sensitive, "
+                "so check the folder name in the bucket."
             )
         if cand.startswith("/"):
             return (
@@ -201,7 +207,8 @@ def model_not_found(view: LogView) -> Finding | None:
             candidates += _HUB_ID.findall(h.text) + [a or b for a, b in _PATHS.findall(h.text)]
         fix = _model_fix(list(dict.fromkeys(c.rstrip("/.") for c in candidates if c)))
         if fix is not None:
-            actions.append(fix[0])
+            if fix[0] is not None:
+                actions.append(fix[0])
             steps.insert(0, fix[1])
     return Finding(
         kind="model_not_found",

@@ -69,6 +69,7 @@ class SimConfig:
     cache_dtype: str = "fp8"
     fail_status: int | None = None  # answer every completion with this HTTP status
     fail_every: int = 0  # >0: every Nth completion fails with HTTP 500
+    stream_error_after: int = 0  # >0: streams fail after this many tokens with vLLM's in-stream error event
     uptime_s: float = 3600.0  # process_start_time_seconds = now - uptime_s
 
 
@@ -79,6 +80,7 @@ class SimState:
     max_in_flight: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
     authorization: list[str] = field(default_factory=list)  # the Authorization header of each completion
+    peers: list[int] = field(default_factory=list)  # the client port of each completion (one per connection)
     spans: list[tuple[str, float, float, float]] = field(default_factory=list)  # (prompt[:KEY], arrival,
     # first token written, end)
 
@@ -211,6 +213,7 @@ class VllmSim:
         self.state.requests += 1
         self.state.bodies.append(body)
         self.state.authorization.append(request.headers.get("authorization", ""))
+        self.state.peers.append(request.client.port if request.client else 0)
         if c.fail_status:
             return self._error(c.fail_status, f"simulated HTTP {c.fail_status}")
         if c.fail_every and self.state.requests % c.fail_every == 0:
@@ -319,6 +322,7 @@ class VllmSim:
         include_usage = self.config.usage_in_stream and bool((body.get("stream_options") or {}).get("include_usage"))
         per = max(1, self.config.tokens_per_chunk)
         ttft_s, delay_s = self.config.ttft_s, self.config.token_delay_s
+        fail_after = self.config.stream_error_after
         # Every chunk shares its id/created/model/object fields: serialize them once per request.
         head = json.dumps({**base, "object": obj}, separators=(",", ":"))[:-1].encode() + b',"choices":'
 
@@ -336,6 +340,10 @@ class VllmSim:
                     role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
                     yield chunk([role])
                 for i in range(0, n_out, per):
+                    if fail_after and i >= fail_after:  # as vLLM does: an error event, then [DONE]
+                        err = {"message": "simulated engine failure", "type": "InternalServerError", "code": 500}
+                        yield b"data: " + json.dumps({"error": err}).encode() + end_of_event
+                        break
                     wait = t0 + ttft_s + i * delay_s - perf()
                     if wait > 0:
                         await asyncio.sleep(wait)
@@ -344,7 +352,7 @@ class VllmSim:
                     if first_at is None:
                         first_at = perf()
                     yield chunk([choice(text, finish if last else None)])
-                if include_usage:
+                if include_usage and not (fail_after and n_out > fail_after):
                     yield chunk([], b',"usage":' + json.dumps(usage, separators=(",", ":")).encode())
                 end = perf()  # the last bytes are handed over now (taken before, so the client can't beat it)
                 yield b"data: [DONE]" + end_of_event
