@@ -11,7 +11,7 @@ Per cell:
 - peak: the most streams open at the server at once (from the server-side spans);
 - cpu/req: this process's CPU time over the cell / requests (only the generator runs in this process);
 - ovh: the generator's own latency per request, send side (started -> on the socket) + receive side (server's
-  last bytes handed over -> the generator done with them); p50/p95, the target's "client overhead";
+  last bytes handed over -> they reach the generator's code); p50/p95, the target's "client overhead";
 - e2e-span, sim lag, e2e-sch: e2e beyond the server's span, the stand-in's lateness, e2e beyond the injected
   schedule: these include the simulator being slow to pick requests up or late with tokens on a busy machine;
 - sim cpu: the simulator's CPU per request, and the 1-minute load average (other work shares the 2 cores).
@@ -19,7 +19,7 @@ The rows ramp the workers' starts over one request's duration so the closed loop
 in time; a 'burst' row starts them all at once (lockstep waves) for comparison. A baseline in the same run:
 the previous hot path (the openai SDK's streaming response) at concurrency <= 100.
 Target: 1,000 concurrent streams with client overhead p50 under 2 ms (and client CPU under 2 ms a request).
-Run: .venv/bin/python bench/loadgen_capacity.py [--levels 1,100,1000] [--repeats 3] [--sim-workers 1]
+Run: .venv/bin/python bench/loadgen_capacity.py [--levels 1,100,1000] [--repeats 3] [--sim-workers 2]
      [--loop asyncio]
 """
 
@@ -258,7 +258,7 @@ async def main(args: argparse.Namespace) -> int:
             )
             print(
                 "times in ms per request. ovh = the generator's own latency: send (request started -> its bytes "
-                "handed to the socket)\n+ recv (server hands over its last bytes -> generator done with them). "
+                "handed to the socket)\n+ recv (server hands over its last bytes -> they reach the generator). "
                 "e2e-span = e2e minus the server-side span\n(ovh plus the stand-in's delay in picking the request "
                 "up). sim lag = server span - schedule; e2e-sch = e2e - schedule."
             )
@@ -290,27 +290,28 @@ async def main(args: argparse.Namespace) -> int:
         for p in procs:
             p.join(5)
 
-    runs = [r for r in results[top_level] if r["ok"] == r["n"] and r["ovh50"] is not None]
+    runs = sorted(results[top_level], key=lambda r: r["ovh50"] if r["ovh50"] is not None else float("inf"))
+    top = runs[len(runs) // 2]  # the median run: one run disturbed by other work neither makes nor breaks it
     print(
         "\nRows ramp the workers' starts over one request's duration, so the closed loop holds its streams with "
         "requests\nspread in time. 'burst' starts all of them at once: with identical schedules they then move in "
         f"lockstep waves,\nso each wave puts {top_level} request starts, then {top_level} tokens at a time, on "
-        "both processes; its latencies\nmeasure how long 2 shared cores take to clear a wave (overhead p50 "
-        f"{_ms(burst['ovh50']).strip()} ms, receive side {_ms(burst['recv50']).strip()} ms), not the cost of a "
-        f"request (CPU {_ms(burst['cpu']).strip()} ms)."
+        "every process. There the generator's own\noverhead is p50 "
+        f"{_ms(burst['ovh50']).strip()} ms (CPU {_ms(burst['cpu']).strip()} ms a request) while e2e beyond the "
+        f"server's span is p50 {_ms(burst['span50']).strip()} ms:\nmost of that wait is the stand-in clearing its "
+        "wave of new requests. Real servers also batch tokens in steps, but requests rarely start in lockstep."
     )
-    if not runs:
-        print(f"no run at concurrency {top_level} completed every request: target NOT MET")
-        return 0
-    top = min(runs, key=lambda r: r["ovh50"])
     print(
-        f"Judged on the best of {len(results[top_level])} runs at {top_level} (other processes share the 2 cores; "
-        "the load column is the 1-minute load average after each run):"
+        f"Judged on the median of {len(runs)} runs at {top_level} (other processes share the 2 cores; the load "
+        "column is the 1-minute load average after each run):"
     )
     checks = [
         (f"{top['conc']} streams, all succeeded", top["ok"] == top["n"]),
         (f"peak streams open at the server >= {TARGET_STREAMS}", top["sustained"] >= TARGET_STREAMS),
-        (f"client overhead p50 < 2 ms ({_ms(top['ovh50']).strip()} ms)", top["ovh50"] < TARGET_OVERHEAD_S),
+        (
+            f"client overhead p50 < 2 ms ({_ms(top['ovh50']).strip()} ms)",
+            top["ovh50"] is not None and top["ovh50"] < TARGET_OVERHEAD_S,
+        ),
         (f"client CPU per request < 2 ms ({_ms(top['cpu']).strip()} ms)", top["cpu"] < TARGET_OVERHEAD_S),
     ]
     for label, ok in checks:
@@ -323,9 +324,9 @@ async def main(args: argparse.Namespace) -> int:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--levels", default="1,100,1000")
-    ap.add_argument("--sim-workers", type=int, default=1)
+    ap.add_argument("--sim-workers", type=int, default=2)
     ap.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
-    ap.add_argument("--repeats", type=int, default=3, help="runs at the top level (best one judged)")
+    ap.add_argument("--repeats", type=int, default=3, help="runs at the top level (the median is judged)")
     ap.add_argument("--baseline-max", type=int, default=100, help="run the SDK baseline up to this concurrency")
     a = ap.parse_args()
     if a.loop == "uvloop":

@@ -11,6 +11,8 @@ Definitions follow vLLM's `benchmark_serving` (and agree with guidellm where the
 Each cell is closed-loop: `concurrency` workers send requests back to back until the cell's count is done.
 Requests use `/v1/completions` with `ignore_eos` so every request generates exactly `output_tokens` tokens,
 and every prompt is unique in its first 16-token block so vLLM's prefix cache cannot flatter TTFT.
+Times are taken when a read from the socket reaches the generator (SSE events in one read share its time);
+the generator's own overhead is measured in bench/loadgen_capacity.py.
 """
 
 from __future__ import annotations
@@ -212,6 +214,7 @@ class RequestRecord:
     usage_missing: bool = False
     index: int = -1  # the prompt index (PromptSet.prompt(index)) this request sent
     sent: float = 0.0  # when the request was handed to the socket
+    last_text: float = 0.0  # arrival of the latest text-bearing chunk (for the next ITL)
 
     @property
     def e2e(self) -> float:
@@ -231,13 +234,13 @@ class _Connection(asyncio.Protocol):
         self.status = 0
         self.buf = b""
         self.now = 0.0
-        self.last = 0.0
         self.done = False  # saw `data: [DONE]`
         self.got_bytes = False
+        self.keep_alive = False
 
     def begin(self, rec: RequestRecord, fut: asyncio.Future[str]) -> None:
         self.rec, self.fut = rec, fut
-        self.status, self.buf, self.done, self.got_bytes = 0, b"", False, False
+        self.status, self.buf, self.done, self.got_bytes, self.keep_alive = 0, b"", False, False, False
 
     def abort(self) -> None:
         self.closed = True
@@ -266,6 +269,7 @@ class _Connection(asyncio.Protocol):
     # httptools callbacks
     def on_headers_complete(self) -> None:
         self.status = self.parser.get_status_code()
+        self.keep_alive = self.parser.should_keep_alive()  # only meaningful while parsing this message
 
     def on_body(self, body: bytes) -> None:
         rec = self.rec
@@ -289,26 +293,30 @@ class _Connection(asyncio.Protocol):
                     rec.end = now
                     return
                 try:
-                    obj = json.loads(payload)
-                except ValueError:
+                    self._event(rec, json.loads(payload), now)
+                except (ValueError, TypeError, AttributeError):  # not JSON, or not a completion chunk
                     rec.error, rec.end = "bad SSE data", now
+                if rec.error:
                     return
-                if "error" in obj or obj.get("object") == "error":
-                    err = obj.get("error", obj)
-                    msg = err.get("message", err) if isinstance(err, dict) else err
-                    rec.error, rec.end = f"stream error: {str(msg)[:80]}", now
-                    return
-                for ch in obj.get("choices") or ():
-                    if ch.get("text"):
-                        if rec.ttft is None:
-                            rec.ttft = now - rec.start
-                        else:
-                            rec.itls.append(now - self.last)
-                        self.last = now
-                usage = obj.get("usage")
-                if usage:
-                    rec.output_tokens = int(usage.get("completion_tokens") or 0)
-                    rec.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+
+    @staticmethod
+    def _event(rec: RequestRecord, obj: dict[str, Any], now: float) -> None:
+        if "error" in obj or obj.get("object") == "error":
+            err = obj.get("error", obj)
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            rec.error, rec.end = f"stream error: {str(msg)[:80]}", now
+            return
+        for ch in obj.get("choices") or ():
+            if ch.get("text"):
+                if rec.ttft is None:
+                    rec.ttft = now - rec.start
+                else:
+                    rec.itls.append(now - rec.last_text)
+                rec.last_text = now
+        usage = obj.get("usage")
+        if usage:
+            rec.output_tokens = int(usage.get("completion_tokens") or 0)
+            rec.prompt_tokens = int(usage.get("prompt_tokens") or 0)
 
     def on_message_complete(self) -> None:
         self._finish("")
@@ -393,7 +401,7 @@ class StreamClient:
                 raise
             if error and reused and not conn.got_bytes and attempt == 0:
                 continue  # the server had closed the idle connection: not the request's failure, send again
-            if error or conn.closed or not conn.parser.should_keep_alive():
+            if error or conn.closed or not conn.keep_alive:
                 conn.abort()
             else:
                 self._idle.append(conn)  # the response is complete: the connection is free for the next one

@@ -45,6 +45,8 @@ def load_scenario(api: CloudLoggingStandIn, name: str) -> None:
 class RecordingResponder:
     """The Responder surface, recording what the bot posted (ts values are synthetic, as in the console)."""
 
+    channel = "C1"
+
     def __init__(self) -> None:
         self.replies: list[Reply] = []
         self.posts: list[tuple[Reply, str | None, str]] = []  # (reply, thread_ts, ts)

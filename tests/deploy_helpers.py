@@ -17,6 +17,8 @@ load_all()
 class RecordingResponder:
     """A Responder that keeps what a surface would show (posts/updates by ts, modals, command replies)."""
 
+    channel = "C1"
+
     def __init__(self) -> None:
         self.replies: list[Reply] = []
         self.posts: list[tuple[str, Reply, str | None]] = []

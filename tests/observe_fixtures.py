@@ -50,6 +50,8 @@ async def deps_for(settings: Settings) -> AsyncIterator[Callable[..., Deps]]:
 class RecordingResponder:
     """A chat surface that keeps every message, edit and upload, with Slack-like ts values."""
 
+    channel = "C1"
+
     def __init__(self) -> None:
         self.replies: list[Reply] = []
         self.posts: dict[str, Reply] = {}

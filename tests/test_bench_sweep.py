@@ -211,7 +211,8 @@ async def test_bench_rejects_bad_input_and_runs_one_sweep_at_a_time(deps_for, se
         for bad, words in ((["--concurrency", "a,b"], "needs numbers"), (["--output", "1"], "output_tokens"),
                            (["--bogus"], "Unknown option"), (["--requests", "100000"], "cap")):  # fmt: skip
             r = await run_command(cctx(bad), "bench")
-            assert r is not None and words in reply_text(r), (bad, reply_text(r))
+            assert r is not None
+            assert words in reply_text(r), (bad, reply_text(r))
         assert [k async for k in deps.redis.scan_iter(match=settings.key("bench", "*"))] == []  # nothing stored
 
         args = ["--concurrency", "1", "--context", "32", "--output", "40", "--requests", "40"]

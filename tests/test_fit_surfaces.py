@@ -157,7 +157,7 @@ def test_slack_blocks_for_a_fit_offer_a_deploy_plan_button() -> None:
 def test_models_reply_lists_the_catalog() -> None:
     _, blocks = to_blocks(render_catalog(load_catalog()))
     body = json.dumps(blocks)
-    assert "gemma-4-31b-qat" in body and "google/gemma-4-31b-it-qat-w4a16-ct" in body
+    assert "gemma-4-31b-qat" in body and "google/gemma-4-31B-it-qat-w4a16-ct" in body
     assert "nvidia-rtx-pro-6000" in body and "not on Cloud Run" in body
 
 

@@ -35,7 +35,7 @@ SERVICE = "vllm-gemma4"
 BUCKET = "acme-weights"
 T0 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 
-FUSE = ["PermissionError: [Errno 13] Permission denied: '/mnt/models/gemma-4-12b-it-qat-w4a16-ct/config.json'"]
+FUSE = ["PermissionError: [Errno 13] Permission denied: '/mnt/models/gemma-4-12B-it-qat-w4a16-ct/config.json'"]
 HF_OFFLINE = [
     "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache and outgoing "
     "traffic has been disabled. To enable hf.co look-ups and downloads online, set 'local_files_only' to False."
@@ -53,9 +53,8 @@ BF16 = [
     "compute capability 7.5. You can use float16 instead by explicitly setting the `dtype` flag in CLI, for "
     "example: --dtype=half."
 ]
-MODEL_PATH = [
-    "ValueError: Invalid repository ID or local directory specified: '/mnt/models/gemma-4-12B-it-qat-w4a16-ct'."
-]
+# The catalog's short name used as the bucket folder (the weights live under the repo's own folder name).
+MODEL_PATH = ["ValueError: Invalid repository ID or local directory specified: '/mnt/models/gemma-4-12b-qat'."]
 QUOTA = ["Quota violated: NvidiaL4GpuAllocNoZonalRedundancyPerProjectRegion requested: 3 allowed: 2"]
 
 
@@ -180,7 +179,7 @@ async def test_hf_offline_without_files_pulls_from_the_hub(deps: Deps, cloud_run
     env = env_of(plan.spec or {})
     assert "HF_HUB_OFFLINE" not in env
     assert env["HF_TOKEN"]["valueSource"]["secretKeyRef"] == {"secret": "hf-token", "version": "latest"}
-    assert arg(plan.spec or {}, "--model") == "google/gemma-4-12b-it-qat-w4a16-ct"
+    assert arg(plan.spec or {}, "--model") == "google/gemma-4-12B-it-qat-w4a16-ct"
     diff = changed(plan)
     assert diff["template.containers[0].env[HF_HUB_OFFLINE].value"] == ("1", None)
     assert "--clear-env-vars" in plan.gcloud and "--set-secrets=HF_TOKEN=hf-token:latest" in plan.gcloud
@@ -188,7 +187,7 @@ async def test_hf_offline_without_files_pulls_from_the_hub(deps: Deps, cloud_run
     # The other proposal: the weights from the configured bucket, mounted as the image's user, offline.
     plan = await plan_of(deps, bucket)
     spec = plan.spec or {}
-    assert arg(spec, "--model") == "/mnt/models/gemma-4-12b-it-qat-w4a16-ct"
+    assert arg(spec, "--model") == "/mnt/models/gemma-4-12B-it-qat-w4a16-ct"
     assert env_of(spec)["HF_HUB_OFFLINE"]["value"] == "1"
     (vol,) = spec["template"]["volumes"]
     assert vol["gcs"]["bucket"] == BUCKET and vol["gcs"]["readOnly"] is True
@@ -252,7 +251,7 @@ async def test_planner_still_decides_dtype_on_a_gpu_without_bf16(deps: Deps, clo
 
 
 async def test_model_path_not_found_uses_the_catalog_path(deps: Deps, cloud_run: CloudRunStandIn) -> None:
-    wrong, right = "/mnt/models/gemma-4-12B-it-qat-w4a16-ct", "/mnt/models/gemma-4-12b-it-qat-w4a16-ct"
+    wrong, right = "/mnt/models/gemma-4-12b-qat", "/mnt/models/gemma-4-12B-it-qat-w4a16-ct"
     broken = spec_for()
     c = broken["template"]["containers"][0]
     c["args"][c["args"].index("--model") + 1] = wrong
@@ -264,7 +263,7 @@ async def test_model_path_not_found_uses_the_catalog_path(deps: Deps, cloud_run:
     assert changed(plan)["template.containers[0].args --model"] == (wrong, right)
     assert f"--model,{right}" in plan.gcloud and plan.verdict == "fits"
     # A path that is already the catalog's but holds no files: pull from the Hub instead.
-    empty = ["OSError: /mnt/models/gemma-4-12b-it-qat-w4a16-ct does not appear to have a file named config.json."]
+    empty = ["OSError: /mnt/models/gemma-4-12B-it-qat-w4a16-ct does not appear to have a file named config.json."]
     (hub,) = proposals(empty, "model_not_found")
     assert hub.params == {"model_source": "hub"}
     # A repo id that matches no catalog model (13b?) is not guessed at.
@@ -272,16 +271,31 @@ async def test_model_path_not_found_uses_the_catalog_path(deps: Deps, cloud_run:
         "huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error. Repository Not Found for url: https://huggingface.co/google/gemma-4-13b-it/resolve/main/config.json."
     ]
     assert proposals(typo, "model_not_found") == []
+    # Letter case alone is never "fixed" (GCS is case-sensitive; the bucket's spelling may be the right one).
+    cased = [
+        "ValueError: Invalid repository ID or local directory specified: '/mnt/models/gemma-4-12b-it-qat-w4a16-ct'."
+    ]
+    d = diagnose(entries(cased))
+    assert d.findings[0].remediation.actions == [] and "letter case" in d.findings[0].remediation.steps[0]
 
 
 async def test_model_switch_carries_checkpoint_flags_and_the_planner_verdict(
     deps: Deps, cloud_run: CloudRunStandIn
 ) -> None:
-    await seed(deps, spec_for())
+    running = spec_for()
+    c = running["template"]["containers"][0]
+    c["args"][c["args"].index("--model") + 1] = "/mnt/models/gemma-4-12B-it-qat-w4a16-ct"  # the bucket's spelling
+    await seed(deps, running)
+    hub = await build_plan("redeploy", {"model_source": "hub"}, deps.runtime, deploy_env(deps))
+    assert arg(hub.spec or {}, "--model") == "google/gemma-4-12B-it-qat-w4a16-ct"
+    back = await build_plan(
+        "redeploy", {"model": "gemma-4-12b-qat", "max_model_len": 8192}, deps.runtime, deploy_env(deps)
+    )
+    assert arg(back.spec or {}, "--model") == "/mnt/models/gemma-4-12B-it-qat-w4a16-ct"  # case kept
     assert arg(spec_for(), "--quantization") == "compressed-tensors"
     fp8 = await build_plan("redeploy", {"model": "12b-fp8"}, deps.runtime, deploy_env(deps))
     spec = fp8.spec or {}
-    assert arg(spec, "--model") == "/mnt/models/gemma-4-12b-it-fp8"
+    assert arg(spec, "--model") == "/mnt/models/gemma-4-12B-it-fp8"
     assert arg(spec, "--quantization") is None  # the QAT checkpoint's flag goes with it
     assert spec["annotations"]["gemma-sre/model"] == "gemma-4-12b-fp8" and fp8.verdict != "does_not_fit"
     big = await build_plan("redeploy", {"model": "gemma-4-31b"}, deps.runtime, deploy_env(deps))

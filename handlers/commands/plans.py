@@ -110,7 +110,7 @@ def render_plan(plan: Plan, *, with_buttons: bool = True) -> Reply:
             heading = "New service" if plan.create else f"Changes to the running service ({len(plan.changes)})"
             reply.add(heading=heading, code="\n".join(diff))
         else:
-            reply.add(heading="Changes", text="No field changes: Cloud Run will still create a new revision.")
+            reply.add(heading="Changes", text="No field changes against the running service.")
     reply.add(heading="gcloud equivalent", code=plan.gcloud)
     if with_buttons:
         blocked = plan.blocked()
