@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .deploy_env import DeployEnv
-from .errors import InvalidInput, NotFound
+from .errors import CloudUnavailable, InvalidInput, NotFound
 from .fit import FitReport, FitRequest, load_catalog, plan_fit
 from .gcloud_cmd import deploy_command, destroy_command, rollback_command, scale_command
 from .plans import Plan
@@ -205,7 +205,9 @@ def _probe_note(plan: Plan, cold_start_s: float | None, budget_s: int) -> None:
         )
 
 
-async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) -> Plan:
+async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], *, offline: bool = False) -> Plan:
+    """`offline`: render without reading the running service (no credentials): nothing to diff against, and
+    the plan says so. Only `/gemma config` asks for this; a plan meant for Confirm always compares."""
     p: DeployParams = _validate(DeployParams, params, "deploy")
     profile: DeployProfile = get_profile(p.profile)
     o = profile.model_dump(exclude={"name", "description", "model"}, exclude_none=True)
@@ -252,7 +254,13 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) 
     except ValidationError as exc:
         raise InvalidInput(f"Cannot render the service: {exc.errors()[0]['msg']}.") from None
     spec = render_service(cfg)
-    current = await runtime.get_service_spec(service)
+    unread = ""
+    try:
+        current = await runtime.get_service_spec(service)
+    except CloudUnavailable as exc:
+        if not offline:
+            raise
+        current, unread = None, exc.message
     plan = Plan(
         kind="deploy",
         service=service,
@@ -267,6 +275,9 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) 
         wait_budget_s=probe.budget_s + WAIT_MARGIN_S,
     )
     _apply_fit(plan, report)
+    if unread:
+        plan.summary = f"Render `{profile.name}` ({cfg.model} on {cfg.gpu_count} x {cfg.gpu}) for `{service}`"
+        plan.notes.append(f"Not compared with the running service: {unread} The diff shows a new service.")
     plan.notes.append(
         f"Startup probe budget {probe.budget_s} s (initial {probe.initial_delay_s} s + "
         f"{probe.failure_threshold} x "
@@ -665,12 +676,18 @@ async def build_plan(
     *,
     user_id: str = "",
     channel_id: str = "",
+    offline: bool = False,
 ) -> Plan:
+    """`offline` (deploy only): see plan_deploy."""
     builder = _BUILDERS.get(kind)
     if builder is None:
         raise InvalidInput(f"Unknown action `{kind}`.", "Known: " + ", ".join(sorted(_BUILDERS)) + ".")
     if not isinstance(params, dict):
         raise InvalidInput(f"Parameters for {kind} must be an object.")
-    plan = await builder(runtime, env, params)
+    plan = await (
+        plan_deploy(runtime, env, params, offline=True)
+        if offline and kind == "deploy"
+        else builder(runtime, env, params)
+    )
     plan.created_by, plan.channel_id = user_id, channel_id
     return plan

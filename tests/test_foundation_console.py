@@ -52,9 +52,11 @@ def test_console_status_against_standins(cloud_run: CloudRunStandIn, model_serve
 
 def test_console_on_embedded_defaults_says_what_to_set() -> None:
     # No REDIS_URL (in-process store), no Google credentials: cloud commands explain, others work.
-    result = _console("help\n/gemma status\n/gemma nosuch\n", _env())
+    result = _console("help\n/gemma status\n/gemma nosuch\n/gemma config gemma4-12b-qat-l4\n", _env())
     assert result.returncode == 0, result.stderr
     out = result.stdout
+    # A profile renders without any cloud: the Service and its gcloud equivalent, marked as not compared.
+    assert "--tool-call-parser,gemma4" in out and "Not compared with the running service" in out
     assert "/gemma status" in out  # help
     assert "GOOGLE_CLOUD_PROJECT" in out  # what to set
     assert "Unknown command `nosuch`" in out

@@ -82,7 +82,8 @@ async def config(ctx: CommandContext) -> Reply:
     if len(positionals) > 1:
         raise InvalidInput("Usage: `/gemma config [PROFILE]`.", _profiles_hint())
     if positionals:
-        plan = await build_plan("deploy", {"profile": positionals[0], **overrides}, ctx.deps.runtime, env)
+        # Rendering a profile needs no cloud: without credentials it is shown undiffed, and says so.
+        plan = await build_plan("deploy", {"profile": positionals[0], **overrides}, ctx.deps.runtime, env, offline=True)
         service, spec, title = plan.service, plan.spec or {}, f"Rendered service for `{positionals[0]}`"
         notes = [f"verdict: {plan.verdict}", *plan.notes] if plan.verdict else plan.notes
     else:
