@@ -12,16 +12,25 @@ from pathlib import Path
 
 import pytest
 
+from handlers.alerts.gcp import Notification, to_alerts
+from handlers.commands.fit import render_fit
+from handlers.commands.logs import render_diagnosis
 from handlers.commands.status import render_status
+from handlers.incidents import header_reply
 from handlers.registry import COMMANDS, load_all
 from handlers.render_slack import to_blocks
 from handlers.render_text import to_text
 from handlers.reply import Reply
 from handlers.router import help_reply
+from skills.diagnose import diagnose
+from skills.fit import FitRequest, plan_fit
+from skills.incidents import Alert, new_incident
+from skills.logs import parse_lines
 from skills.ports import Condition, ProbeResult, ServiceInfo
 from skills.status import ModelProbe, StatusReport, status_notes
 
 GOLDEN = Path(__file__).parent / "golden"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 AT = datetime(2026, 11, 20, 14, 0, tzinfo=UTC)
 
 
@@ -88,6 +97,34 @@ CASES: dict[str, Reply] = {
         )
     ),
 }
+
+
+def _diagnosis(scenario: str) -> Reply:
+    lines = (DATA / "scenarios" / f"{scenario}.jsonl").read_text().splitlines()
+    entries, _ = parse_lines(lines)
+    return render_diagnosis("vllm-gemma4", diagnose(entries))
+
+
+def _incident(payload: str, state_file: str | None = None) -> Reply:
+    def alert(name: str) -> Alert:
+        return to_alerts(Notification.model_validate_json((DATA / "alerts" / name).read_text()))[0]
+
+    opened = alert(payload)
+    inc = new_incident("1-0", opened, "C0ALERTS", True, AT)
+    inc.apply("1-0", opened, AT)
+    if state_file:
+        inc.apply("2-0", alert(state_file), AT)
+    return header_reply(inc, "vllm-gemma4")
+
+
+CASES["fit_26b_qat_l4_fits"] = render_fit(
+    plan_fit(FitRequest(model="gemma-4-26b-a4b-qat", gpu="nvidia-l4", kv_cache_dtype="fp8"))
+)
+CASES["fit_31b_qat_l4_does_not_fit"] = render_fit(plan_fit(FitRequest(model="gemma-4-31b-qat", gpu="nvidia-l4")))
+CASES["diagnose_kv_cache_insufficient"] = _diagnosis("example-kv-cache-insufficient")
+CASES["diagnose_startup_probe_timeout"] = _diagnosis("example-startup-probe-timeout")
+CASES["incident_gcp_open"] = _incident("gcp-monitoring-open.json")
+CASES["incident_gcp_closed"] = _incident("gcp-monitoring-open.json", "gcp-monitoring-closed.json")
 
 
 def _normalise(reply: Reply) -> dict[str, object]:
