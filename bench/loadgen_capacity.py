@@ -3,9 +3,10 @@
 The vLLM simulator runs in its own process(es), so its CPU and GIL are not the generator's. It streams `OUT`
 tokens per request on an absolute schedule (TTFT, then one token every DELAY) and records each request's
 server-side span (arrival in the handler, last bytes handed to the socket). The generator runs here, on uvloop
-as `gemma-sre serve` does (uvicorn's default loop), through skills.loadgen.run_cell, closed loop; the
-generator stamps when each request reaches the socket. time.perf_counter is CLOCK_MONOTONIC on
-Linux, so the processes' stamps compare directly (the bench warns if a span falls outside its request).
+as `gemma-sre serve` does (uvicorn's default loop), through skills.loadgen.run_cell over
+bot.adapters.stream_client.StreamClient, closed loop; the generator stamps when each request reaches the
+socket. time.perf_counter is CLOCK_MONOTONIC on Linux, so the processes' stamps compare directly (the bench
+warns if a span falls outside its request).
 
 Per cell:
 - peak: the most streams open at the server at once (from the server-side spans);
@@ -42,7 +43,8 @@ import httpx
 import httpx2
 import openai
 
-from skills.loadgen import PromptSet, RequestRecord, StreamClient, StreamTarget, pct, run_cell
+from bot.adapters.stream_client import StreamClient, StreamTarget
+from skills.loadgen import PromptSet, RequestRecord, pct, run_cell
 from tests.standins.vllm_sim import SPAN_KEY_CHARS
 
 TTFT, DELAY, OUT = 0.2, 0.1, 16

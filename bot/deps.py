@@ -11,7 +11,7 @@ import redis.asyncio as redis
 
 from bot.settings import Settings
 from bot.telemetry import Telemetry
-from skills.ports import Logs, Metrics, ModelServer, Runtime
+from skills.ports import Logs, Metrics, ModelServer, Runtime, StreamClients
 
 
 @dataclass
@@ -26,6 +26,7 @@ class Deps:
     logs: Logs | None = None
     metrics: Metrics | None = None
     agent: Any = None  # the agent (tool-calling loop), when wired
+    streams: StreamClients | None = None  # the bench load generator's connections to the model endpoint
     max_background: int = 16
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _slots: asyncio.Semaphore | None = None

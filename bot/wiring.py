@@ -8,6 +8,7 @@ from bot.adapters.cloud_run import CloudRunRuntime
 from bot.adapters.google_auth import IdentityTokens
 from bot.adapters.llm import LLMEndpoint
 from bot.adapters.model_server import HttpModelServer
+from bot.adapters.stream_client import EndpointStreams
 from bot.agent import Agent
 from bot.deps import Deps
 from bot.settings import Settings
@@ -30,6 +31,7 @@ def build_deps(settings: Settings) -> Deps:
         metrics=make_metrics(settings),
         logs=CloudLoggingLogs(settings),
     )
+    deps.streams = EndpointStreams(deps.endpoint)  # the bench's streaming client, with the endpoint's auth
     deps.agent = Agent(deps)  # the tool-calling loop over deps.endpoint (bot/agent)
     return deps
 

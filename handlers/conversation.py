@@ -49,8 +49,9 @@ async def answer_in_thread(deps: Any, responder: Any, thread_ts: str, question: 
             msg.add(text=exc.hint)
         await responder.post(msg, thread_ts=thread_ts)
         return
-    await responder.post(answer_reply(answer.text, answer.proposed), thread_ts=thread_ts)
+    # Remember the exchange before showing it: a reply typed the moment the answer appears must find it.
     await store.append(thread_ts, question[:MAX_QUESTION_CHARS], answer.text)
+    await responder.post(answer_reply(answer.text, answer.proposed), thread_ts=thread_ts)
 
 
 async def on_thread_reply(deps: Any, responder: Any, channel_id: str, thread_ts: str, user_id: str, text: str) -> None:

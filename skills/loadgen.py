@@ -21,21 +21,17 @@ import asyncio
 import json
 import math
 import random
-import ssl
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
 
-import httptools
-import httpx
-import openai
 from pydantic import BaseModel, Field, field_validator
 
 from .errors import InvalidInput, UserFacingError
+from .ports import RequestRecord, StreamClients, StreamExchange
 
 MIN_REQUESTS_PER_CELL = 10
 MAX_CONCURRENCY = 4096
@@ -171,256 +167,8 @@ async def verify_heads(count: TokenCount, ps: PromptSet, n_requests: int, sample
 
 # --- the hot path: one streamed request ---------------------------------------------------------------
 #
-# Requests are raw HTTP/1.1 streaming POSTs on keep-alive connections, each an asyncio.Protocol whose
-# response is parsed by httptools (the parser uvicorn uses) and whose SSE events are parsed as bytes arrive:
-# a streamed token costs one callback, not a task wake-up. Measured against the stand-in
-# (bench/loadgen_capacity.py), the openai SDK spends ~5x the client CPU per streamed request and aiohttp
-# ~2x, and both queue requests in the client at high concurrency, inflating the latencies we report.
-
-
-@dataclass(frozen=True, slots=True)
-class StreamTarget:
-    """Where the generator sends requests: the OpenAI API root (`.../v1`) and the headers that authenticate."""
-
-    base_url: str
-    headers: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_openai(cls, client: openai.AsyncOpenAI) -> StreamTarget:
-        """The base URL and auth the SDK client would use (its API key, overridden by its default headers,
-        e.g. an identity token), without the SDK's own telemetry headers."""
-        headers = dict(client.auth_headers)
-        for k, v in client.default_headers.items():
-            low = k.lower()
-            if isinstance(v, str) and not low.startswith("x-stainless") and low not in _OWN_HEADERS:
-                headers[k] = v
-        return cls(str(client.base_url).rstrip("/"), headers)
-
-
-# Headers the generator sets itself (the SDK's values for these are not the generator's).
-_OWN_HEADERS = {"user-agent", "accept", "accept-encoding", "content-type", "content-length", "host", "connection"}
-
-
-@dataclass(slots=True)
-class RequestRecord:
-    ok: bool
-    error: str = ""
-    start: float = 0.0  # time.perf_counter() (CLOCK_MONOTONIC on Linux, comparable across processes)
-    end: float = 0.0
-    ttft: float | None = None
-    itls: list[float] = field(default_factory=list)
-    output_tokens: int = 0
-    prompt_tokens: int = 0
-    usage_missing: bool = False
-    index: int = -1  # the prompt index (PromptSet.prompt(index)) this request sent
-    sent: float = 0.0  # when the request was handed to the socket
-    last_text: float = 0.0  # arrival of the latest text-bearing chunk (for the next ITL)
-
-    @property
-    def e2e(self) -> float:
-        return self.end - self.start
-
-
-class _Connection(asyncio.Protocol):
-    """One keep-alive connection. Each exchange fills a RequestRecord from the response as it streams in."""
-
-    def __init__(self, pool: set[_Connection]) -> None:
-        self.pool = pool
-        self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
-        self.closed = False
-        self.rec: RequestRecord | None = None
-        self.fut: asyncio.Future[str] | None = None
-        self.status = 0
-        self.buf = b""
-        self.now = 0.0
-        self.done = False  # saw `data: [DONE]`
-        self.got_bytes = False
-        self.keep_alive = False
-
-    def begin(self, rec: RequestRecord, fut: asyncio.Future[str]) -> None:
-        self.rec, self.fut = rec, fut
-        self.status, self.buf, self.done, self.got_bytes, self.keep_alive = 0, b"", False, False, False
-
-    def abort(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.abort()
-
-    # asyncio.Protocol
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self.pool.add(self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.pool.discard(self)
-        self._finish("connection")
-
-    def data_received(self, data: bytes) -> None:
-        self.now = time.perf_counter()  # every event in this read arrived now
-        self.got_bytes = True
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError:
-            self._finish("bad HTTP response")
-            self.abort()
-
-    # httptools callbacks
-    def on_headers_complete(self) -> None:
-        self.status = self.parser.get_status_code()
-        self.keep_alive = self.parser.should_keep_alive()  # only meaningful while parsing this message
-
-    def on_body(self, body: bytes) -> None:
-        rec = self.rec
-        if rec is None or self.status != 200 or self.done or rec.error:
-            return
-        buf = self.buf + body if self.buf else body
-        if b"\r" in buf:  # CRLF framing is legal SSE
-            buf = buf.replace(b"\r\n", b"\n")
-        if b"\n\n" not in buf:
-            self.buf = buf
-            return
-        *events, self.buf = buf.split(b"\n\n")
-        now = self.now
-        for event in events:
-            for line in event.split(b"\n"):
-                if not line.startswith(b"data:"):
-                    continue  # comments, event:/id: fields
-                payload = line[5:].strip()
-                if payload == b"[DONE]":
-                    self.done = True
-                    rec.end = now
-                    return
-                try:
-                    self._event(rec, json.loads(payload), now)
-                except (ValueError, TypeError, AttributeError):  # not JSON, or not a completion chunk
-                    rec.error, rec.end = "bad SSE data", now
-                if rec.error:
-                    return
-
-    @staticmethod
-    def _event(rec: RequestRecord, obj: dict[str, Any], now: float) -> None:
-        if "error" in obj or obj.get("object") == "error":
-            err = obj.get("error", obj)
-            msg = err.get("message", err) if isinstance(err, dict) else err
-            rec.error, rec.end = f"stream error: {str(msg)[:80]}", now
-            return
-        for ch in obj.get("choices") or ():
-            if ch.get("text"):
-                if rec.ttft is None:
-                    rec.ttft = now - rec.start
-                else:
-                    rec.itls.append(now - rec.last_text)
-                rec.last_text = now
-        usage = obj.get("usage")
-        if usage:
-            rec.output_tokens = int(usage.get("completion_tokens") or 0)
-            rec.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-
-    def on_message_complete(self) -> None:
-        self._finish("")
-
-    def _finish(self, error: str) -> None:
-        if self.fut is not None and not self.fut.done():
-            self.fut.set_result(error)
-
-
-class StreamClient:
-    """Keep-alive connections to the endpoint (one per concurrent request, reused; no queueing in the client)
-    and the streamed-request exchange. Use as `async with`; closing drops every connection."""
-
-    def __init__(self, target: StreamTarget, max_concurrency: int = 0, timeout_s: float = 300.0) -> None:
-        url = urlsplit(target.base_url.rstrip("/"))
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise InvalidInput(f"The model endpoint `{url.scheme}://{url.hostname}` is not an http(s) URL.")
-        self.target = target
-        self.host = url.hostname
-        self.port = url.port or (443 if url.scheme == "https" else 80)
-        self._ssl = ssl.create_default_context() if url.scheme == "https" else None
-        host = url.hostname if url.port is None else f"{url.hostname}:{url.port}"
-        if ":" in url.hostname:  # IPv6 literal
-            host = f"[{url.hostname}]" + (f":{url.port}" if url.port else "")
-        headers = {
-            "Host": host,
-            "User-Agent": "gemma-sre-loadgen",
-            "Content-Type": "application/json",
-            "Accept": "text/event-stream",
-            # A compressing proxy would buffer the stream and distort TTFT/ITL: ask for it as sent.
-            "Accept-Encoding": "identity",
-            **{k: v for k, v in target.headers.items() if k.lower() not in _OWN_HEADERS},
-        }
-        if any(c in k + v for k, v in headers.items() for c in "\r\n"):
-            raise InvalidInput("A header for the model endpoint contains a line break.")
-        head = f"POST {url.path}/completions HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        self._head = head.encode("latin-1", "replace")
-        self._idle: list[_Connection] = []
-        self._open: set[_Connection] = set()
-        self.max_concurrency = max_concurrency
-        self.timeout_s = timeout_s
-
-    async def __aenter__(self) -> StreamClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        for conn in list(self._open):
-            conn.abort()
-        self._idle.clear()
-
-    async def _connection(self) -> tuple[_Connection, bool]:
-        while self._idle:
-            conn = self._idle.pop()
-            if not conn.closed:
-                return conn, True
-        loop = asyncio.get_running_loop()
-        _, conn = await loop.create_connection(
-            lambda: _Connection(self._open),
-            self.host,
-            self.port,
-            ssl=self._ssl,
-            server_hostname=self.host if self._ssl else None,
-        )
-        return conn, False
-
-    async def exchange(self, body: bytes, rec: RequestRecord) -> str:
-        """Send one request and read its streamed response into `rec`: '' or a transport-level error."""
-        for attempt in (0, 1):
-            conn, reused = await self._connection()
-            fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-            conn.begin(rec, fut)
-            assert conn.transport is not None
-            conn.transport.write(self._head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
-            rec.sent = time.perf_counter()
-            try:
-                error = await fut
-            except BaseException:  # timed out or cancelled mid-response: the connection can't be reused
-                conn.abort()
-                raise
-            if error and reused and not conn.got_bytes and attempt == 0:
-                continue  # the server had closed the idle connection: not the request's failure, send again
-            if error or conn.closed or not conn.keep_alive:
-                conn.abort()
-            else:
-                self._idle.append(conn)  # the response is complete: the connection is free for the next one
-            if conn.status and conn.status != 200:
-                return f"HTTP {conn.status}"
-            if rec.error:  # the server reported an error in the stream, or sent something that isn't SSE
-                return rec.error
-            if conn.done:  # complete, whatever happened to the connection after [DONE]
-                return "" if rec.ttft is not None else "empty stream"
-            return error or ("incomplete stream" if rec.ttft is not None else "empty stream")
-        return "connection"
-
-
-def _error_type(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError):
-        return "timeout"
-    if isinstance(exc, OSError):  # refused, reset, unreachable, TLS failures (ssl.SSLError is an OSError)
-        return "connection"
-    return type(exc).__name__
+# The HTTP client is an adapter (bot/adapters/stream_client.py, behind ports.StreamExchange): raw HTTP/1.1
+# streaming on keep-alive connections, SSE parsed as bytes arrive, so the client adds little to what we time.
 
 
 def _body(model: str, prompt: str, output_tokens: int) -> bytes:
@@ -438,7 +186,7 @@ def _body(model: str, prompt: str, output_tokens: int) -> bytes:
 
 
 async def one_request(
-    client: StreamClient, model: str, prompt: str, output_tokens: int, timeout_s: float
+    client: StreamExchange, model: str, prompt: str, output_tokens: int, timeout_s: float
 ) -> RequestRecord:
     """A streamed completion, timed: TTFT at the first read that carries text, ITLs between such reads."""
     rec = RequestRecord(ok=False)
@@ -449,8 +197,10 @@ async def one_request(
             error = await client.exchange(body, rec)
     except asyncio.CancelledError:
         raise
+    except TimeoutError:
+        error = "timeout"
     except Exception as exc:  # every failure is a data point, classified by type
-        error = _error_type(exc)
+        error = type(exc).__name__
     if not rec.end:
         rec.end = time.perf_counter()
     rec.error = error
@@ -563,7 +313,7 @@ async def _wait_stop(stop: asyncio.Event, deadline: float) -> str:
 
 
 async def run_cell(
-    client: StreamClient,
+    client: StreamExchange,
     model: str,
     prompts: PromptSet,
     n_requests: int,
@@ -618,7 +368,7 @@ async def run_cell(
 
 
 async def run_sweep(
-    client: openai.AsyncOpenAI | StreamTarget,
+    clients: StreamClients,
     model: str,
     count_tokens: TokenCount,
     spec: BenchSpec,
@@ -630,16 +380,17 @@ async def run_sweep(
 ) -> SweepResult:
     """Size prompts with the server's tokenizer, then run every cell; stop early on `stop` or the time cap.
 
-    `client` gives the endpoint and its auth (an SDK client's are reused); requests go out on the generator's
-    own connection pool (StreamClient), sized for the largest concurrency.
+    `clients` opens the connection pool to the endpoint (with its auth), sized for the largest concurrency.
     """
-    target = client if isinstance(client, StreamTarget) else StreamTarget.from_openai(client)
-    async with StreamClient(target, max(spec.concurrency), spec.request_timeout_s) as streams:
+    streams = await clients.open(max(spec.concurrency))
+    try:
         return await _sweep(streams, model, count_tokens, spec, sweep_id, stop, on_progress, progress_every_s)
+    finally:
+        await streams.aclose()
 
 
 async def _sweep(
-    client: StreamClient,
+    client: StreamExchange,
     model: str,
     count_tokens: TokenCount,
     spec: BenchSpec,
@@ -728,9 +479,3 @@ async def _sweep(
     if on_progress:
         await on_progress(prog)
     return result
-
-
-def bench_http_client(max_concurrency: int, timeout_s: float) -> httpx.AsyncClient:
-    """A connection pool for an SDK client used around a sweep (plan, model list). The sweep's requests use
-    their own pool (StreamClient), so this one only needs to be small and to close with the sweep."""
-    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=30.0))

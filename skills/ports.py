@@ -5,6 +5,7 @@ Adapters live in bot/adapters (real) and tests/standins (wire-level stand-ins th
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -153,3 +154,43 @@ class Metrics(Protocol):
     """Cloud Monitoring time series for the service."""
 
     async def series(self, service: str, metric: str, minutes: int) -> list[MetricSeries]: ...
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One streamed benchmark request, filled in by a StreamExchange as the response arrives (a plain slotted
+    dataclass, not pydantic: it is written on every streamed token)."""
+
+    ok: bool
+    error: str = ""
+    start: float = 0.0  # time.perf_counter() (CLOCK_MONOTONIC on Linux, comparable across processes)
+    end: float = 0.0
+    ttft: float | None = None
+    itls: list[float] = field(default_factory=list)
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    usage_missing: bool = False
+    index: int = -1  # the prompt index (PromptSet.prompt(index)) this request sent
+    sent: float = 0.0  # when the request was handed to the socket
+    last_text: float = 0.0  # arrival of the latest text-bearing chunk (for the next ITL)
+
+    @property
+    def e2e(self) -> float:
+        return self.end - self.start
+
+
+class StreamExchange(Protocol):
+    """A pool of streaming connections to the model's `/v1/completions` (the bench's load generator)."""
+
+    async def exchange(self, body: bytes, rec: RequestRecord) -> str:
+        """Send one JSON request body and read its SSE stream into `rec` (TTFT, ITLs, usage, `sent`, `end` on
+        `[DONE]`). Returns '' or an error label: "HTTP 500", "connection", "stream error: ...", "empty stream"."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class StreamClients(Protocol):
+    """Opens a StreamExchange to the model endpoint (its URL and auth resolved now), sized for a concurrency."""
+
+    async def open(self, max_concurrency: int) -> StreamExchange: ...

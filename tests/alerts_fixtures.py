@@ -6,7 +6,6 @@ import asyncio
 import base64
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,12 +16,11 @@ from bot.deps import Deps
 from bot.settings import Settings
 from bot.slack_app import make_web_client
 from bot.wiring import build_deps
+from tests.shared_data import ALERTS
 from tests.standins.server import serve
 from tests.standins.slack_api import SlackStandIn
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "alerts"
-if not DATA.exists():  # the checkout may live elsewhere; fall back to the shared tree
-    DATA = Path("/work/shared/data/alerts")
+DATA = ALERTS
 
 TOKEN = "alert-token-123"
 PASSWORD = "alert-pass-123"

@@ -11,6 +11,7 @@ import socket
 import pytest
 from pydantic import SecretStr
 
+from bot.adapters.stream_client import EndpointStreams, StreamClient, StreamTarget
 from handlers.context import ActionContext, CommandContext
 from handlers.registry import load_all
 from handlers.router import run_action, run_command
@@ -19,9 +20,6 @@ from skills.errors import InvalidInput
 from skills.loadgen import (
     BenchSpec,
     PromptSet,
-    StreamClient,
-    StreamTarget,
-    bench_http_client,
     fit_contexts,
     pct,
     run_cell,
@@ -63,14 +61,14 @@ async def test_sweep_statistics_match_the_injected_timing(deps_for) -> None:  # 
     ttft, delay, out = 0.4, 0.02, 12
     with running_sim(ttft_s=ttft, token_delay_s=delay) as (vsim, url):
         deps = deps_for(url, vllm_api_key=SecretStr("sk-bench"))
-        target = StreamTarget(await deps.endpoint.base_url() + "/v1", await deps.endpoint.auth_headers())
+        assert deps.streams is not None
         model = await deps.endpoint.model_id()
 
         async def count(p: str) -> int:
             return len(await deps.model_server.tokenize(url, model, p))
 
         spec = BenchSpec(concurrency=[1, 4], contexts=[64, 300], output_tokens=out, requests_per_cell=4)
-        res = await run_sweep(target, model, count, spec, "t1")
+        res = await run_sweep(deps.streams, model, count, spec, "t1")
         assert vsim.state.max_in_flight == 4  # the concurrency actually reached the server
         prompts = [b["prompt"] for b in vsim.state.bodies[1:]]  # after the warm-up request
         assert set(vsim.state.authorization) == {"Bearer sk-bench"}  # the endpoint's auth on every request
@@ -89,21 +87,19 @@ async def test_sweep_statistics_match_the_injected_timing(deps_for) -> None:  # 
         assert c.output_tok_per_s == pytest.approx(c.req_per_s * out, rel=1e-6)
 
 
-async def test_an_sdk_client_lends_its_endpoint_and_auth_to_the_generator(deps_for) -> None:  # noqa: F811
-    # The bench command hands run_sweep the endpoint's openai client: same URL and credentials on the wire.
+async def test_the_wired_stream_clients_use_the_endpoints_url_and_auth(deps_for) -> None:  # noqa: F811
+    # The bench command hands run_sweep deps.streams (bot.wiring): the endpoint's URL and credentials on the wire.
     with running_sim(ttft_s=0.01, token_delay_s=0.001) as (vsim, url):
         deps = deps_for(url, vllm_api_key=SecretStr("sk-sdk"))
-        http = bench_http_client(2, 30)
-        sdk = (await deps.endpoint.client()).with_options(http_client=http)
-        target = StreamTarget.from_openai(sdk)
+        assert isinstance(deps.streams, EndpointStreams)
+        target = await deps.streams.target()
         assert target.base_url == url + "/v1" and target.headers == await deps.endpoint.auth_headers()
 
         async def count(p: str) -> int:
             return len(await deps.model_server.tokenize(url, "m", p))
 
         spec = BenchSpec(concurrency=[2], contexts=[32], output_tokens=5, requests_per_cell=6)
-        res = await run_sweep(sdk, "m", count, spec, "t0")
-        await http.aclose()
+        res = await run_sweep(deps.streams, "m", count, spec, "t0")
     assert res.cells[0].ok == 6 and res.cells[0].mean_output_tokens == 5
     assert set(vsim.state.authorization) == {"Bearer sk-sdk"} and len(vsim.state.authorization) == 7
 
@@ -111,19 +107,19 @@ async def test_an_sdk_client_lends_its_endpoint_and_auth_to_the_generator(deps_f
 async def test_errors_are_counted_by_type_and_stop_ends_the_sweep(deps_for) -> None:  # noqa: F811
     with running_sim(ttft_s=0.01, token_delay_s=0.001, fail_every=4) as (_, url):
         deps = deps_for(url)
-        client = await deps.endpoint.client()
+        assert deps.streams is not None
 
         async def count(p: str) -> int:
             return len(await deps.model_server.tokenize(url, "m", p))
 
-        res = await run_sweep(client, "m", count, BenchSpec(concurrency=[2], contexts=[32], output_tokens=4,
+        res = await run_sweep(deps.streams, "m", count, BenchSpec(concurrency=[2], contexts=[32], output_tokens=4,
                                                            requests_per_cell=12), "t2")  # fmt: skip
         cell = res.cells[0]
         assert cell.errors == {"HTTP 500": 3} and cell.ok == 9 and cell.success_rate == pytest.approx(0.75)
 
     with running_sim(ttft_s=0.05, token_delay_s=0.05) as (_, url):
         deps = deps_for(url)
-        client = await deps.endpoint.client()
+        assert deps.streams is not None
         stop = asyncio.Event()
         seen: list[str] = []
 
@@ -136,7 +132,7 @@ async def test_errors_are_counted_by_type_and_stop_ends_the_sweep(deps_for) -> N
                 asyncio.get_running_loop().call_later(0.5, stop.set)
 
         spec = BenchSpec(concurrency=[1, 2], contexts=[32], output_tokens=4, requests_per_cell=50)
-        res = await run_sweep(client, "m", count2, spec, "t3", stop=stop, on_progress=progress)
+        res = await run_sweep(deps.streams, "m", count2, spec, "t3", stop=stop, on_progress=progress)
     assert res.stopped == "cancelled" and len(res.cells) == 1 and res.cells[0].requests < 50
     assert seen[0] == "sizing prompts" and seen[-1] == "done"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from bot.cli_diagnose import run
 from skills.condense import condense, estimate_tokens, fold
 from skills.ports import LogEntry
+from tests.shared_data import SCENARIOS
 
-SCENARIOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "scenarios"
 T0 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 
 

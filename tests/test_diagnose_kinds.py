@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,8 @@ from skills.diagnose import diagnose
 from skills.logs import parse_lines
 from skills.ports import LogEntry, ServiceInfo
 from skills.remediation import sanitize_action
+from tests.shared_data import SCENARIOS
 
-SCENARIOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "scenarios"
 T0 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 
 V1_ARGS = (

@@ -28,9 +28,10 @@ from skills.incidents import Alert, new_incident
 from skills.logs import parse_lines
 from skills.ports import Condition, ProbeResult, ServiceInfo
 from skills.status import ModelProbe, StatusReport, status_notes
+from tests.shared_data import SHARED_DATA
 
 GOLDEN = Path(__file__).parent / "golden"
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = SHARED_DATA
 AT = datetime(2026, 11, 20, 14, 0, tzinfo=UTC)
 
 

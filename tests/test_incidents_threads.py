@@ -7,7 +7,6 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -35,11 +34,10 @@ from tests.alerts_fixtures import (
     thread_replies,
     tuned,
 )
+from tests.shared_data import SCENARIOS
 from tests.standins.cloud_logging_api import CloudLoggingStandIn
 from tests.standins.server import serve
 from tests.standins.slack_api import Fault
-
-SCENARIOS = Path("/work/shared/data/scenarios")
 
 CHANNEL = "#gemma-alerts"
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -15,10 +14,9 @@ from bot.adapters.cloud_logging import CloudLoggingLogs
 from bot.settings import Settings, load_settings
 from skills.errors import InvalidInput
 from skills.ports import LogQuery
+from tests.shared_data import SCENARIOS
 from tests.standins.cloud_logging_api import CloudLoggingStandIn
 from tests.standins.server import serve
-
-SCENARIOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "scenarios"
 
 
 def _shift_to_now(standin: CloudLoggingStandIn) -> None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import random
 import string
-from pathlib import Path
 
 from skills.redact import redact, redact_obj
+from tests.shared_data import LOGHUB
 
-LOGHUB = Path(__file__).resolve().parents[2] / "shared" / "data" / "loghub"
 rng = random.Random(7)
 
 

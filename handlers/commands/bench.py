@@ -20,7 +20,7 @@ from skills import bench_report as report
 from skills.bench_plan import BenchPlan, make_plan, max_model_len_from_args, server_max_model_len
 from skills.cost import hourly_cost
 from skills.errors import InvalidInput, UserFacingError
-from skills.loadgen import BenchSpec, Progress, SweepResult, bench_http_client, run_sweep
+from skills.loadgen import BenchSpec, Progress, SweepResult, run_sweep
 from skills.locks import LockHeld, ServiceLock
 
 log = logging.getLogger(__name__)
@@ -236,17 +236,17 @@ async def run_and_report(ctx: ActionContext, plan: BenchPlan, lock: ServiceLock,
         except Exception:  # a failed progress edit must not stop the sweep
             log.warning("benchmark progress update failed", exc_info=True)
 
-    http = bench_http_client(max(plan.spec.concurrency), plan.spec.request_timeout_s)
     watcher = asyncio.ensure_future(watch_stop())
     try:
+        if d.streams is None:
+            raise UserFacingError("The benchmark's load generator is not wired in this process.")
         base = await d.endpoint.base_url()
-        client = (await d.endpoint.client()).with_options(http_client=http)
 
         async def count(prompt: str) -> int:
             return len(await d.model_server.tokenize(base, plan.model, prompt))
 
         result = await run_sweep(
-            client,
+            d.streams,
             plan.model,
             count,
             plan.spec,
@@ -272,6 +272,5 @@ async def run_and_report(ctx: ActionContext, plan: BenchPlan, lock: ServiceLock,
         stop_event.set()
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
-        await http.aclose()
         await d.redis.delete(stop_key)
         await lock.release()
