@@ -1,6 +1,6 @@
 """The agent loop's own cost: time per step excluding the model's (and the tools') time, and tokens sent.
 
-For every example scenario (../shared/data/scenarios beside the repo, or the folder given), runs `/gemma analyze`'s agent
+For every example scenario (../shared/data/scenarios, or the folder given), runs `/gemma analyze`'s agent
 end to end against local stand-ins speaking the real wire protocols (scripted OpenAI-compatible model with
 SSE streaming, Cloud Run Admin API, Cloud Logging API) through the real openai and Google clients. The model
 investigates for three tool steps and then answers with a plan. Prints, per scenario:
