@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .errors import InvalidInput
 from .profiles import KvDtype
-from .service_diff import parse_flags
+from .service_diff import OUTPUT_ONLY_FIELDS, parse_flags
 
 PORT = 8080
 MOUNT_PATH = "/mnt/models"
@@ -395,24 +395,5 @@ def replace_container(spec: dict[str, Any], new: dict[str, Any]) -> None:
 
 
 def strip_output_only(spec: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(spec)
-    for k in (
-        "uri",
-        "urls",
-        "conditions",
-        "terminalCondition",
-        "latestReadyRevision",
-        "latestCreatedRevision",
-        "trafficStatuses",
-        "observedGeneration",
-        "reconciling",
-        "uid",
-        "generation",
-        "createTime",
-        "updateTime",
-        "etag",
-        "creator",
-        "lastModifier",
-    ):
-        out.pop(k, None)
-    return out
+    """The service as a request may send it: a deep copy without Cloud Run's output-only fields."""
+    return {k: copy.deepcopy(v) for k, v in spec.items() if k not in OUTPUT_ONLY_FIELDS}

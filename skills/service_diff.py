@@ -17,33 +17,16 @@ from pydantic import BaseModel
 
 from .redact import MARK, redact
 
-# Output-only or server-managed: never part of what a plan changes.
-_IGNORED = {
-    "name",
-    "uid",
-    "generation",
-    "createTime",
-    "updateTime",
-    "deleteTime",
-    "expireTime",
-    "etag",
-    "conditions",
-    "terminalCondition",
-    "latestReadyRevision",
-    "latestCreatedRevision",
-    "trafficStatuses",
-    "observedGeneration",
-    "reconciling",
-    "uri",
-    "urls",
-    "creator",
-    "lastModifier",
-    "client",
-    "clientVersion",
-    "launchStage",
-    "satisfiesPzs",
-    "buildConfig",
-}
+# Set by Cloud Run, never by a request: stripped before an apply and never part of what a plan changes.
+OUTPUT_ONLY_FIELDS = frozenset(
+    {
+        "uid", "generation", "createTime", "updateTime", "deleteTime", "expireTime", "etag", "conditions",
+        "terminalCondition", "latestReadyRevision", "latestCreatedRevision", "trafficStatuses",
+        "observedGeneration", "reconciling", "uri", "urls", "creator", "lastModifier",
+    }
+)  # fmt: skip
+# Also not a plan's business: identity and client/launch metadata.
+_IGNORED = OUTPUT_ONLY_FIELDS | {"name", "client", "clientVersion", "launchStage", "satisfiesPzs", "buildConfig"}
 
 _ENUMS: dict[str, list[str]] = {
     "executionEnvironment": ["", "EXECUTION_ENVIRONMENT_GEN1", "EXECUTION_ENVIRONMENT_GEN2"],

@@ -22,6 +22,7 @@ from skills.ports import (
     ServiceInfo,
     TrafficTarget,
 )
+from skills.render_service import strip_output_only
 
 from .google_auth import cloud_credentials
 
@@ -200,26 +201,7 @@ class CloudRunRuntime:
 
     async def apply_service(self, name: str, spec: dict[str, Any], *, create: bool) -> str:
         services, _ = self._clients()
-        body = dict(spec)
-        for output_only in (
-            "uri",
-            "conditions",
-            "terminalCondition",
-            "latestReadyRevision",
-            "latestCreatedRevision",
-            "trafficStatuses",
-            "observedGeneration",
-            "reconciling",
-            "uid",
-            "generation",
-            "createTime",
-            "updateTime",
-            "etag",
-            "creator",
-            "lastModifier",
-            "urls",
-        ):
-            body.pop(output_only, None)
+        body = strip_output_only(spec)
         svc = run_v2.Service.from_json(json.dumps(body), ignore_unknown_fields=True)
         if create:
             parent = self.service_path(name).rsplit("/services/", 1)[0]
