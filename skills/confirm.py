@@ -56,20 +56,22 @@ async def is_deployer(gate: WriteGate, user_id: str) -> bool:
     return False
 
 
-async def _audit_refusal(gate: WriteGate, plan: Plan, user_id: str, why: str) -> None:
-    await record(
-        gate.store,
-        gate.audit_key,
-        AuditEntry(
-            user_id=user_id,
-            action=plan.kind,
-            service=plan.service,
-            params=plan.params,
-            result="refused",
-            detail=why,
-            plan_id=plan.id,
-        ),
+async def _audit(gate: WriteGate, plan: Plan, user_id: str, result: str, detail: str, duration_s: float = 0.0) -> None:
+    entry = AuditEntry(
+        user_id=user_id,
+        action=plan.kind,
+        service=plan.service,
+        params=plan.params,
+        result=result,
+        detail=detail[:500],
+        plan_id=plan.id,
+        duration_s=round(duration_s, 2),
     )
+    await record(gate.store, gate.audit_key, entry)
+
+
+async def _audit_refusal(gate: WriteGate, plan: Plan, user_id: str, why: str) -> None:
+    await _audit(gate, plan, user_id, "refused", why)
 
 
 async def claim(gate: WriteGate, plan_id: str, user_id: str, typed_name: str | None = None) -> tuple[Plan, ServiceLock]:
@@ -132,17 +134,4 @@ async def run_claimed(
     finally:
         await gate.plans.discard(plan.id)
         await lock.release()
-        await record(
-            gate.store,
-            gate.audit_key,
-            AuditEntry(
-                user_id=user_id,
-                action=plan.kind,
-                service=plan.service,
-                params=plan.params,
-                result="ok" if result.ok else "failed",
-                detail=result.detail[:500],
-                plan_id=plan.id,
-                duration_s=round(time.monotonic() - start, 2),
-            ),
-        )
+        await _audit(gate, plan, user_id, "ok" if result.ok else "failed", result.detail, time.monotonic() - start)
