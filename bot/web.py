@@ -10,7 +10,7 @@ from typing import Any
 
 import aiohttp
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+from slack_bolt.adapter.starlette.async_handler import to_async_bolt_request, to_starlette_response
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -59,12 +59,17 @@ class MetricsMiddleware:
 def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starlette:
     load_all()
     bolt = build_bolt(deps)
-    slack_handler = AsyncSlackRequestHandler(bolt)
 
     async def slack_events(request: Request) -> Response:
+        too_large = PlainTextResponse("payload too large", status_code=413)
         if int(request.headers.get("content-length") or 0) > SLACK_MAX_BODY:
-            return PlainTextResponse("payload too large", status_code=413)
-        return await slack_handler.handle(request)
+            return too_large
+        body = bytearray()  # counted as it streams: a chunked body has no Content-Length to trust
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > SLACK_MAX_BODY:
+                return too_large
+        return to_starlette_response(await bolt.async_dispatch(to_async_bolt_request(request, bytes(body))))
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True})

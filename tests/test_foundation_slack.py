@@ -193,3 +193,20 @@ async def test_readyz_fails_when_redis_is_unreachable(settings: Settings) -> Non
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
         resp = await client.get("/readyz")
     assert resp.status_code == 503 and resp.json()["ok"] is False
+
+
+async def test_oversized_bodies_get_413_whether_declared_or_streamed(app_client, slack, cloud_run) -> None:
+    client, deps = app_client
+    cloud_run.seed_service("vllm-gemma4")
+    body = command_body("status " + "x" * (1024 * 1024 + 10), slack.response_url(), trigger_id="trig-big")
+    declared = await client.post("/slack/events", content=body, headers=signed_headers(SIGNING_SECRET, body))
+    assert declared.status_code == 413
+
+    async def chunks():  # no Content-Length: the server must count while it reads
+        for i in range(0, len(body), 64 * 1024):
+            yield body[i : i + 64 * 1024].encode()
+
+    streamed = await client.post("/slack/events", content=chunks(), headers=signed_headers(SIGNING_SECRET, body))
+    assert streamed.status_code == 413
+    await deps.drain()
+    assert slack.responses == [] and not [r for r in cloud_run.requests if r[1].endswith("/services/vllm-gemma4")]
