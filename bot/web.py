@@ -22,6 +22,7 @@ from bot.deps import Deps
 from bot.slack_app import build_bolt
 from bot.wiring import close_deps
 from handlers.alerts.web import alert_routes
+from handlers.http_body import HttpProblem, read_body
 from handlers.registry import load_all
 
 SLACK_MAX_BODY = 1024 * 1024  # Slack payloads are a few KB; anything near this is not Slack
@@ -61,15 +62,11 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
     bolt = build_bolt(deps)
 
     async def slack_events(request: Request) -> Response:
-        too_large = PlainTextResponse("payload too large", status_code=413)
-        if int(request.headers.get("content-length") or 0) > SLACK_MAX_BODY:
-            return too_large
-        body = bytearray()  # counted as it streams: a chunked body has no Content-Length to trust
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > SLACK_MAX_BODY:
-                return too_large
-        return to_starlette_response(await bolt.async_dispatch(to_async_bolt_request(request, bytes(body))))
+        try:
+            body = await read_body(request, SLACK_MAX_BODY)
+        except HttpProblem as p:
+            return PlainTextResponse(p.message, status_code=p.status)
+        return to_starlette_response(await bolt.async_dispatch(to_async_bolt_request(request, body)))
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True})

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from handlers.http_body import HttpProblem, read_body
 from skills.incidents import Alert, is_known_service
 
 from . import alertmanager, gcp
@@ -32,14 +33,6 @@ log = logging.getLogger(__name__)
 
 # (alerts) -> (new, duplicates). bot/alert_queue.py `AlertQueue.enqueue` is the real one.
 Enqueue = Callable[[list[Alert]], Awaitable[tuple[int, int]]]
-
-
-class HttpProblem(Exception):
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers or {}
 
 
 def known_services(deps: Deps) -> frozenset[str]:
@@ -87,26 +80,6 @@ def check_auth(request: Request, deps: Deps, *, query_token: bool, bearer: bool)
 
 def _challenge() -> dict[str, str]:
     return {"WWW-Authenticate": 'Basic realm="gemma-sre alerts"'}
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refusing (413) before reading it all when it is too big, whatever Content-Length claims."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        try:
-            n = int(declared)
-        except ValueError:
-            raise HttpProblem(400, "invalid Content-Length header") from None
-        if n > limit:
-            raise HttpProblem(413, f"body of {n} bytes exceeds the limit of {limit} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise HttpProblem(413, f"body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _problem_from(exc: ValidationError) -> HttpProblem:
