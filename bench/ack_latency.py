@@ -28,11 +28,11 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.slack_signing import command_body, signed_headers  # noqa: E402
-from tests.standins.cloud_run_api import CloudRunStandIn  # noqa: E402
-from tests.standins.model_server import ModelServerStandIn  # noqa: E402
-from tests.standins.server import serve  # noqa: E402
-from tests.standins.slack_api import SlackStandIn  # noqa: E402
+from bot.sandbox.cloud_run_api import CloudRunStandIn  # noqa: E402
+from bot.sandbox.model_server import ModelServerStandIn  # noqa: E402
+from bot.sandbox.server import serve  # noqa: E402
+from bot.sandbox.slack_api import SlackStandIn  # noqa: E402
+from bot.sandbox.slack_signing import command_body, signed_headers  # noqa: E402
 
 SECRET = "bench-signing-secret"
 

@@ -1,6 +1,6 @@
 """The agent loop's own cost: time per step excluding the model's (and the tools') time, and tokens sent.
 
-For every example scenario (../shared/data/scenarios, or the folder given), runs `/gemma analyze`'s agent
+For every example scenario (the bundled bot/sandbox/data/scenarios, or the folder given), runs `/gemma analyze`'s agent
 end to end against local stand-ins speaking the real wire protocols (scripted OpenAI-compatible model with
 SSE streaming, Cloud Run Admin API, Cloud Logging API) through the real openai and Google clients. The model
 investigates for three tool steps and then answers with a plan. Prints, per scenario:
@@ -27,15 +27,29 @@ sys.path.insert(0, str(ROOT))
 
 from bot.agent import Agent  # noqa: E402
 from bot.agent.budget import estimate_tokens  # noqa: E402
+from bot.sandbox.cloud_logging_api import CloudLoggingStandIn  # noqa: E402
+from bot.sandbox.cloud_run_api import CloudRunStandIn  # noqa: E402
+from bot.sandbox.examples import SCENARIOS  # noqa: E402
+from bot.sandbox.openai_script import OpenAIScript, call, say  # noqa: E402
+from bot.sandbox.server import serve  # noqa: E402
 from bot.settings import load_settings  # noqa: E402
 from bot.wiring import build_deps, close_deps  # noqa: E402
-from tests.agent_helpers import load_scenario, plan_json  # noqa: E402
-from tests.standins.cloud_logging_api import CloudLoggingStandIn  # noqa: E402
-from tests.standins.cloud_run_api import CloudRunStandIn  # noqa: E402
-from tests.standins.openai_script import OpenAIScript, call, say  # noqa: E402
-from tests.standins.server import serve  # noqa: E402
 
-DEFAULT_DIR = ROOT.parent / "shared" / "data" / "scenarios"
+DEFAULT_DIR = SCENARIOS
+
+# The scripted model's final answer: a valid remediation plan (what the loop parses and checks).
+FINAL_PLAN = json.dumps(
+    {
+        "summary": "vLLM refuses to start: the KV cache cannot hold max-model-len tokens.",
+        "likely_root_cause": "--max-model-len 16384 is larger than the KV cache fits on one L4.",
+        "evidence": [{"text": "ValueError: ... KV cache is needed", "source": "finding:kv_cache_insufficient"}],
+        "steps": ["Lower --max-model-len to the value vLLM suggests", "Redeploy"],
+        "proposed_actions": [
+            {"action": "redeploy", "params": {"max_model_len": 8192, "kv_cache_dtype": "fp8"}, "reason": "fits"}
+        ],
+        "confidence": "high",
+    }
+)
 
 
 def script_turns() -> list:  # type: ignore[type-arg]
@@ -43,7 +57,7 @@ def script_turns() -> list:  # type: ignore[type-arg]
         call("service_status", {}, ("list_revisions", {"limit": 3})),
         call("get_logs", {"since_minutes": 60, "min_severity": "ERROR"}),
         call("model_metrics"),
-        say(plan_json()),
+        say(FINAL_PLAN),
     ]
 
 
@@ -70,7 +84,7 @@ async def run(scenario_dir: Path, runs: int) -> None:
         )
         all_loop: list[float] = []
         for name in manifest:
-            load_scenario(logging_api, name)
+            logging_api.replay(scenario_dir / f"{name}.jsonl", project="test-proj")
             raw_tokens = estimate_tokens((scenario_dir / f"{name}.jsonl").read_text())
             loop_ms, model_ms, tokens, steps = [], [], [], 0
             for i in range(runs + 1):

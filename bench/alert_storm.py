@@ -49,7 +49,7 @@ def run_slack(port: int) -> None:
     from starlette.responses import JSONResponse
     from starlette.routing import Mount, Route
 
-    from tests.standins.slack_api import SlackStandIn
+    from bot.sandbox.slack_api import SlackStandIn
 
     standin = SlackStandIn()
     standin.base_url = f"http://127.0.0.1:{port}"

@@ -44,8 +44,8 @@ import httpx2
 import openai
 
 from bot.adapters.stream_client import StreamClient, StreamTarget
+from bot.sandbox.vllm_sim import SPAN_KEY_CHARS
 from skills.loadgen import PromptSet, RequestRecord, pct, run_cell
-from tests.standins.vllm_sim import SPAN_KEY_CHARS
 
 TTFT, DELAY, OUT = 0.2, 0.1, 16
 IDEAL = TTFT + (OUT - 1) * DELAY
@@ -60,7 +60,7 @@ def _sim_worker(port: int, ready: Any) -> None:
     workers) and a private control port for this worker's /sim/spans."""
     import uvicorn
 
-    from tests.standins.vllm_sim import SimConfig, VllmSim
+    from bot.sandbox.vllm_sim import SimConfig, VllmSim
 
     shared = socket.socket()
     shared.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)

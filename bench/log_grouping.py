@@ -1,6 +1,6 @@
 """Grouping accuracy and speed of the log grouper (skills/log_templates.py) next to drain3, on Loghub.
 
-    python bench/log_grouping.py [DATASET_DIR]      (default: ../shared/data/loghub, relative to the repo)
+    python bench/log_grouping.py [DATASET_DIR]      (default: tests/data/loghub)
 
 For every system folder holding <Name>_2k.log_structured.csv (Content + ground-truth EventId), both groupers
 see the same lines in the same run with one configuration for all systems. Grouping accuracy (GA) is the
@@ -91,7 +91,7 @@ def timed(fn: Callable[[list[str]], list[int | str]], lines: list[str]) -> tuple
 
 
 def main(argv: list[str]) -> int:
-    root = Path(argv[1]) if len(argv) > 1 else REPO / ".." / "shared" / "data" / "loghub"
+    root = Path(argv[1]) if len(argv) > 1 else REPO / "tests" / "data" / "loghub"
     root = root.resolve()
     systems = [(d.name, data) for d in sorted(root.iterdir()) if d.is_dir() and (data := load(d))]
     if not systems:

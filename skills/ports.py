@@ -1,6 +1,6 @@
 """Ports: what the skills need from the outside world, as Protocols, with the domain types they speak.
 
-Adapters live in bot/adapters (real) and tests/standins (wire-level stand-ins the real adapters talk to).
+Adapters live in bot/adapters (real) and bot/sandbox (wire-level stand-ins the real adapters talk to).
 """
 
 from __future__ import annotations

@@ -9,13 +9,13 @@ import pytest
 
 from bot.agent import Agent
 from bot.deps import Deps
+from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
+from bot.sandbox.cloud_run_api import CloudRunStandIn
+from bot.sandbox.openai_script import OpenAIScript
+from bot.sandbox.server import serve
 from bot.settings import Settings
 from bot.wiring import build_deps, close_deps
 from tests.agent_helpers import MODEL_ID, load_scenario
-from tests.standins.cloud_logging_api import CloudLoggingStandIn
-from tests.standins.cloud_run_api import CloudRunStandIn
-from tests.standins.openai_script import OpenAIScript
-from tests.standins.server import serve
 
 
 @pytest.fixture

@@ -13,12 +13,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bot.deps import Deps
+from bot.sandbox.server import serve
+from bot.sandbox.slack_api import SlackStandIn
 from bot.settings import Settings
 from bot.slack_app import make_web_client
 from bot.wiring import build_deps
-from tests.shared_data import ALERTS
-from tests.standins.server import serve
-from tests.standins.slack_api import SlackStandIn
+from tests.example_data import ALERTS
 
 DATA = ALERTS
 

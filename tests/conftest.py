@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis.asyncio as redis
 
+from bot.sandbox.cloud_run_api import CloudRunStandIn
+from bot.sandbox.model_server import ModelServerStandIn
+from bot.sandbox.server import serve
+from bot.sandbox.slack_api import SlackStandIn
 from bot.settings import Settings, load_settings
-from tests.standins.cloud_run_api import CloudRunStandIn
-from tests.standins.model_server import ModelServerStandIn
-from tests.standins.server import serve
-from tests.standins.slack_api import SlackStandIn
 
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 SIGNING_SECRET = "test-signing-secret-0123456789"

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from bot.deps import Deps
+from bot.sandbox.server import serve
+from bot.sandbox.vllm_sim import SimConfig, VllmSim
 from bot.settings import Settings
 from bot.wiring import build_deps, close_deps
 from handlers.render_text import to_text
 from handlers.reply import FileOut, Reply
-from tests.standins.server import serve
-from tests.standins.vllm_sim import SimConfig, VllmSim
 
 
 @contextmanager

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from bot.sandbox.openai_script import TOOL_CHOICE_400, OpenAIScript, call, fail, say
 from handlers.context import CommandContext
 from handlers.conversation import on_thread_reply
 from handlers.registry import load_all
 from handlers.reply import PLAN_ACTION
 from handlers.router import run_command
 from tests.agent_helpers import RecordingResponder, plan_json
-from tests.standins.openai_script import TOOL_CHOICE_400, OpenAIScript, call, fail, say
 
 pytest_plugins = ["tests.agent_fixtures"]
 load_all()

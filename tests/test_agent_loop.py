@@ -6,8 +6,8 @@ import json
 from itertools import pairwise
 from typing import Any
 
+from bot.sandbox.openai_script import TOOL_CHOICE_400, OpenAIScript, Turn, call, fail, say
 from tests.agent_helpers import INJECTION, SECRET, log_line, plan_json
-from tests.standins.openai_script import TOOL_CHOICE_400, OpenAIScript, Turn, call, fail, say
 
 pytest_plugins = ["tests.agent_fixtures"]
 

@@ -12,6 +12,7 @@ import pytest
 from pydantic import SecretStr
 
 from bot.adapters.stream_client import EndpointStreams, StreamClient, StreamTarget
+from bot.sandbox.vllm_sim import SPAN_KEY_CHARS
 from handlers.context import ActionContext, CommandContext
 from handlers.registry import load_all
 from handlers.router import run_action, run_command
@@ -27,7 +28,6 @@ from skills.loadgen import (
     size_prompt,
 )
 from tests.observe_fixtures import RecordingResponder, deps_for, reply_text, running_sim  # noqa: F401
-from tests.standins.vllm_sim import SPAN_KEY_CHARS
 
 load_all()
 

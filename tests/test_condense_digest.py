@@ -11,7 +11,7 @@ from pathlib import Path
 from bot.cli_diagnose import run
 from skills.condense import condense, estimate_tokens, fold
 from skills.ports import LogEntry
-from tests.shared_data import SCENARIOS
+from tests.example_data import SCENARIOS
 
 T0 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
+from bot.sandbox.cloud_run_api import CloudRunStandIn
+from bot.sandbox.server import serve
 from bot.settings import Settings
 from bot.wiring import build_deps, close_deps
 from handlers.reply import CONFIRM_ACTION
 from tests.deploy_helpers import click, command, plan_id_of
-from tests.standins.cloud_logging_api import CloudLoggingStandIn
-from tests.standins.cloud_run_api import CloudRunStandIn
-from tests.standins.server import serve
 
 HF = "hf_" + "ZyXwVuTsRqPoNmLkJiHgFeDcBa987654"
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.62 GiB. GPU 0 has a total capacity of 22.05 GiB"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.sandbox.cloud_run_api import CloudRunStandIn
 from handlers.reply import CONFIRM_ACTION
 from skills.audit import latest
 from tests.deploy_helpers import click, command, plan_id_of
-from tests.standins.cloud_run_api import CloudRunStandIn
 
 pytest_plugins = ["tests.deploy_fixtures"]
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from bot.sandbox.cloud_run_api import CloudRunStandIn
 from handlers.reply import CONFIRM_ACTION
 from skills.locks import LockHeld, ServiceLock
 from skills.plans import Plan, PlanStore
 from tests.deploy_helpers import click, command, plan_id_of
-from tests.standins.cloud_run_api import CloudRunStandIn
 
 pytest_plugins = ["tests.deploy_fixtures"]
 

@@ -14,7 +14,7 @@ from skills.diagnose import diagnose
 from skills.logs import parse_lines
 from skills.ports import LogEntry, ServiceInfo
 from skills.remediation import sanitize_action
-from tests.shared_data import SCENARIOS
+from tests.example_data import SCENARIOS
 
 T0 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 

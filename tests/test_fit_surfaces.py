@@ -14,6 +14,8 @@ import pytest
 
 from bot import cli_fit
 from bot.deps import Deps
+from bot.sandbox.slack_api import SlackStandIn
+from bot.sandbox.slack_signing import command_body, signed_headers
 from bot.settings import Settings
 from bot.web import create_app
 from bot.wiring import build_deps
@@ -26,8 +28,7 @@ from skills.fit import FitRequest, load_catalog, plan_fit
 from skills.plan_actions import DeployParams
 from skills.profiles import load_profiles
 from tests.conftest import SIGNING_SECRET
-from tests.slack_signing import command_body, eventually, signed_headers
-from tests.standins.slack_api import SlackStandIn
+from tests.eventually import eventually
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRED_KEYS = {

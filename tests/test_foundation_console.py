@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 
-from tests.standins.cloud_run_api import CloudRunStandIn
-from tests.standins.model_server import ModelServerStandIn
+from bot.sandbox.cloud_run_api import CloudRunStandIn
+from bot.sandbox.model_server import ModelServerStandIn
 
 
 def _env(**extra: str) -> dict[str, str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.sandbox.examples import DATA as EXAMPLES
 from handlers.alerts.gcp import Notification, to_alerts
 from handlers.commands.fit import render_fit
 from handlers.commands.logs import render_diagnosis
@@ -28,10 +29,9 @@ from skills.incidents import Alert, new_incident
 from skills.logs import parse_lines
 from skills.ports import Condition, ProbeResult, ServiceInfo
 from skills.status import ModelProbe, StatusReport, status_notes
-from tests.shared_data import SHARED_DATA
 
 GOLDEN = Path(__file__).parent / "golden"
-DATA = SHARED_DATA
+DATA = EXAMPLES
 AT = datetime(2026, 11, 20, 14, 0, tzinfo=UTC)
 
 

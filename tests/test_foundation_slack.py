@@ -10,14 +10,15 @@ import httpx
 import pytest
 
 from bot.deps import Deps
+from bot.sandbox.cloud_run_api import CloudRunStandIn
+from bot.sandbox.model_server import ModelServerStandIn
+from bot.sandbox.slack_api import SlackStandIn
+from bot.sandbox.slack_signing import command_body, signed_headers
 from bot.settings import Settings
 from bot.web import create_app
 from bot.wiring import build_deps
 from tests.conftest import SIGNING_SECRET
-from tests.slack_signing import command_body, eventually, signed_headers
-from tests.standins.cloud_run_api import CloudRunStandIn
-from tests.standins.model_server import ModelServerStandIn
-from tests.standins.slack_api import SlackStandIn
+from tests.eventually import eventually
 
 
 @pytest.fixture

@@ -11,15 +11,16 @@ from typing import Any
 import httpx
 
 from bot.agent import Agent
+from bot.sandbox.cloud_run_api import CloudRunStandIn
+from bot.sandbox.openai_script import OpenAIScript, say
+from bot.sandbox.slack_api import SlackStandIn
+from bot.sandbox.slack_signing import command_body, signed_headers
 from bot.settings import Settings
 from bot.web import create_app
 from bot.wiring import build_deps
 from tests.agent_helpers import MODEL_ID
 from tests.conftest import SIGNING_SECRET
-from tests.slack_signing import command_body, eventually, signed_headers
-from tests.standins.cloud_run_api import CloudRunStandIn
-from tests.standins.openai_script import OpenAIScript, say
-from tests.standins.slack_api import SlackStandIn
+from tests.eventually import eventually
 
 pytest_plugins = ["tests.agent_fixtures"]
 

@@ -14,6 +14,9 @@ import pytest
 
 from bot.alert_queue import GROUP, AlertQueue, build_alert_queue
 from bot.deps import Deps
+from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
+from bot.sandbox.server import serve
+from bot.sandbox.slack_api import Fault
 from bot.settings import Settings
 from bot.web import create_app
 from handlers.incidents import IncidentThreads
@@ -34,10 +37,7 @@ from tests.alerts_fixtures import (
     thread_replies,
     tuned,
 )
-from tests.shared_data import SCENARIOS
-from tests.standins.cloud_logging_api import CloudLoggingStandIn
-from tests.standins.server import serve
-from tests.standins.slack_api import Fault
+from tests.example_data import SCENARIOS
 
 CHANNEL = "#gemma-alerts"
 

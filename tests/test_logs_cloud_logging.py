@@ -11,12 +11,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.adapters.cloud_logging import CloudLoggingLogs
+from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
+from bot.sandbox.server import serve
 from bot.settings import Settings, load_settings
 from skills.errors import InvalidInput
 from skills.ports import LogQuery
-from tests.shared_data import SCENARIOS
-from tests.standins.cloud_logging_api import CloudLoggingStandIn
-from tests.standins.server import serve
+from tests.example_data import SCENARIOS
 
 
 def _shift_to_now(standin: CloudLoggingStandIn) -> None:

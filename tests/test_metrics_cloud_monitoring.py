@@ -10,6 +10,7 @@ import pytest
 from google.cloud import monitoring_v3
 
 from bot.adapters.cloud_monitoring import CloudMonitoringMetrics, make_metrics
+from bot.sandbox.monitoring_grpc import MonitoringStandIn, serve_monitoring
 from bot.settings import Settings
 from handlers.context import CommandContext
 from handlers.registry import load_all
@@ -17,7 +18,6 @@ from handlers.router import run_command
 from skills.errors import UserFacingError
 from skills.service_metrics import service_metrics
 from tests.observe_fixtures import RecordingResponder, deps_for, reply_text  # noqa: F401
-from tests.standins.monitoring_grpc import MonitoringStandIn, serve_monitoring
 
 load_all()
 SERVICE = "vllm-gemma4"

@@ -20,6 +20,9 @@ import pytest
 
 from bot.alert_queue import AlertQueue, build_alert_queue
 from bot.deps import Deps
+from bot.sandbox.cloud_run_api import CloudRunStandIn
+from bot.sandbox.slack_api import Fault
+from bot.sandbox.slack_signing import command_body, signed_headers
 from bot.settings import Settings
 from bot.web import create_app
 from handlers.commands.plans import DESTROY_OPEN_ACTION, DESTROY_SUBMIT_ACTION
@@ -38,9 +41,6 @@ from tests.alerts_fixtures import (
     tuned,
 )
 from tests.conftest import SIGNING_SECRET
-from tests.slack_signing import command_body, signed_headers
-from tests.standins.cloud_run_api import CloudRunStandIn
-from tests.standins.slack_api import Fault
 
 SCALE = {"min_instances": 1, "max_instances": 3}
 

@@ -7,7 +7,7 @@ import random
 import string
 
 from skills.redact import redact, redact_obj
-from tests.shared_data import LOGHUB
+from tests.example_data import LOGHUB
 
 rng = random.Random(7)
 

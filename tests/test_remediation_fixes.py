@@ -13,6 +13,9 @@ from typing import Any
 import pytest
 
 from bot.deps import Deps
+from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
+from bot.sandbox.cloud_run_api import CloudRunStandIn
+from bot.sandbox.server import serve
 from bot.settings import Settings
 from bot.wiring import build_deps, close_deps
 from handlers.commands.plans import deploy_env
@@ -27,9 +30,6 @@ from skills.ports import LogEntry, ServiceInfo
 from skills.remediation import ProposedAction, sanitize_action
 from skills.render_service import DeployConfig, main_container, probe_for, render_service
 from tests.deploy_helpers import click, command, plan_id_of
-from tests.standins.cloud_logging_api import CloudLoggingStandIn
-from tests.standins.cloud_run_api import CloudRunStandIn
-from tests.standins.server import serve
 
 SERVICE = "vllm-gemma4"
 BUCKET = "acme-weights"

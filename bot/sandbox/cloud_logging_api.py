@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,16 @@ class CloudLoggingStandIn:
                 if project:  # serve the scenario as if it came from the test project
                     e["logName"] = re.sub(r"^projects/[^/]+/", f"projects/{project}/", e.get("logName", ""))
                 self.entries.append(e)
+
+    def replay(self, path: str | Path, project: str, ended_ago: timedelta = timedelta(minutes=1)) -> None:
+        """Serve a recorded scenario (replacing what was there) as if it ended `ended_ago` before now,
+        so `--since` windows apply to it."""
+        self.entries.clear()
+        self.load(path, project=project)
+        stamps = [datetime.fromisoformat(e["timestamp"]) for e in self.entries]
+        delta = datetime.now(UTC) - ended_ago - max(stamps)
+        for e, ts in zip(self.entries, stamps, strict=True):
+            e["timestamp"] = (ts + delta).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
     @property
     def filters(self) -> list[str]:
