@@ -1,4 +1,4 @@
-"""Example data the tests read: the package's bundled scenarios and alerts, and the Loghub samples kept in tests/data."""
+"""Example data the tests read: the bundled scenarios and alerts, and the Loghub samples in tests/data."""
 
 from __future__ import annotations
 

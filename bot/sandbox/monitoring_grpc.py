@@ -38,7 +38,7 @@ class MonitoringStandIn:
     ) -> None:
         """One series of points ending now, `step_s` apart, for run.googleapis.com/<metric>."""
         now = datetime.now(UTC).replace(microsecond=0)
-        points = []
+        points: list[monitoring_v3.Point] = []
         for i, v in enumerate(values):
             end = now - timedelta(seconds=step_s * (len(values) - 1 - i))
             value = (
@@ -66,6 +66,7 @@ class MonitoringStandIn:
         s = re.search(r'resource\.labels\.service_name\s*=\s*"([^"]+)"', request.filter)
         if not m or not request.name.startswith("projects/"):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "filter must name metric.type; name must be projects/...")
+            raise AssertionError("unreachable: abort raises")
         found = [
             ts
             for ts in self.series.get(m.group(1), [])

@@ -1,4 +1,4 @@
-"""Build Slack-signed requests exactly as Slack sends them (v0 HMAC-SHA256 over 'v0:ts:body')."""
+"""Build Slack-signed requests (for driving the bot as Slack would: the sandbox, the tests, the benches) exactly as Slack sends them (v0 HMAC-SHA256 over 'v0:ts:body')."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def signed_headers(secret: str, body: str, ts: int | None = None) -> dict[str, s
     sig = SignatureVerifier(secret).generate_signature(timestamp=str(ts), body=body)
     return {
         "X-Slack-Request-Timestamp": str(ts),
-        "X-Slack-Signature": sig,
+        "X-Slack-Signature": sig or "",
         "Content-Type": "application/x-www-form-urlencoded",
     }
 
