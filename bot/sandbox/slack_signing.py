@@ -1,4 +1,6 @@
-"""Build Slack-signed requests (for driving the bot as Slack would: the sandbox, the tests, the benches) exactly as Slack sends them (v0 HMAC-SHA256 over 'v0:ts:body')."""
+"""Slack-signed requests exactly as Slack sends them (v0 HMAC-SHA256 over 'v0:ts:body').
+
+For driving the bot as Slack would: the sandbox, the tests and the benches."""
 
 from __future__ import annotations
 
