@@ -67,7 +67,7 @@ class ModelProfile(BaseModel):
         return self.base or self.name
 
     def layer_types(self) -> list[str]:
-        """"full" or "sliding" per layer, as config.json's layer_types lists them."""
+        """ "full" or "sliding" per layer, as config.json's layer_types lists them."""
         n = self.full_attention_every
         return ["full" if (i + 1) % n == 0 else "sliding" for i in range(self.layers)]
 

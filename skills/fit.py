@@ -139,9 +139,7 @@ def layer_specs(cat: Catalog, m: ModelProfile, kv_dtype: str, gpu_count: int = 1
     heads = max(1, m.sliding_kv_heads // gpu_count)
     sliding = kva.AttentionSpec(block, heads, m.sliding_head_dim, dtype, sliding_window=m.sliding_window)
     full = kva.AttentionSpec(block, max(1, m.full_kv_heads // gpu_count), m.full_head_dim, dtype)
-    return {
-        f"layers.{i}": full if kind == "full" else sliding for i, kind in enumerate(m.kv_owning_layer_types())
-    }
+    return {f"layers.{i}": full if kind == "full" else sliding for i, kind in enumerate(m.kv_owning_layer_types())}
 
 
 def limits_for(cat: Catalog, r: FitRequest) -> kva.Limits:
@@ -408,7 +406,6 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
     memory = eff.host_memory_gib or float(rec_mem)
     cpu = _cpu_for(cat, g, memory)
     # Sequences averaging a quarter of max-model-len; Cloud Run concurrency should equal this.
-    mml = eff.max_model_len
     concurrency = c.concurrency
     rec_seqs = max(1, min(256, int(concurrency * 4)))
     mnbt = eff.max_num_batched_tokens or p.max_num_batched_tokens

@@ -198,17 +198,10 @@ def kv_cache_config(groups: list[KVCacheGroup], available_bytes: int) -> KVCache
     return KVCacheConfig(num_blocks, groups, tensors)
 
 
-def _group_blocks_per_request(group: KVCacheGroup, limits: Limits, page: int) -> int:
-    if isinstance(group.spec, UniformTypeSpec):
-        # Every layer's page comes from the same block index: the aggregate's memory / aggregate page.
-        return cdiv(group.spec.max_memory_usage_bytes(limits), group.spec.page_size_bytes)
-    return cdiv(group.spec.max_memory_usage_bytes(limits), page)
-
-
 def blocks_per_request(groups: list[KVCacheGroup], limits: Limits) -> int:
-    """Pool blocks one max-model-len request takes: each group's pages cost whole pool blocks."""
-    page = groups[0].spec.page_size_bytes if len(groups) == 1 else _page_size(groups)
-    return sum(_group_blocks_per_request(g, limits, page) for g in groups)
+    """Pool blocks one max-model-len request takes: each group's pages cost whole pool blocks (a uniform-type
+    group's layers all take their page from the same block index, so its aggregate memory / aggregate page)."""
+    return sum(cdiv(g.spec.max_memory_usage_bytes(limits), g.spec.page_size_bytes) for g in groups)
 
 
 def max_concurrency(config: KVCacheConfig, limits: Limits) -> float:
@@ -256,6 +249,5 @@ def startup_lines(config: KVCacheConfig, limits: Limits, formula: ReportFormula 
     """The two lines vLLM logs once the cache is sized, formatted as vLLM formats them."""
     return [
         f"GPU KV cache size: {reported_tokens(config, limits, formula):,} tokens",
-        f"Maximum concurrency for {limits.max_model_len:,} tokens per request: "
-        f"{max_concurrency(config, limits):.2f}x",
+        f"Maximum concurrency for {limits.max_model_len:,} tokens per request: {max_concurrency(config, limits):.2f}x",
     ]
