@@ -140,7 +140,7 @@ def cold_start_lines(report: FitReport, seen: StartupFigures, probe_budget_s: in
 
 
 def _key(prefix: str, service: str, model: str, gpu: str, image: str) -> str:
-    return f"{prefix}startup:{service}:{model}:{gpu}:{image}"
+    return f"{prefix}:svc:{service}:{model}:{gpu}:{image}"
 
 
 async def save_figures(
@@ -152,7 +152,7 @@ async def save_figures(
     )
     key = _key(prefix, service, model, gpu, image)
     await r.set(key, seen.model_dump_json())
-    await r.set(f"{prefix}startup-last:{service}", key)
+    await r.set(f"{prefix}:last:{service}", key)
 
 
 async def load_figures(
@@ -164,7 +164,7 @@ async def load_figures(
 
 async def last_figures(r: redis.Redis, prefix: str, service: str) -> StartupFigures | None:
     """The figures last measured on a service (with the model, GPU and image they were measured with)."""
-    key = await r.get(f"{prefix}startup-last:{service}")
+    key = await r.get(f"{prefix}:last:{service}")
     if not key:
         return None
     raw = await r.get(key.decode() if isinstance(key, bytes) else str(key))
