@@ -258,3 +258,16 @@ def test_a_new_gpu_is_a_catalog_edit() -> None:
 def test_several_gpus_on_cloud_run_are_flagged() -> None:
     r = fit("31b", "nvidia-l4", gpu_count=4)
     assert any("one GPU per instance" in w for w in r.warnings)
+
+
+def test_batched_tokens_size_the_sliding_window_reservation() -> None:
+    small = fit("12b-qat", "a100-80gb", gpu_memory_utilization=0.95, kv_cache_dtype="bf16")
+    big = fit("12b-qat", "a100-80gb", gpu_memory_utilization=0.95, kv_cache_dtype="bf16", max_num_batched_tokens=16384)
+    assert big.kv_blocks == small.kv_blocks  # same pool ...
+    assert big.max_concurrency < small.max_concurrency  # ... but each request reserves more per sliding layer
+    assert "--max-num-batched-tokens 16384" in " ".join(big.vllm_args)
+
+
+def test_kv_shared_layers_own_no_cache() -> None:
+    e2b = fit("gemma-4-e2b", "nvidia-l4")
+    assert e2b.kv_groups == 5  # 12 sliding + 3 full owning layers: groups of 3; the 20 shared layers own none
