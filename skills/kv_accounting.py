@@ -1,6 +1,7 @@
 """vLLM's KV-cache accounting, re-done in plain Python so the planner predicts what vLLM prints at start-up.
 
-Followed (read, not copied; no vLLM import at run time), from vllm-project/vllm as stored:
+Followed (read, not copied; no vLLM import at run time), from vllm-project/vllm main-branch snapshots as the
+public-code index stores them (it records commits, not release tags, so no vX.Y is claimed here):
   - vllm/v1/kv_cache_interface.py (commit 001cabc1): AttentionSpec page size = 2 (K and V) x block_size x
     kv_heads x head_size x dtype bytes; FullAttentionSpec.max_memory_usage_bytes = cdiv(max_model_len, block)
     pages; SlidingWindowSpec reserves cdiv(min(window - 1 + in-flight tokens, max_model_len), block) + 1 pages

@@ -210,8 +210,9 @@ def summarize(cur: Snapshot, prev: Snapshot | None = None) -> ModelMetrics:
     except ValueError:
         pass
     m.cache_dtype = cc.get("cache_dtype", "")
-    # vLLM's own token count where the server exposes it: blocks x block size overstates hybrid models,
-    # whose KV-cache groups share the block pool (skills/kv_accounting.py).
+    # vLLM's own token count where the server exposes it (newer servers label cache_config_info with
+    # kv_cache_size_tokens beside num_gpu_blocks: vllm-project/vllm PR #53902's description): blocks x block
+    # size overstates hybrid models, whose KV-cache groups share the block pool (skills/kv_accounting.py).
     sized = cc.get("kv_cache_size_tokens", "")
     if sized.isdigit():
         m.kv_capacity_tokens, m.kv_capacity_source = int(sized), "kv_cache_size_tokens"
