@@ -225,6 +225,8 @@ def needed_bytes(groups: list[KVCacheGroup], limits: Limits) -> int:
     """KV bytes one max-model-len request needs; vLLM refuses to start when the cache is smaller."""
     if not groups:
         return 0
+    if len(groups) == 1 and isinstance(groups[0].spec, UniformTypeSpec):
+        return groups[0].spec.max_memory_usage_bytes(limits)  # per-layer sums, as vLLM checks this case
     return blocks_per_request(groups, limits) * bytes_per_block(groups)
 
 
