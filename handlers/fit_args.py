@@ -18,7 +18,7 @@ from skills.fit import FitRequest
 USAGE = (
     "fit MODEL [--gpu GPU] [--gpu-count N] [--max-model-len N] [--gpu-memory-utilization F] "
     "[--kv-cache-dtype auto|fp8|bf16|fp16] [--cpu-offload-gb N] [--enforce-eager] [--memory 32Gi] "
-    "[--max-num-seqs N] [--dtype auto|bfloat16|half]"
+    "[--max-num-seqs N] [--max-num-batched-tokens N] [--dtype auto|bfloat16|half]"
 )
 
 
@@ -50,6 +50,7 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--enforce-eager", action="store_true")
     p.add_argument("--memory", dest="host_memory_gib", type=_memory, default=None, help="Cloud Run memory")
     p.add_argument("--max-num-seqs", type=int, default=None)
+    p.add_argument("--max-num-batched-tokens", type=int, default=None, help="sizes sliding-window KV reservations")
     p.add_argument("--dtype", choices=["auto", "bfloat16", "half"], default="auto")
 
 

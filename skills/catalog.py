@@ -23,39 +23,57 @@ class QuantProfile(BaseModel):
     bytes_per_param: float
     weights_dtype: str
     min_compute_capability: float | None = None
+    source: str = ""
 
 
 class ModelProfile(BaseModel):
+    """A model as its published config.json describes it (see `sources` for where each number comes from)."""
+
     name: str  # canonical catalog name, e.g. "gemma-4-26b-a4b-qat"
     hf_repo: str  # Hub id (also the folder name expected under the GCS FUSE mount)
+    config: str = ""  # the config.json the architecture numbers come from
     aliases: list[str] = Field(default_factory=list)
     base: str | None = None  # the bf16 model this variant is built from
-    params_b: float  # total parameters, billions
-    active_params_b: float  # per-token active parameters (MoE); = params_b for dense
-    unquantized_params_b: float  # embeddings / LM head / vision tower kept in bf16 even in quantised builds
+    architecture: str = "gemma4"  # config.json model_type
+    params_b: float  # total parameters, billions (per-layer embeddings included)
+    active_params_b: float  # per-token active parameters (MoE, or "effective" for E2B/E4B)
+    unquantized_params_b: float  # embeddings / LM head / towers kept in bf16 even in quantised builds
     quantization: Quantization
     layers: int
-    kv_layers: int | None = None  # layers owning a KV cache (None = all)
-    kv_heads: int
-    head_dim: int
-    sliding_window_share: float = Field(ge=0, le=1)  # fraction of KV layers that are sliding-window
+    full_attention_every: int = Field(ge=1)  # layer_types: layer i is full attention when (i + 1) % N == 0
+    kv_shared_layers: int = Field(default=0, ge=0)  # the last N layers reuse earlier layers' KV cache
+    sliding_kv_heads: int
+    sliding_head_dim: int
+    full_kv_heads: int
+    full_head_dim: int
+    k_eq_v: bool = False  # full layers load K into V too: V still occupies cache (vLLM gemma4.py)
     sliding_window: int
     max_context: int
+    hidden_size: int
+    vocab_size: int
+    per_layer_input_size: int = 0
+    tie_word_embeddings: bool = True
     default_max_model_len: int
-    activation_gib: float  # peak activations of vLLM's profiling run
-    graph_warmup_gib: float  # transient allocation during CUDA-graph warm-up, outside the vLLM budget
+    activation_gib: float  # peak activations of vLLM's profiling run (estimate)
+    graph_warmup_gib: float  # transient allocation during CUDA-graph warm-up, outside the vLLM budget (estimate)
     vllm_args: list[str] = Field(default_factory=list)  # extra args the checkpoint needs
     measured_tok_s: dict[str, float] = Field(default_factory=dict)  # single-stream decode by GPU, reported
     approx_disk_gb: float = 0.0  # filled from the weights arithmetic
     notes: list[str] = Field(default_factory=list)
+    sources: dict[str, str] = Field(default_factory=dict)  # field -> config field, model card, or "estimate: ..."
 
     @property
     def family(self) -> str:
         return self.base or self.name
 
-    @property
-    def owning_kv_layers(self) -> int:
-        return self.kv_layers or self.layers
+    def layer_types(self) -> list[str]:
+        """ "full" or "sliding" per layer, as config.json's layer_types lists them."""
+        n = self.full_attention_every
+        return ["full" if (i + 1) % n == 0 else "sliding" for i in range(self.layers)]
+
+    def kv_owning_layer_types(self) -> list[str]:
+        """Layer types of the layers that own a KV cache (KV-shared layers at the end own none)."""
+        return self.layer_types()[: self.layers - self.kv_shared_layers]
 
 
 class CloudRunLimits(BaseModel):
@@ -100,8 +118,12 @@ class PlannerConstants(BaseModel):
     offload_gb_s: float
     decode_efficiency: float
     kv_block_tokens: int
+    max_num_batched_tokens: int
+    async_batches: int = 1
+    kv_report: Literal["capacity", "legacy"] = "capacity"
     min_useful_max_model_len: int
     cloud_run: CloudRunPrices
+    sources: dict[str, str] = Field(default_factory=dict)
 
 
 class Catalog(BaseModel):
@@ -163,6 +185,7 @@ def _expand_variants(raw_models: dict[str, dict[str, Any]]) -> dict[str, dict[st
             merged = {k: v for k, v in raw_models[base].items() if k not in {"aliases", "hf_repo", "notes"}}
             merged.update(spec)
             merged["notes"] = [*raw_models[base].get("notes", []), *spec.get("notes", [])]
+            merged["sources"] = {**raw_models[base].get("sources", {}), **spec.get("sources", {})}
             spec = merged
         spec["name"] = name
         out[name] = spec

@@ -8,9 +8,12 @@ model of vLLM's memory it uses:
   budget       = CUDA-reported GPU memory x --gpu-memory-utilization       (vLLM never allocates past this)
   overhead     = CUDA context + profiled peak activations + captured CUDA graphs (none with --enforce-eager)
   KV free      = budget - weights - overhead
-  KV bytes/tok = kv-layers x kv-heads x head-dim x 2 (K and V) x dtype bytes, where sliding-window layers keep
-                 only the window: their share is scaled by window / max-model-len
-  KV tokens    = KV free / bytes-per-token (whole paged blocks);  concurrency = KV tokens / max-model-len
+  KV capacity  = counted the way vLLM's KV-cache manager counts it (skills/kv_accounting.py): one cache spec per
+                 layer from the published config (sliding and full layers differ in KV heads and head dim;
+                 KV-shared layers own none), KV-cache groups over one page size, blocks = KV free / (page x
+                 group size), and per request every full layer's max-model-len plus every sliding layer's
+                 window - 1 + --max-num-batched-tokens. This predicts vLLM's two start-up lines "GPU KV cache
+                 size: N tokens" and "Maximum concurrency for L tokens per request: X".
   Outside the budget, CUDA-graph warm-up needs a transient allocation: (1 - util) x memory must cover it, or
   --enforce-eager (field notes: 31B at util 0.95 died allocating 2.62 GiB with 2.15 GiB free).
 Host RAM, cold start (weights over GCS FUSE + compile), hourly cost and single-stream tok/s come with it.
@@ -24,6 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import kv_accounting as kva
 from .catalog import Catalog, GpuProfile, ModelProfile, load_catalog
 
 __all__ = [
@@ -57,16 +61,20 @@ class FitRequest(BaseModel):
     host_memory_gib: float | None = Field(default=None, gt=0)  # Cloud Run --memory; None = planner picks
     max_num_seqs: int | None = Field(default=None, ge=1)
     dtype: Literal["auto", "bfloat16", "half"] = "auto"  # vLLM --dtype; "half" where bf16 is unsupported
+    max_num_batched_tokens: int | None = Field(default=None, ge=16)  # None = the planner's (what we render)
 
 
 class FitReport(BaseModel):
     verdict: Verdict
     weights_gib: float  # whole model, as loaded (before offload)
     overhead_gib: float  # per GPU, inside the vLLM budget
-    kv_bytes_per_token: int
-    kv_cache_tokens: int
+    kv_bytes_per_token: int  # KV bytes one max-model-len request needs, per token of it
+    kv_cache_tokens: int  # vLLM's "GPU KV cache size: N tokens"
     kv_cache_gib: float  # all GPUs
-    max_concurrency: float  # full-length sequences that fit in the KV cache at once
+    max_concurrency: float  # vLLM's "Maximum concurrency for L tokens per request: X"
+    kv_blocks: int = 0  # blocks in the shared pool (vLLM's num_gpu_blocks)
+    kv_groups: int = 0  # KV-cache groups sharing the pool
+    startup_lines: list[str] = Field(default_factory=list)  # the two lines vLLM will print, predicted
     host_memory_gib: float  # peak host RAM needed to load
     cold_start_s: float
     cost_per_hour_usd: float
@@ -103,6 +111,9 @@ class _Calc:
     bpt: int
     kv_tokens: int
     host_need_gib: float
+    concurrency: float = 0.0
+    kv: kva.KVCacheConfig | None = None
+    limits: kva.Limits | None = None
     problems: list[str] = field(default_factory=list)  # blocking, with numbers
     warmup_short: bool = False
     host_short: bool = False
@@ -122,13 +133,19 @@ class _Outcome:
 # --- arithmetic -------------------------------------------------------------------------------------------
 
 
-def _kv_bytes_per_token(cat: Catalog, m: ModelProfile, kv_dtype: str, max_model_len: int) -> int:
-    per_layer = m.kv_heads * m.head_dim * 2 * cat.kv_dtypes[kv_dtype]  # K and V
-    layers = m.owning_kv_layers
-    sliding = round(layers * m.sliding_window_share)
-    # A sliding layer holds at most `window` tokens per sequence: amortised over a full-length sequence.
-    share = min(1.0, m.sliding_window / max_model_len)
-    return math.ceil((layers - sliding) * per_layer + sliding * per_layer * share)
+def layer_specs(cat: Catalog, m: ModelProfile, kv_dtype: str, gpu_count: int = 1) -> dict[str, kva.AttentionSpec]:
+    """One KV-cache spec per layer that owns a cache, as vLLM's Gemma 4 model builds them (per GPU)."""
+    block, dtype = cat.planner.kv_block_tokens, cat.kv_dtypes[kv_dtype]
+    heads = max(1, m.sliding_kv_heads // gpu_count)
+    sliding = kva.AttentionSpec(block, heads, m.sliding_head_dim, dtype, sliding_window=m.sliding_window)
+    full = kva.AttentionSpec(block, max(1, m.full_kv_heads // gpu_count), m.full_head_dim, dtype)
+    return {f"layers.{i}": full if kind == "full" else sliding for i, kind in enumerate(m.kv_owning_layer_types())}
+
+
+def limits_for(cat: Catalog, r: FitRequest) -> kva.Limits:
+    assert r.max_model_len is not None
+    mnbt = r.max_num_batched_tokens or cat.planner.max_num_batched_tokens
+    return kva.Limits(r.max_model_len, mnbt, cat.planner.async_batches)
 
 
 def _recommended_memory(g: GpuProfile, need_gib: float, margin: float) -> tuple[int, bool]:
@@ -152,13 +169,18 @@ def _compute(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) -> _Ca
     budget = g.memory_gib * r.gpu_memory_utilization
     free_per_gpu = budget - weights_gpu - overhead
     kv_free = max(free_per_gpu, 0.0) * r.gpu_count
-    bpt = _kv_bytes_per_token(cat, m, r.kv_cache_dtype, r.max_model_len)
-    block = p.kv_block_tokens
-    kv_tokens = int(kv_free * GIB // bpt) // block * block
+    limits = limits_for(cat, r)
+    groups = kva.get_kv_cache_groups(layer_specs(cat, m, r.kv_cache_dtype, r.gpu_count))
+    free_bytes = int(max(free_per_gpu, 0.0) * GIB)
+    kv = kva.kv_cache_config(groups, free_bytes)
+    needed = kva.needed_bytes(groups, limits)
+    bpt = math.ceil(needed / r.max_model_len)
+    kv_tokens = kva.reported_tokens(kv, limits, p.kv_report)
     # Loading stages the checkpoint through host RAM (page cache of the FUSE mount counts against the
     # container); offloaded weights then stay pinned there.
     host_need = p.host_runtime_gib + max(weights, r.cpu_offload_gb * r.gpu_count + 2.0)
     c = _Calc(weights, weights_gpu, overhead, budget, kv_free, bpt, kv_tokens, host_need)
+    c.concurrency, c.kv, c.limits = kva.max_concurrency(kv, limits), kv, limits
 
     if free_per_gpu <= 0:
         c.problems.append(
@@ -166,10 +188,12 @@ def _compute(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) -> _Ca
             f"{budget:.1f} GiB budget ({g.memory_gib:g} GiB x {r.gpu_memory_utilization:g}) by "
             f"{-free_per_gpu:.1f} GiB: nothing left for the KV cache"
         )
-    elif kv_tokens < r.max_model_len:
+    elif needed > free_bytes:
+        longest = kva.estimate_max_model_len(groups, limits, free_bytes)
         c.problems.append(
-            f"KV cache holds {kv_tokens:,} tokens, less than one {r.max_model_len:,}-token sequence "
-            "(vLLM refuses to start)"
+            f"one {r.max_model_len:,}-token request needs {needed / GIB:.2f} GiB of KV cache but "
+            f"{free_bytes / GIB:.2f} GiB is free (vLLM refuses to start; the longest that fits is "
+            f"{longest:,} tokens)"
         )
     outside = g.memory_gib * (1 - r.gpu_memory_utilization)
     if not r.enforce_eager and outside < m.graph_warmup_gib:
@@ -244,15 +268,13 @@ def _resolve(cat: Catalog, m: ModelProfile, g: GpuProfile, req: FitRequest) -> t
 
 
 def _largest_len(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) -> int:
-    """Largest max-model-len (multiple of 1024) the KV cache can hold one full sequence of."""
+    """Largest max-model-len (multiple of 1024) whose one request fits the KV cache (vLLM's estimate)."""
     length = r.max_model_len or m.default_max_model_len
-    for _ in range(6):  # bytes/token depends on the length (sliding layers): converge in a few steps
-        c = _compute(cat, m, g, r.model_copy(update={"max_model_len": length}))
-        fit = min(c.kv_tokens, length) // 1024 * 1024
-        if fit >= length or fit <= 0:
-            return fit
-        length = fit
-    return length
+    c = _compute(cat, m, g, r.model_copy(update={"max_model_len": length}))
+    if c.kv is None or c.limits is None or not c.kv.groups:
+        return 0
+    free = c.kv.num_blocks * kva.bytes_per_block(c.kv.groups)
+    return kva.estimate_max_model_len(c.kv.groups, c.limits, free) // 1024 * 1024
 
 
 def _fixes(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest, c: _Calc) -> list[dict[str, object]]:
@@ -370,6 +392,8 @@ def _vllm_args(m: ModelProfile, r: FitRequest) -> list[str]:
         args += ["--tensor-parallel-size", str(r.gpu_count)]
     if r.max_num_seqs:
         args += ["--max-num-seqs", str(r.max_num_seqs)]
+    if r.max_num_batched_tokens:
+        args += ["--max-num-batched-tokens", str(r.max_num_batched_tokens)]
     return args
 
 
@@ -382,10 +406,16 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
     memory = eff.host_memory_gib or float(rec_mem)
     cpu = _cpu_for(cat, g, memory)
     # Sequences averaging a quarter of max-model-len; Cloud Run concurrency should equal this.
-    mml = eff.max_model_len
-    rec_seqs = max(1, min(256, c.kv_tokens * 4 // mml))
-    eff = eff.model_copy(update={"host_memory_gib": memory, "max_num_seqs": eff.max_num_seqs or rec_seqs})
-    concurrency = c.kv_tokens / mml
+    concurrency = c.concurrency
+    rec_seqs = max(1, min(256, int(concurrency * 4)))
+    mnbt = eff.max_num_batched_tokens or p.max_num_batched_tokens
+    eff = eff.model_copy(
+        update={
+            "host_memory_gib": memory,
+            "max_num_seqs": eff.max_num_seqs or rec_seqs,
+            "max_num_batched_tokens": mnbt,
+        }
+    )
     notes, warnings = list(o.notes), list(o.warnings)
     tok = _tok_s(cat, m, g, eff)
     if eff.cpu_offload_gb > 0:
@@ -414,6 +444,9 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
         kv_cache_tokens=c.kv_tokens,
         kv_cache_gib=round(c.kv_free_gib, 2),
         max_concurrency=round(concurrency, 2),
+        kv_blocks=c.kv.num_blocks if c.kv else 0,
+        kv_groups=len(c.kv.groups) if c.kv else 0,
+        startup_lines=kva.startup_lines(c.kv, c.limits, p.kv_report) if c.kv and c.limits else [],
         host_memory_gib=round(c.host_need_gib, 1),
         cold_start_s=cold,
         cost_per_hour_usd=_cost(cat, g, eff.gpu_count, cpu, memory),

@@ -80,6 +80,7 @@ class ModelMetrics(BaseModel):
     kv_usage: float | None = None
     kv_metric: str = ""  # which metric name the server exposed
     kv_capacity_tokens: int | None = None
+    kv_capacity_source: str = ""  # "kv_cache_size_tokens" (vLLM's own count) or "blocks x block_size"
     num_gpu_blocks: int | None = None
     block_size: int | None = None
     cache_dtype: str = ""
@@ -209,8 +210,14 @@ def summarize(cur: Snapshot, prev: Snapshot | None = None) -> ModelMetrics:
     except ValueError:
         pass
     m.cache_dtype = cc.get("cache_dtype", "")
-    if m.num_gpu_blocks and m.block_size:
-        m.kv_capacity_tokens = m.num_gpu_blocks * m.block_size
+    # vLLM's own token count where the server exposes it (newer servers label cache_config_info with
+    # kv_cache_size_tokens beside num_gpu_blocks: vllm-project/vllm PR #53902's description): blocks x block
+    # size overstates hybrid models, whose KV-cache groups share the block pool (skills/kv_accounting.py).
+    sized = cc.get("kv_cache_size_tokens", "")
+    if sized.isdigit():
+        m.kv_capacity_tokens, m.kv_capacity_source = int(sized), "kv_cache_size_tokens"
+    elif m.num_gpu_blocks and m.block_size:
+        m.kv_capacity_tokens, m.kv_capacity_source = m.num_gpu_blocks * m.block_size, "blocks x block_size"
 
     # A restart resets counters; a diff across it would be negative, so fall back to lifetime figures.
     if prev is not None and (cur.at <= prev.at or any(cur.counters.get(k, 0) < v for k, v in prev.counters.items())):

@@ -129,6 +129,7 @@ class DeployConfig(BaseModel):
     enforce_eager: bool = False
     cpu_offload_gb: float = 0
     max_num_seqs: int
+    max_num_batched_tokens: int = 4096  # the capacity planner's figure (sliding-window KV reservations)
     min_instances: int = 0
     max_instances: int = 1
     cpu: str
@@ -174,7 +175,7 @@ def vllm_args(cfg: DeployConfig) -> list[str]:
         str(cfg.max_num_seqs),
         "--enable-chunked-prefill",
         "--max-num-batched-tokens",
-        "4096",
+        str(cfg.max_num_batched_tokens),
         "--enable-auto-tool-choice",
         "--tool-call-parser",
         "gemma4",

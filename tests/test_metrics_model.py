@@ -33,7 +33,10 @@ async def test_gauges_capacity_percentiles_and_flags(sim, deps_for) -> None:  # 
     m = await collect_model_metrics(deps.model_server, url)
     assert (m.running, m.waiting) == (3, 2)
     assert m.kv_usage == pytest.approx(0.91) and m.kv_metric == "vllm:kv_cache_usage_perc"
-    assert m.kv_capacity_tokens == 7097 * 16 and m.cache_dtype == "fp8"
+    # vLLM's own count (cache_config_info's kv_cache_size_tokens), not blocks x block size (113,552):
+    # Gemma 4's six KV-cache groups share the 7,097 blocks.
+    assert m.kv_capacity_tokens == 31240 and m.kv_capacity_source == "kv_cache_size_tokens"
+    assert m.num_gpu_blocks == 7097 and m.cache_dtype == "fp8"
     assert m.ttft is not None and m.ttft.count == 10
     assert 0.04 <= (m.ttft.p50 or 0) <= 0.06  # 0.05 lies in the (0.04, 0.06] bucket
     assert 0.25 <= (m.ttft.p95 or 0) <= 0.5
@@ -48,6 +51,12 @@ async def test_legacy_kv_metric_name_is_used_when_new_one_is_absent(deps_for) ->
         vsim.set_gauges(kv_usage=0.5)
         m = await collect_model_metrics(deps_for(url).model_server, url)
     assert m.kv_usage == pytest.approx(0.5) and m.kv_metric == "vllm:gpu_cache_usage_perc"
+
+
+async def test_older_server_without_kv_cache_size_tokens_falls_back_to_blocks(deps_for) -> None:  # noqa: F811
+    with running_sim(kv_cache_size_tokens=None) as (_vsim, url):
+        m = await collect_model_metrics(deps_for(url).model_server, url)
+    assert m.kv_capacity_tokens == 7097 * 16 and m.kv_capacity_source == "blocks x block_size"
     assert m.flags == []
 
 
@@ -88,4 +97,15 @@ async def test_metrics_command_renders_flags_and_window(sim, deps_for) -> None: 
     reply = await run_command(ctx, "metrics")
     assert reply is not None
     text = reply_text(reply)
-    assert "KV cache 95%" in text and "113,552 tokens" in text and "since the server started" in text
+    assert "KV cache 95%" in text and "31,240 tokens (vLLM's count" in text and "since the server started" in text
+
+
+def test_the_simulators_kv_cache_size_is_vllms_count_for_its_blocks() -> None:
+    from bot.sandbox.vllm_sim import SimConfig
+    from skills import kv_accounting as kva
+    from skills.fit import layer_specs, load_catalog
+
+    cat, c = load_catalog(), SimConfig()
+    groups = kva.get_kv_cache_groups(layer_specs(cat, cat.model("gemma-4-26b-a4b-qat"), c.cache_dtype))
+    limits = kva.Limits(c.max_model_len, cat.planner.max_num_batched_tokens)
+    assert kva.reported_tokens(kva.KVCacheConfig(c.num_gpu_blocks, groups, []), limits) == c.kv_cache_size_tokens

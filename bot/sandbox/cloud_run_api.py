@@ -16,6 +16,7 @@ import itertools
 import json
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -59,6 +60,9 @@ class CloudRunStandIn:
         self.op_polls = 1
         self.next_revision_outcome = "ready"  # or "probe_failed"
         self.faults: list[tuple[str, int, str]] = []  # (method or '*', status, message), consumed in order
+        # Called with (service, revision) when a revision is created: what its container would log as it
+        # starts (a test hands it to the Cloud Logging stand-in).
+        self.on_revision: Callable[[str, str], None] | None = None
         self._counter = itertools.count(1)
         self._lock = threading.Lock()
         prefix = "/v2/projects/{project}/locations/{location}"
@@ -139,6 +143,8 @@ class CloudRunStandIn:
         svc["latestCreatedRevision"] = rev["name"]
         svc["reconciling"] = True
         svc["terminalCondition"] = {"type": "Ready", "state": "CONDITION_RECONCILING"}
+        if self.on_revision is not None:
+            self.on_revision(name, rev_name)
         return rev_name
 
     def _finish_revision(self, name: str, rev_name: str, outcome: str, message: str = "") -> None:

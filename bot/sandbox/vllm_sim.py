@@ -66,6 +66,10 @@ class SimConfig:
     legacy_kv_metric: bool = False  # old servers: vllm:gpu_cache_usage_perc
     num_gpu_blocks: int = 7097
     block_size: int = 16
+    # Newer servers label cache_config_info with kv_cache_size_tokens (vLLM get_kv_cache_capacity: max
+    # concurrency x max-model-len). 31,240 is what 7,097 blocks hold for Gemma 4 26B-A4B with fp8 KV at
+    # max-model-len 8192 (6 KV-cache groups share the pool; skills/kv_accounting.py). None: an older server.
+    kv_cache_size_tokens: int | None = 31240
     cache_dtype: str = "fp8"
     fail_status: int | None = None  # answer every completion with this HTTP status
     fail_every: int = 0  # >0: every Nth completion fails with HTTP 500
@@ -111,9 +115,13 @@ class VllmSim:
             "num_gpu_blocks",
             "enable_prefix_caching",
         ]
-        self.cache_info = Gauge("vllm:cache_config_info", "Cache config", cache_labels, registry=r)
         c = self.config
-        self.cache_info.labels(str(c.block_size), c.cache_dtype, "0.9", str(c.num_gpu_blocks), "True").set(1)
+        values = [str(c.block_size), c.cache_dtype, "0.9", str(c.num_gpu_blocks), "True"]
+        if c.kv_cache_size_tokens is not None:
+            cache_labels.append("kv_cache_size_tokens")
+            values.append(str(c.kv_cache_size_tokens))
+        self.cache_info = Gauge("vllm:cache_config_info", "Cache config", cache_labels, registry=r)
+        self.cache_info.labels(*values).set(1)
         self.process_start = time.time() - c.uptime_s
         Gauge("process_start_time_seconds", "Start time", registry=r).set(self.process_start)
         self._lab = {"model_name": c.model_id, "engine": "0"}

@@ -9,6 +9,7 @@ from handlers.reply import Button, Reply, plan_button
 from skills.catalog import Catalog
 from skills.fit import FitReport, load_catalog, plan_fit
 from skills.profiles import load_profiles
+from skills.startup_log import StartupFigures, last_figures
 
 _VERDICT = {
     "fits": (":white_check_mark:", "fits"),
@@ -21,7 +22,24 @@ def _minutes(seconds: float) -> str:
     return f"~{seconds / 60:.0f} min" if seconds >= 90 else f"~{seconds:.0f} s"
 
 
-def render_fit(r: FitReport) -> Reply:
+def _measured(r: FitReport, service: str, seen: StartupFigures) -> tuple[str, str]:
+    """A "last measured on this service" section beside the prediction."""
+    heading = f"Last measured on `{service}`"
+    if (seen.model, seen.gpu) != (r.model.name, r.gpu.name):
+        return heading, f"{seen.model} on {seen.gpu} (not this configuration)"
+    lines = []
+    if seen.weights_gib is not None:
+        lines.append(f"weights {seen.weights_gib:g} GiB (predicted {r.weights_gib:g})")
+    if seen.kv_cache_tokens is not None:
+        lines.append(f"GPU KV cache size {seen.kv_cache_tokens:,} tokens (predicted {r.kv_cache_tokens:,})")
+    if seen.max_concurrency is not None and seen.max_model_len:
+        lines.append(f"max concurrency {seen.max_concurrency:g}x at {seen.max_model_len:,} tokens")
+    if seen.ready_after_s is not None:
+        lines.append(f"cold start {_minutes(seen.ready_after_s)} (predicted {_minutes(r.cold_start_s)})")
+    return heading, "; ".join(lines) + f" — image `{seen.image}`"
+
+
+def render_fit(r: FitReport, measured: tuple[str, StartupFigures] | None = None) -> Reply:
     icon, word = _VERDICT[r.verdict]
     q = r.request
     gpus = f"{q.gpu_count} x {r.gpu.name}" if q.gpu_count > 1 else r.gpu.name
@@ -49,6 +67,11 @@ def render_fit(r: FitReport) -> Reply:
             ("Single stream", tok),
         ]
     )
+    if r.startup_lines and r.verdict != "does_not_fit":
+        reply.add(heading="vLLM will print", code="\n".join(r.startup_lines))
+    if measured is not None:
+        heading, text = _measured(r, *measured)
+        reply.add(heading=heading, text=text)
     if r.verdict != "does_not_fit":
         reply.add(heading="vLLM args", code=" ".join(r.vllm_args))
     if r.alternatives:
@@ -103,7 +126,13 @@ def render_catalog(cat: Catalog) -> Reply:
 
 @command("fit", "Will a model fit a GPU: memory, KV cache, cold start, cost", USAGE, ack="Planning…")
 async def fit(ctx: CommandContext) -> Reply:
-    return render_fit(plan_fit(parse_fit_args(ctx.args)))
+    report = plan_fit(parse_fit_args(ctx.args))
+    service = ctx.deps.settings.vllm_service_name
+    try:
+        seen = await last_figures(ctx.deps.redis, ctx.deps.settings.key("startup"), service)
+    except Exception:  # the prediction stands on its own
+        seen = None
+    return render_fit(report, (service, seen) if seen is not None else None)
 
 
 @command("models", "The model and GPU catalog behind /gemma fit and deploy", "models", ack="Listing…")

@@ -37,8 +37,11 @@ def render_metrics(m: ModelMetrics, base_url: str) -> Reply:
     if m.kv_metric.startswith("vllm:gpu_cache"):
         kv += " (older vLLM metric name)"
     cap = f"{m.kv_capacity_tokens:,} tokens" if m.kv_capacity_tokens else "—"
-    if m.kv_capacity_tokens:
-        cap += f" ({m.num_gpu_blocks:,} blocks x {m.block_size}{', ' + m.cache_dtype if m.cache_dtype else ''})"
+    dtype = f", {m.cache_dtype}" if m.cache_dtype else ""
+    if m.kv_capacity_source == "kv_cache_size_tokens":
+        cap += f" (vLLM's count; {m.num_gpu_blocks or 0:,} blocks shared by its KV-cache groups{dtype})"
+    elif m.kv_capacity_tokens:
+        cap += f" ({m.num_gpu_blocks:,} blocks x {m.block_size}{dtype}: an upper bound for sliding-window models)"
     hit = _num(m.prefix_cache_hit_rate, "{:.0%}")
     reply.add(
         fields=[

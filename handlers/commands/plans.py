@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.deps import Deps
@@ -23,6 +24,7 @@ from handlers.context import ActionContext, Responder
 from handlers.incidents import incident_for_thread
 from handlers.registry import action
 from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION, PLAN_ACTION, Button, Reply, error_reply
+from handlers.startup_report import startup_report
 from skills.confirm import Refused, WriteGate, claim, run_claimed
 from skills.deploy import ExecResult, Progress
 from skills.deploy_env import DeployEnv
@@ -262,6 +264,7 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
         await _safe_update(ctx.responder, ts, progress_reply(plan, ctx.user_id, p))
 
     result = ExecResult(ok=False, detail="stopped unexpectedly (see the bot's logs)")
+    started = datetime.now(UTC) - timedelta(seconds=30)
     try:
         result = await run_claimed(
             gate,
@@ -280,6 +283,14 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
                 await ctx.responder.post(line, thread_ts=thread)
             except Exception:  # the progress message already shows the outcome
                 log.warning("could not post the outcome of plan %s in its incident thread", plan.id)
+    if result.ok:
+        # The planner checks itself: vLLM's start-up figures against the prediction, in the deploy's thread.
+        report = await startup_report(deps, plan, result.revision, started, result.duration_s)
+        if report is not None:
+            try:
+                await ctx.responder.post(report, thread_ts=thread or ts)
+            except Exception:  # the deploy itself succeeded and says so above
+                log.warning("could not post the start-up comparison for plan %s", plan.id)
     return None
 
 

@@ -1,0 +1,45 @@
+"""The deploy thread's "predicted vs actual" message, once a deploy turns ready (skills/startup_check.py)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from bot.deps import Deps
+from handlers.reply import Reply
+from skills.plans import Plan
+from skills.startup_check import StartupCheck, check_startup
+
+log = logging.getLogger(__name__)
+
+
+def render_startup(check: StartupCheck) -> Reply:
+    reply = Reply(title=f":straight_ruler: Planner vs vLLM on `{check.service}` ({check.model} on {check.gpu})")
+    if check.missing:
+        reply.add(text=f"Nothing to compare: {check.missing}.")
+    else:
+        reply.add(heading="Predicted vs actual", text="\n".join(f"• {line}" for line in check.predicted))
+        reply.add(heading="Cold start", text="\n".join(f"• {line}" for line in check.cold_start))
+    reply.context = f"revision `{check.revision}` · image `{check.image}` · figures kept for `/gemma fit`"
+    return reply
+
+
+async def startup_report(deps: Deps, plan: Plan, revision: str, since: datetime, ready_after_s: float) -> Reply | None:
+    """The comparison for a deploy that turned ready; None when there is nothing to say or logs are off."""
+    if plan.kind not in ("deploy", "redeploy") or plan.spec is None or deps.logs is None:
+        return None
+    try:
+        check = await check_startup(
+            deps.logs,
+            deps.redis,
+            deps.settings.key("startup"),
+            plan.service,
+            plan.spec,
+            revision,
+            since,
+            ready_after_s,
+        )
+    except Exception:  # a bonus after a successful deploy: never turn it into a failure
+        log.warning("could not compare start-up figures for %s", plan.service, exc_info=True)
+        return None
+    return render_startup(check) if check is not None else None
