@@ -86,7 +86,7 @@ class CloudRunStandIn:
         min_instances: int = 0,
         max_instances: int = 1,
         gpu: str = "nvidia-l4",
-        image: str = "vllm/vllm-openai:v0.11.0",
+        image: str = "vllm/vllm-openai:v0.24.0-cu129",
         failure_message: str = "",
     ) -> dict[str, Any]:
         template = {
