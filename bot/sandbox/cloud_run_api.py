@@ -25,6 +25,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from .cloud_run_validation import RequestRejected, validate_service
+
 SERVICE_TYPE = "type.googleapis.com/google.cloud.run.v2.Service"
 PROBE_FAILED = (
     "Revision '{rev}' is not ready and cannot serve traffic. The user-provided container failed the configured "
@@ -232,7 +234,10 @@ class CloudRunStandIn:
         if request.method == "GET":
             return JSONResponse({"services": [_public(s) for s in self.services.values()]})
         name = request.query_params.get("serviceId", "")
-        body = _names(json.loads(await request.body() or b"{}"))
+        raw = json.loads(await request.body() or b"{}")
+        if (rejected := _rejected(raw)) is not None:
+            return rejected
+        body = _names(raw)
         with self._lock:
             if name in self.services:
                 return _error(409, f"Resource '{name}' already exists.")
@@ -262,7 +267,10 @@ class CloudRunStandIn:
             with self._lock:
                 op = self._start_op(name, "delete", "")
             return JSONResponse(self._op_json(op))
-        body = _names(json.loads(await request.body() or b"{}"))
+        raw = json.loads(await request.body() or b"{}")
+        if (rejected := _rejected(raw)) is not None:
+            return rejected
+        body = _names(raw)
         with self._lock:
             svc = self.services[name]
             new_template = "template" in body and _meaningful(body["template"]) != _meaningful(svc.get("template", {}))
@@ -381,3 +389,14 @@ def _error(status: int, message: str) -> JSONResponse:
         {"error": {"code": status, "message": message, "status": _STATUS.get(status, "UNKNOWN")}},
         status_code=status,
     )
+
+
+# --- request validation: what the real API rejects (rules in bot/sandbox/cloud_run_validation.py) ------------
+
+
+def _rejected(body: dict[str, Any]) -> Response | None:
+    try:
+        validate_service(body)
+    except RequestRejected as exc:
+        return JSONResponse(exc.body, status_code=400)
+    return None
