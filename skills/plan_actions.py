@@ -231,20 +231,23 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
     eff = report.request
     gpu = load_catalog().gpu(eff.gpu)
     base_gib = eff.host_memory_gib or report.recommended_memory_gib
+    margin = load_catalog().planner.host_memory_margin
     hub_note = ""
     if env.model_bucket:
         memory_gib = math.ceil(base_gib)
     elif o.get("memory"):  # the user's size stands; say if the Hub files will not fit in it
         memory_gib = math.ceil(base_gib)
         files_gib = report.model.approx_disk_gb * 1e9 / 2**30
-        if memory_gib < report.recommended_memory_gib + files_gib:
+        if memory_gib < report.host_memory_gib + files_gib:
             hub_note = (
                 f":warning: No MODEL_BUCKET: the ~{files_gib:.1f} GiB of weights pulled from the Hub sit in Cloud "
-                f"Run's in-memory filesystem; {memory_gib} GiB leaves too little to load them. Raise --memory or "
-                "set MODEL_BUCKET."
+                f"Run's in-memory filesystem; {memory_gib} GiB leaves too little to load them (estimate). Raise "
+                "--memory or set MODEL_BUCKET."
             )
     else:
-        memory_gib, hub_note = memory_for_hub_weights(gpu, base_gib, report.model.approx_disk_gb)
+        memory_gib, hub_note = memory_for_hub_weights(
+            gpu, report.host_memory_gib, report.model.approx_disk_gb, margin, base_gib
+        )
     memory = f"{memory_gib}Gi"
     floor = max(report.recommended_cpu, gpu.cloud_run.min_cpu if gpu.cloud_run else 0, _cpu_floor(memory))
     cpu = o.get("cpu") or str(floor)
