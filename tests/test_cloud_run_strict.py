@@ -17,7 +17,9 @@ pytest_plugins = ["tests.deploy_fixtures"]
 SERVICES = "/v2/projects/test-proj/locations/us-central1/services"
 
 
-def spec(gpu: str = "nvidia-rtx-pro-6000", cpu: str = "20", memory: str = "80Gi", stage: str = "BETA") -> dict[str, Any]:
+def spec(
+    gpu: str = "nvidia-rtx-pro-6000", cpu: str = "20", memory: str = "80Gi", stage: str = "BETA"
+) -> dict[str, Any]:
     cfg = DeployConfig(
         service="vllm-gemma4",
         model="gemma-4-31b-qat",
@@ -94,7 +96,7 @@ async def test_unknown_fields_get_the_apis_400(cloud_run: CloudRunStandIn) -> No
         assert err["details"][0]["fieldViolations"][0]["field"] == "service.template.containers[0]"
         top = {**good, "replicas": 2}
         r = await http.post(SERVICES, params={"serviceId": "vllm-gemma4"}, json=top)
-        assert r.status_code == 400 and 'Unknown name "replicas" at \'service\'' in r.json()["error"]["message"]
+        assert r.status_code == 400 and "Unknown name \"replicas\" at 'service'" in r.json()["error"]["message"]
         assert not cloud_run.services
         r = await http.post(SERVICES, params={"serviceId": "vllm-gemma4"}, json=good)  # snake or camel known
         assert r.status_code == 200

@@ -11,12 +11,12 @@ from bot.sandbox.cloud_run_validation import CLOUD_RUN_GPUS, validate_service
 from bot.sandbox.openai_script import OpenAIScript, say
 from handlers.commands.plans import deploy_env
 from skills.catalog import load_catalog
-from tests.agent_helpers import plan_json
 from skills.errors import InvalidInput
 from skills.image_compat import check_image, default_image, load_image_data, newest_compatible, parse_image
 from skills.plan_actions import build_plan
 from skills.profiles import load_profiles
 from skills.render_service import main_container
+from tests.agent_helpers import plan_json
 
 pytest_plugins = ["tests.deploy_fixtures", "tests.agent_fixtures"]
 
@@ -69,7 +69,7 @@ def test_data_file_covers_the_catalog_and_agrees_with_the_stand_in() -> None:
         assert (g.launch_stage == "BETA") == preview
         assert data.cloud_run_gpus[name].compute_capability == g.compute_capability
     for g in cat.gpus.values():  # another platform's GPU is always labelled with its platform
-        assert g.available_on_cloud_run or "not Cloud Run" in g.label and g.platform != "Cloud Run"
+        assert g.available_on_cloud_run or ("not Cloud Run" in g.label and g.platform != "Cloud Run")
     assert all(k in data.sources for k in [f.source for f in data.families.values()])
 
 
