@@ -188,6 +188,14 @@ def _check_gpu(name: str) -> str:
     return gpu.name
 
 
+def _one_gpu(o: dict[str, Any]) -> None:
+    if o.get("gpu_count", 1) > 1:
+        raise InvalidInput(
+            f"Cloud Run attaches one GPU per instance, so {o['gpu_count']} GPUs cannot be deployed there.",
+            "Use gpu_count=1 with a model that fits one GPU (or the RTX PRO 6000's 96 GB).",
+        )
+
+
 def _apply_fit(plan: Plan, report: FitReport) -> None:
     plan.verdict = report.verdict
     plan.fit_lines = fit_lines(report)
@@ -226,6 +234,7 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
     o.pop("profile", None)
     service = o.pop("service", None) or env.service
     o["gpu"] = _check_gpu(o["gpu"])
+    _one_gpu(o)
     report = _fit(profile.model, o, o.get("memory"))
     # The planner's effective request already carries its required changes (fits_with_changes): render that.
     eff = report.request
@@ -563,6 +572,7 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
         )
     if "gpu" in o:
         o["gpu"] = _check_gpu(o["gpu"])
+    _one_gpu(o)
     new = strip_output_only(current)
     notes: list[str] = []
     _patch(new, o)

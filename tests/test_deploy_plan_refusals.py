@@ -100,6 +100,30 @@ async def test_moving_a_cuda13_image_to_the_l4_is_refused(deps: Any, cloud_run: 
     assert "vllm/vllm-openai:v0.24.0-cu129" in exc.value.hint
 
 
+async def test_hub_weights_count_against_memory_or_the_bucket_is_recommended(deps: Any) -> None:
+    env = deploy_env(deps)
+    twelve = await build_plan("deploy", {"profile": "gemma4-12b-qat-l4"}, deps.runtime, env)
+    assert main_container(twelve.spec or {})["resources"]["limits"]["memory"] == "32Gi"
+    assert any("in-memory filesystem" in n and "32 GiB" in n for n in twelve.notes)
+    bucketed = await build_plan(
+        "deploy", {"profile": "gemma4-12b-qat-l4"}, deps.runtime, env.model_copy(update={"model_bucket": "w"})
+    )
+    assert main_container(bucketed.spec or {})["resources"]["limits"]["memory"] == "16Gi"
+    big = await build_plan("deploy", {"profile": "gemma4-26b-qat-l4"}, deps.runtime, env)
+    assert any(n.startswith(":warning:") and "Set MODEL_BUCKET" in n for n in big.notes)
+
+
+async def test_a_cloud_run_deploy_is_offered_cloud_run_alternatives_only(deps: Any) -> None:
+    plan = await build_plan(
+        "deploy", {"profile": "gemma4-31b-qat-rtx", "gpu": "nvidia-l4"}, deps.runtime, deploy_env(deps)
+    )
+    assert plan.verdict == "does_not_fit"
+    (offer,) = [n for n in plan.notes if n.startswith("Configurations that fit")]
+    assert "nvidia-rtx-pro-6000" in offer and "a100" not in offer and "h100" not in offer
+    with pytest.raises(InvalidInput, match="one GPU per instance"):
+        await build_plan("deploy", {"profile": "gemma4-12b-qat-l4", "gpu_count": 2}, deps.runtime, deploy_env(deps))
+
+
 async def _update_plan(deps: Any, spec: dict[str, Any]) -> Any:
     """A plan that applies `spec` as is (what a human's own change to the service would be)."""
     from skills.plans import Plan
