@@ -54,10 +54,7 @@ def merge_onto(current: dict[str, Any], rendered: dict[str, Any]) -> dict[str, A
             tmpl[key] = {**(cur_tmpl.get(key) or {}), **new_tmpl[key]}
     volumes = _by_name(cur_tmpl.get("volumes") or [], {VOLUME} | {v["name"] for v in new_tmpl.get("volumes") or []})
     volumes += copy.deepcopy(new_tmpl.get("volumes") or [])
-    if volumes:
-        tmpl["volumes"] = volumes
-    else:
-        tmpl.pop("volumes", None)
+    tmpl["volumes"] = volumes  # kept even when empty: an absent key means "leave as is" to the adapter
     containers = copy.deepcopy(cur_tmpl.get("containers") or [])
     rendered_main = (new_tmpl.get("containers") or [{}])[0]
     if containers:

@@ -133,3 +133,12 @@ async def _update_plan(deps: Any, spec: dict[str, Any]) -> Any:
     return Plan(
         kind="redeploy", service=SERVICE, summary="manual change", spec=spec, base_fingerprint=fingerprint(current)
     )
+
+
+async def test_moving_from_the_bucket_to_the_hub_drops_the_model_volume(deps: Any, cloud_run: CloudRunStandIn) -> None:
+    await deploy(deps, {"profile": "gemma4-12b-qat-l4"}, model_bucket="weights")
+    assert [v["name"] for v in cloud_run.services[SERVICE]["template"]["volumes"]] == ["models"]
+    plan = await deploy(deps, {"profile": "gemma4-12b-qat-l4"})
+    assert "template.volumes[models].gcs.bucket" in [c.path for c in plan.changes]
+    assert not cloud_run.services[SERVICE]["template"].get("volumes")
+    assert not main_container(cloud_run.services[SERVICE]).get("volumeMounts")
