@@ -67,6 +67,7 @@ class Serving(BaseModel):
     chat_template: str
     request_fields: dict[str, Any]
     reasoning_field: str
+    sources: list[str]
 
 
 class ImageData(BaseModel):

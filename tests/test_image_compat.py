@@ -70,7 +70,9 @@ def test_data_file_covers_the_catalog_and_agrees_with_the_stand_in() -> None:
         assert data.cloud_run_gpus[name].compute_capability == g.compute_capability
     for g in cat.gpus.values():  # another platform's GPU is always labelled with its platform
         assert g.available_on_cloud_run or ("not Cloud Run" in g.label and g.platform != "Cloud Run")
-    assert all(k in data.sources for k in [f.source for f in data.families.values()])
+    cited = [f.source for f in data.families.values()] + [i.source for i in data.images.values()]
+    cited += [g.source for g in data.cloud_run_gpus.values()] + [c.source for c in data.tag_conventions]
+    assert all(k in data.sources for k in cited + data.serving.sources)  # every entry names a source
 
 
 async def test_every_profile_renders_on_every_cloud_run_gpu_with_a_compatible_image(deps: Any) -> None:
