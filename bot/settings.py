@@ -71,7 +71,9 @@ class Settings(BaseSettings):
     alert_reclaim_idle_ms: int = Field(default=60_000, ge=100)
 
     # --- Deploy ----------------------------------------------------------------------------------------
-    vllm_image: str = "vllm/vllm-openai:v0.11.0"
+    # Unset: the per-GPU default image from skills/data/vllm_images.yaml (a plan checks any image against it).
+    vllm_image: str | None = None
+    vllm_service_account: str | None = None  # the vLLM service's runtime identity
     model_bucket: str | None = None
     hf_token_secret: str = "hf-token"
     plan_ttl_s: int = Field(default=900, ge=30)
@@ -88,6 +90,11 @@ class Settings(BaseSettings):
     def _trailing_slash(cls, v: str) -> str:
         # slack-sdk joins base_url + method name, so the base must end with '/'.
         return v if v.endswith("/") else v + "/"
+
+    @field_validator("vllm_image", "vllm_service_account")
+    @classmethod
+    def _empty_is_unset(cls, v: str | None) -> str | None:
+        return v.strip() or None if v is not None else None
 
     @field_validator("log_level")
     @classmethod

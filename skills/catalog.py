@@ -12,7 +12,7 @@ from importlib import resources
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from .errors import InvalidInput
 
@@ -97,7 +97,22 @@ class GpuProfile(BaseModel):
     price_includes_host: bool  # comparison clouds quote an all-in price
     price_source: str
     available_on_cloud_run: bool
+    platform: str = "Cloud Run"  # where this GPU is offered; only Cloud Run GPUs can be deployed to
+    launch_stage: Literal["GA", "BETA"] = "GA"  # a Preview Cloud Run GPU needs the service's BETA launch stage
     cloud_run: CloudRunLimits | None = None
+
+    @model_validator(mode="after")
+    def _platform(self) -> GpuProfile:
+        if self.available_on_cloud_run != (self.platform == "Cloud Run"):
+            raise ValueError(f"GPU {self.name}: available_on_cloud_run must match platform {self.platform!r}")
+        if self.available_on_cloud_run and self.cloud_run is None:
+            raise ValueError(f"GPU {self.name}: a Cloud Run GPU needs its cloud_run limits")
+        return self
+
+    @property
+    def label(self) -> str:
+        """The name as offered to users: another platform's GPU always says which platform."""
+        return self.name if self.available_on_cloud_run else f"{self.name} ({self.platform}, not Cloud Run)"
 
 
 class CloudRunPrices(BaseModel):

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, Field
 
-from .errors import UserFacingError
+from .errors import TransientCloudError, UserFacingError
 from .plans import Plan
 from .ports import LogQuery, Logs, RevisionInfo, Runtime
 from .redact import redact
@@ -145,17 +145,31 @@ async def _wait_revision(
     created_at = 0.0
     op_done = False
     op_error = ""
+    phase = "submitted"
     while True:
-        if not op_done:
-            status = await runtime.wait_operation(op, timeout_s=poll_s)
-            op_done, op_error = status.done, status.error
-        else:
+        try:
+            if not op_done:
+                status = await runtime.wait_operation(op, timeout_s=poll_s)
+                op_done, op_error = status.done, status.error
+            else:
+                await asyncio.sleep(poll_s)
+            info = await runtime.get_service(plan.service)
+            if not revision and info.latest_created_revision and info.latest_created_revision != before:
+                revision, created_at = info.latest_created_revision, time.monotonic()
+                await rep(Progress(phase="revision created", elapsed_s=rep.elapsed(), revision=revision))
+            rev: RevisionInfo | None = await runtime.get_revision(plan.service, revision) if revision else None
+        except TransientCloudError as exc:
+            # The API is busy or unreachable (after the adapter's own backoff): the revision may well be
+            # starting fine, so keep watching until the deadline instead of reporting a failure.
+            if time.monotonic() >= deadline:
+                raise UserFacingError(
+                    f"Cloud Run's API kept failing until the watch's deadline ({exc.message}); the revision may "
+                    "still become ready.",
+                    "Check `/gemma status` in a few minutes.",
+                ) from None
+            await rep(Progress(phase=phase, elapsed_s=rep.elapsed(), revision=revision, detail=exc.message))
             await asyncio.sleep(poll_s)
-        info = await runtime.get_service(plan.service)
-        if not revision and info.latest_created_revision and info.latest_created_revision != before:
-            revision, created_at = info.latest_created_revision, time.monotonic()
-            await rep(Progress(phase="revision created", elapsed_s=rep.elapsed(), revision=revision))
-        rev: RevisionInfo | None = await runtime.get_revision(plan.service, revision) if revision else None
+            continue
         elapsed = rep.elapsed()
         if rev is not None and rev.ready is True:
             await rep(
@@ -217,7 +231,14 @@ async def _wait_revision(
 async def _wait_traffic(runtime: Runtime, plan: Plan, op: str, rep: _Reporter, poll_s: float) -> ExecResult:
     deadline = time.monotonic() + max(plan.wait_budget_s, 60.0)
     while True:
-        status = await runtime.wait_operation(op, timeout_s=poll_s)
+        try:
+            status = await runtime.wait_operation(op, timeout_s=poll_s)
+        except TransientCloudError as exc:
+            if time.monotonic() >= deadline:
+                raise
+            await rep(Progress(phase="moving traffic", elapsed_s=rep.elapsed(), detail=exc.message))
+            await asyncio.sleep(poll_s)
+            continue
         elapsed = rep.elapsed()
         if status.done and status.error:
             await rep(Progress(phase="failed", elapsed_s=elapsed, detail=status.error, done=True, ok=False), True)

@@ -9,6 +9,7 @@ class DeployEnv(BaseModel):
     service: str  # the default service name
     region: str
     project: str | None = None
-    image: str
+    image: str | None = None  # VLLM_IMAGE: overrides the per-GPU default (skills/data/vllm_images.yaml)
     model_bucket: str | None = None
     hf_token_secret: str = "hf-token"
+    service_account: str | None = None  # VLLM_SERVICE_ACCOUNT: the vLLM service's runtime identity

@@ -25,3 +25,8 @@ class NotFound(UserFacingError):
 
 class InvalidInput(UserFacingError):
     pass
+
+
+class TransientCloudError(UserFacingError):
+    """A cloud API call failed in a way that may pass (429, 5xx, timeout) after the adapter's own retries:
+    a watcher with time left keeps watching instead of reporting a failure."""

@@ -527,7 +527,7 @@ def _alternatives(cat: Catalog, req: FitRequest, o: _Outcome) -> tuple[list[FitR
             slow = " — SLOW: CPU offload" if r.request.cpu_offload_gb else ""
             tok = f", ~{r.est_tokens_per_s:g} tok/s" if r.est_tokens_per_s else ""
             lines.append(
-                f"{r.model.name} on {r.gpu.name}{how}: {r.verdict.replace('_', ' ')} — "
+                f"{r.model.name} on {r.gpu.label}{how}: {r.verdict.replace('_', ' ')} — "
                 f"{r.kv_cache_tokens:,} KV tokens ({r.max_concurrency:g} x {r.request.max_model_len:,})"
                 f"{tok}, ${r.cost_per_hour_usd:.2f}/h{slow}"
             )

@@ -31,8 +31,10 @@ def deploy_command(
     res = c.get("resources", {})
     limits = res.get("limits", {})
     scaling = tmpl.get("scaling", {})
+    # A Preview feature (the RTX PRO 6000 GPU) is only reachable through the beta command track.
+    track = "gcloud beta run" if spec.get("launchStage") == "BETA" else "gcloud run"
     parts = [
-        f"gcloud run deploy {_q(service)}",
+        f"{track} deploy {_q(service)}",
         f"--image={_q(c.get('image', ''))}",
         f"--region={_q(region)}",
     ]
@@ -43,6 +45,8 @@ def deploy_command(
             f"--gpu={limits.get('nvidia.com/gpu', '1')}",
             f"--gpu-type={tmpl['nodeSelector']['accelerator']}",
         ]
+    if tmpl.get("serviceAccount"):
+        parts.append(f"--service-account={_q(tmpl['serviceAccount'])}")
     if tmpl.get("gpuZonalRedundancyDisabled"):
         parts.append("--no-gpu-zonal-redundancy")
     if res.get("cpuIdle") is False:

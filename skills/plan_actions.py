@@ -16,6 +16,7 @@ from .deploy_env import DeployEnv
 from .errors import CloudUnavailable, InvalidInput, NotFound
 from .fit import FitReport, FitRequest, load_catalog, plan_fit
 from .gcloud_cmd import deploy_command, destroy_command, rollback_command, scale_command
+from .image_compat import default_image, require_compatible
 from .plans import Plan
 from .ports import RevisionInfo, Runtime
 from .profiles import DeployProfile, KvDtype, get_profile
@@ -27,10 +28,12 @@ from .render_service import (
     PROBE_MARGIN,
     DeployConfig,
     add_model_volume,
+    check_gpu_minimums,
     fix_fuse_mounts,
     gcs_mounts,
     gib,
     main_container,
+    memory_for_hub_weights,
     probe_for,
     render_service,
     replace_container,
@@ -44,6 +47,7 @@ from .render_service import (
     strip_output_only,
 )
 from .service_diff import diff_specs, fingerprint, parse_flags
+from .service_merge import merge_onto
 
 ActionKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy"]
 # After the probe budget runs out Cloud Run reports the failure; wait a little longer than that.
@@ -184,13 +188,28 @@ def _check_gpu(name: str) -> str:
     return gpu.name
 
 
+def _one_gpu(o: dict[str, Any]) -> None:
+    if o.get("gpu_count", 1) > 1:
+        raise InvalidInput(
+            f"Cloud Run attaches one GPU per instance, so {o['gpu_count']} GPUs cannot be deployed there.",
+            "Use gpu_count=1 with a model that fits one GPU (or the RTX PRO 6000's 96 GB).",
+        )
+
+
 def _apply_fit(plan: Plan, report: FitReport) -> None:
     plan.verdict = report.verdict
     plan.fit_lines = fit_lines(report)
     plan.fit_changes = [_text(c) for c in report.changes]
     plan.notes += [_text(n) for n in report.notes]
-    if report.verdict == "does_not_fit" and report.alternatives:
-        plan.notes.append("Configurations that fit: " + "; ".join(_text(a) for a in report.alternatives[:4]))
+    # A Cloud Run deploy is offered Cloud Run configurations only (another platform's GPU is no alternative here).
+    catalog = load_catalog()
+    on_run = [
+        a
+        for a, r in zip(report.alternatives, report.alternative_requests, strict=False)
+        if catalog.gpu(r.gpu).available_on_cloud_run
+    ]
+    if report.verdict == "does_not_fit" and on_run:
+        plan.notes.append("Configurations that fit: " + "; ".join(_text(a) for a in on_run[:4]))
     plan.notes += [f":warning: {_text(w)}" for w in report.warnings]
     plan.cold_start_s = report.cold_start_s
 
@@ -215,11 +234,35 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
     o.pop("profile", None)
     service = o.pop("service", None) or env.service
     o["gpu"] = _check_gpu(o["gpu"])
+    _one_gpu(o)
     report = _fit(profile.model, o, o.get("memory"))
     # The planner's effective request already carries its required changes (fits_with_changes): render that.
     eff = report.request
-    memory = f"{math.ceil(eff.host_memory_gib or report.recommended_memory_gib)}Gi"
-    cpu = o.get("cpu") or str(report.recommended_cpu)
+    gpu = load_catalog().gpu(eff.gpu)
+    base_gib = eff.host_memory_gib or report.recommended_memory_gib
+    margin = load_catalog().planner.host_memory_margin
+    hub_note = ""
+    if env.model_bucket:
+        memory_gib = math.ceil(base_gib)
+    elif o.get("memory"):  # the user's size stands; say if the Hub files will not fit in it
+        memory_gib = math.ceil(base_gib)
+        files_gib = report.model.approx_disk_gb * 1e9 / 2**30
+        if memory_gib < report.host_memory_gib + files_gib:
+            hub_note = (
+                f":warning: No MODEL_BUCKET: the ~{files_gib:.1f} GiB of weights pulled from the Hub sit in Cloud "
+                f"Run's in-memory filesystem; {memory_gib} GiB leaves too little to load them (estimate). Raise "
+                "--memory or set MODEL_BUCKET."
+            )
+    else:
+        memory_gib, hub_note = memory_for_hub_weights(
+            gpu, report.host_memory_gib, report.model.approx_disk_gb, margin, base_gib
+        )
+    memory = f"{memory_gib}Gi"
+    floor = max(report.recommended_cpu, gpu.cloud_run.min_cpu if gpu.cloud_run else 0, _cpu_floor(memory))
+    cpu = o.get("cpu") or str(floor)
+    check_gpu_minimums(gpu, cpu, memory)
+    image, origin = _pick_image(env, profile, gpu.name)
+    compat = require_compatible(image, report.model.family, gpu.name, origin)
     probe = probe_for(
         report.cold_start_s,
         o.get("startup_failure_threshold"),
@@ -248,9 +291,11 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
             cpu=cpu,
             memory=memory,
             probe=probe,
-            image=env.image,
+            image=image,
             model_bucket=env.model_bucket,
             hf_token_secret=env.hf_token_secret,
+            launch_stage=gpu.launch_stage,
+            service_account=env.service_account,
         )
     except ValidationError as exc:
         raise InvalidInput(f"Cannot render the service: {exc.errors()[0]['msg']}.") from None
@@ -262,6 +307,15 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
         if not offline:
             raise
         current, unread = None, exc.message
+    if current is not None:
+        spec = merge_onto(current, spec)  # keep what the bot does not manage (service account, labels, ...)
+    changes = diff_specs(strip_output_only(current) if current else None, spec)
+    if current is not None and not changes:
+        raise InvalidInput(
+            f"Refused: `{service}` is already running this (`{profile.name}`, {cfg.model} on {cfg.gpu}, "
+            f"image `{image}`): the deploy would change nothing.",
+            "To restart it, redeploy with a change; to check its health, `/gemma status`.",
+        )
     plan = Plan(
         kind="deploy",
         service=service,
@@ -271,7 +325,7 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
         create=current is None,
         spec=spec,
         base_fingerprint=fingerprint(current),
-        changes=diff_specs(strip_output_only(current) if current else None, spec),
+        changes=changes,
         gcloud=deploy_command(service, spec, env.region, env.project, update=current is not None),
         wait_budget_s=probe.budget_s + WAIT_MARGIN_S,
     )
@@ -285,11 +339,30 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
         f"{probe.period_s} s); memory {memory}, {cpu} vCPU; concurrency = --max-num-seqs {cfg.max_num_seqs}."
     )
     _probe_note(plan, report.cold_start_s, probe.budget_s)
+    plan.notes.append(f"Image `{image}` ({origin}): " + " ".join(["vLLM and CUDA build checked.", *compat.notes]))
+    if gpu.launch_stage != "GA":
+        plan.notes.append(f"{gpu.display} is in Preview on Cloud Run: the service is deployed at launch stage BETA.")
     if not env.model_bucket:
         plan.notes.append(
             f"No MODEL_BUCKET: weights are pulled from the Hub with HF_TOKEN from secret `{env.hf_token_secret}`."
         )
+    if hub_note:
+        plan.notes.append(hub_note)
+    if not env.service_account and current is None:
+        plan.notes.append(
+            "No VLLM_SERVICE_ACCOUNT: the service runs as the project's default compute service account; give it "
+            "read access to the bucket and the HF token secret, or set VLLM_SERVICE_ACCOUNT."
+        )
     return plan
+
+
+def _pick_image(env: DeployEnv, profile: DeployProfile, gpu: str) -> tuple[str, str]:
+    """The image and where it came from: VLLM_IMAGE, the profile's pin, or the GPU's default."""
+    if env.image:
+        return env.image, "VLLM_IMAGE"
+    if profile.image:
+        return profile.image, f"profile `{profile.name}`"
+    return default_image(gpu), f"the default for {gpu}"
 
 
 def _model_of(spec: dict[str, Any], args: dict[str, str]) -> str | None:
@@ -500,6 +573,7 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
         )
     if "gpu" in o:
         o["gpu"] = _check_gpu(o["gpu"])
+    _one_gpu(o)
     new = strip_output_only(current)
     notes: list[str] = []
     _patch(new, o)
@@ -524,6 +598,7 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
             if eff.host_memory_gib and eff.host_memory_gib > gib(limits.get("memory") or "0Gi"):
                 fix["memory"] = f"{math.ceil(eff.host_memory_gib)}Gi"
             container = _patch(new, fix)
+    _check_running_image(new, container, model, o)
     changed = ", ".join(f"{k}={v}" for k, v in o.items())
     budget = _probe_budget(container)
     changes = diff_specs(strip_output_only(current), new)
@@ -549,6 +624,20 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
         _apply_fit(plan, report)
         _probe_note(plan, report.cold_start_s, budget)
     return plan
+
+
+def _check_running_image(spec: dict[str, Any], container: dict[str, Any], model: str | None, o: dict[str, Any]) -> None:
+    """A redeploy onto another GPU or model keeps the running image: refuse it when that image cannot serve the
+    new model or run on the new GPU's driver, and Cloud Run's CPU/memory minimums for the GPU."""
+    gpu = load_catalog().gpu(spec.get("template", {}).get("nodeSelector", {}).get("accelerator") or "nvidia-l4")
+    limits = container.get("resources", {}).get("limits", {})
+    if {"gpu", "cpu", "memory"} & o.keys() and limits.get("cpu") and limits.get("memory"):
+        check_gpu_minimums(gpu, str(limits["cpu"]), str(limits["memory"]))
+    if ("gpu" in o or "model" in o) and model is not None:
+        image = str(container.get("image", ""))
+        require_compatible(image, load_catalog().model(model).family, gpu.name, "the running service's image")
+    if gpu.launch_stage != "GA":
+        spec["launchStage"] = gpu.launch_stage
 
 
 def _cpu_floor(memory: str) -> int:

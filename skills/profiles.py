@@ -35,6 +35,8 @@ class DeployProfile(BaseModel):
     max_instances: int = Field(default=1, ge=1)
     cpu: str | None = None
     memory: str | None = None
+    # A pinned image for this profile; unset = the GPU's default from skills/data/vllm_images.yaml.
+    image: str | None = None
 
 
 @lru_cache(maxsize=4)

@@ -15,7 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .catalog import GpuProfile
 from .errors import InvalidInput
+from .image_compat import load_image_data
 from .profiles import KvDtype
 from .service_diff import OUTPUT_ONLY_FIELDS, parse_flags
 
@@ -138,6 +140,8 @@ class DeployConfig(BaseModel):
     image: str
     model_bucket: str | None = None
     hf_token_secret: str = "hf-token"
+    launch_stage: str = "GA"  # BETA for a Preview GPU (nvidia-rtx-pro-6000)
+    service_account: str | None = None  # the vLLM service's runtime identity (bucket + HF token secret readers)
 
     @field_validator("service")
     @classmethod
@@ -176,11 +180,7 @@ def vllm_args(cfg: DeployConfig) -> list[str]:
         "--enable-chunked-prefill",
         "--max-num-batched-tokens",
         str(cfg.max_num_batched_tokens),
-        "--enable-auto-tool-choice",
-        "--tool-call-parser",
-        "gemma4",
-        "--reasoning-parser",
-        "gemma4",
+        *tool_args(),
     ]
     args += cfg.model_args
     if cfg.dtype == "half":
@@ -192,6 +192,61 @@ def vllm_args(cfg: DeployConfig) -> list[str]:
     if cfg.cpu_offload_gb:
         args += ["--cpu-offload-gb", f"{cfg.cpu_offload_gb:g}"]
     return args
+
+
+def tool_args() -> list[str]:
+    """Tool calling and reasoning as vLLM's Gemma 4 recipe configures them (skills/data/vllm_images.yaml):
+    the gemma4 parsers and the recipe's chat template, which the official image ships under /vllm-workspace."""
+    serving = load_image_data().serving
+    return [
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        serving.tool_call_parser,
+        "--reasoning-parser",
+        serving.reasoning_parser,
+        "--chat-template",
+        serving.chat_template,
+    ]
+
+
+GIB = 2**30
+
+
+def check_gpu_minimums(gpu: GpuProfile, cpu: str, memory: str) -> None:
+    """Cloud Run refuses a GPU service below the GPU's CPU/memory minimum: say so before it does."""
+    limits = gpu.cloud_run
+    if limits is None:
+        return
+    if float(cpu) < limits.min_cpu or gib(memory) < limits.min_memory_gib:
+        raise InvalidInput(
+            f"{gpu.display} on Cloud Run needs at least {limits.min_cpu} CPU and {limits.min_memory_gib} GiB; "
+            f"this asks for {cpu} CPU and {memory}.",
+            f"Use --cpu {limits.min_cpu} or more and --memory {limits.min_memory_gib}Gi or more.",
+        )
+
+
+def memory_for_hub_weights(
+    gpu: GpuProfile, load_gib: float, weights_gb: float, margin: float, floor_gib: float
+) -> tuple[int, str]:
+    """Memory when the weights come from the Hub: the files land on Cloud Run's in-memory filesystem and
+    count against the instance's memory, on top of the loading peak (`load_gib`, the planner's estimate).
+    Returns (GiB, a note for the plan); the note recommends a bucket when no Cloud Run size is big enough."""
+    weights_gib = weights_gb * 1e9 / GIB
+    need = max((load_gib + weights_gib) * margin, floor_gib)
+    limits = gpu.cloud_run
+    for step in limits.memory_steps_gib if limits else []:
+        if step >= need:
+            return step, (
+                f"No MODEL_BUCKET: the ~{weights_gib:.1f} GiB of weights pulled from the Hub sit in Cloud Run's "
+                f"in-memory filesystem, so memory is {step} GiB (estimate: ~{load_gib:.0f} GiB loading peak + the "
+                "files, with margin). A bucket (MODEL_BUCKET) avoids that and speeds up cold starts."
+            )
+    top = limits.max_memory_gib if limits else math.ceil(need)
+    return top, (
+        f":warning: No MODEL_BUCKET: weights pulled from the Hub (~{weights_gib:.1f} GiB) land in Cloud Run's "
+        f"in-memory filesystem; with a ~{load_gib:.0f} GiB loading peak that needs ~{need:.0f} GiB (estimate), "
+        f"more than {gpu.name} allows ({top} GiB). Set MODEL_BUCKET and serve the weights from GCS instead."
+    )
 
 
 def render_service(cfg: DeployConfig) -> dict[str, Any]:
@@ -229,6 +284,8 @@ def render_service(cfg: DeployConfig) -> dict[str, Any]:
         "gpuZonalRedundancyDisabled": True,
         "containers": [container],
     }
+    if cfg.service_account:
+        template["serviceAccount"] = cfg.service_account
     if cfg.model_bucket:
         container["volumeMounts"] = [{"name": VOLUME, "mountPath": MOUNT_PATH}]
         template["volumes"] = [
@@ -240,7 +297,7 @@ def render_service(cfg: DeployConfig) -> dict[str, Any]:
     annotations = {ANNOTATION_MODEL: cfg.model}
     if cfg.profile:
         annotations[ANNOTATION_PROFILE] = cfg.profile
-    return {
+    service: dict[str, Any] = {
         "labels": {"managed-by": "gemma-sre"},
         "annotations": annotations,
         "ingress": "INGRESS_TRAFFIC_ALL",
@@ -249,6 +306,9 @@ def render_service(cfg: DeployConfig) -> dict[str, Any]:
         # Traffic follows the latest *ready* revision: a revision that fails its probe never gets traffic.
         "traffic": [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "percent": 100}],
     }
+    if cfg.launch_stage != "GA":
+        service["launchStage"] = cfg.launch_stage  # a Preview GPU is refused without it
+    return service
 
 
 # --- patching a running service (redeploy with overrides, scale, rollback) ------------------------------
@@ -275,17 +335,18 @@ def set_flag(args: list[str], flag: str, value: str | bool | None) -> list[str]:
 
 # --- the fixes a redeploy may apply (skills/remediation.py RedeployFixes), as edits of a running spec -----
 
-TOOL_FLAGS: list[tuple[str, str | bool]] = [
-    ("--enable-auto-tool-choice", True),
-    ("--tool-call-parser", "gemma4"),
-    ("--reasoning-parser", "gemma4"),
-]
+
+def tool_flags() -> list[tuple[str, str | bool]]:
+    a = tool_args()
+    return [(a[0], True), (a[1], a[2]), (a[3], a[4]), (a[5], a[6])]
+
+
 OFFLINE_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 
 
 def set_tool_calling(args: list[str], on: bool) -> list[str]:
-    """Gemma 4 tool calling: the three flags on (with the gemma4 parsers), or all three off."""
-    for flag, value in TOOL_FLAGS:
+    """Gemma 4 tool calling: the recipe's flags on (gemma4 parsers, its chat template), or all of them off."""
+    for flag, value in tool_flags():
         args = set_flag(args, flag, value if on else None)
     return args
 

@@ -1,20 +1,32 @@
-"""Runtime port on Cloud Run Admin API v2 through `google-cloud-run` (REST transport, sync client in a thread)."""
+"""Runtime port on Cloud Run Admin API v2 through `google-cloud-run` (REST transport, sync client in a thread).
+
+Reads (service, revision, operation) ride out transient failures — 429, 5xx, timeouts, dropped connections —
+with exponential backoff (tenacity) for up to `retry_budget_s`, then raise TransientCloudError so a watcher with
+time left keeps watching. The library's own 503 retry is switched off so there is one policy, and the clock and
+sleep are injectable so tests never wait. Writes are not retried (a 429 on a create is usually GPU quota).
+
+An update sends the whole service; any top-level or template field the request leaves out is taken from the
+running service, so a caller that does not manage a field (service account, labels, VPC access, ...) never
+drops it by omission.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
 from google.cloud import run_v2
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential_jitter
 
 from bot.settings import Settings
-from skills.errors import NotFound, UserFacingError
+from skills.errors import NotFound, TransientCloudError, UserFacingError
 from skills.ports import (
     Condition,
     OperationProgress,
@@ -23,10 +35,35 @@ from skills.ports import (
     TrafficTarget,
 )
 from skills.render_service import strip_output_only
+from skills.service_diff import OUTPUT_ONLY_FIELDS
 
 from .google_auth import cloud_credentials
 
 T = TypeVar("T")
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+_TRANSIENT_API = (gexc.TooManyRequests, gexc.ServerError, gexc.DeadlineExceeded, gexc.RetryError)
+# The REST transport rides on `requests`, whose timeouts and connection errors are OSErrors.
+_TRANSIENT = (*_TRANSIENT_API, OSError, TimeoutError)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """429, 5xx, deadline and connection failures: worth another try; 4xx other than 429 are not."""
+    return isinstance(exc, _TRANSIENT)
+
+
+def keep_unmanaged(current: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """`body` plus every top-level and template field of `current` that body leaves out (absent = keep)."""
+    out = copy.deepcopy(body)
+    for key, value in current.items():
+        if key not in out and key not in OUTPUT_ONLY_FIELDS and key != "name":
+            out[key] = copy.deepcopy(value)
+    tmpl, cur_tmpl = out.get("template"), current.get("template")
+    if isinstance(tmpl, dict) and isinstance(cur_tmpl, dict):
+        for key, value in cur_tmpl.items():
+            if key not in tmpl and key != "revision":  # an explicit revision name cannot be reused
+                tmpl[key] = copy.deepcopy(value)
+    return out
 
 
 def explain_api_error(exc: gexc.GoogleAPICallError, what: str) -> UserFacingError:
@@ -139,8 +176,18 @@ def revision_to_info(rev: run_v2.Revision, traffic: dict[str, int] | None = None
 class CloudRunRuntime:
     """Clients are built on first use, so the bot starts (and non-cloud commands work) without credentials."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+        retry_budget_s: float = 120.0,
+    ) -> None:
         self._settings = settings
+        self._clock = clock
+        self._sleep = sleep
+        self.retry_budget_s = retry_budget_s
         self._services: run_v2.ServicesClient | None = None
         self._revisions: run_v2.RevisionsClient | None = None
         self._project = ""
@@ -170,9 +217,39 @@ class CloudRunRuntime:
         except gexc.RetryError as exc:
             raise UserFacingError(f"{what}: Cloud Run did not answer in time ({exc}).", "Retry shortly.") from None
 
+    async def _read(self, what: str, fn: Callable[[], T]) -> T:
+        """An idempotent read, retried on transient failures until `retry_budget_s` has passed."""
+        start = self._clock()
+
+        def out_of_time(state: RetryCallState) -> bool:
+            return self._clock() - start >= self.retry_budget_s
+
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(is_transient),
+            wait=wait_exponential_jitter(initial=1.0, max=30.0),
+            stop=out_of_time,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    return await asyncio.to_thread(fn)
+        except gexc.GoogleAPICallError as exc:
+            err = explain_api_error(exc, what)
+            if is_transient(exc):
+                raise TransientCloudError(err.message, err.hint) from None
+            raise err from None
+        except gexc.RetryError as exc:
+            raise TransientCloudError(f"{what}: Cloud Run did not answer in time ({exc}).", "Retry shortly.") from None
+        except OSError as exc:
+            raise TransientCloudError(f"{what}: Cloud Run could not be reached ({exc}).", "Retry shortly.") from None
+        raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover
+
     async def get_service(self, name: str) -> ServiceInfo:
         services, _ = self._clients()
-        svc = await self._call(f"service {name}", lambda: services.get_service(name=self.service_path(name)))
+        path = self.service_path(name)
+        svc = await self._read(f"service {name}", lambda: services.get_service(name=path, retry=None))
         return service_to_info(svc)
 
     async def get_service_spec(self, name: str) -> dict[str, Any] | None:
@@ -184,9 +261,9 @@ class CloudRunRuntime:
     async def list_revisions(self, service: str, limit: int = 10) -> list[RevisionInfo]:
         services, revisions = self._clients()
         path = self.service_path(service)
-        svc = await self._call(f"service {service}", lambda: services.get_service(name=path))
+        svc = await self._read(f"service {service}", lambda: services.get_service(name=path, retry=None))
         traffic = {t.revision.rsplit("/", 1)[-1]: t.percent for t in svc.traffic_statuses}
-        revs = await self._call(
+        revs = await self._read(
             f"revisions of {service}",
             lambda: list(revisions.list_revisions(request={"parent": path, "page_size": min(limit, 100)})),
         )
@@ -196,7 +273,7 @@ class CloudRunRuntime:
     async def get_revision(self, service: str, revision: str) -> RevisionInfo:
         _, revisions = self._clients()
         path = f"{self.service_path(service)}/revisions/{revision}"
-        rev = await self._call(f"revision {revision}", lambda: revisions.get_revision(name=path))
+        rev = await self._read(f"revision {revision}", lambda: revisions.get_revision(name=path, retry=None))
         return revision_to_info(rev)
 
     async def apply_service(self, name: str, spec: dict[str, Any], *, create: bool) -> str:
@@ -210,6 +287,10 @@ class CloudRunRuntime:
                 f"create service {name}", lambda: services.create_service(parent=parent, service=svc, service_id=name)
             )
         else:
+            current = await self.get_service_spec(name)
+            if current is not None:
+                body = keep_unmanaged(current, body)
+                svc = run_v2.Service.from_json(json.dumps(body), ignore_unknown_fields=True)
             svc.name = self.service_path(name)
             op = await self._call(f"update service {name}", lambda: services.update_service(service=svc))
         return str(op.operation.name)
@@ -217,15 +298,15 @@ class CloudRunRuntime:
     async def wait_operation(self, operation: str, timeout_s: float) -> OperationProgress:
         """Poll the operation once or until done/timeout; callers loop to report progress between polls."""
         services, _ = self._clients()
-        deadline = time.monotonic() + timeout_s
+        deadline = self._clock() + timeout_s
         while True:
-            op = await self._call("operation", lambda: services.get_operation({"name": operation}))
+            op = await self._read("operation", lambda: services.get_operation({"name": operation}))
             if op.done:
                 err = op.error.message if op.HasField("error") else ""
                 return OperationProgress(done=True, phase="failed" if err else "done", error=err)
-            if time.monotonic() >= deadline:
+            if self._clock() >= deadline:
                 return OperationProgress(done=False, phase="running")
-            await asyncio.sleep(min(2.0, max(0.05, deadline - time.monotonic())))
+            await self._sleep(min(2.0, max(0.05, deadline - self._clock())))
 
     async def delete_service(self, name: str) -> str:
         services, _ = self._clients()

@@ -1,8 +1,12 @@
 """One streamed chat completion against the self-hosted model, reached only through the LLMEndpoint.
 
 Streaming keeps a slow generation from looking like a dead server (each chunk resets the read timeout) and
-is what vLLM serves best. Reasoning deltas (`reasoning_content` / `reasoning`) are dropped here: they are
-never shown to users and never sent back to the model.
+is what vLLM serves best. Reasoning deltas (`reasoning`, the field vLLM's Gemma 4 recipe names; older servers
+said `reasoning_content`) are dropped here: they are never shown to users and never sent back to the model.
+
+With tools, the request says `skip_special_tokens: false` (skills/data/vllm_images.yaml `serving`): Gemma 4's
+tool-call delimiters are special tokens, and a server that strips them leaves the gemma4 parser nothing to parse
+(vLLM's gemma4 tool parser sets it itself on the releases we pin; older ones relied on the request).
 """
 
 from __future__ import annotations
@@ -14,11 +18,17 @@ from typing import Any
 import openai
 
 from skills.errors import UserFacingError
+from skills.image_compat import load_image_data
 from skills.query import explain_openai_error
 
 from .coldstart import ColdStart
 
 TOOL_FLAGS = "--enable-auto-tool-choice --tool-call-parser gemma4"
+
+
+def tool_request_fields() -> dict[str, Any]:
+    """The request fields tool calling needs on Gemma 4 (vLLM's recipe; see skills/data/vllm_images.yaml)."""
+    return dict(load_image_data().serving.request_fields)
 
 
 class ToolCallingDisabled(UserFacingError):
@@ -82,7 +92,9 @@ class ModelClient:
             self._client = await self._endpoint.client()
             self._model = await self._endpoint.model_id()
         self.requests += 1
-        extra: dict[str, Any] = {"tools": tools, "tool_choice": tool_choice} if tools else {}
+        extra: dict[str, Any] = {}
+        if tools:
+            extra = {"tools": tools, "tool_choice": tool_choice, "extra_body": dict(tool_request_fields())}
         stream = await self._client.chat.completions.create(
             model=self._model,
             messages=messages,  # type: ignore[arg-type]

@@ -26,6 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from .cloud_run_validation import RequestRejected, validate_service
+
 SERVICE_TYPE = "type.googleapis.com/google.cloud.run.v2.Service"
 PROBE_FAILED = (
     "Revision '{rev}' is not ready and cannot serve traffic. The user-provided container failed the configured "
@@ -90,7 +92,7 @@ class CloudRunStandIn:
         min_instances: int = 0,
         max_instances: int = 1,
         gpu: str = "nvidia-l4",
-        image: str = "vllm/vllm-openai:v0.11.0",
+        image: str = "vllm/vllm-openai:v0.24.0-cu129",
         failure_message: str = "",
     ) -> dict[str, Any]:
         template = {
@@ -238,7 +240,10 @@ class CloudRunStandIn:
         if request.method == "GET":
             return JSONResponse({"services": [_public(s) for s in self.services.values()]})
         name = request.query_params.get("serviceId", "")
-        body = _names(json.loads(await request.body() or b"{}"))
+        raw = json.loads(await request.body() or b"{}")
+        if (rejected := _rejected(raw)) is not None:
+            return rejected
+        body = _names(raw)
         with self._lock:
             if name in self.services:
                 return _error(409, f"Resource '{name}' already exists.")
@@ -268,7 +273,10 @@ class CloudRunStandIn:
             with self._lock:
                 op = self._start_op(name, "delete", "")
             return JSONResponse(self._op_json(op))
-        body = _names(json.loads(await request.body() or b"{}"))
+        raw = json.loads(await request.body() or b"{}")
+        if (rejected := _rejected(raw)) is not None:
+            return rejected
+        body = _names(raw)
         with self._lock:
             svc = self.services[name]
             new_template = "template" in body and _meaningful(body["template"]) != _meaningful(svc.get("template", {}))
@@ -387,3 +395,14 @@ def _error(status: int, message: str) -> JSONResponse:
         {"error": {"code": status, "message": message, "status": _STATUS.get(status, "UNKNOWN")}},
         status_code=status,
     )
+
+
+# --- request validation: what the real API rejects (rules in bot/sandbox/cloud_run_validation.py) ------------
+
+
+def _rejected(body: dict[str, Any]) -> Response | None:
+    try:
+        validate_service(body)
+    except RequestRejected as exc:
+        return JSONResponse(exc.body, status_code=400)
+    return None

@@ -132,7 +132,7 @@ class OpenAIScript:
     def _completion(self, turn: Turn) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": turn.content or None}
         if turn.reasoning:
-            message["reasoning_content"] = turn.reasoning
+            message["reasoning"] = turn.reasoning  # vLLM's field name since the Gemma 4 releases
         if turn.tool_calls:
             message["tool_calls"] = self._calls(turn)
         return {
@@ -160,7 +160,7 @@ class OpenAIScript:
         async def events() -> Any:
             yield chunk({"role": "assistant", "content": ""})
             for i in range(0, len(turn.reasoning), 12):
-                yield chunk({"reasoning_content": turn.reasoning[i : i + 12]})
+                yield chunk({"reasoning": turn.reasoning[i : i + 12]})
             for i in range(0, len(turn.content), 16):
                 yield chunk({"content": turn.content[i : i + 16]})
             for idx, tc in enumerate(self._calls(turn)):

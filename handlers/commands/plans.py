@@ -55,6 +55,7 @@ def deploy_env(deps: Deps) -> DeployEnv:
         image=st.vllm_image,
         model_bucket=st.model_bucket,
         hf_token_secret=st.hf_token_secret,
+        service_account=st.vllm_service_account,
     )
 
 

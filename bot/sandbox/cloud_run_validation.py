@@ -1,0 +1,132 @@
+"""Request validation for the Cloud Run stand-in: reject what the Cloud Run Admin API v2 rejects.
+
+- Unknown fields: the body is walked against the v2 `Service` message's own descriptor (google-cloud-run's
+  protos), so a field the real API does not know gets the real 400 ("Invalid JSON payload received. Unknown
+  name ... Cannot find field.", INVALID_ARGUMENT with a BadRequest field violation).
+- GPUs, per Google's GPU page for services (https://cloud.google.com/run/docs/configuring/services/gpu): the
+  accelerator must be a Cloud Run GPU, one per instance; nvidia-l4 needs at least 4 CPU and 16 GiB,
+  nvidia-rtx-pro-6000 at least 20 CPU and 80 GiB, and being Preview it needs the service's launch stage BETA
+  (or an earlier stage such as ALPHA).
+
+The stand-in's own table, deliberately not read from the bot's catalog (tests check the two agree).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from google.cloud import run_v2
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+# accelerator -> (min CPU, min memory GiB, preview?)
+CLOUD_RUN_GPUS: dict[str, tuple[float, float, bool]] = {
+    "nvidia-l4": (4, 16, False),
+    "nvidia-rtx-pro-6000": (20, 80, True),
+}
+# Launch stages at which Preview features may be used (google.api.LaunchStage).
+_PREVIEW_OK = {"ALPHA", "BETA", "EARLY_ACCESS", "PRELAUNCH", "UNIMPLEMENTED"}
+_WELL_KNOWN_STRINGS = {"google.protobuf.Duration", "google.protobuf.Timestamp", "google.protobuf.FieldMask"}
+
+
+class RequestRejected(Exception):
+    """A 400 the real API would return; `body` is its JSON error."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        details = [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [
+            {"field": field, "description": message}
+        ]}] if field else []  # fmt: skip
+        self.body = {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT", "details": details}}
+
+
+def _unknown(name: str, at: str) -> RequestRejected:
+    msg = f"Invalid JSON payload received. Unknown name \"{name}\" at '{at}': Cannot find field."
+    return RequestRejected(msg, at)
+
+
+def _walk(value: Any, desc: Descriptor, at: str) -> None:
+    if not isinstance(value, dict):
+        raise RequestRejected(f"Invalid JSON payload received. Expected an object at '{at}'.", at)
+    fields = {f.json_name: f for f in desc.fields} | {f.name: f for f in desc.fields}
+    for key, sub in value.items():
+        f = fields.get(key)
+        if f is None:
+            raise _unknown(key, at)
+        if f.type != FieldDescriptor.TYPE_MESSAGE or sub is None:
+            continue
+        msg = f.message_type
+        where = f"{at}.{f.json_name}"
+        if msg.GetOptions().map_entry:
+            value_field = msg.fields_by_name["value"]
+            if value_field.type == FieldDescriptor.TYPE_MESSAGE and isinstance(sub, dict):
+                for k, v in sub.items():
+                    _walk(v, value_field.message_type, f"{where}[{k}]")
+            continue
+        if msg.full_name in _WELL_KNOWN_STRINGS:
+            continue
+        repeated = bool(getattr(f, "is_repeated", False))
+        items = sub if repeated and isinstance(sub, list) else [sub]
+        for i, item in enumerate(items):
+            _walk(item, msg, f"{where}[{i}]" if repeated else where)
+
+
+def _launch_stage(body: dict[str, Any]) -> str:
+    raw = body.get("launchStage", "")
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        enum = run_v2.Service.meta.pb.DESCRIPTOR.fields_by_name["launch_stage"].enum_type
+        return enum.values_by_number[raw].name if raw in enum.values_by_number else ""
+    return str(raw or "")
+
+
+def _cpu(v: Any) -> float:
+    s = str(v).strip()
+    return float(s[:-1]) / 1000 if s.endswith("m") else float(s)
+
+
+def _gib(v: Any) -> float:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Gi|Mi|G|M|Ki)?", str(v).strip())
+    if not m:
+        raise RequestRejected(f"Invalid memory value '{v}'.", "service.template.containers.resources.limits")
+    n, unit = float(m.group(1)), m.group(2) or ""
+    return {"Gi": n, "G": n * 1e9 / 2**30, "Mi": n / 1024, "M": n * 1e6 / 2**30, "Ki": n / 2**20}.get(unit, n / 2**30)
+
+
+def _check_gpu(body: dict[str, Any]) -> None:
+    tmpl = body.get("template") or {}
+    accelerator = (tmpl.get("nodeSelector") or {}).get("accelerator")
+    if not accelerator:
+        return
+    if accelerator not in CLOUD_RUN_GPUS:
+        raise RequestRejected(
+            f"Accelerator type '{accelerator}' is not supported. Supported types: {', '.join(CLOUD_RUN_GPUS)}.",
+            "service.template.node_selector.accelerator",
+        )
+    min_cpu, min_gib, preview = CLOUD_RUN_GPUS[accelerator]
+    stage = _launch_stage(body)
+    if preview and stage not in _PREVIEW_OK:
+        raise RequestRejected(
+            f"Accelerator type '{accelerator}' is in Preview: set the service's launch stage to BETA to use it "
+            f"(got '{stage or 'GA'}').",
+            "service.launch_stage",
+        )
+    for i, c in enumerate(tmpl.get("containers") or []):
+        limits = (c.get("resources") or {}).get("limits") or {}
+        if "nvidia.com/gpu" not in limits:
+            continue
+        where = f"service.template.containers[{i}].resources.limits"
+        if str(limits["nvidia.com/gpu"]) != "1":
+            raise RequestRejected("Only one GPU per instance is supported (nvidia.com/gpu must be 1).", where)
+        cpu, mem = _cpu(limits.get("cpu", "1")), _gib(limits.get("memory", "512Mi"))
+        if cpu < min_cpu or mem < min_gib:
+            raise RequestRejected(
+                f"Accelerator type '{accelerator}' requires at least {min_cpu:g} CPU and {min_gib:g}Gi of memory; "
+                f"got {cpu:g} CPU and {limits.get('memory', '512Mi')}.",
+                where,
+            )
+
+
+def validate_service(body: dict[str, Any]) -> None:
+    """Raise RequestRejected (a 400) for a Service body the real API would refuse."""
+    _walk(body, run_v2.Service.meta.pb.DESCRIPTOR, "service")
+    _check_gpu(body)

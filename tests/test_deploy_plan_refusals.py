@@ -1,0 +1,144 @@
+"""Deploy plans refuse what cannot work or would change nothing, and keep what the bot does not manage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bot.sandbox.cloud_run_api import CloudRunStandIn
+from handlers.commands.plans import deploy_env
+from skills.deploy import execute
+from skills.errors import InvalidInput
+from skills.plan_actions import build_plan
+from skills.render_service import main_container
+
+pytest_plugins = ["tests.deploy_fixtures"]
+SERVICE = "vllm-gemma4"
+
+
+async def deploy(deps: Any, params: dict[str, Any], **env: Any) -> Any:
+    plan = await build_plan("deploy", params, deps.runtime, deploy_env(deps).model_copy(update=env))
+    result = await execute(deps.runtime, plan, poll_s=0.0)
+    assert result.ok, result.detail
+    return plan
+
+
+async def test_a_deploy_that_changes_nothing_is_refused(deps: Any, cloud_run: CloudRunStandIn) -> None:
+    await deploy(deps, {"profile": "gemma4-12b-qat-l4"})
+    writes = [r for r in cloud_run.requests if r[0] != "GET"]
+    with pytest.raises(InvalidInput) as exc:
+        await build_plan("deploy", {"profile": "gemma4-12b-qat-l4"}, deps.runtime, deploy_env(deps))
+    assert "already running this" in exc.value.message and "vllm/vllm-openai:v0.24.0-cu129" in exc.value.message
+    assert [r for r in cloud_run.requests if r[0] != "GET"] == writes
+    # A real change is still planned.
+    plan = await build_plan(
+        "deploy", {"profile": "gemma4-12b-qat-l4", "max_model_len": 8192}, deps.runtime, deploy_env(deps)
+    )
+    assert [c.path for c in plan.changes] == ["template.containers[0].args --max-model-len"]
+
+
+async def test_deploy_onto_a_running_service_keeps_what_the_bot_does_not_manage(
+    deps: Any, cloud_run: CloudRunStandIn
+) -> None:
+    first = await deploy(deps, {"profile": "gemma4-12b-qat-l4"})
+    mine = dict(first.spec)
+    # Someone else adds a runtime identity, labels, an env var, a scratch volume and a sidecar.
+    tmpl = mine["template"]
+    mine = {**mine, "labels": {**mine["labels"], "team": "ml"}, "annotations": {**mine["annotations"], "o": "1"}}
+    tmpl["serviceAccount"] = "vllm-runner@test-proj.iam.gserviceaccount.com"
+    tmpl["volumes"] = [{"name": "scratch", "emptyDir": {"medium": "MEMORY", "sizeLimit": "1Gi"}}]
+    c = tmpl["containers"][0]
+    c["env"] = [*c.get("env", []), {"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}]
+    c["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
+    tmpl["containers"].append({"name": "metrics-agent", "image": "gcr.io/acme/agent:1"})
+    await execute(deps.runtime, await _update_plan(deps, mine), poll_s=0.0)
+
+    plan = await build_plan("deploy", {"profile": "gemma4-26b-qat-l4"}, deps.runtime, deploy_env(deps))
+    assert not [c.path for c in plan.changes if c.new is None], plan.changes  # nothing is removed
+    assert (await execute(deps.runtime, plan, poll_s=0.0)).ok
+    svc = cloud_run.services[SERVICE]
+    assert svc["template"]["serviceAccount"] == "vllm-runner@test-proj.iam.gserviceaccount.com"
+    assert svc["labels"]["team"] == "ml" and svc["annotations"]["o"] == "1"
+    assert svc["annotations"]["gemma-sre/model"] == "gemma-4-26b-a4b-qat"
+    serving = main_container(svc)
+    assert {"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"} in serving["env"]
+    assert {"name": "scratch", "mountPath": "/scratch"} in serving["volumeMounts"]
+    assert [c["name"] for c in svc["template"]["containers"]] == ["vllm", "metrics-agent"]
+
+
+async def test_the_adapter_keeps_fields_an_update_leaves_out(deps: Any, cloud_run: CloudRunStandIn) -> None:
+    plan = await deploy(deps, {"profile": "gemma4-12b-qat-l4"}, service_account="sa@test-proj.iam.gserviceaccount.com")
+    partial = {k: v for k, v in plan.spec.items() if k not in ("labels", "annotations")}
+    partial["template"] = {k: v for k, v in partial["template"].items() if k != "serviceAccount"}
+    op = await deps.runtime.apply_service(SERVICE, partial, create=False)
+    assert (await deps.runtime.wait_operation(op, 5)).done
+    svc = cloud_run.services[SERVICE]
+    assert svc["template"]["serviceAccount"] == "sa@test-proj.iam.gserviceaccount.com"
+    assert svc["labels"] == {"managed-by": "gemma-sre"}
+    assert "--service-account=sa@test-proj.iam.gserviceaccount.com" in plan.gcloud
+
+
+async def test_gpu_minimums_and_driver_checks_on_redeploy(deps: Any, cloud_run: CloudRunStandIn) -> None:
+    await deploy(deps, {"profile": "gemma4-12b-qat-l4"})
+    with pytest.raises(InvalidInput, match="at least 20 CPU and 80 GiB"):
+        await build_plan("redeploy", {"gpu": "nvidia-rtx-pro-6000"}, deps.runtime, deploy_env(deps))
+    plan = await build_plan(
+        "redeploy", {"gpu": "nvidia-rtx-pro-6000", "cpu": "20", "memory": "80Gi"}, deps.runtime, deploy_env(deps)
+    )
+    assert plan.spec is not None and plan.spec["launchStage"] == "BETA"  # the CUDA 12.9 image runs on driver 580
+    assert plan.gcloud.startswith("gcloud beta run deploy")
+    with pytest.raises(InvalidInput, match="at least 4 CPU and 16 GiB"):
+        await build_plan("deploy", {"profile": "gemma4-12b-qat-l4", "cpu": "2"}, deps.runtime, deploy_env(deps))
+
+
+async def test_moving_a_cuda13_image_to_the_l4_is_refused(deps: Any, cloud_run: CloudRunStandIn) -> None:
+    await deploy(deps, {"profile": "gemma4-31b-qat-rtx", "max_model_len": 16384})
+    with pytest.raises(InvalidInput) as exc:
+        await build_plan("redeploy", {"gpu": "nvidia-l4", "model": "gemma-4-12b-qat"}, deps.runtime, deploy_env(deps))
+    assert "CUDA 13.0" in exc.value.message and "535.216.03" in exc.value.message
+    assert "vllm/vllm-openai:v0.24.0-cu129" in exc.value.hint
+
+
+async def test_hub_weights_count_against_memory_or_the_bucket_is_recommended(deps: Any) -> None:
+    env = deploy_env(deps)
+    twelve = await build_plan("deploy", {"profile": "gemma4-12b-qat-l4"}, deps.runtime, env)
+    assert main_container(twelve.spec or {})["resources"]["limits"]["memory"] == "32Gi"
+    assert any("in-memory filesystem" in n and "32 GiB" in n for n in twelve.notes)
+    bucketed = await build_plan(
+        "deploy", {"profile": "gemma4-12b-qat-l4"}, deps.runtime, env.model_copy(update={"model_bucket": "w"})
+    )
+    assert main_container(bucketed.spec or {})["resources"]["limits"]["memory"] == "16Gi"
+    big = await build_plan("deploy", {"profile": "gemma4-26b-qat-l4"}, deps.runtime, env)
+    assert any(n.startswith(":warning:") and "Set MODEL_BUCKET" in n for n in big.notes)
+
+
+async def test_a_cloud_run_deploy_is_offered_cloud_run_alternatives_only(deps: Any) -> None:
+    plan = await build_plan(
+        "deploy", {"profile": "gemma4-31b-qat-rtx", "gpu": "nvidia-l4"}, deps.runtime, deploy_env(deps)
+    )
+    assert plan.verdict == "does_not_fit"
+    (offer,) = [n for n in plan.notes if n.startswith("Configurations that fit")]
+    assert "nvidia-rtx-pro-6000" in offer and "a100" not in offer and "h100" not in offer
+    with pytest.raises(InvalidInput, match="one GPU per instance"):
+        await build_plan("deploy", {"profile": "gemma4-12b-qat-l4", "gpu_count": 2}, deps.runtime, deploy_env(deps))
+
+
+async def _update_plan(deps: Any, spec: dict[str, Any]) -> Any:
+    """A plan that applies `spec` as is (what a human's own change to the service would be)."""
+    from skills.plans import Plan
+    from skills.service_diff import fingerprint
+
+    current = await deps.runtime.get_service_spec(SERVICE)
+    return Plan(
+        kind="redeploy", service=SERVICE, summary="manual change", spec=spec, base_fingerprint=fingerprint(current)
+    )
+
+
+async def test_moving_from_the_bucket_to_the_hub_drops_the_model_volume(deps: Any, cloud_run: CloudRunStandIn) -> None:
+    await deploy(deps, {"profile": "gemma4-12b-qat-l4"}, model_bucket="weights")
+    assert [v["name"] for v in cloud_run.services[SERVICE]["template"]["volumes"]] == ["models"]
+    plan = await deploy(deps, {"profile": "gemma4-12b-qat-l4"})
+    assert "template.volumes[models].gcs.bucket" in [c.path for c in plan.changes]
+    assert not cloud_run.services[SERVICE]["template"].get("volumes")
+    assert not main_container(cloud_run.services[SERVICE]).get("volumeMounts")
