@@ -13,6 +13,7 @@ from bot.settings import Settings
 from bot.wiring import build_deps, close_deps
 from handlers.reply import CONFIRM_ACTION
 from skills.fit import FitRequest, plan_fit
+from skills.image_compat import default_image
 from skills.startup_log import cold_start_lines, comparison_lines, last_figures, parse_startup
 from tests.deploy_helpers import click, command, plan_id_of
 
@@ -107,7 +108,7 @@ async def test_deploy_thread_gets_predicted_vs_actual_and_fit_shows_it(
 
         seen = await last_figures(deps.redis, settings.key("startup"), settings.vllm_service_name)
         assert seen is not None and seen.kv_cache_tokens == 1_050_170 and seen.model == "gemma-4-12b-qat"
-        assert seen.gpu == "nvidia-l4" and seen.image == settings.vllm_image
+        assert seen.gpu == "nvidia-l4" and seen.image == (settings.vllm_image or default_image("nvidia-l4"))
 
         fit_reply, _ = await command(deps, "fit 12b-qat --gpu nvidia-l4")
         assert fit_reply is not None
