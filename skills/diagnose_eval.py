@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from skills.diagnose import Diagnosis, diagnose
-from skills.logs import parse_lines
+from skills.ports import LogEntry
 
 
 class LogResult(BaseModel):
@@ -61,9 +61,10 @@ def _roots_and_consequences(d: Diagnosis) -> tuple[list[str], list[str]]:
 
 
 def diagnose_file(path: Path) -> Diagnosis:
-    with open(path, "rb") as fh:
-        entries, malformed = parse_lines(fh)
-    return diagnose(entries, malformed=malformed)
+    """The corpus is text as users pasted it: every line is a log line (a pasted fragment of JSON is text here,
+    not a Cloud Logging entry to parse)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return diagnose([LogEntry(text=line) for line in text.splitlines() if line.strip()])
 
 
 def score_corpus(folder: Path) -> CorpusScore:

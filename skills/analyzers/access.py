@@ -15,8 +15,14 @@ _FUSE = rx(
     r"(?:/mnt/|gcsfuse)\S*.{0,200}[Pp]ermission denied",
     r"does not have storage\.objects\.(?:get|list) access",
     r"gcsfuse.{0,200}(?:403|[Aa]ccess denied|Forbidden)",
+    # The GCS FUSE CSI driver / sidecar and IAM: mount refused, or GCS answering 403 to the FUSE process.
+    r"MountVolume\.SetUp failed.{0,300}(?:PermissionDenied|Unauthenticated|403)",
+    r"(?:mountWithStorageHandle|SetUpBucket|fuseops|CreateFile|CreateChildFile).{0,300}"
+    r"(?:403|[Pp]ermission denied|PermissionDenied|Unauthenticated)",
+    r"googleapi: Error 403: .{0,120}(?:[Aa]ccess denied|[Ff]orbidden|storage\.objects)",
+    r"[Cc]aller does not have storage\.objects\.(?:get|list) access",
 )
-_IAM = re.compile(r"storage\.objects|403|Forbidden|[Aa]ccess denied")
+_IAM = re.compile(r"storage\.objects|403|Forbidden|[Aa]ccess denied|PermissionDenied|Unauthenticated|IAM")
 
 
 @analyzer("gcs_fuse_permission_denied")
@@ -127,6 +133,8 @@ _NOT_FOUND = rx(
     r"Invalid repository ID or local directory specified",
     r"No supported config format found in",
     r"The model `([^`]+)` does not exist",
+    # huggingface_hub takes a local path that does not exist for a repo id, and rejects it.
+    r"Repo id must be in the form 'repo_name' or 'namespace/repo_name': '([^']+)'",
 )
 _HUB_ID = re.compile(r"huggingface\.co/(?:api/models/)?([\w.-]+/[\w.-]+)")
 _PATHS = re.compile(r"(/mnt/[^'\"\s,]+)|'([^'\s]+)'")
