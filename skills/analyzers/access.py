@@ -32,7 +32,7 @@ def fuse_permission(view: LogView) -> Finding | None:
         return None
     iam = any(_IAM.search(h.text) for h, _ in hits)
     # A read refused inside the container is the mount's uid/gid; a 403 from GCS is IAM (not the bot's to grant).
-    local = any(not _IAM.search(h.text) for h, _ in hits)
+    local = not iam and any(not _IAM.search(h.text) for h, _ in hits)
     actions = []
     if local:
         actions.append(
@@ -195,6 +195,7 @@ def model_not_found(view: LogView) -> Finding | None:
     if not hits:
         return None
     api_side = all("does not exist" in h.text for h, _ in hits)
+    not_local = any("Repo id must be in the form" in h.text for h, _ in hits)
     actions: list[ProposedAction] = []
     if api_side:
         steps = [
@@ -220,7 +221,9 @@ def model_not_found(view: LogView) -> Finding | None:
             steps.insert(0, fix[1])
     return Finding(
         kind="model_not_found",
-        title="Model not found" + (" (request names an unknown model)" if api_side else ""),
+        title="Model not found"
+        + (" (request names an unknown model)" if api_side else "")
+        + (" (a local path that does not exist was taken for a Hub repo id)" if not_local else ""),
         severity="warning" if api_side else "critical",
         evidence=evidence_of(hits),
         remediation=Remediation(summary=summary, steps=steps, actions=actions),

@@ -44,6 +44,12 @@ CAUSED_BY: dict[str, tuple[str, ...]] = {
     "request_queue_saturated": ("engine_hung",),
 }
 
+# A consequence's own title may guess at a cause ("before vLLM finished loading"); shown as a consequence it
+# states only what happened.
+_NEUTRAL_TITLE = {
+    "startup_probe_timeout": "Startup probe failed: the instance never became ready",
+    "engine_startup_failed": "vLLM engine failed to start",
+}
 # A cause may be printed just after what it explains (vLLM: "EngineCore failed to start." then the traceback).
 SLACK = 200
 SEVERITY_RANK = {"critical": 3, "error": 2, "warning": 1, "info": 0}
@@ -63,7 +69,9 @@ def order_by_cause(view: LogView, findings: list[Finding]) -> list[Finding]:
         for cause in CAUSED_BY.get(f.kind, ()):
             if cause in by_kind and by_kind[cause].caused_by is None and spans[cause][0] <= spans[f.kind][1] + SLACK:
                 f.caused_by = cause
+                f.title = f"{_NEUTRAL_TITLE.get(f.kind, f.title)} (because of {cause})"
                 f.remediation.summary = f"A consequence of {cause}: {f.remediation.summary}"
+                f.evidence = [e for e in f.evidence if e not in by_kind[cause].evidence] or f.evidence
                 f.remediation.steps = []
                 f.remediation.actions = []
                 f.severity = "warning" if f.severity == "critical" else f.severity

@@ -188,6 +188,7 @@ _HOST_MEM = rx(
     r"killed due to the node running low on memory",
     flags=re.IGNORECASE,
 )
+_RAY = re.compile(r"memory pressure|Ray killed|memory usage threshold|node running low on memory")
 # Ray: "... was 12.49GB / 13.15GB (0.950003), which exceeds the memory usage threshold"
 _RAY_NODE = re.compile(r"was ([\d.]+) ?GB / ([\d.]+) ?GB")
 _SVC_MEM = re.compile(r"^([\d.]+)(Mi|Gi|M|G)$")
@@ -254,9 +255,11 @@ def host_memory(view: LogView) -> Finding | None:
         "`--safetensors-load-strategy lazy` lowers it."
     )
     fmt = f"{limit:.0f} MiB" if limit else ""
+    ray = any(_RAY.search(h.text) for h, _ in hits)
+    title = "Host memory ran out: Ray killed workers" if ray else "Container host memory limit exceeded"
     return Finding(
         kind="container_memory_exceeded",
-        title="Container host memory limit exceeded" + (f" ({fmt})" if fmt else ""),
+        title=title + (f" ({fmt})" if fmt else ""),
         severity="critical",
         evidence=evidence_of(hits),
         remediation=Remediation(
