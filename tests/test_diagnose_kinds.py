@@ -167,6 +167,8 @@ CASES: dict[str, list[list[str | tuple]]] = {
         ],
         [("ERROR", "Container terminated because it exceeded the memory limit.")],
         ["Out of memory: Killed process 123 (python3) total-vm:40000000kB"],
+        [("ERROR", "Memory limit of 2048Mi exceeded with 2101Mi used. Consider increasing the memory limit.")],
+        [("ERROR", "Memory limit of 8 GiB exceeded with 8.2 GiB used.")],
     ],
     "bf16_unsupported": [
         [
@@ -376,6 +378,22 @@ def test_remediations_carry_concrete_parameters() -> None:
     assert _actions(CASES["max_model_len_exceeds_model"][0]) == [("redeploy", {"max_model_len": 131072})]
     assert _actions(CASES["cloud_run_quota_exceeded"][1]) == [("scale", {"min_instances": 0, "max_instances": 10})]
     assert _actions(CASES["container_exited_at_start"][0]) == []  # an image choice is a human's call
+    assert _actions(CASES["container_memory_exceeded"][3]) == [("redeploy", {"memory": "4Gi"})]
+    assert _actions(CASES["container_memory_exceeded"][4]) == [("redeploy", {"memory": "16Gi", "cpu": "4"})]
+
+
+def test_no_max_model_len_above_the_model_context() -> None:
+    # Requests longer than the model's whole context (131072 for this catalog model): raising --max-model-len
+    # past it cannot help, so no such button; the client has to send less.
+    args = (
+        "INFO 01-05 10:00:01 [utils.py:326] non-default args: {'model': '/mnt/models/gemma-4-12B-it-qat-w4a16-ct', "
+        "'max_model_len': 131072}"
+    )
+    over = "This model's maximum context length is 131072 tokens. However, you requested 150000 tokens."
+    d = diagnose(entries(args, ("ERROR", over)))
+    assert d.root_kinds() == ["context_length_exceeded"]
+    assert d.findings[0].remediation.actions == []
+    assert any("above the model's context length (131072)" in s for s in d.findings[0].remediation.steps)
     assert ("redeploy", {"model": "gemma-4-12b"}) in _actions(CASES["model_not_found"][2])  # '/mnt/models/gemma-4-12B'
     assert _actions(CASES["model_not_found"][0]) == []  # gemma-4-13b: no catalog model to guess
     svc3 = ServiceInfo(name="vllm-gemma4", min_instances=1, max_instances=3)

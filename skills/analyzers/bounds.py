@@ -100,7 +100,8 @@ def bound(view: LogView, finding: Finding) -> None:
         p = action.params
         mml = p.get("max_model_len")
         if isinstance(mml, int) and limit and mml > limit:
-            if len(p) == 1:
+            current = view.config_at(at).get("max_model_len")
+            if len(p) == 1 or (isinstance(current, int) and current >= limit):
                 finding.remediation.steps.append(
                     f"Not proposed: --max-model-len {mml} is above the model's context length ({limit})."
                 )
