@@ -19,7 +19,7 @@ from skills.diagnose import Diagnosis, diagnose
 from skills.diagnose_eval import diagnose_file, render, score_corpus
 from skills.logs import parse_lines
 from skills.ports import LogEntry, ServiceInfo
-from skills.remediation import sanitize_action
+from skills.remediation import plan_from_findings, sanitize_action
 from tests.example_data import SCENARIOS
 
 CORPUS = Path(__file__).parent / "data" / "field_logs"
@@ -210,3 +210,12 @@ def test_planner_drops_fixes_that_cannot_fit() -> None:
     assert any(s.startswith("Not proposed (enforce_eager=True)") for s in f.remediation.steps)
     on_rtx = diagnose(entries, service=ServiceInfo(name="vllm-gemma4", gpu_type="nvidia-rtx-pro-6000", gpu_count=1))
     assert {"enforce_eager": True} in [a.params for a in on_rtx.findings[0].remediation.actions]
+
+
+def test_fallback_plan_takes_the_fix_of_the_cause() -> None:
+    d = real("codelab1825_limit_mm_argparse.log")
+    plan = plan_from_findings(d.findings, "the model is down")
+    assert plan.likely_root_cause == d.findings[0].title
+    assert plan.proposed_actions == []  # no probe budget from the consequence
+    assert not any("startup probe ~" in s for s in plan.steps)
+    assert any(e.source == "finding:startup_probe_timeout" for e in plan.evidence)  # still shown as evidence
