@@ -23,6 +23,9 @@ from skills.remediation import plan_from_findings, sanitize_action
 from tests.example_data import SCENARIOS
 
 CORPUS = Path(__file__).parent / "data" / "field_logs"
+# Collected after the rules were tuned on CORPUS and run once as they were (6/8); rules changed since.
+HELD_OUT = Path(__file__).parent / "data" / "field_logs_heldout"
+LOGHUB = Path(__file__).parent / "data" / "loghub"
 MANIFEST = json.loads((CORPUS / "manifest.json").read_text())
 NEW_KINDS = (
     "container_exited_at_start",
@@ -54,12 +57,20 @@ def test_corpus_is_real_and_labelled() -> None:
     assert sum(1 for item in logs if not item["root_causes"]) >= 5  # healthy, busy servers included
 
 
-def test_corpus_meets_the_bar(capsys: pytest.CaptureFixture[str]) -> None:
-    score = score_corpus(CORPUS)
+@pytest.mark.parametrize("folder", [CORPUS, HELD_OUT], ids=["corpus", "held_out"])
+def test_corpus_meets_the_bar(folder: Path) -> None:
+    score = score_corpus(folder)
     print(render(score))  # the figures: exact-match rate, recall per kind, false positives
     assert score.exact_rate >= 0.95, render(score)
     assert score.healthy_findings == 0, render(score)
     assert score.consequences_ok == score.consequences_expected, render(score)
+
+
+@pytest.mark.parametrize("path", sorted(LOGHUB.rglob("*.log")), ids=lambda p: p.parent.name)
+def test_other_systems_logs_give_nothing(path: Path) -> None:
+    # 2,000 real lines each of HDFS, Spark, OpenSSH, Linux...: errors galore, none of them ours.
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    assert diagnose([LogEntry(text=line) for line in lines]).findings == []
 
 
 @pytest.mark.parametrize(

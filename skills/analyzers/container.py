@@ -27,7 +27,12 @@ _ARCH = re.compile(
     r"unknown model architecture:? '?([\w-]+)"
 )
 _MODEL_TYPE = re.compile(r"model type [`'\"]?([\w.-]+)")
-_IMPORT = re.compile(r"^(?:ModuleNotFoundError|ImportError): (.+)")
+# At the start of the line, or inside the interpreter's own "python -m" failure (the entrypoint module itself
+# does not import): "Error while finding module specification for 'x' (ModuleNotFoundError: ...)".
+_IMPORT = re.compile(
+    r"^(?:ModuleNotFoundError|ImportError): (.+)|"
+    r"Error while finding module specification for '[^']+' \((?:ModuleNotFoundError|ImportError): (.+)\)"
+)
 _EXEC = re.compile(
     r"exec format error|executable file not found in \$PATH|exec: \"[^\"]+\": (?:stat|permission denied)"
 )
@@ -85,11 +90,11 @@ def _first_exit(view: LogView) -> tuple[Line, str, str, list[str]] | None:
                     "The Transformers version inside the image is what decides: `--trust-remote-code` does not help for Google's Gemma repos.",
                 ],
             )
-        if m := _IMPORT.match(t):
+        if m := _IMPORT.search(t):
             return (
                 line,
                 "import",
-                f"A Python import failed at start ({m.group(1)[:80]})",
+                f"A Python import failed at start ({(m.group(1) or m.group(2))[:80]})",
                 [
                     "The image's Python packages are broken or mismatched: rebuild it, or use the official vllm/vllm-openai image."
                 ],
