@@ -486,3 +486,25 @@ def test_evidence_is_redacted() -> None:
     assert d.kinds() == ["hf_auth_failed"]
     assert token not in json.dumps(d.to_report())
     assert "[REDACTED:hf_token]" in d.findings[0].evidence[0]
+
+
+def test_a_chain_of_consequences_points_at_the_root() -> None:
+    # An OOM inside compilation: the compile frames and the engine failure both follow from the memory.
+    d = diagnose(
+        entries(
+            'ERROR 01-05 10:01:02 [core.py:396]   File "/usr/local/lib/python3.12/dist-packages/torch/_inductor/compile_fx.py", line 1552, in compile_fx',
+            "ERROR 01-05 10:01:02 [core.py:396] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+            "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+            (
+                "ERROR",
+                'STARTUP TCP probe failed 1 time consecutively for container "vllm-1" on port 8080. The instance was not started.',
+            ),
+        )
+    )
+    assert [(f.kind, f.caused_by) for f in d.findings] == [
+        ("gpu_oom_at_load", None),
+        ("torch_compile_failed", "gpu_oom_at_load"),
+        ("engine_startup_failed", "gpu_oom_at_load"),
+        ("startup_probe_timeout", "gpu_oom_at_load"),
+    ]
+    assert all(not f.remediation.actions and not f.remediation.steps for f in d.findings[1:])
