@@ -48,6 +48,8 @@ def render_text(d: Diagnosis) -> str:
         out.append("No known failure found.")
     for f in d.findings:
         out.append(f"[{f.severity.upper()}] {f.kind}: {f.title}")
+        if f.caused_by:
+            out.append(f"    (a consequence of {f.caused_by}: no fix of its own)")
         out.extend(f"    | {line}" for line in f.evidence)
         out.append(f"  Fix: {f.remediation.summary}")
         out.extend(f"    - {s}" for s in f.remediation.steps)

@@ -1,7 +1,8 @@
 """Diagnose known vLLM / Cloud Run failures from logs, deterministically (no model needed).
 
 `diagnose(entries)` is pure and synchronous: fold and redact the lines, run every analyzer in
-skills/analyzers, condense the logs into a digest, and return typed findings. `diagnose_service` is the
+skills/analyzers, condense the logs into a digest, and return typed findings: root causes first, then the
+findings they explain (`caused_by`), which carry no fix of their own. `diagnose_service` is the
 async wrapper that fetches through the Logs port first. Log text is only ever matched against patterns;
 anything written inside a log line (including instructions) is data.
 """
@@ -47,6 +48,8 @@ class Finding(BaseModel):
     remediation: Remediation
     first_seen: str = ""  # ISO timestamp of the first evidence line, when known
     count: int = 0  # matching lines
+    # The kind of the finding that explains this one (a consequence carries no fix of its own); None: a root cause.
+    caused_by: str | None = None
 
 
 class Diagnosis(BaseModel):
@@ -58,6 +61,10 @@ class Diagnosis(BaseModel):
     def kinds(self) -> list[str]:
         return [f.kind for f in self.findings]
 
+    def root_kinds(self) -> list[str]:
+        """Kinds of the root causes (the headline findings), without their consequences."""
+        return [f.kind for f in self.findings if f.caused_by is None]
+
     def to_report(self) -> dict[str, Any]:
         """The JSON shape of `gemma-sre diagnose --format json`."""
         return {
@@ -66,6 +73,7 @@ class Diagnosis(BaseModel):
                     "kind": f.kind,
                     "title": f.title,
                     "severity": f.severity,
+                    "caused_by": f.caused_by,
                     "evidence": f.evidence,
                     "remediation": {
                         "summary": f.remediation.summary,
@@ -95,8 +103,7 @@ def diagnose(
     from skills.analyzers.base import LogView
 
     view = LogView.build(entries, service)
-    findings = run_all(view)
-    findings.sort(key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), f.first_seen or "~"))
+    findings = run_all(view)  # root causes first (the headline), then their consequences
     digest: Digest = condense(entries, token_budget)
     digest.stats.malformed = malformed
     return Diagnosis(findings=findings, digest=digest.stats, digest_text=digest.text, truncated=truncated)

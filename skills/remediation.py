@@ -199,6 +199,8 @@ def plan_from_findings(findings: list[Any], note: str) -> RemediationPlan:
     for f in findings:
         kind = str(getattr(f, "kind", "finding"))
         evidence += [Evidence(text=line, source=f"finding:{kind}") for line in _as_lines(f.evidence)[:2]]
+        if getattr(f, "caused_by", None):
+            continue  # a consequence: its cause's fix is the fix
         rem = getattr(f, "remediation", None)
         if isinstance(rem, str):
             steps += _as_lines(rem)

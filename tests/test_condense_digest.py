@@ -107,11 +107,20 @@ def test_cli_survives_junk_huge_lines_and_malformed_json(tmp_path: Path, capsys)
     f.write_bytes(junk + b"\n" + b"x" * 1_100_000 + b"\n" + b'{"broken json\n' + b'{"a": 1}\n' + kv)
     report = _run(f, "json", capsys)
     assert isinstance(report, dict)
-    assert [x["kind"] for x in report["findings"]] == ["kv_cache_insufficient"]
+    # The KV cache is the cause; "EngineCore failed to start" is its consequence, shown as such.
+    assert [(x["kind"], x["caused_by"]) for x in report["findings"]] == [
+        ("kv_cache_insufficient", None),
+        ("engine_startup_failed", "kv_cache_insufficient"),
+    ]
+    assert report["findings"][1]["remediation"] == {
+        "summary": report["findings"][1]["remediation"]["summary"],
+        "steps": [],
+        "actions": [],
+    }
     assert report["digest"]["malformed"] >= 3
     assert {"lines_in", "templates", "tokens", "omitted"} <= set(report["digest"])
     f0 = report["findings"][0]
-    assert set(f0) == {"kind", "title", "severity", "evidence", "remediation"}
+    assert set(f0) == {"kind", "title", "severity", "caused_by", "evidence", "remediation"}
     assert {"action": "redeploy", "params": {"max_model_len": 76208}} in f0["remediation"]["actions"]
 
 

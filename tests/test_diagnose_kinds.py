@@ -167,6 +167,8 @@ CASES: dict[str, list[list[str | tuple]]] = {
         ],
         [("ERROR", "Container terminated because it exceeded the memory limit.")],
         ["Out of memory: Killed process 123 (python3) total-vm:40000000kB"],
+        [("ERROR", "Memory limit of 2048Mi exceeded with 2101Mi used. Consider increasing the memory limit.")],
+        [("ERROR", "Memory limit of 8 GiB exceeded with 8.2 GiB used.")],
     ],
     "bf16_unsupported": [
         [
@@ -185,7 +187,7 @@ CASES: dict[str, list[list[str | tuple]]] = {
         [
             'ERROR 01-05 10:00:02 [serving_chat.py:201] "auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
         ],
-        ["KeyError: 'invalid tool call parser: gemma4 (chose from { hermes,llama3_json,mistral,pythonic })'"],
+        ["ValueError: Tool parser 'gemma4' is not registered"],
     ],
     "cpu_offload_slow": [
         [
@@ -235,6 +237,93 @@ CASES: dict[str, list[list[str | tuple]]] = {
             )
         ],
     ],
+    # The new kinds of issue 15: wordings by shape (tests/test_field_logs.py runs the real logs).
+    "container_exited_at_start": [
+        [
+            "vllm serve: error: argument --reasoning-parser: invalid choice: 'gemma4' (choose from 'deepseek_r1', 'qwen3')",
+            (
+                "ERROR",
+                'STARTUP TCP probe failed 1 time consecutively for container "vllm-1" on port 8080. The instance was not started.',
+            ),
+        ],
+        ["api_server.py: error: unrecognized arguments: --max-num-seq 8"],
+        ["KeyError: 'invalid tool call parser: gemma4 (chose from { hermes,llama3_json,mistral,pythonic })'"],
+        [
+            "(APIServer pid=1) ValueError: The checkpoint you are trying to load has model type `gemma4` but Transformers "
+            "does not recognize this architecture. This could be because of an issue with the checkpoint, or because your "
+            "version of Transformers is out of date."
+        ],
+        ["ModuleNotFoundError: No module named 'vllm._C'"],
+    ],
+    "container_port_mismatch": [
+        [
+            "(APIServer pid=1) INFO 01-05 10:02:11 [api_server.py:1850] Starting vLLM API server 0 on http://0.0.0.0:8000",
+            (
+                "ERROR",
+                'STARTUP TCP probe failed 1 time consecutively for container "vllm-1" on port 8080. The instance was not started.',
+            ),
+        ],
+        [
+            "INFO:     Uvicorn running on http://0.0.0.0:9000 (Press CTRL+C to quit)",
+            (
+                "ERROR",
+                "The user-provided container failed to start and listen on the port defined provided by the PORT=8080 environment variable within the allocated timeout.",
+            ),
+        ],
+    ],
+    "engine_hung": [
+        [
+            "[rank0]:[E1001 16:06:04.539355394 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=128, NumelOut=128, Timeout(ms)=600000) ran for 600012 milliseconds before timing out."
+        ],
+        [
+            "INFO 01-05 10:10:00 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation "
+            "throughput: 0.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 4.0%"
+        ]
+        * 3,
+    ],
+    "torch_compile_failed": [
+        [
+            "(EngineCore_DP0 pid=312) torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised: "
+            "TypeError: 'int' object is not iterable"
+        ],
+        [
+            'ERROR 01-05 10:01:02 [core.py:396]   File "/usr/local/lib/python3.12/dist-packages/torch/_inductor/codecache.py", line 2747, in load_by_key_path',
+            "ERROR 01-05 10:01:02 [core.py:396] torch._inductor.exc.InductorError: CalledProcessError: ptxas fatal",
+        ],
+    ],
+    "engine_startup_failed": [
+        [
+            "(EngineCore_DP0 pid=312) ERROR 01-05 10:01:02 [core.py:700] ZeroDivisionError: division by zero",
+            "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+        ],
+        [
+            "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore_DP0': 1}"
+        ],
+    ],
+    "max_model_len_exceeds_model": [
+        [
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+            "  Value error, User-specified max_model_len (262144) is greater than the derived max_model_len "
+            "(max_position_embeddings=131072 or model_max_length=None in model's config.json).",
+        ],
+        [
+            "ValueError: User-specified max_model_len (16384) is greater than the derived max_model_len (None=8192 in model's config.json)."
+        ],
+    ],
+    "cloud_run_quota_exceeded": [
+        [
+            ("ERROR", "Quota violated:"),
+            ("ERROR", "CpuAllocPerProjectRegion requested: 32000 allowed: 20000"),
+        ],
+        [
+            (
+                "ERROR",
+                "spec.template.spec.containers.resources.limits.memory: Invalid value specified for memory. For the "
+                "specified value, maxScale may not exceed 10.",
+            )
+        ],
+    ],
 }
 
 
@@ -250,8 +339,10 @@ def test_every_kind_has_several_wordings() -> None:
 )
 def test_kind_recognised(kind: str, lines: list) -> None:
     d = diagnose(entries(*lines))
-    assert d.kinds() == [kind]
-    f = d.findings[0]
+    assert d.root_kinds() == [kind]
+    f = d.findings[0]  # the root cause is the headline; anything else is its consequence, with no fix
+    assert f.kind == kind
+    assert all(c.caused_by == kind and not c.remediation.actions for c in d.findings[1:])
     assert f.evidence and f.remediation.summary and f.remediation.steps
     for a in f.remediation.actions:  # every proposal is something the plan flow accepts
         clean, note = sanitize_action(a)
@@ -283,6 +374,26 @@ def test_remediations_carry_concrete_parameters() -> None:
     assert _actions(CASES["bf16_unsupported"][1]) == [("redeploy", {"dtype": "half"})]
     assert _actions(CASES["tool_parser_missing"][1]) == [("redeploy", {"enable_tool_calling": True})]
     assert _actions(CASES["tool_parser_missing"][2]) == []  # the image lacks the parser: no flag fixes that
+    assert _actions(CASES["torch_compile_failed"][0]) == [("redeploy", {"enforce_eager": True})]
+    assert _actions(CASES["max_model_len_exceeds_model"][0]) == [("redeploy", {"max_model_len": 131072})]
+    assert _actions(CASES["cloud_run_quota_exceeded"][1]) == [("scale", {"min_instances": 0, "max_instances": 10})]
+    assert _actions(CASES["container_exited_at_start"][0]) == []  # an image choice is a human's call
+    assert _actions(CASES["container_memory_exceeded"][3]) == [("redeploy", {"memory": "4Gi"})]
+    assert _actions(CASES["container_memory_exceeded"][4]) == [("redeploy", {"memory": "16Gi", "cpu": "4"})]
+
+
+def test_no_max_model_len_above_the_model_context() -> None:
+    # Requests longer than the model's whole context (131072 for this catalog model): raising --max-model-len
+    # past it cannot help, so no such button; the client has to send less.
+    args = (
+        "INFO 01-05 10:00:01 [utils.py:326] non-default args: {'model': '/mnt/models/gemma-4-12B-it-qat-w4a16-ct', "
+        "'max_model_len': 131072}"
+    )
+    over = "This model's maximum context length is 131072 tokens. However, you requested 150000 tokens."
+    d = diagnose(entries(args, ("ERROR", over)))
+    assert d.root_kinds() == ["context_length_exceeded"]
+    assert d.findings[0].remediation.actions == []
+    assert any("above the model's context length (131072)" in s for s in d.findings[0].remediation.steps)
     assert ("redeploy", {"model": "gemma-4-12b"}) in _actions(CASES["model_not_found"][2])  # '/mnt/models/gemma-4-12B'
     assert _actions(CASES["model_not_found"][0]) == []  # gemma-4-13b: no catalog model to guess
     svc3 = ServiceInfo(name="vllm-gemma4", min_instances=1, max_instances=3)
@@ -333,14 +444,16 @@ def _scenario(name: str) -> list[LogEntry]:
 def test_scenarios_give_exactly_their_manifest_kinds(name: str) -> None:
     manifest = json.loads((SCENARIOS / "manifest.json").read_text())
     d = diagnose(_scenario(name))
-    assert sorted(d.kinds()) == sorted(manifest[name]["kinds"])
+    assert sorted(d.root_kinds()) == sorted(manifest[name]["kinds"])
+    assert all(f.caused_by in manifest[name]["kinds"] for f in d.findings if f.caused_by)
     for f in d.findings:
         assert f.evidence
 
 
 def test_kv_scenario_proposes_the_largest_length_that_fits() -> None:
     d = diagnose(_scenario("example-kv-cache-insufficient"))
-    (f,) = d.findings
+    f = d.findings[0]
+    assert f.kind == "kv_cache_insufficient" and f.caused_by is None
     assert "76208" in f.title and any("76208" in s for s in f.remediation.steps)
     assert {"action": "redeploy", "params": {"max_model_len": 76208}} in [
         {"action": a.action, "params": a.params} for a in f.remediation.actions
@@ -358,7 +471,7 @@ def test_instructions_in_log_lines_are_data() -> None:
     assert diagnose(healthy + entries(*planted)).findings == []
     kv = _scenario("example-kv-cache-insufficient") + entries(*planted)
     d = diagnose(kv)
-    assert d.kinds() == ["kv_cache_insufficient"]
+    assert d.root_kinds() == ["kv_cache_insufficient"]
     assert all(a.action == "redeploy" for f in d.findings for a in f.remediation.actions)
 
 
@@ -373,3 +486,25 @@ def test_evidence_is_redacted() -> None:
     assert d.kinds() == ["hf_auth_failed"]
     assert token not in json.dumps(d.to_report())
     assert "[REDACTED:hf_token]" in d.findings[0].evidence[0]
+
+
+def test_a_chain_of_consequences_points_at_the_root() -> None:
+    # An OOM inside compilation: the compile frames and the engine failure both follow from the memory.
+    d = diagnose(
+        entries(
+            'ERROR 01-05 10:01:02 [core.py:396]   File "/usr/local/lib/python3.12/dist-packages/torch/_inductor/compile_fx.py", line 1552, in compile_fx',
+            "ERROR 01-05 10:01:02 [core.py:396] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+            "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+            (
+                "ERROR",
+                'STARTUP TCP probe failed 1 time consecutively for container "vllm-1" on port 8080. The instance was not started.',
+            ),
+        )
+    )
+    assert [(f.kind, f.caused_by) for f in d.findings] == [
+        ("gpu_oom_at_load", None),
+        ("torch_compile_failed", "gpu_oom_at_load"),
+        ("engine_startup_failed", "gpu_oom_at_load"),
+        ("startup_probe_timeout", "gpu_oom_at_load"),
+    ]
+    assert all(not f.remediation.actions and not f.remediation.steps for f in d.findings[1:])

@@ -298,7 +298,7 @@ def findings_text(diag: Diagnosis) -> str:
         return "No known failure pattern found."
     return _dumps(
         [
-            f.model_dump(mode="json", include={"kind", "title", "severity", "evidence", "remediation"})
+            f.model_dump(mode="json", include={"kind", "title", "severity", "caused_by", "evidence", "remediation"})
             for f in diag.findings
         ]
     )

@@ -83,7 +83,9 @@ def render_diagnosis(service: str, d: Diagnosis) -> Reply:
         reply = Reply(title=f":white_check_mark: {service}: no known failure in the logs")
         reply.add(text=f"Looked at {d.digest.lines_in} lines ({d.digest.templates} templates).")
     else:
-        reply = Reply(title=f":mag: {service}: {len(d.findings)} finding(s)")
+        roots = len(d.root_kinds())
+        more = len(d.findings) - roots
+        reply = Reply(title=f":mag: {service}: {roots} finding(s)" + (f" and {more} consequence(s)" if more else ""))
     if d.truncated:
         reply.add(text=f":warning: {d.truncated}")
     for f in d.findings:

@@ -1,33 +1,43 @@
 """Deterministic analyzers for known vLLM / Cloud Run failures, one small module per family.
 
-`run_all(view)` runs every registered analyzer and returns their findings. Importing the family modules
-registers them (see base.analyzer).
+`run_all(view)` runs every registered analyzer, bounds each proposed fix by what the log and the planner say
+can work (bounds.py), and puts root causes before the findings they explain (causes.py). Importing the
+family modules registers them (see base.analyzer).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import access, memory, platform, serving, startup  # noqa: F401  (registration)
+from . import access, container, engine, memory, platform, serving, startup  # noqa: F401  (registration)
 from .base import REGISTRY, LogView
+from .bounds import bound
+from .causes import order_by_cause
 
 if TYPE_CHECKING:
     from skills.diagnose import Finding
 
 KINDS = (
-    "gpu_oom_at_load",
-    "kv_cache_insufficient",
-    "context_length_exceeded",
-    "startup_probe_timeout",
-    "gcs_fuse_permission_denied",
+    "container_exited_at_start",
+    "container_port_mismatch",
+    "cloud_run_quota_exceeded",
+    "gpu_quota_exceeded",
+    "max_model_len_exceeds_model",
+    "bf16_unsupported",
     "hf_auth_failed",
     "model_not_found",
+    "gcs_fuse_permission_denied",
     "container_memory_exceeded",
-    "bf16_unsupported",
+    "torch_compile_failed",
+    "gpu_oom_at_load",
+    "kv_cache_insufficient",
+    "engine_hung",
+    "engine_startup_failed",
+    "startup_probe_timeout",
+    "context_length_exceeded",
     "tool_parser_missing",
     "cpu_offload_slow",
     "request_queue_saturated",
-    "gpu_quota_exceeded",
 )
 
 
@@ -36,5 +46,6 @@ def run_all(view: LogView) -> list[Finding]:
     for kind in KINDS:
         finding = REGISTRY[kind](view)
         if finding is not None:
+            bound(view, finding)
             findings.append(finding)
-    return findings
+    return order_by_cause(view, findings)

@@ -15,8 +15,14 @@ _FUSE = rx(
     r"(?:/mnt/|gcsfuse)\S*.{0,200}[Pp]ermission denied",
     r"does not have storage\.objects\.(?:get|list) access",
     r"gcsfuse.{0,200}(?:403|[Aa]ccess denied|Forbidden)",
+    # The GCS FUSE CSI driver / sidecar and IAM: mount refused, or GCS answering 403 to the FUSE process.
+    r"MountVolume\.SetUp failed.{0,300}(?:PermissionDenied|Unauthenticated|403)",
+    r"(?:mountWithStorageHandle|SetUpBucket|fuseops|CreateFile|CreateChildFile).{0,300}"
+    r"(?:403|[Pp]ermission denied|PermissionDenied|Unauthenticated)",
+    r"googleapi: Error 403: .{0,120}(?:[Aa]ccess denied|[Ff]orbidden|storage\.objects)",
+    r"[Cc]aller does not have storage\.objects\.(?:get|list) access",
 )
-_IAM = re.compile(r"storage\.objects|403|Forbidden|[Aa]ccess denied")
+_IAM = re.compile(r"storage\.objects|403|Forbidden|[Aa]ccess denied|PermissionDenied|Unauthenticated|IAM")
 
 
 @analyzer("gcs_fuse_permission_denied")
@@ -26,7 +32,7 @@ def fuse_permission(view: LogView) -> Finding | None:
         return None
     iam = any(_IAM.search(h.text) for h, _ in hits)
     # A read refused inside the container is the mount's uid/gid; a 403 from GCS is IAM (not the bot's to grant).
-    local = any(not _IAM.search(h.text) for h, _ in hits)
+    local = not iam and any(not _IAM.search(h.text) for h, _ in hits)
     actions = []
     if local:
         actions.append(
@@ -127,6 +133,8 @@ _NOT_FOUND = rx(
     r"Invalid repository ID or local directory specified",
     r"No supported config format found in",
     r"The model `([^`]+)` does not exist",
+    # huggingface_hub takes a local path that does not exist for a repo id, and rejects it.
+    r"Repo id must be in the form 'repo_name' or 'namespace/repo_name': '([^']+)'",
 )
 _HUB_ID = re.compile(r"huggingface\.co/(?:api/models/)?([\w.-]+/[\w.-]+)")
 _PATHS = re.compile(r"(/mnt/[^'\"\s,]+)|'([^'\s]+)'")
@@ -187,6 +195,7 @@ def model_not_found(view: LogView) -> Finding | None:
     if not hits:
         return None
     api_side = all("does not exist" in h.text for h, _ in hits)
+    not_local = any("Repo id must be in the form" in h.text for h, _ in hits)
     actions: list[ProposedAction] = []
     if api_side:
         steps = [
@@ -212,7 +221,9 @@ def model_not_found(view: LogView) -> Finding | None:
             steps.insert(0, fix[1])
     return Finding(
         kind="model_not_found",
-        title="Model not found" + (" (request names an unknown model)" if api_side else ""),
+        title="Model not found"
+        + (" (request names an unknown model)" if api_side else "")
+        + (" (a local path that does not exist was taken for a Hub repo id)" if not_local else ""),
         severity="warning" if api_side else "critical",
         evidence=evidence_of(hits),
         remediation=Remediation(summary=summary, steps=steps, actions=actions),

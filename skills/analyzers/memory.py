@@ -1,4 +1,3 @@
-# ruff: noqa: E501  (remediation prose and log wordings read better unbroken)
 """GPU memory at load, KV cache too small for max-model-len, host memory limit of the container."""
 
 from __future__ import annotations
@@ -7,7 +6,8 @@ import re
 
 from skills.diagnose import Finding, ProposedAction, Remediation
 
-from .base import LogView, analyzer, evidence_of, first_seen, rx
+from .base import Line, LogView, analyzer, evidence_of, first_seen, rx
+from .bounds import mib
 
 _GPU_OOM = rx(
     r"CUDA out of memory",  # torch.OutOfMemoryError / torch.cuda.OutOfMemoryError / RuntimeError wordings
@@ -17,13 +17,47 @@ _GPU_OOM = rx(
     r"CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation",
     r"\bOOM when allocating tensor",
 )
-_GRAPH = re.compile(r"captur|cudagraph|CUDA ?graph", re.IGNORECASE)
+# Graph capture itself, not PyTorch's generic OOM advice ("... private pools (e.g., CUDA Graphs)").
+_GRAPH = re.compile(r"captur|cudagraph|cuda_graph|CUDA ?graph", re.IGNORECASE)
+_GRAPH_ADVICE = re.compile(r"\(e\.g\., CUDA Graphs\)", re.IGNORECASE)
+_SAMPLER = re.compile(r"warming up (?:the )?sampler with (\d+) dummy requests")
 _TRIED = re.compile(r"Tried to allocate ([\d.]+) ?([GM]i?B)")
 _FREE = re.compile(r"of which ([\d.]+) ?([GM]i?B) is free|([\d.]+) ?([GM]i?B) (?:is )?free")
 
 
 def _gib(num: str, unit: str) -> float:
     return float(num) / (1024 if unit.upper().startswith("M") else 1)
+
+
+def _graph_near(view: LogView, idx: int) -> bool:
+    lo, hi = max(0, idx - 15), min(len(view.lines), idx + 4)
+    return any(_GRAPH.search(_GRAPH_ADVICE.sub("", line.text)) for line in view.lines[lo:hi])
+
+
+def _sampler_oom(view: LogView, hits: list[tuple[Line, re.Match[str]]], seqs: int) -> Finding:
+    """vLLM warms its sampler up with --max-num-seqs dummy requests: fewer sequences is the fix, not a smaller
+    model (vLLM's message: "Please try lowering `max_num_seqs` or `gpu_memory_utilization`")."""
+    lower = max(1, seqs // 2)
+    return Finding(
+        kind="gpu_oom_at_load",
+        title=f"GPU out of memory while warming up the sampler ({seqs} dummy requests = --max-num-seqs)",
+        severity="critical",
+        evidence=evidence_of(hits),
+        remediation=Remediation(
+            summary="vLLM's sampler warm-up for --max-num-seqs requests at once does not fit in GPU memory.",
+            steps=[
+                f"Lower `--max-num-seqs` from {seqs} to {lower} (and Cloud Run concurrency with it).",
+                "Or lower `--gpu-memory-utilization` a little to leave the sampler room outside vLLM's budget.",
+            ],
+            actions=[
+                ProposedAction(
+                    action="redeploy", params={"max_num_seqs": lower}, reason="the sampler warm-up is sized by it"
+                )
+            ],
+        ),
+        first_seen=first_seen(hits),
+        count=len(hits),
+    )
 
 
 @analyzer("gpu_oom_at_load")
@@ -33,7 +67,10 @@ def gpu_oom(view: LogView) -> Finding | None:
         return None
     line, _ = hits[0]
     cfg = view.config_at(line.idx)
-    during_graphs = any(view.near(h.idx, _GRAPH) for h, _ in hits)
+    sampler = next((int(m.group(1)) for h, _ in hits if (m := _SAMPLER.search(h.text))), None)
+    if sampler is not None:
+        return _sampler_oom(view, hits, sampler)
+    during_graphs = any(_graph_near(view, h.idx) for h, _ in hits)
     detail = ""
     if m := _TRIED.search(line.text):
         detail = f" (tried to allocate {_gib(m.group(1), m.group(2)):.2f} GiB"
@@ -81,6 +118,7 @@ _KV = rx(
     r"largest (?:model |sequence |context )?length that (?:fits|can fit)\D{0,20}(\d+)",
     r"larger than the maximum number of tokens that can be stored in KV cache \((\d+)\)",
     r"KV cache is needed, which is larger than the available KV cache memory",
+    r"To serve at least one request with the models?'s max seq len",
     r"No available memory for the cache blocks",
     r"[Ii]nsufficient (?:GPU )?memory (?:for|to allocate) (?:the )?KV cache",
 )
@@ -138,15 +176,54 @@ def kv_cache(view: LogView) -> Finding | None:
 
 
 _HOST_MEM = rx(
-    r"Memory limit of (\d+) ?MiB exceeded(?: with (\d+) ?MiB used)?",
-    r"exceeded (?:its |the )?memory limit",
+    r"Memory limit of ([\d.]+) ?(M|Mi|MiB|G|Gi|GiB)B? exceeded(?: with ([\d.]+) ?(M|Mi|MiB|G|Gi|GiB)B? used)?",
+    r"exceeded (?:its |the |their )?(?:allowed )?memory limit",
     r"terminated (?:because|due to) (?:it exceeded )?(?:the )?memory limit",
     r"\bOOMKilled\b",
     r"Out of memory: Killed process \d+",
+    # Ray's memory monitor (vLLM with --distributed-executor-backend ray): the host, not the GPU.
+    r"killed due to memory pressure",
+    r"Ray killed this worker",
+    r"which exceeds the memory usage threshold",
+    r"killed due to the node running low on memory",
     flags=re.IGNORECASE,
 )
-_SIZES_MIB = [16384, 24576, 32768]
-_CPU_FOR = {16384: "4", 24576: "6", 32768: "8"}  # Cloud Run's minimum vCPU per memory size
+_RAY = re.compile(r"memory pressure|Ray killed|memory usage threshold|node running low on memory")
+# Ray: "... was 12.49GB / 13.15GB (0.950003), which exceeds the memory usage threshold"
+_RAY_NODE = re.compile(r"was ([\d.]+) ?GB / ([\d.]+) ?GB")
+_SVC_MEM = re.compile(r"^([\d.]+)(Mi|Gi|M|G)$")
+MAX_MIB = 32 * 1024  # Cloud Run's maximum memory per instance
+MIN_MIB = 512  # second-generation minimum
+# Minimum vCPUs per memory size: more than 4 GiB needs 2, more than 8 needs 4, more than 16 needs 6, more
+# than 24 needs 8 (https://cloud.google.com/run/docs/configuring/services/memory-limits).
+_CPU_STEPS = ((24 * 1024, 8), (16 * 1024, 6), (8 * 1024, 4), (4 * 1024, 2))
+
+
+def min_cpu(mem_mib: int) -> int:
+    return next((cpu for above, cpu in _CPU_STEPS if mem_mib > above), 1)
+
+
+def _target_mib(limit: float, used: float) -> int:
+    """Twice the limit (loading peaks well above steady state; field notes: 16 GiB -> 32 GiB), at least 1.25x
+    what was used, in whole GiB above 1 GiB (512 MiB steps below), within Cloud Run's 512 MiB..32 GiB."""
+    need = max(limit * 2, used * 1.25, MIN_MIB)
+    step = 1024 if need > 1024 else 512
+    return int(min(MAX_MIB, -(-need // step) * step))
+
+
+def _limit_and_used(view: LogView, hits: list[tuple[Line, re.Match[str]]]) -> tuple[float | None, float]:
+    limit: float | None = None
+    used = 0.0
+    for h, m in hits:
+        if m.re.pattern.startswith("Memory limit") and m.group(1):
+            limit = mib(m.group(1), m.group(2))
+            used = max(used, mib(m.group(3), m.group(4)) if m.group(3) else 0.0)
+        elif r := _RAY_NODE.search(h.text):
+            used = max(used, float(r.group(1)) * 1000**3 / 1024**2)
+            limit = limit or float(r.group(2)) * 1000**3 / 1024**2
+    if limit is None and view.service and (s := _SVC_MEM.match(view.service.memory)):
+        limit = mib(s.group(1), s.group(2))
+    return limit, used
 
 
 @analyzer("container_memory_exceeded")
@@ -154,31 +231,39 @@ def host_memory(view: LogView) -> Finding | None:
     hits = [(h, m) for h, m in view.grep(*_HOST_MEM) if "cuda" not in h.text.lower()]
     if not hits:
         return None
-    limit = used = None
-    for _, m in hits:
-        if m.re.pattern.startswith("Memory limit") and m.group(1):
-            limit = int(m.group(1))
-            used = int(m.group(2)) if m.group(2) else None
-            break
-    need = max((limit or 16384) * 2, (used or 0) * 1.25)  # field notes: 16 GiB -> 32 GiB for loading
-    target = next((s for s in _SIZES_MIB if s >= need), 32768)
-    mem = f"{target // 1024}Gi"
+    limit, used = _limit_and_used(view, hits)
     actions = []
     steps = []
-    if limit is None or target > limit:
-        actions.append(ProposedAction(action="redeploy", params={"memory": mem, "cpu": _CPU_FOR[target]}))
-        steps.append(f"Raise the Cloud Run memory limit to {mem} (with {_CPU_FOR[target]} vCPU, Cloud Run's minimum).")
+    if limit is not None:
+        target = _target_mib(limit, used)
+        if target > limit and target > used:
+            mem = f"{target // 1024}Gi" if target % 1024 == 0 else f"{target}Mi"
+            params = {"memory": mem}
+            cpu = min_cpu(target)
+            svc_cpu = view.service.cpu if view.service else ""
+            if cpu > 1 and not (svc_cpu.isdigit() and int(svc_cpu) >= cpu):
+                params["cpu"] = str(cpu)
+            actions.append(ProposedAction(action="redeploy", params=params))
+            cpu_note = f" with {params['cpu']} vCPU, Cloud Run's minimum for it" if "cpu" in params else ""
+            steps.append(f"Raise the Cloud Run memory limit to {mem}{cpu_note} (it used {used:.0f} MiB).")
+        else:
+            steps.append("Cloud Run's maximum is 32 GiB: lower the peak instead (below).")
+    else:
+        steps.append("Raise the Cloud Run memory limit above the current one (the log does not say how much was used).")
     steps.append(
-        "Loading safetensors can peak at ~17 GiB of host RAM for a 26B QAT model; `--safetensors-load-strategy lazy` lowers it."
+        "For vLLM: loading safetensors can peak at ~17 GiB of host RAM for a 26B QAT model; "
+        "`--safetensors-load-strategy lazy` lowers it."
     )
-    title = "Container host memory limit exceeded" + (f" ({limit} MiB)" if limit else "")
+    fmt = f"{limit:.0f} MiB" if limit else ""
+    ray = any(_RAY.search(h.text) for h, _ in hits)
+    title = "Host memory ran out: Ray killed workers" if ray else "Container host memory limit exceeded"
     return Finding(
         kind="container_memory_exceeded",
-        title=title,
+        title=title + (f" ({fmt})" if fmt else ""),
         severity="critical",
         evidence=evidence_of(hits),
         remediation=Remediation(
-            summary="Cloud Run killed the instance for using more host RAM than its memory limit.",
+            summary="The instance was killed for using more host RAM than its memory limit.",
             steps=steps,
             actions=actions,
         ),

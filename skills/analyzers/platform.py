@@ -1,4 +1,4 @@
-"""The hardware and the project: bf16 on pre-Ampere GPUs, GPU quota in the region."""
+"""The hardware and the project: bf16 on pre-Ampere GPUs, GPU quota and Cloud Run CPU/memory quota in the region."""
 
 from __future__ import annotations
 
@@ -100,6 +100,66 @@ def gpu_quota(view: LogView) -> Finding | None:
         evidence=evidence_of(hits),
         remediation=Remediation(
             summary="The project lacks Cloud Run L4 GPU quota in the region (Cloud Run's quota, not Compute Engine's).",
+            steps=steps,
+            actions=actions,
+        ),
+        first_seen=first_seen(hits),
+        count=len(hits),
+    )
+
+
+# Cloud Run's own CPU / memory quota per project and region (GPU quota is gpu_quota_exceeded). Wordings: the
+# quota names in "Quota violated:", "Max instances must be set to N or fewer to set the requested total
+# CPU|memory", "Invalid value specified for cpu|memory. For the specified value, maxScale may not exceed N".
+_CR_QUOTA = rx(
+    r"\b(?:Cpu|Mem)AllocPerProjectRegion\b",
+    r"Max instances must be set to \d+ or fewer to set the requested total (?:CPU|memory)",
+    r"Invalid value specified for (?:cpu|memory)\. For the specified value, maxScale may not exceed \d+",
+)
+_MAX_SCALE = re.compile(r"must be set to (\d+) or fewer|maxScale may not exceed (\d+)")
+_ALLOC = re.compile(r"(Cpu|Mem)AllocPerProjectRegion requested:? (\d+)\s*allowed:? (\d+)")
+
+
+def _amount(kind: str, value: int) -> str:
+    # CPU quota counts milli-vCPU, memory quota bytes (codelab: 3 x 20 vCPU -> 60000; 3 x 80 GiB -> 257698037760).
+    return f"{value / 1000:g} vCPU" if kind == "Cpu" else f"{value / 1024**3:g} GiB"
+
+
+@analyzer("cloud_run_quota_exceeded")
+def cloud_run_quota(view: LogView) -> Finding | None:
+    hits = view.grep(*_CR_QUOTA)
+    if not hits:
+        return None
+    cap = next((int(m.group(1) or m.group(2)) for h, _ in hits if (m := _MAX_SCALE.search(h.text))), None)
+    shortfalls: list[tuple[str, str, str]] = []
+    for h, _ in hits:
+        joined = " ".join(x.text for x in view.lines[h.idx : h.idx + 2])
+        if (m := _ALLOC.search(joined)) and m.group(1) not in [s[0] for s in shortfalls]:
+            shortfalls.append((m.group(1), _amount(m.group(1), int(m.group(2))), _amount(m.group(1), int(m.group(3)))))
+    what = ", ".join(f"{'CPU' if k == 'Cpu' else 'memory'}: {req} requested, {ok} allowed" for k, req, ok in shortfalls)
+    steps = [
+        "Lower the per-instance CPU / memory, or max instances, so instances x size fits the regional quota.",
+        "Or request more: Console > IAM & Admin > Quotas, service 'Cloud Run Admin API', the CPU / memory allocation "
+        "quota per project per region; or deploy in a region with quota.",
+    ]
+    actions = []
+    svc = view.service
+    if cap is not None and cap >= 1 and not (svc and svc.max_instances and svc.max_instances <= cap):
+        low = min(svc.min_instances if svc else 0, cap)
+        actions.append(
+            ProposedAction(
+                action="scale", params={"min_instances": low, "max_instances": cap}, reason="stay within the quota"
+            )
+        )
+        steps.insert(0, f"Cloud Run accepts at most {cap} instance(s) at this size: cap max instances at {cap}.")
+    return Finding(
+        kind="cloud_run_quota_exceeded",
+        title="Deploy refused: Cloud Run CPU/memory quota in this region" + (f" ({what})" if what else ""),
+        severity="critical",
+        evidence=evidence_of(hits),
+        remediation=Remediation(
+            summary="The project's Cloud Run CPU or memory quota in the region is smaller than max instances x "
+            "the per-instance size.",
             steps=steps,
             actions=actions,
         ),

@@ -60,7 +60,6 @@ def context_length(view: LogView) -> Finding | None:
 _TOOLS = rx(
     r"tool choice requires --enable-auto-tool-choice",
     r"tool[_ ]choice.{0,40}requires.{0,40}--tool-call-parser",
-    r"invalid tool call parser: (\S+)",
     r"[Tt]ool (?:call )?parser '?([\w-]+)'? (?:is )?not (?:registered|found|supported)",
 )
 _BAD_PARSER = re.compile(r"invalid tool call parser: (\S+)|parser '?([\w-]+)'? (?:is )?not")
