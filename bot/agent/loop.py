@@ -29,6 +29,9 @@ from .tools import ToolRegistry, compact_schema
 
 StopReason = Literal["answered", "step_cap", "time_budget", "no_answer"]
 MIN_STEP_S = 5.0  # with less time left than this, the next step is the final one
+NEAR = 0.6  # an estimate above this share of the room left is checked with the server's /tokenize
+LEAN_SHARE = 0.3  # tool schemas above this share of the room: use the lean tool list
+MIN_ANSWER = 512  # the least room left for the answer when the window is small
 
 
 @dataclass
@@ -39,7 +42,10 @@ class LoopResult:
     proposed: list[ProposedAction] = field(default_factory=list)
     executed: list[str] = field(default_factory=list)  # read-only tools actually run, in order
     notes: list[str] = field(default_factory=list)  # refusals and dropped proposals, for the log/footer
-    tokens_sent: int = 0  # estimated prompt tokens over all requests
+    tokens_sent: int = 0  # prompt tokens over all requests (counted by the server when near the limit)
+    tokens_received: int = 0  # estimated: the replies' text and tool-call arguments
+    largest_request: int = 0  # the largest single prompt, tool schemas included
+    context_limit: int | None = None  # the served max_model_len, when the server says
     model_s: float = 0.0
     loop_s: float = 0.0  # the loop's own time (total minus model and tool time)
     tool_s: float = 0.0
@@ -62,6 +68,7 @@ class Guards:
 
 class Loop:
     def __init__(self, client: ModelClient, registry: ToolRegistry, guards: Guards) -> None:
+        self._answer_tokens = client.max_tokens
         self.client = client
         self.registry = registry
         self.guards = guards
@@ -74,6 +81,12 @@ class Loop:
         force_final = False
         schemas = self.registry.schemas() or None
         schema_tokens = estimate_tokens(json.dumps(schemas)) if schemas else 0
+        limit = await self.client.context_limit()
+        if schemas and limit and schema_tokens > (limit - self.client.max_tokens) * LEAN_SHARE:
+            # A small window: the whole run uses the lean tool list (one list per run keeps the prefix cacheable).
+            schemas = self.registry.lean_schemas()
+            schema_tokens = estimate_tokens(json.dumps(schemas))
+        self._answer_tokens = self.client.max_tokens
         for step in range(self.guards.max_steps):
             res.steps = step + 1
             remaining = self._remaining(t_start, res)
@@ -81,16 +94,23 @@ class Loop:
             last = force_final or step == self.guards.max_steps - 1 or low_time
             if last and schemas:
                 messages.append({"role": "user", "content": prompts.load("final_step")})
-            res.tokens_sent += message_tokens(messages) + schema_tokens
+            size = await self._fit(messages, schemas, schema_tokens, res)
+            res.tokens_sent += size
+            res.largest_request = max(res.largest_request, size)
             try:
                 async with asyncio.timeout(max(remaining, 0.001)):
                     # The last step keeps the tool list but forbids calls: the prompt prefix (system + tools)
                     # stays byte-identical for vLLM's prefix cache, and the model must answer.
-                    comp = await self.client.complete(messages, schemas, "none" if last else "auto", remaining)
+                    comp = await self.client.complete(
+                        messages, schemas, "none" if last else "auto", remaining, self._answer_tokens
+                    )
             except TimeoutError:
                 res.stop_reason = "time_budget"
                 break
             res.model_s += comp.model_s
+            res.tokens_received += estimate_tokens(comp.content) + sum(
+                estimate_tokens(c.name + c.arguments) for c in comp.tool_calls
+            )
             calls, text = self._calls(comp, step)
             if not calls or last:
                 res.answer = text
@@ -115,6 +135,33 @@ class Loop:
                 force_final = True  # the model is looping on the same call(s): make it answer
         res.loop_s = time.perf_counter() - t_start - res.model_s - res.tool_s
         return res
+
+    async def _fit(
+        self, messages: list[dict[str, Any]], schemas: list[dict[str, Any]] | None, schema_tokens: int, res: LoopResult
+    ) -> int:
+        """Keep the request within the served context minus the answer's max_tokens; returns its size.
+
+        The 4-characters estimate decides when to ask the server: within NEAR of the limit the prompt is
+        counted with /tokenize (the estimate can be off by a third on log text), and while it is over, the
+        largest tool result or evidence block is cut to half, with a marker, and counted again."""
+        size = message_tokens(messages) + schema_tokens
+        limit = await self.client.context_limit()
+        res.context_limit = limit
+        if limit is None:
+            return size
+        # On a small window the answer gets at most a quarter of it (never less than MIN_ANSWER).
+        room = limit - max(MIN_ANSWER, min(self.client.max_tokens, limit // 4))
+        for _ in range(12):
+            if size < room * NEAR:
+                break
+            exact = await self.client.count_tokens(messages, schemas)
+            if exact is not None:
+                size = exact
+            if size <= room or not _shrink_largest(messages):
+                break
+            size = message_tokens(messages) + schema_tokens
+        self._answer_tokens = max(MIN_ANSWER, min(self.client.max_tokens, limit - size))
+        return size
 
     def _remaining(self, t_start: float, res: LoopResult) -> float:
         # Cold-start waiting does not count against the time budget: the model was not thinking yet.
@@ -176,6 +223,24 @@ class Loop:
             f"Recorded as a proposed action ({name} {json.dumps(action.params, sort_keys=True)}). It was NOT "
             "executed: a human must approve it. Continue the investigation or give your final answer."
         )
+
+
+def _shrink_largest(messages: list[dict[str, Any]]) -> bool:
+    """Halve the largest tool result or user message (never the system prompt)."""
+    candidates = [
+        (len(str(m.get("content") or "")), i)
+        for i, m in enumerate(messages)
+        if m.get("role") in ("tool", "user") and len(str(m.get("content") or "")) > 400
+    ]
+    if not candidates:
+        return False
+    _, i = max(candidates)
+    text = str(messages[i]["content"])
+    messages[i] = {
+        **messages[i],
+        "content": truncate(text, estimate_tokens(text) // 2, "the context window is small: ask for less"),
+    }
+    return True
 
 
 def _json_args(raw: str) -> tuple[dict[str, Any] | None, str]:

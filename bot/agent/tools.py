@@ -63,5 +63,24 @@ class ToolRegistry:
     def schemas(self) -> list[dict[str, Any]]:
         return self._schemas
 
+    def lean_schemas(self) -> list[dict[str, Any]]:
+        """The tool list for a small context window: first sentence of each description, no per-field prose."""
+        return [_lean(s) for s in self._schemas]
+
     def __len__(self) -> int:
         return len(self._tools)
+
+
+def _lean(node: Any, top: bool = True) -> Any:
+    if isinstance(node, dict):
+        out = {}
+        for k, v in node.items():
+            if k == "description" and isinstance(v, str):
+                if not top:
+                    continue
+                v = v.split(". ")[0].rstrip(".") + "."
+            out[k] = _lean(v, top=top and k in ("function",))
+        return out
+    if isinstance(node, list):
+        return [_lean(v, top=False) for v in node]
+    return node
