@@ -103,9 +103,15 @@ class Agent:
         if plan is None and result.stop_reason in ("answered", "no_answer"):
             out.repaired = True
             messages.append({"role": "user", "content": prompts.load("repair").replace("{error}", err)})
-            out.tokens_sent += estimate_tokens(json.dumps(messages)) + estimate_tokens(json.dumps(registry.schemas()))
             try:
-                comp = await client.complete(messages, registry.schemas(), "none", self.settings.model_timeout_s)
+                # The repair request fits the window like every other (same tool list, counted into the run).
+                await loop.fit(messages, result)
+                out.tokens_sent = result.tokens_sent
+                comp = await client.complete(
+                    messages, loop.schemas, "none", self.settings.model_timeout_s, loop.answer_tokens
+                )
+                result.steps += 1
+                result.tokens_received += estimate_tokens(comp.content)
                 plan, err = parse_plan(comp.content)
             except UserFacingError as exc:
                 err = str(exc)

@@ -46,6 +46,9 @@ class LoopResult:
     tokens_received: int = 0  # estimated: the replies' text and tool-call arguments
     largest_request: int = 0  # the largest single prompt, tool schemas included
     context_limit: int | None = None  # the served max_model_len, when the server says
+    # Every call the model made and what became of it: ran, proposed, repeat, unknown_tool, invalid_args,
+    # refused_write (a change the policy refuses, such as destroy). The eval scores these.
+    calls: list[tuple[str, str]] = field(default_factory=list)
     model_s: float = 0.0
     loop_s: float = 0.0  # the loop's own time (total minus model and tool time)
     tool_s: float = 0.0
@@ -69,6 +72,7 @@ class Guards:
 class Loop:
     def __init__(self, client: ModelClient, registry: ToolRegistry, guards: Guards) -> None:
         self._answer_tokens = client.max_tokens
+        self.schemas: list[dict[str, Any]] | None = registry.schemas() or None  # the tool list sent this run
         self.client = client
         self.registry = registry
         self.guards = guards
@@ -94,9 +98,8 @@ class Loop:
             last = force_final or step == self.guards.max_steps - 1 or low_time
             if last and schemas:
                 messages.append({"role": "user", "content": prompts.load("final_step")})
-            size = await self._fit(messages, schemas, schema_tokens, res)
-            res.tokens_sent += size
-            res.largest_request = max(res.largest_request, size)
+            self.schemas = schemas
+            await self.fit(messages, res)
             try:
                 async with asyncio.timeout(max(remaining, 0.001)):
                     # The last step keeps the tool list but forbids calls: the prompt prefix (system + tools)
@@ -135,6 +138,19 @@ class Loop:
                 force_final = True  # the model is looping on the same call(s): make it answer
         res.loop_s = time.perf_counter() - t_start - res.model_s - res.tool_s
         return res
+
+    @property
+    def answer_tokens(self) -> int:
+        """max_tokens for the next request (less than configured when the window is small)."""
+        return self._answer_tokens
+
+    async def fit(self, messages: list[dict[str, Any]], res: LoopResult) -> int:
+        """Fit the next request (messages + `self.schemas`) into the window, and account for it in `res`."""
+        schemas = self.schemas
+        size = await self._fit(messages, schemas, estimate_tokens(json.dumps(schemas)) if schemas else 0, res)
+        res.tokens_sent += size
+        res.largest_request = max(res.largest_request, size)
+        return size
 
     async def _fit(
         self, messages: list[dict[str, Any]], schemas: list[dict[str, Any]] | None, schema_tokens: int, res: LoopResult
@@ -182,17 +198,21 @@ class Loop:
         """(content for the model, whether it was refused as a repeat)."""
         tool = self.registry.get(call.name)
         if tool is None:
+            res.calls.append((call.name, "unknown_tool"))
             names = ", ".join(self.registry.names())
             return f"Error: there is no tool named {call.name!r}. Available tools: {names}.", False
         if call.error or call.arguments is None:
+            res.calls.append((call.name, "invalid_args"))
             return _arg_error(call.name, call.error or "arguments missing", tool.args), False
         try:
             args = tool.args.model_validate(call.arguments)
         except ValidationError as exc:
+            res.calls.append((call.name, "invalid_args"))
             detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors()[:6])
             return _arg_error(call.name, detail, tool.args), False
         key = call.name + json.dumps(args.model_dump(mode="json"), sort_keys=True)
         if key in seen:
+            res.calls.append((call.name, "repeat"))
             return (
                 f"Refused: you already called {call.name} with these arguments at step {seen[key] + 1}; "
                 "its result is above. Do not repeat a call: change the arguments or give your final answer.",
@@ -209,6 +229,7 @@ class Loop:
         except Exception as exc:  # a tool bug must not end the investigation; the model can try another way
             out = f"Error from {call.name}: {type(exc).__name__}"
         res.executed.append(call.name)
+        res.calls.append((call.name, "ran"))
         # Everything sent to the model is redacted; tool output is data, and it is bounded.
         return truncate(redact(out), self.guards.result_tokens, tool.narrow_hint), False
 
@@ -216,9 +237,11 @@ class Loop:
         reason = str(params.pop("reason", ""))
         action, note = sanitize_action(ProposedAction(action=name, params=params, reason=reason))
         if action is None:
+            res.calls.append((name, "refused_write"))
             res.notes.append(f"not proposed: {note}")
             return f"Not recorded: {note}."
         res.proposed.append(action)
+        res.calls.append((name, "proposed"))
         return (
             f"Recorded as a proposed action ({name} {json.dumps(action.params, sort_keys=True)}). It was NOT "
             "executed: a human must approve it. Continue the investigation or give your final answer."
