@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,7 @@ from bot.settings import Settings
 from skills.agent_eval import Score, one_line, table
 
 MODEL_ID = "google/gemma-4-12b-it"
+pytest_plugins = ["tests.agent_fixtures"]
 
 
 @pytest.fixture
@@ -104,3 +106,39 @@ def test_unknown_scenario_is_a_clear_error(settings: Settings) -> None:
 
     with pytest.raises(ValueError, match="unknown scenarios: nope"):
         asyncio.run(run_eval(settings, names=["nope"]))
+
+
+async def test_gemma_eval_posts_the_scorecard(make_deps: Any, script: OpenAIScript) -> None:
+    from handlers.context import CommandContext
+    from handlers.registry import load_all
+    from handlers.router import run_command
+    from tests.agent_helpers import RecordingResponder
+
+    load_all()
+    script.otherwise = POLICIES["good"]
+    deps = make_deps()
+    responder = RecordingResponder()
+    args = ["example-kv-cache-insufficient", "example-healthy"]
+    c = CommandContext(deps=deps, responder=responder, user_id="U1", channel_id="C1", args=args)
+    assert await run_command(c, "eval") is None
+    header, *progress, (card, thread, _) = responder.posts
+    assert "Evaluating google/gemma-4-12b-it on 2 scenario(s)" in header[0].title
+    assert thread == header[2] and len(progress) == 2
+    assert card.title.startswith(":bar_chart: google/gemma-4-12b-it: 100% (cause 2/2, fix 2/2, valid calls 2/2)")
+    assert "example-healthy" in (card.sections[0].code or "")
+    bad = CommandContext(deps=deps, responder=responder, user_id="U1", channel_id="C1", args=["nope"])
+    reply = await run_command(bad, "eval")
+    assert reply is not None and "Unknown scenario" in reply.title
+
+
+async def test_good_model_on_a_4096_token_server_keeps_full_marks(settings: Settings) -> None:
+    small = OpenAIScript(model_id=MODEL_ID, max_model_len=4096)
+    small.otherwise = POLICIES["good"]
+    with serve(small.app) as url:
+        s = settings.model_copy(update={"vllm_base_url": url, "vllm_model_id": MODEL_ID})
+        scores = await run_eval(s)
+    assert _marks(scores) == (4, 4, 4)
+    for s_ in scores:
+        assert s_.run.context_limit == 4096 and s_.run.largest_request <= 4096 - 512
+    # The server would have answered 400 to any request over its window: none was.
+    assert all(small.count_tokens(r) + r["max_tokens"] <= 4096 for r in small.chat_requests)

@@ -73,6 +73,10 @@ class Loop:
     def __init__(self, client: ModelClient, registry: ToolRegistry, guards: Guards) -> None:
         self._answer_tokens = client.max_tokens
         self.schemas: list[dict[str, Any]] | None = registry.schemas() or None  # the tool list sent this run
+        self._prepared = False
+        self._room: int | None = None
+        self._result_tokens = guards.result_tokens
+        self._ratio = 1.0
         self.client = client
         self.registry = registry
         self.guards = guards
@@ -83,14 +87,8 @@ class Loop:
         res = LoopResult(answer="", stop_reason="step_cap")
         seen: dict[str, int] = {}
         force_final = False
-        schemas = self.registry.schemas() or None
-        schema_tokens = estimate_tokens(json.dumps(schemas)) if schemas else 0
-        limit = await self.client.context_limit()
-        if schemas and limit and schema_tokens > (limit - self.client.max_tokens) * LEAN_SHARE:
-            # A small window: the whole run uses the lean tool list (one list per run keeps the prefix cacheable).
-            schemas = self.registry.lean_schemas()
-            schema_tokens = estimate_tokens(json.dumps(schemas))
-        self._answer_tokens = self.client.max_tokens
+        await self.prepare(messages)
+        schemas = self.schemas
         for step in range(self.guards.max_steps):
             res.steps = step + 1
             remaining = self._remaining(t_start, res)
@@ -139,6 +137,33 @@ class Loop:
         res.loop_s = time.perf_counter() - t_start - res.model_s - res.tool_s
         return res
 
+    async def prepare(self, probe: list[dict[str, Any]] | None = None) -> int | None:
+        """Read the served window, choose this run's tool list and calibrate the estimate on `probe` (the
+        messages so far) with one /tokenize. Returns the room left beyond `probe` for more content, in
+        estimate_tokens units, or None when the server states no window."""
+        if self._prepared:
+            return self._room
+        self._prepared = True
+        schemas = self.registry.schemas() or None
+        schema_tokens = estimate_tokens(json.dumps(schemas)) if schemas else 0
+        limit = await self.client.context_limit()
+        if schemas and limit and schema_tokens > (limit - self.client.max_tokens) * LEAN_SHARE:
+            # A small window: the whole run uses the lean tool list (one list per run keeps the prefix cacheable).
+            schemas = self.registry.lean_schemas()
+            schema_tokens = estimate_tokens(json.dumps(schemas))
+        self.schemas = schemas
+        if limit:
+            probe = probe or [{"role": "user", "content": "."}]
+            estimate = message_tokens(probe) + schema_tokens
+            exact = await self.client.count_tokens(probe, schemas)
+            # This server's tokenizer against the 4-characters estimate (never assumed kinder than it).
+            self._ratio = max(1.0, (exact or estimate) / max(1, estimate))
+            free = limit - _answer_share(limit, self.client.max_tokens) - (exact or estimate)
+            self._room = max(0, int(free / self._ratio))
+            # Tool results share what is left with the evidence and the history.
+            self._result_tokens = max(150, min(self.guards.result_tokens, self._room // 5))
+        return self._room
+
     @property
     def answer_tokens(self) -> int:
         """max_tokens for the next request (less than configured when the window is small)."""
@@ -166,9 +191,9 @@ class Loop:
         if limit is None:
             return size
         # On a small window the answer gets at most a quarter of it (never less than MIN_ANSWER).
-        room = limit - max(MIN_ANSWER, min(self.client.max_tokens, limit // 4))
+        room = limit - _answer_share(limit, self.client.max_tokens)
         for _ in range(12):
-            if size < room * NEAR:
+            if size * self._ratio < room * NEAR:
                 break
             exact = await self.client.count_tokens(messages, schemas)
             if exact is not None:
@@ -231,7 +256,7 @@ class Loop:
         res.executed.append(call.name)
         res.calls.append((call.name, "ran"))
         # Everything sent to the model is redacted; tool output is data, and it is bounded.
-        return truncate(redact(out), self.guards.result_tokens, tool.narrow_hint), False
+        return truncate(redact(out), self._result_tokens, tool.narrow_hint), False
 
     def _propose(self, name: str, params: dict[str, Any], res: LoopResult) -> str:
         reason = str(params.pop("reason", ""))
@@ -248,22 +273,29 @@ class Loop:
         )
 
 
+def _answer_share(limit: int, max_tokens: int) -> int:
+    """On a small window the answer gets at most a quarter of it (never less than MIN_ANSWER)."""
+    return max(MIN_ANSWER, min(max_tokens, limit // 4))
+
+
 def _shrink_largest(messages: list[dict[str, Any]]) -> bool:
-    """Halve the largest tool result or user message (never the system prompt)."""
-    candidates = [
-        (len(str(m.get("content") or "")), i)
-        for i, m in enumerate(messages)
-        if m.get("role") in ("tool", "user") and len(str(m.get("content") or "")) > 400
-    ]
-    if not candidates:
-        return False
-    _, i = max(candidates)
-    text = str(messages[i]["content"])
-    messages[i] = {
-        **messages[i],
-        "content": truncate(text, estimate_tokens(text) // 2, "the context window is small: ask for less"),
-    }
-    return True
+    """Halve the largest tool result, else the largest user message keeping its head (the instructions) and
+    its tail; never the system prompt. False when nothing is left worth cutting."""
+    for roles in (("tool",), ("user",)):
+        sizes = [(len(str(m.get("content") or "")), i) for i, m in enumerate(messages) if m.get("role") in roles]
+        sizes = [(n, i) for n, i in sizes if n > 400]
+        if not sizes:
+            continue
+        n, i = max(sizes)
+        text = str(messages[i]["content"])
+        if roles == ("tool",):
+            cut = truncate(text, estimate_tokens(text) // 2, "the context window is small: ask for less")
+        else:
+            keep = n // 4
+            cut = text[:keep] + "\n[... cut to fit the context window ...]\n" + text[-keep:]
+        messages[i] = {**messages[i], "content": cut}
+        return True
+    return False
 
 
 def _json_args(raw: str) -> tuple[dict[str, Any] | None, str]:

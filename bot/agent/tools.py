@@ -64,8 +64,10 @@ class ToolRegistry:
         return self._schemas
 
     def lean_schemas(self) -> list[dict[str, Any]]:
-        """The tool list for a small context window: first sentence of each description, no per-field prose."""
-        return [_lean(s) for s in self._schemas]
+        """The tool list for a small context window: the read-only tools only (changes are proposed in the
+        final plan's proposed_actions, whose params the analyze prompt lists; a call to a change tool still
+        records a proposal), first sentence of each description, no per-field prose."""
+        return [_lean(s) for s, t in zip(self._schemas, self._tools.values(), strict=True) if not t.modifies]
 
     def __len__(self) -> int:
         return len(self._tools)

@@ -6,11 +6,12 @@ next scripted turn: an assistant message (content, structured tool calls, reason
 tool-choice, 503/429 cold start). Every request body is recorded so tests can check what the bot sent.
 
 With `max_model_len` set it also behaves like a vLLM server started with `--max-model-len`: the model card
-advertises it (vLLM's ModelCard.max_model_len), POST /tokenize counts a chat request's tokens, and a chat
-request whose prompt plus max_tokens exceeds it gets vLLM's HTTP 400 ("This model's maximum context length is
-N tokens. However, you requested M tokens (P in the messages, C in the completion). ...", the wording
-bot/sandbox/vllm_sim.py uses too; its vLLM source file was not re-checked for this stand-in). Its tokenizer counts one token per 3 characters of the JSON of
-the messages and tools: deliberately more than the bot's 4-characters estimate, so only /tokenize is exact.
+advertises it (vLLM's ModelCard.max_model_len, vllm/entrypoints/openai/protocol.py), POST /tokenize counts a
+chat request's tokens, and a chat request whose prompt plus max_tokens exceeds it gets vLLM's HTTP 400
+("This model's maximum context length is N tokens. However, you requested M tokens (P in the messages, C in
+the completion). Please reduce ..."; vllm/entrypoints/openai/serving_engine.py, v0.10.0, as quoted by a
+public vLLM test fixture). Its tokenizer counts one token per 3 characters of the JSON of the messages and
+tools: deliberately more than the bot's 4-characters estimate, so only /tokenize is exact.
 """
 
 from __future__ import annotations
