@@ -142,3 +142,18 @@ async def test_good_model_on_a_4096_token_server_keeps_full_marks(settings: Sett
         assert s_.run.context_limit == 4096 and s_.run.largest_request <= 4096 - 512
     # The server would have answered 400 to any request over its window: none was.
     assert all(small.count_tokens(r) + r["max_tokens"] <= 4096 for r in small.chat_requests)
+
+
+async def test_ask_with_a_thinking_only_reply_is_neither_empty_nor_the_thinking(
+    make_deps: Any, script: OpenAIScript
+) -> None:
+    from bot.sandbox.openai_script import say
+
+    for key in ("reasoning", "reasoning_content"):
+        turn = say("", reasoning="SECRET-THOUGHTS about the service")
+        turn.reasoning_key = key
+        script.push(turn, turn)
+        deps = make_deps()
+        answer = await deps.agent.ask([], "is the service up?")
+        assert answer.text.strip() and "SECRET-THOUGHTS" not in answer.text
+        assert "reasoning only" in answer.text

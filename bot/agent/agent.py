@@ -152,7 +152,12 @@ class Agent:
         result = await loop.run(messages)
         text = redact(strip_reasoning(result.answer)).strip()
         if not text:
-            text = "I could not reach an answer in time; try a narrower question."
+            # Never an empty reply, and never the model's reasoning in place of an answer.
+            text = (
+                "The model replied with reasoning only and no answer; ask again or rephrase the question."
+                if result.stop_reason == "no_answer"
+                else "I could not reach an answer in time; try a narrower question."
+            )
         return Answer(text=text, proposed=merge_actions(result.proposed), loop=result)
 
 

@@ -50,6 +50,9 @@ class Turn:
     status: int = 200
     error: str = ""
     delay_s: float = 0.0  # before answering (time-budget tests)
+    # vLLM renamed `reasoning_content` to `reasoning` (vllm-project/vllm PR #27752, Oct 2025) and later removed
+    # the old name (PR #33402, Jan 2026): servers in the field send either.
+    reasoning_key: str = "reasoning_content"
 
     def response(self) -> JSONResponse:
         """This turn's HTTP error, in vLLM's ErrorResponse shape."""
@@ -178,7 +181,7 @@ class OpenAIScript:
     def _completion(self, turn: Turn) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": turn.content or None}
         if turn.reasoning:
-            message["reasoning_content"] = turn.reasoning
+            message[turn.reasoning_key] = turn.reasoning
         if turn.tool_calls:
             message["tool_calls"] = self._calls(turn)
         return {
@@ -206,7 +209,7 @@ class OpenAIScript:
         async def events() -> Any:
             yield chunk({"role": "assistant", "content": ""})
             for i in range(0, len(turn.reasoning), 12):
-                yield chunk({"reasoning_content": turn.reasoning[i : i + 12]})
+                yield chunk({turn.reasoning_key: turn.reasoning[i : i + 12]})
             for i in range(0, len(turn.content), 16):
                 yield chunk({"content": turn.content[i : i + 16]})
             for idx, tc in enumerate(self._calls(turn)):

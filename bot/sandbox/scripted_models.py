@@ -79,7 +79,9 @@ def good(body: dict[str, Any]) -> Turn:
     """Reads the logs once, then answers from the evidence."""
     if _step(body) == 0 and body.get("tool_choice") != "none":
         return call("get_logs", {"since_minutes": 120, "min_severity": "ERROR"})
-    return say(right_plan(body), reasoning="Let me weigh the evidence before answering.")
+    turn = say(right_plan(body), reasoning="Let me weigh the evidence before answering.")
+    turn.reasoning_key = "reasoning"  # the field name current vLLM uses
+    return turn
 
 
 def unknown_tools(body: dict[str, Any]) -> Turn:
@@ -111,7 +113,9 @@ def malformed_args(body: dict[str, Any]) -> Turn:
 
 def thinking_only(body: dict[str, Any]) -> Turn:
     """Every reply is reasoning with no content (a reasoning parser that swallowed the answer)."""
-    return say("", reasoning="THOUGHT-ONLY: the answer would be redeploy with a lower max-model-len.")
+    turn = say("", reasoning="THOUGHT-ONLY: the answer would be redeploy with a lower max-model-len.")
+    turn.reasoning_key = "reasoning"
+    return turn
 
 
 def ignores_evidence(body: dict[str, Any]) -> Turn:
