@@ -39,6 +39,7 @@ def _args(inner: str) -> dict:
         ("flag:true", {"flag": True}),  # test_boolean_true
         ("flag:false", {"flag": False}),  # test_boolean_false
         ("param:null", {"param": None}),  # test_null_value
+        ("a:None,b:nil,c:NULL", {"a": None, "b": None, "c": None}),  # _parse_gemma4_value: null/none/nil, any case
         (
             'name:<|"|>test<|"|>,count:42,active:true,score:3.14',
             {"name": "test", "count": 42, "active": True, "score": 3.14},

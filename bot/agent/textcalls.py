@@ -56,7 +56,8 @@ _NEXT_KEY = re.compile(r"\s*(?:<\|\"\|>)?[A-Za-z_][\w.-]*(?:<\|\"\|>)?\s*:")
 _CALL_OVER = re.compile(r"\s*(?:$|</?\|?tool_call\|?>|call:|\})")  # what may follow the `}` ending a call
 _LIST_OVER = re.compile(r"\s*(?:$|[,}\]])")
 _NUMBER = re.compile(r"-?\d+(\.\d*)?([eE][-+]?\d+)?")  # "108." is 108.0, as vLLM reads it
-_WORDS = {"true": True, "True": True, "false": False, "False": False, "null": None, "None": None}
+_WORDS = {"true": True, "True": True, "false": False, "False": False}  # null/none/nil: any case, as vLLM
+_NULLS = {"null", "none", "nil"}
 
 
 def _gemma_calls(text: str) -> tuple[list[TextCall], str]:
@@ -145,10 +146,12 @@ class _Parser:
             return self._list()
         if i >= len(s) or s[i] in ",}" or (in_list and s[i] == "]"):
             return ""  # `key:` with nothing after it is an empty value (vLLM: {"key": ""})
-        for m in (_NUMBER.match(s, i), re.compile(r"true|false|null|True|False|None").match(s, i)):
+        for m in (_NUMBER.match(s, i), re.compile(r"true|false|True|False|(?i:null|none|nil)").match(s, i)):
             if m and (m.end() == len(s) or s[m.end()] in ",}] \n\t\r"):
                 self.i = m.end()
                 word = m.group(0)
+                if word.lower() in _NULLS:
+                    return None
                 if word in _WORDS:
                     return _WORDS[word]
                 return float(word) if m.group(1) is not None or m.group(2) else int(word)
