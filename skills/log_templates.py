@@ -25,10 +25,11 @@ _VAR_TOKEN = re.compile(
       (?:[\w-]+\.)+[\w-]+:\d+                      # host:port, host.name:port
     | \w[\w-]*(?:\.[\w-]+)+\.[a-z]+                # host names, dotted names ending lower-case (not Java classes)
     | (?:[\w.~-]*/){2,}[\w.~-]*                    # paths: /var/lib/x, a/b/c (two slashes or more)
-    | (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun|Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)  # dates in the text
     """
 )
 _EDGE = "()[]{}<>,;:'\"."
+# Day and month names are parts of dates inside the text (variables), not words of the event.
+_DATE_WORDS = frozenset("Mon Tue Wed Thu Fri Sat Sun Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split())
 # Masks applied inside a token (one combined pass, first alternative wins at each position).
 _MASKS = [
     r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b",  # IPv4[:port]
@@ -49,7 +50,9 @@ MIN_ANCHORS = 3
 
 def mask_token(tok: str) -> str:
     core = tok.strip(_EDGE)
-    if core and _VAR_TOKEN.fullmatch(core):
+    if core in _DATE_WORDS or (
+        ("." in core or "/" in core or ":" in core) and _VAR_TOKEN.fullmatch(core)  # cheap test first
+    ):
         i = tok.find(core)
         return tok[:i] + WILDCARD + tok[i + len(core) :]
     return _MASK.sub(WILDCARD, tok)
@@ -64,7 +67,10 @@ def _const(tok: str) -> str:
 
 
 def _is_var(tok: str) -> bool:
-    return tok.strip(_EDGE + "<>=") == "*" or tok.strip(_EDGE) == WILDCARD
+    return WILDCARD in tok and tok.strip(_VAR_EDGE) == "*"
+
+
+_VAR_EDGE = _EDGE + "<>="
 
 
 class TemplateMiner:
