@@ -96,7 +96,6 @@ class Loop:
             last = force_final or step == self.guards.max_steps - 1 or low_time
             if last and schemas:
                 messages.append({"role": "user", "content": prompts.load("final_step")})
-            self.schemas = schemas
             await self.fit(messages, res)
             try:
                 async with asyncio.timeout(max(remaining, 0.001)):
@@ -190,17 +189,18 @@ class Loop:
         res.context_limit = limit
         if limit is None:
             return size
-        # On a small window the answer gets at most a quarter of it (never less than MIN_ANSWER).
         room = limit - _answer_share(limit, self.client.max_tokens)
+        exact: int | None = None
         for _ in range(12):
             if size * self._ratio < room * NEAR:
                 break
             exact = await self.client.count_tokens(messages, schemas)
-            if exact is not None:
-                size = exact
-            if size <= room or not _shrink_largest(messages):
+            counted = exact if exact is not None else int(size * self._ratio)
+            if counted <= room or not _shrink_largest(messages):
                 break
-            size = message_tokens(messages) + schema_tokens
+            exact, size = None, message_tokens(messages) + schema_tokens
+        # The estimate scaled by this server's measured ratio when the last size was not counted.
+        size = exact if exact is not None else int(size * self._ratio)
         self._answer_tokens = max(MIN_ANSWER, min(self.client.max_tokens, limit - size))
         return size
 
