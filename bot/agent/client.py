@@ -77,8 +77,9 @@ class ModelClient:
         return self._context
 
     async def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int | None:
-        """Exact prompt tokens from vLLM's POST /tokenize (chat form: messages and tools, rendered with the
-        chat template, as the server will count them), or None when the server has no /tokenize."""
+        """Exact prompt tokens from vLLM's POST /tokenize (its TokenizeChatRequest takes `messages` and, on
+        current vLLM, `tools`, rendered with the chat template as the server will count them), or None when
+        the server has no /tokenize."""
         client = await self._connect()
         body: dict[str, Any] = {"model": self._model, "messages": messages}
         if tools:
