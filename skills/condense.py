@@ -213,7 +213,7 @@ def group_events(events: list[Event]) -> list[TemplateGroup]:
         if level(ev.severity) > level(acc.severity):
             acc.severity = ev.severity
     groups = []
-    for gid, acc in sorted(accs.items(), key=lambda kv: kv[1].order):
+    for gid, acc in sorted(_merged(miner, accs).items(), key=lambda kv: kv[1].order):
         ex = acc.example
         assert ex is not None
         groups.append(
@@ -228,6 +228,24 @@ def group_events(events: list[Event]) -> list[TemplateGroup]:
             )
         )
     return groups
+
+
+def _merged(miner: TemplateMiner, accs: dict[int, _Acc]) -> dict[int, _Acc]:
+    """Fold groups the miner merged after their lines arrived (variants of one event) into one."""
+    out: dict[int, _Acc] = {}
+    for gid, acc in sorted(accs.items(), key=lambda kv: kv[1].order):
+        root = miner.group(gid)
+        into = out.get(root)
+        if into is None:
+            out[root] = acc
+            continue
+        into.count += acc.count
+        into.startup = into.startup or acc.startup
+        into.first = min((t for t in (into.first, acc.first) if t is not None), default=None)
+        into.last = max((t for t in (into.last, acc.last) if t is not None), default=None)
+        if level(acc.severity) > level(into.severity):
+            into.severity, into.example = acc.severity, acc.example
+    return out
 
 
 def _example_text(ev: Event) -> str:

@@ -41,7 +41,7 @@ def test_several_calls_in_one_block_missing_end_tag_and_stripped_special_tokens(
 
 
 def test_unparseable_arguments_become_an_error_for_the_model() -> None:
-    calls, _ = parse_text_calls('<|tool_call>call:get_logs{since_minutes:<|"|>30}<tool_call|>')
+    calls, _ = parse_text_calls("<|tool_call>call:get_logs{since_minutes 30}<tool_call|>")
     assert calls[0].name == "get_logs" and "could not parse" in calls[0].error
 
 

@@ -383,17 +383,17 @@ def test_remediations_carry_concrete_parameters() -> None:
 
 
 def test_no_max_model_len_above_the_model_context() -> None:
-    # Requests longer than the model's whole context (131072 for this catalog model): raising --max-model-len
-    # past it cannot help, so no such button; the client has to send less.
+    # Requests longer than the model's whole context (262144 for the 12B: text_config.max_position_embeddings in
+    # its config.json, via the catalog): raising --max-model-len past it cannot help, so no such button.
     args = (
         "INFO 01-05 10:00:01 [utils.py:326] non-default args: {'model': '/mnt/models/gemma-4-12B-it-qat-w4a16-ct', "
         "'max_model_len': 131072}"
     )
-    over = "This model's maximum context length is 131072 tokens. However, you requested 150000 tokens."
+    over = "This model's maximum context length is 131072 tokens. However, you requested 300000 tokens."
     d = diagnose(entries(args, ("ERROR", over)))
     assert d.root_kinds() == ["context_length_exceeded"]
     assert d.findings[0].remediation.actions == []
-    assert any("above the model's context length (131072)" in s for s in d.findings[0].remediation.steps)
+    assert any("above the model's context length (262144)" in s for s in d.findings[0].remediation.steps)
     assert ("redeploy", {"model": "gemma-4-12b"}) in _actions(CASES["model_not_found"][2])  # '/mnt/models/gemma-4-12B'
     assert _actions(CASES["model_not_found"][0]) == []  # gemma-4-13b: no catalog model to guess
     svc3 = ServiceInfo(name="vllm-gemma4", min_instances=1, max_instances=3)

@@ -30,6 +30,7 @@ from .textcalls import strip_reasoning
 from .toolset import Toolset, findings_text
 
 _NARROW = "call the matching tool with narrower arguments"
+EVIDENCE_SECTIONS = 3  # findings and logs, service status, model metrics
 _FENCE = re.compile(r"```(?:json)?\s*\n?(.*?)```", re.DOTALL)
 
 
@@ -83,16 +84,24 @@ class Agent:
     ) -> Analysis:
         """Gather evidence, run the loop, return a validated plan (or the deterministic findings, and why)."""
         tools = Toolset(self.deps, service)
-        evidence, findings = await gather_evidence(tools, since_minutes)
+        client = self._client(progress)
+        registry = tools.registry()
+        loop = Loop(client, registry, self._guards())
+        # On a small served window the evidence is gathered to fit it, rather than cut afterwards.
+        probe = [
+            {"role": "system", "content": prompts.load("system")},
+            {"role": "user", "content": prompts.load("analyze").replace("{evidence}", context)},
+        ]
+        room = await loop.prepare(probe)
+        # Evidence takes at most 60% of the room left; tool results and the answer's history share the rest.
+        budget = None if room is None else max(100, room * 6 // 10 // EVIDENCE_SECTIONS)
+        evidence, findings = await gather_evidence(tools, since_minutes, budget)
         if context:
             evidence = "## Context (untrusted, from the alert or the user)\n" + context.strip() + "\n\n" + evidence
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": prompts.load("system")},
             {"role": "user", "content": redact(prompts.load("analyze").replace("{evidence}", evidence))},
         ]
-        client = self._client(progress)
-        registry = tools.registry()
-        loop = Loop(client, registry, self._guards())
         try:
             result = await loop.run(messages)
         except UserFacingError as exc:
@@ -103,9 +112,15 @@ class Agent:
         if plan is None and result.stop_reason in ("answered", "no_answer"):
             out.repaired = True
             messages.append({"role": "user", "content": prompts.load("repair").replace("{error}", err)})
-            out.tokens_sent += estimate_tokens(json.dumps(messages)) + estimate_tokens(json.dumps(registry.schemas()))
             try:
-                comp = await client.complete(messages, registry.schemas(), "none", self.settings.model_timeout_s)
+                # The repair request fits the window like every other (same tool list, counted into the run).
+                await loop.fit(messages, result)
+                out.tokens_sent = result.tokens_sent
+                comp = await client.complete(
+                    messages, loop.schemas, "none", self.settings.model_timeout_s, loop.answer_tokens
+                )
+                result.steps += 1
+                result.tokens_received += estimate_tokens(comp.content)
                 plan, err = parse_plan(comp.content)
             except UserFacingError as exc:
                 err = str(exc)
@@ -137,13 +152,19 @@ class Agent:
         result = await loop.run(messages)
         text = redact(strip_reasoning(result.answer)).strip()
         if not text:
-            text = "I could not reach an answer in time; try a narrower question."
+            # Never an empty reply, and never the model's reasoning in place of an answer.
+            text = (
+                "The model replied with reasoning only and no answer; ask again or rephrase the question."
+                if result.stop_reason == "no_answer"
+                else "I could not reach an answer in time; try a narrower question."
+            )
         return Answer(text=text, proposed=merge_actions(result.proposed), loop=result)
 
 
-async def gather_evidence(tools: Toolset, since_minutes: int) -> tuple[str, list[Any]]:
-    """The evidence an analysis starts from, as one text block, plus the deterministic findings."""
-    budget = tools.settings.agent_tool_result_tokens
+async def gather_evidence(tools: Toolset, since_minutes: int, budget: int | None = None) -> tuple[str, list[Any]]:
+    """The evidence an analysis starts from, as one text block, plus the deterministic findings; each of its
+    EVIDENCE_SECTIONS sections is cut to `budget` tokens (default: the tool-result budget)."""
+    budget = min(budget or tools.settings.agent_tool_result_tokens, tools.settings.agent_tool_result_tokens)
     findings: list[Any] = []
 
     async def section(title: str, source: str, coro: Any) -> str:

@@ -15,8 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import openai
 
+from skills.bench_plan import server_max_model_len
 from skills.errors import UserFacingError
 from skills.image_compat import load_image_data
 from skills.query import explain_openai_error
@@ -58,7 +60,47 @@ class ModelClient:
         self._temperature = temperature
         self._client: openai.AsyncOpenAI | None = None
         self._model = ""
+        self._context: int | None = None
+        self._root = ""
         self.requests = 0
+
+    @property
+    def max_tokens(self) -> int:
+        return self._max_tokens
+
+    async def _connect(self) -> openai.AsyncOpenAI:
+        if self._client is None:
+            self._client = await self._endpoint.client()
+            self._model = await self._endpoint.model_id()
+            self._root = str(self._client.base_url).rstrip("/").removesuffix("/v1")
+            # vLLM puts the served --max-model-len on each model card of /v1/models (ModelCard.max_model_len in
+            # vllm/entrypoints/openai/protocol.py); other servers may not, and then no limit is enforced here.
+            self._context = await server_max_model_len(self._client, self._model)
+        return self._client
+
+    async def context_limit(self) -> int | None:
+        """The served context length (max_model_len), or None when the server does not say."""
+        try:
+            await self._connect()
+        except (openai.OpenAIError, UserFacingError):
+            return None
+        return self._context
+
+    async def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int | None:
+        """Exact prompt tokens from vLLM's POST /tokenize (its TokenizeChatRequest takes `messages` and, on
+        current vLLM, `tools`, rendered with the chat template as the server will count them), or None when
+        the server has no /tokenize."""
+        client = await self._connect()
+        body: dict[str, Any] = {"model": self._model, "messages": messages}
+        if tools:
+            body["tools"] = tools
+        try:
+            resp = await client.post(self._root + "/tokenize", cast_to=httpx.Response, body=body)
+            data = resp.json()
+        except (openai.OpenAIError, ValueError):
+            return None
+        count = data.get("count") if isinstance(data, dict) else None
+        return int(count) if isinstance(count, int) else None
 
     @property
     def cold_waited_s(self) -> float:
@@ -70,10 +112,11 @@ class ModelClient:
         tools: list[dict[str, Any]] | None,
         tool_choice: str = "auto",
         timeout_s: float | None = None,
+        max_tokens: int | None = None,
     ) -> Completion:
         t0 = time.perf_counter()
         try:
-            result = await self._cold.call(lambda: self._once(messages, tools, tool_choice, timeout_s))
+            result = await self._cold.call(lambda: self._once(messages, tools, tool_choice, timeout_s, max_tokens))
         except openai.BadRequestError as exc:
             raise _bad_request(exc) from None
         except openai.OpenAIError as exc:
@@ -87,19 +130,18 @@ class ModelClient:
         tools: list[dict[str, Any]] | None,
         tool_choice: str,
         timeout_s: float | None,
+        max_tokens: int | None = None,
     ) -> Completion:
-        if self._client is None:
-            self._client = await self._endpoint.client()
-            self._model = await self._endpoint.model_id()
+        client = await self._connect()
         self.requests += 1
         extra: dict[str, Any] = {}
         if tools:
             extra = {"tools": tools, "tool_choice": tool_choice, "extra_body": dict(tool_request_fields())}
-        stream = await self._client.chat.completions.create(
+        stream = await client.chat.completions.create(
             model=self._model,
             messages=messages,  # type: ignore[arg-type]
             stream=True,
-            max_tokens=self._max_tokens,
+            max_tokens=max_tokens or self._max_tokens,
             temperature=self._temperature,
             timeout=timeout_s,
             **extra,

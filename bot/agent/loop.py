@@ -29,6 +29,9 @@ from .tools import ToolRegistry, compact_schema
 
 StopReason = Literal["answered", "step_cap", "time_budget", "no_answer"]
 MIN_STEP_S = 5.0  # with less time left than this, the next step is the final one
+NEAR = 0.6  # an estimate above this share of the room left is checked with the server's /tokenize
+LEAN_SHARE = 0.3  # tool schemas above this share of the room: use the lean tool list
+MIN_ANSWER = 512  # the least room left for the answer when the window is small
 
 
 @dataclass
@@ -39,7 +42,13 @@ class LoopResult:
     proposed: list[ProposedAction] = field(default_factory=list)
     executed: list[str] = field(default_factory=list)  # read-only tools actually run, in order
     notes: list[str] = field(default_factory=list)  # refusals and dropped proposals, for the log/footer
-    tokens_sent: int = 0  # estimated prompt tokens over all requests
+    tokens_sent: int = 0  # prompt tokens over all requests (counted by the server when near the limit)
+    tokens_received: int = 0  # estimated: the replies' text and tool-call arguments
+    largest_request: int = 0  # the largest single prompt, tool schemas included
+    context_limit: int | None = None  # the served max_model_len, when the server says
+    # Every call the model made and what became of it: ran, proposed, repeat, unknown_tool, invalid_args,
+    # refused_write (a change the policy refuses, such as destroy). The eval scores these.
+    calls: list[tuple[str, str]] = field(default_factory=list)
     model_s: float = 0.0
     loop_s: float = 0.0  # the loop's own time (total minus model and tool time)
     tool_s: float = 0.0
@@ -62,6 +71,12 @@ class Guards:
 
 class Loop:
     def __init__(self, client: ModelClient, registry: ToolRegistry, guards: Guards) -> None:
+        self._answer_tokens = client.max_tokens
+        self.schemas: list[dict[str, Any]] | None = registry.schemas() or None  # the tool list sent this run
+        self._prepared = False
+        self._room: int | None = None
+        self._result_tokens = guards.result_tokens
+        self._ratio = 1.0
         self.client = client
         self.registry = registry
         self.guards = guards
@@ -72,8 +87,8 @@ class Loop:
         res = LoopResult(answer="", stop_reason="step_cap")
         seen: dict[str, int] = {}
         force_final = False
-        schemas = self.registry.schemas() or None
-        schema_tokens = estimate_tokens(json.dumps(schemas)) if schemas else 0
+        await self.prepare(messages)
+        schemas = self.schemas
         for step in range(self.guards.max_steps):
             res.steps = step + 1
             remaining = self._remaining(t_start, res)
@@ -81,16 +96,21 @@ class Loop:
             last = force_final or step == self.guards.max_steps - 1 or low_time
             if last and schemas:
                 messages.append({"role": "user", "content": prompts.load("final_step")})
-            res.tokens_sent += message_tokens(messages) + schema_tokens
+            await self.fit(messages, res)
             try:
                 async with asyncio.timeout(max(remaining, 0.001)):
                     # The last step keeps the tool list but forbids calls: the prompt prefix (system + tools)
                     # stays byte-identical for vLLM's prefix cache, and the model must answer.
-                    comp = await self.client.complete(messages, schemas, "none" if last else "auto", remaining)
+                    comp = await self.client.complete(
+                        messages, schemas, "none" if last else "auto", remaining, self._answer_tokens
+                    )
             except TimeoutError:
                 res.stop_reason = "time_budget"
                 break
             res.model_s += comp.model_s
+            res.tokens_received += estimate_tokens(comp.content) + sum(
+                estimate_tokens(c.name + c.arguments) for c in comp.tool_calls
+            )
             calls, text = self._calls(comp, step)
             if not calls or last:
                 res.answer = text
@@ -116,6 +136,74 @@ class Loop:
         res.loop_s = time.perf_counter() - t_start - res.model_s - res.tool_s
         return res
 
+    async def prepare(self, probe: list[dict[str, Any]] | None = None) -> int | None:
+        """Read the served window, choose this run's tool list and calibrate the estimate on `probe` (the
+        messages so far) with one /tokenize. Returns the room left beyond `probe` for more content, in
+        estimate_tokens units, or None when the server states no window."""
+        if self._prepared:
+            return self._room
+        self._prepared = True
+        schemas = self.registry.schemas() or None
+        schema_tokens = estimate_tokens(json.dumps(schemas)) if schemas else 0
+        limit = await self.client.context_limit()
+        if schemas and limit and schema_tokens > (limit - self.client.max_tokens) * LEAN_SHARE:
+            # A small window: the whole run uses the lean tool list (one list per run keeps the prefix cacheable).
+            schemas = self.registry.lean_schemas()
+            schema_tokens = estimate_tokens(json.dumps(schemas))
+        self.schemas = schemas
+        if limit:
+            probe = probe or [{"role": "user", "content": "."}]
+            estimate = message_tokens(probe) + schema_tokens
+            exact = await self.client.count_tokens(probe, schemas)
+            # This server's tokenizer against the 4-characters estimate (never assumed kinder than it).
+            self._ratio = max(1.0, (exact or estimate) / max(1, estimate))
+            free = limit - _answer_share(limit, self.client.max_tokens) - (exact or estimate)
+            self._room = max(0, int(free / self._ratio))
+            # Tool results share what is left with the evidence and the history.
+            self._result_tokens = max(150, min(self.guards.result_tokens, self._room // 5))
+        return self._room
+
+    @property
+    def answer_tokens(self) -> int:
+        """max_tokens for the next request (less than configured when the window is small)."""
+        return self._answer_tokens
+
+    async def fit(self, messages: list[dict[str, Any]], res: LoopResult) -> int:
+        """Fit the next request (messages + `self.schemas`) into the window, and account for it in `res`."""
+        schemas = self.schemas
+        size = await self._fit(messages, schemas, estimate_tokens(json.dumps(schemas)) if schemas else 0, res)
+        res.tokens_sent += size
+        res.largest_request = max(res.largest_request, size)
+        return size
+
+    async def _fit(
+        self, messages: list[dict[str, Any]], schemas: list[dict[str, Any]] | None, schema_tokens: int, res: LoopResult
+    ) -> int:
+        """Keep the request within the served context minus the answer's max_tokens; returns its size.
+
+        The 4-characters estimate decides when to ask the server: within NEAR of the limit the prompt is
+        counted with /tokenize (the estimate can be off by a third on log text), and while it is over, the
+        largest tool result or evidence block is cut to half, with a marker, and counted again."""
+        size = message_tokens(messages) + schema_tokens
+        limit = await self.client.context_limit()
+        res.context_limit = limit
+        if limit is None:
+            return size
+        room = limit - _answer_share(limit, self.client.max_tokens)
+        exact: int | None = None
+        for _ in range(12):
+            if size * self._ratio < room * NEAR:
+                break
+            exact = await self.client.count_tokens(messages, schemas)
+            counted = exact if exact is not None else int(size * self._ratio)
+            if counted <= room or not _shrink_largest(messages):
+                break
+            exact, size = None, message_tokens(messages) + schema_tokens
+        # The estimate scaled by this server's measured ratio when the last size was not counted.
+        size = exact if exact is not None else int(size * self._ratio)
+        self._answer_tokens = max(MIN_ANSWER, min(self.client.max_tokens, limit - size))
+        return size
+
     def _remaining(self, t_start: float, res: LoopResult) -> float:
         # Cold-start waiting does not count against the time budget: the model was not thinking yet.
         cold_wait = self.client.cold_waited_s
@@ -135,17 +223,21 @@ class Loop:
         """(content for the model, whether it was refused as a repeat)."""
         tool = self.registry.get(call.name)
         if tool is None:
+            res.calls.append((call.name, "unknown_tool"))
             names = ", ".join(self.registry.names())
             return f"Error: there is no tool named {call.name!r}. Available tools: {names}.", False
         if call.error or call.arguments is None:
+            res.calls.append((call.name, "invalid_args"))
             return _arg_error(call.name, call.error or "arguments missing", tool.args), False
         try:
             args = tool.args.model_validate(call.arguments)
         except ValidationError as exc:
+            res.calls.append((call.name, "invalid_args"))
             detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors()[:6])
             return _arg_error(call.name, detail, tool.args), False
         key = call.name + json.dumps(args.model_dump(mode="json"), sort_keys=True)
         if key in seen:
+            res.calls.append((call.name, "repeat"))
             return (
                 f"Refused: you already called {call.name} with these arguments at step {seen[key] + 1}; "
                 "its result is above. Do not repeat a call: change the arguments or give your final answer.",
@@ -162,20 +254,48 @@ class Loop:
         except Exception as exc:  # a tool bug must not end the investigation; the model can try another way
             out = f"Error from {call.name}: {type(exc).__name__}"
         res.executed.append(call.name)
+        res.calls.append((call.name, "ran"))
         # Everything sent to the model is redacted; tool output is data, and it is bounded.
-        return truncate(redact(out), self.guards.result_tokens, tool.narrow_hint), False
+        return truncate(redact(out), self._result_tokens, tool.narrow_hint), False
 
     def _propose(self, name: str, params: dict[str, Any], res: LoopResult) -> str:
         reason = str(params.pop("reason", ""))
         action, note = sanitize_action(ProposedAction(action=name, params=params, reason=reason))
         if action is None:
+            res.calls.append((name, "refused_write"))
             res.notes.append(f"not proposed: {note}")
             return f"Not recorded: {note}."
         res.proposed.append(action)
+        res.calls.append((name, "proposed"))
         return (
             f"Recorded as a proposed action ({name} {json.dumps(action.params, sort_keys=True)}). It was NOT "
             "executed: a human must approve it. Continue the investigation or give your final answer."
         )
+
+
+def _answer_share(limit: int, max_tokens: int) -> int:
+    """On a small window the answer gets at most a quarter of it (never less than MIN_ANSWER)."""
+    return max(MIN_ANSWER, min(max_tokens, limit // 4))
+
+
+def _shrink_largest(messages: list[dict[str, Any]]) -> bool:
+    """Halve the largest tool result, else the largest user message keeping its head (the instructions) and
+    its tail; never the system prompt. False when nothing is left worth cutting."""
+    for roles in (("tool",), ("user",)):
+        sizes = [(len(str(m.get("content") or "")), i) for i, m in enumerate(messages) if m.get("role") in roles]
+        sizes = [(n, i) for n, i in sizes if n > 400]
+        if not sizes:
+            continue
+        n, i = max(sizes)
+        text = str(messages[i]["content"])
+        if roles == ("tool",):
+            cut = truncate(text, estimate_tokens(text) // 2, "the context window is small: ask for less")
+        else:
+            keep = n // 4
+            cut = text[:keep] + "\n[... cut to fit the context window ...]\n" + text[-keep:]
+        messages[i] = {**messages[i], "content": cut}
+        return True
+    return False
 
 
 def _json_args(raw: str) -> tuple[dict[str, Any] | None, str]:

@@ -63,5 +63,26 @@ class ToolRegistry:
     def schemas(self) -> list[dict[str, Any]]:
         return self._schemas
 
+    def lean_schemas(self) -> list[dict[str, Any]]:
+        """The tool list for a small context window: the read-only tools only (changes are proposed in the
+        final plan's proposed_actions, whose params the analyze prompt lists; a call to a change tool still
+        records a proposal), first sentence of each description, no per-field prose."""
+        return [_lean(s) for s, t in zip(self._schemas, self._tools.values(), strict=True) if not t.modifies]
+
     def __len__(self) -> int:
         return len(self._tools)
+
+
+def _lean(node: Any, top: bool = True) -> Any:
+    if isinstance(node, dict):
+        out = {}
+        for k, v in node.items():
+            if k == "description" and isinstance(v, str):
+                if not top:
+                    continue
+                v = v.split(". ")[0].rstrip(".") + "."
+            out[k] = _lean(v, top=top and k in ("function",))
+        return out
+    if isinstance(node, list):
+        return [_lean(v, top=False) for v in node]
+    return node

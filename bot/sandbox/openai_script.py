@@ -4,6 +4,14 @@ Serves /v1/models, /v1/chat/completions (JSON, or SSE `data: {...}` chunks endin
 request asks to stream), /health and /metrics (Prometheus text, like vLLM). Each chat request consumes the
 next scripted turn: an assistant message (content, structured tool calls, reasoning) or an HTTP error (400
 tool-choice, 503/429 cold start). Every request body is recorded so tests can check what the bot sent.
+
+With `max_model_len` set it also behaves like a vLLM server started with `--max-model-len`: the model card
+advertises it (vLLM's ModelCard.max_model_len, vllm/entrypoints/openai/protocol.py), POST /tokenize counts a
+chat request's tokens, and a chat request whose prompt plus max_tokens exceeds it gets vLLM's HTTP 400
+("This model's maximum context length is N tokens. However, you requested M tokens (P in the messages, C in
+the completion). Please reduce ..."; vllm/entrypoints/openai/serving_engine.py, v0.10.0, as quoted by a
+public vLLM test fixture). Its tokenizer counts one token per 3 characters of the JSON of the messages and
+tools: deliberately more than the bot's 4-characters estimate, so only /tokenize is exact.
 """
 
 from __future__ import annotations
@@ -42,6 +50,14 @@ class Turn:
     status: int = 200
     error: str = ""
     delay_s: float = 0.0  # before answering (time-budget tests)
+    # vLLM renamed `reasoning_content` to `reasoning` (vllm-project/vllm PR #27752, Oct 2025) and later removed
+    # the old name (PR #33402, Jan 2026): servers in the field send either.
+    reasoning_key: str = "reasoning"  # the current name; tests set the old one explicitly
+
+    def response(self) -> JSONResponse:
+        """This turn's HTTP error, in vLLM's ErrorResponse shape."""
+        body = {"object": "error", "message": self.error, "type": "BadRequestError", "param": None, "code": self.status}
+        return JSONResponse(body, status_code=self.status)
 
 
 def say(content: str, reasoning: str = "") -> Turn:
@@ -59,8 +75,10 @@ def fail(status: int, message: str) -> Turn:
 
 
 class OpenAIScript:
-    def __init__(self, *turns: Turn, model_id: str = "google/gemma-4-12b-it") -> None:
+    def __init__(self, *turns: Turn, model_id: str = "google/gemma-4-12b-it", max_model_len: int | None = None) -> None:
         self.model_id = model_id
+        self.max_model_len = max_model_len
+        self.tokenize_calls = 0
         self.turns: deque[Turn] = deque(turns)
         self.requests: list[dict[str, Any]] = []
         self.metrics_text = METRICS
@@ -71,6 +89,7 @@ class OpenAIScript:
             routes=[
                 Route("/v1/models", self._models),
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/tokenize", self._tokenize, methods=["POST"]),
                 Route("/health", self._health),
                 Route("/metrics", self._metrics),
             ]
@@ -85,7 +104,33 @@ class OpenAIScript:
         return [r for r in self.requests if "messages" in r]
 
     async def _models(self, request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [{"id": self.model_id, "object": "model", "owned_by": "vllm"}]})
+        card: dict[str, Any] = {"id": self.model_id, "object": "model", "owned_by": "vllm"}
+        if self.max_model_len:
+            card["max_model_len"] = self.max_model_len
+        return JSONResponse({"object": "list", "data": [card]})
+
+    @staticmethod
+    def count_tokens(body: dict[str, Any]) -> int:
+        text = json.dumps(body.get("messages") or []) + json.dumps(body.get("tools") or [])
+        return (len(text) + 2) // 3
+
+    async def _tokenize(self, request: Request) -> Response:
+        body = await request.json()
+        unknown = set(body) - {"model", "messages", "tools", "prompt", "add_generation_prompt"}
+        if unknown or not isinstance(body.get("messages", body.get("prompt")), list | str):
+            return JSONResponse(
+                {
+                    "object": "error",
+                    "message": f"bad /tokenize body: {sorted(unknown)}",
+                    "type": "BadRequestError",
+                    "param": None,
+                    "code": 400,
+                },
+                status_code=400,
+            )
+        self.tokenize_calls += 1
+        n = self.count_tokens(body) if "messages" in body else (len(str(body["prompt"])) + 2) // 3
+        return JSONResponse({"count": n, "max_model_len": self.max_model_len or 0, "tokens": list(range(n))})
 
     async def _health(self, request: Request) -> Response:
         return Response(status_code=200)
@@ -98,6 +143,19 @@ class OpenAIScript:
         with self._lock:
             self.requests.append(body)
             turn = self.turns.popleft() if self.turns else None
+        if self.max_model_len:
+            prompt = self.count_tokens(body)
+            completion = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+            if prompt + completion > self.max_model_len:
+                if turn is not None:
+                    with self._lock:
+                        self.turns.appendleft(turn)  # a rejected request does not consume its turn
+                return fail(
+                    400,
+                    f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
+                    f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the completion). "
+                    "Please reduce the length of the messages or completion.",
+                ).response()
         if turn is None:
             turn = self.otherwise(body) if self.otherwise else fail(500, "script exhausted")
         if turn.delay_s:
@@ -105,16 +163,7 @@ class OpenAIScript:
 
             await asyncio.sleep(turn.delay_s)
         if turn.status != 200:
-            return JSONResponse(
-                {
-                    "object": "error",
-                    "message": turn.error,
-                    "type": "BadRequestError",
-                    "param": None,
-                    "code": turn.status,
-                },
-                status_code=turn.status,
-            )
+            return turn.response()
         if body.get("stream"):
             return StreamingResponse(self._sse(turn), media_type="text/event-stream")
         return JSONResponse(self._completion(turn))
@@ -132,7 +181,7 @@ class OpenAIScript:
     def _completion(self, turn: Turn) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": turn.content or None}
         if turn.reasoning:
-            message["reasoning"] = turn.reasoning  # vLLM's field name since the Gemma 4 releases
+            message[turn.reasoning_key] = turn.reasoning
         if turn.tool_calls:
             message["tool_calls"] = self._calls(turn)
         return {
@@ -160,7 +209,7 @@ class OpenAIScript:
         async def events() -> Any:
             yield chunk({"role": "assistant", "content": ""})
             for i in range(0, len(turn.reasoning), 12):
-                yield chunk({"reasoning": turn.reasoning[i : i + 12]})
+                yield chunk({turn.reasoning_key: turn.reasoning[i : i + 12]})
             for i in range(0, len(turn.content), 16):
                 yield chunk({"content": turn.content[i : i + 16]})
             for idx, tc in enumerate(self._calls(turn)):

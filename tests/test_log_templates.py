@@ -1,0 +1,67 @@
+"""The log grouper on variables that are not whitespace-separated tokens (skills/log_templates.py).
+
+Generalisation is measured by bench/log_grouping.py on Loghub systems kept out of the repository; these tests
+pin the shapes one by one so that a change to the masks shows which shape it broke.
+"""
+
+from __future__ import annotations
+
+from skills.log_templates import TemplateMiner, mask
+
+
+def _groups(lines: list[str]) -> list[int]:
+    miner = TemplateMiner()
+    gids = [miner.add(line) for line in lines]
+    return [miner.group(g) for g in gids]
+
+
+def test_host_port_and_host_names_are_variables() -> None:
+    g = _groups(
+        [
+            "proxy.cse.cuhk.edu.hk:5070 open through proxy proxy.cse.cuhk.edu.hk:5070 HTTPS",
+            "clients4.google.com:443 open through proxy proxy.cse.cuhk.edu.hk:5070 HTTPS",
+            "short.weixin.qq.com:80 open through proxy 10.0.0.1:5070 HTTPS",
+            "short.weixin.qq.com:80 open through proxy 10.0.0.1:5070 SOCKS5",
+        ]
+    )
+    assert g[0] == g[1] == g[2]
+    assert g[3] != g[0]  # a protocol name is not a variable
+
+
+def test_process_name_before_a_separator() -> None:
+    assert mask("sshd[1234]: Accepted password") == "sshd[<*>]: Accepted password"
+    g = _groups(["com.apple.cache.daily: told me to run", "com.apple.icloud.fmfd.heartbeat: told me to run"])
+    assert g[0] == g[1]
+
+
+def test_paths_and_mixed_ids() -> None:
+    assert mask("Removable base files: /var/lib/nova/instances/_base/a489c868") == "Removable base files: <*>"
+    assert mask("node node-12 via jA9J1dQ7016560: blk_-1608999687919862906") == "node <*> via <*>: <*>"
+    g = _groups(["deleting /tmp/a/b now", "deleting /srv/x/y/z.log now"])
+    assert g[0] == g[1]
+
+
+def test_numbers_with_units_and_annotations_are_one_variable() -> None:
+    g = _groups(
+        [
+            "host.example.com:80 close, 2034 bytes (1.98 KB) sent, 4206 bytes (4.10 KB) received, lifetime 00:39",
+            "host.example.com:80 close, 785 bytes sent, 145 bytes received, lifetime <1 sec",
+        ]
+    )
+    assert g[0] == g[1]
+
+
+def test_key_value_words_merge_only_when_many_values_appear() -> None:
+    users = ["root", "uucp", "ftp", "git", "guest", "admin"]
+    lines = [f"authentication failure; logname= uid=0 tty=ssh rhost=10.0.0.{i} user={u}" for i, u in enumerate(users)]
+    assert len(set(_groups(lines))) == 1
+    states = ["Started", "Stopped", "Paused", "Resumed"]
+    lines = [f"[instance: 70c1714b-c11b-4c88-b300-239afe1f5ff8] VM {s} (Lifecycle Event)" for s in states * 3]
+    assert len(set(_groups(lines))) == 4
+
+
+def test_template_of_a_merged_group_has_the_wildcard() -> None:
+    miner = TemplateMiner()
+    gids = [miner.add(f"session closed for user {u} on tty1") for u in ["a", "b", "c", "d", "e"]]
+    assert len({miner.group(g) for g in gids}) == 1
+    assert miner.template(gids[0]) == "session closed for user <*> on tty1"
