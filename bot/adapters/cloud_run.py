@@ -23,7 +23,9 @@ from skills.ports import (
     TrafficTarget,
 )
 from skills.render_service import strip_output_only
+from skills.service_name import check_service_name
 
+from .blocking import BlockingPool, call_retry
 from .google_auth import cloud_credentials
 
 T = TypeVar("T")
@@ -144,6 +146,13 @@ class CloudRunRuntime:
         self._services: run_v2.ServicesClient | None = None
         self._revisions: run_v2.RevisionsClient | None = None
         self._project = ""
+        self._pool = BlockingPool("Cloud Run", settings.cloud_client_threads)
+        # Passed to every call: the client's own retries stop at the deadline (threads cannot be killed).
+        self._opts: dict[str, Any] = {
+            "retry": call_retry(settings.cloud_call_deadline_s),
+            "timeout": settings.cloud_call_deadline_s,
+        }
+        self._write_opts: dict[str, Any] = {"retry": None, "timeout": settings.cloud_call_deadline_s}  # no replays
 
     def _clients(self) -> tuple[run_v2.ServicesClient, run_v2.RevisionsClient]:
         if self._services is None or self._revisions is None:
@@ -159,12 +168,13 @@ class CloudRunRuntime:
         return self._services, self._revisions
 
     def service_path(self, name: str) -> str:
+        check_service_name(name)  # before any client call: the name becomes part of the API path
         self._clients()
         return f"projects/{self._project}/locations/{self._settings.google_cloud_location}/services/{name}"
 
     async def _call(self, what: str, fn: Callable[[], T]) -> T:
         try:
-            return await asyncio.to_thread(fn)
+            return await self._pool.run(fn)
         except gexc.GoogleAPICallError as exc:
             raise explain_api_error(exc, what) from None
         except gexc.RetryError as exc:
@@ -172,7 +182,8 @@ class CloudRunRuntime:
 
     async def get_service(self, name: str) -> ServiceInfo:
         services, _ = self._clients()
-        svc = await self._call(f"service {name}", lambda: services.get_service(name=self.service_path(name)))
+        path = self.service_path(name)
+        svc = await self._call(f"service {name}", lambda: services.get_service(name=path, **self._opts))
         return service_to_info(svc)
 
     async def get_service_spec(self, name: str) -> dict[str, Any] | None:
@@ -184,11 +195,13 @@ class CloudRunRuntime:
     async def list_revisions(self, service: str, limit: int = 10) -> list[RevisionInfo]:
         services, revisions = self._clients()
         path = self.service_path(service)
-        svc = await self._call(f"service {service}", lambda: services.get_service(name=path))
+        svc = await self._call(f"service {service}", lambda: services.get_service(name=path, **self._opts))
         traffic = {t.revision.rsplit("/", 1)[-1]: t.percent for t in svc.traffic_statuses}
         revs = await self._call(
             f"revisions of {service}",
-            lambda: list(revisions.list_revisions(request={"parent": path, "page_size": min(limit, 100)})),
+            lambda: list(
+                revisions.list_revisions(request={"parent": path, "page_size": min(limit, 100)}, **self._opts)
+            ),
         )
         revs.sort(key=lambda r: r.create_time, reverse=True)
         return [revision_to_info(r, traffic) for r in revs[:limit]]
@@ -196,7 +209,7 @@ class CloudRunRuntime:
     async def get_revision(self, service: str, revision: str) -> RevisionInfo:
         _, revisions = self._clients()
         path = f"{self.service_path(service)}/revisions/{revision}"
-        rev = await self._call(f"revision {revision}", lambda: revisions.get_revision(name=path))
+        rev = await self._call(f"revision {revision}", lambda: revisions.get_revision(name=path, **self._opts))
         return revision_to_info(rev)
 
     async def apply_service(self, name: str, spec: dict[str, Any], *, create: bool) -> str:
@@ -207,11 +220,14 @@ class CloudRunRuntime:
             parent = self.service_path(name).rsplit("/services/", 1)[0]
             svc.name = ""
             op = await self._call(
-                f"create service {name}", lambda: services.create_service(parent=parent, service=svc, service_id=name)
+                f"create service {name}",
+                lambda: services.create_service(parent=parent, service=svc, service_id=name, **self._write_opts),
             )
         else:
             svc.name = self.service_path(name)
-            op = await self._call(f"update service {name}", lambda: services.update_service(service=svc))
+            op = await self._call(
+                f"update service {name}", lambda: services.update_service(service=svc, **self._write_opts)
+            )
         return str(op.operation.name)
 
     async def wait_operation(self, operation: str, timeout_s: float) -> OperationProgress:
@@ -219,7 +235,7 @@ class CloudRunRuntime:
         services, _ = self._clients()
         deadline = time.monotonic() + timeout_s
         while True:
-            op = await self._call("operation", lambda: services.get_operation({"name": operation}))
+            op = await self._call("operation", lambda: services.get_operation({"name": operation}, **self._opts))
             if op.done:
                 err = op.error.message if op.HasField("error") else ""
                 return OperationProgress(done=True, phase="failed" if err else "done", error=err)
@@ -229,5 +245,6 @@ class CloudRunRuntime:
 
     async def delete_service(self, name: str) -> str:
         services, _ = self._clients()
-        op = await self._call(f"delete service {name}", lambda: services.delete_service(name=self.service_path(name)))
+        path = self.service_path(name)
+        op = await self._call(f"delete service {name}", lambda: services.delete_service(name=path, **self._write_opts))
         return str(op.operation.name)
