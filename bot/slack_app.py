@@ -30,6 +30,7 @@ from handlers.context import ActionContext, CommandContext
 from handlers.render_slack import to_blocks
 from handlers.reply import FileOut, Reply
 from handlers.router import help_reply, lookup, parse, run_action, run_command
+from skills.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +152,8 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             text, blocks = to_blocks(help_reply(unknown=None if name == "help" else name))
             await ack(text=text, blocks=blocks, response_type="ephemeral")
             return
-        await ack(text=f"{cmd.ack} (`/gemma {body.get('text', '').strip()}`)", response_type="ephemeral")
+        echo = redact(str(body.get("text", "")).strip())[:200]  # a pasted secret is not echoed back
+        await ack(text=f"{cmd.ack} (`/gemma {echo}`)", response_type="ephemeral")
         responder = CommandResponder(
             client, body.get("channel_id", ""), body.get("response_url", ""), body.get("trigger_id", "")
         )

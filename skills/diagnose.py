@@ -93,7 +93,9 @@ def diagnose(
     """
     from skills.analyzers import run_all
     from skills.analyzers.base import LogView
+    from skills.redact_entries import redact_entries
 
+    entries = redact_entries(entries)  # first, before anything reads the text
     view = LogView.build(entries, service)
     findings = run_all(view)
     findings.sort(key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), f.first_seen or "~"))

@@ -23,6 +23,7 @@ from bot.settings import Settings
 from skills.errors import CloudUnavailable, InvalidInput
 from skills.logs import entry_from_api
 from skills.ports import LogBatch, LogEntry, LogQuery
+from skills.redact_entries import redact_entries
 
 _NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
 _SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
@@ -141,7 +142,8 @@ class CloudLoggingLogs:
                 f"Cannot reach Cloud Logging ({type(exc).__name__}).", "Try again shortly."
             ) from None
         entries.reverse()  # fetched newest first so the caps keep recent lines; read oldest first
-        return LogBatch(entries=entries, truncated=truncated)
+        # Each entry was redacted as it was read; this pass catches key blocks printed one line per entry.
+        return LogBatch(entries=redact_entries(entries), truncated=truncated)
 
 
 class _DeadlineSession(AuthorizedSession):
