@@ -112,6 +112,8 @@ _COOKIE_SUB = _split_sub("cookie")
 
 def _flag_sub(m: re.Match[str]) -> str:
     return m.group(1) + m.group(2) + MARK.format("secret")
+
+
 _BEARER_SUB = _split_sub("bearer")
 _BASIC_SUB = _split_sub("basic_auth", _basic_is_prose)
 

@@ -48,9 +48,13 @@ class EntryRedactor:
             if "\n" not in body and _BODY.fullmatch(body):
                 return _KEY_MARK if body else raw
             self._open.discard(stream)  # not key material: the block was cut off; read this line normally
-        if "PRIVATE KEY" in raw and _opens_block(raw):
+        out = redact(raw)
+        # A block left open: seen raw, or already masked to the end of this text by an earlier redact() (the
+        # entry reader redacts each entry as it reads it; a masked complete block here at worst masks the
+        # base64-looking lines that follow it).
+        if ("PRIVATE KEY" in raw and _opens_block(raw)) or out.rstrip().endswith(_KEY_MARK):
             self._open.add(stream)
-        return redact(raw)
+        return out
 
     def entry(self, e: LogEntry) -> LogEntry:
         text = self.text(e.text, (e.log_name, e.revision))

@@ -22,6 +22,7 @@ from skills.ports import (
     ServiceInfo,
     TrafficTarget,
 )
+from skills.redact import redact
 from skills.render_service import strip_output_only
 from skills.service_name import check_service_name
 
@@ -35,7 +36,7 @@ def explain_api_error(exc: gexc.GoogleAPICallError, what: str) -> UserFacingErro
     """One clear sentence per Cloud Run API failure, with what to do next."""
     msg = (exc.message or str(exc)).strip()
     # The REST transport prefixes "PATCH https://…/services/x?$alt=…: "; the sentence needs only the reason.
-    msg = re.sub(r"^(GET|POST|PATCH|PUT|DELETE) \S+: ", "", msg)
+    msg = redact(re.sub(r"^(GET|POST|PATCH|PUT|DELETE) \S+: ", "", msg))  # an API error may quote a credential
     if isinstance(exc, gexc.NotFound):
         return NotFound(
             f"{what}: not found.", "Check VLLM_SERVICE_NAME, GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION."

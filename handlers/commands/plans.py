@@ -29,6 +29,7 @@ from skills.deploy_env import DeployEnv
 from skills.errors import InvalidInput
 from skills.plan_actions import build_plan
 from skills.plans import Plan, PlanStore
+from skills.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +198,7 @@ def progress_reply(plan: Plan, user_id: str, p: Progress) -> Reply:
             text="  →  ".join(f"*{s}*" if i == idx else (s if i < idx else f"_{s}_") for i, s in enumerate(steps))
         )
     if p.detail:
-        reply.add(text=p.detail)
+        reply.add(text=redact(p.detail))
     if p.log_lines:
         reply.add(heading="First error lines", code="\n".join(p.log_lines))
     if plan.kind in ("deploy", "redeploy") and not p.done and plan.cold_start_s:
@@ -230,7 +231,7 @@ def outcome_line(plan: Plan, user_id: str, result: ExecResult, elapsed_s: float)
     if result.ok:
         title = f":white_check_mark: Action done: {plan.kind} `{plan.service}` succeeded"
     else:
-        title = f":x: Action failed: {plan.kind} `{plan.service}`: {result.detail[:300]}"
+        title = f":x: Action failed: {plan.kind} `{plan.service}`: {redact(result.detail)[:300]}"
     reply = Reply(title=title + f" ({_elapsed(elapsed_s)}, confirmed by <@{user_id}>)")
     reply.context = f"plan `{plan.id}`: {plan.summary[:200]}"
     return reply
