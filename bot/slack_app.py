@@ -291,9 +291,9 @@ async def _run_command(deps: Deps, ctx: CommandContext, name: str) -> None:
             if reply.title.startswith(":warning:"):
                 outcome = "error"
             await ctx.responder.reply(reply)
-    except Exception:
+    except Exception as exc:  # the command itself already turned its errors into a reply: this is delivery
         outcome = "failed"
-        log.exception("could not deliver the answer to /gemma %s", name)
+        log.warning("could not deliver the answer to /gemma %s: %s: %s", name, type(exc).__name__, str(exc)[:300])
     finally:
         deps.telemetry.commands.labels(name, outcome).inc()
         deps.telemetry.command_latency.labels(name).observe(time.perf_counter() - t0)
@@ -304,5 +304,7 @@ async def _run_action(ctx: ActionContext) -> None:
         reply = await run_action(ctx)
         if reply is not None:
             await ctx.responder.reply(reply)
-    except Exception:
-        log.exception("could not deliver the result of action %s", ctx.action_id)
+    except Exception as exc:  # run_action already turned the action's errors into a reply: this is delivery
+        log.warning(
+            "could not deliver the result of action %s: %s: %s", ctx.action_id, type(exc).__name__, str(exc)[:300]
+        )

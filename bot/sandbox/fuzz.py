@@ -147,13 +147,18 @@ def _hmac(secret: str, ts: str, body: bytes) -> str:
 
 
 def alert_cases(
-    rng: random.Random, n: int, gcp: dict[str, Any], am: dict[str, Any], creds: tuple[str, str, str]
+    rng: random.Random,
+    n: int,
+    gcp: dict[str, Any],
+    am: dict[str, Any],
+    creds: tuple[str, str, str],
+    paths: tuple[str, ...] = ("/alerts/gcp", "/alerts/alertmanager"),
 ) -> Iterator[tuple[str, bytes, dict[str, str]]]:
-    """`n` (path, body, headers) for the alert webhooks, from example payloads `gcp` and `am`;
+    """`n` (path, body, headers) for the alert webhooks in `paths`, from example payloads `gcp` and `am`;
     `creds` = (user, password, token). About half authenticated."""
     user, password, token = creds
     for _ in range(n):
-        path = rng.choice(["/alerts/gcp", "/alerts/alertmanager"])
+        path = rng.choice(paths)
         base = gcp if path == "/alerts/gcp" else am
         kind = rng.randrange(4)
         if kind == 0:
@@ -162,11 +167,14 @@ def alert_cases(
             body = json.dumps(_retype(rng, json.loads(json.dumps(base)))).encode()
         elif kind == 2:
             body = _mutate(rng, json.dumps(base).encode())
-        else:
+        elif path == "/alerts/gcp":
             p = json.loads(json.dumps(gcp))
             p["incident"]["started_at"] = rng.choice([10**20, -(10**20), -1, 1_700_000_000_000, 2**63, 0, "x"])
             body = json.dumps(p).encode()
-            path = "/alerts/gcp"
+        else:
+            p = json.loads(json.dumps(am))
+            p["alerts"] = p["alerts"] * rng.choice([0, 2, 1001])
+            body = json.dumps(p).encode()
         headers = {"Content-Type": rng.choice(["application/json", "text/plain"])}
         roll = rng.random()
         if roll < 0.5:
