@@ -83,10 +83,15 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
             log.warning("signed Slack request Bolt could not read (%s: %s)", type(exc).__name__, str(exc)[:200])
             return PlainTextResponse("malformed Slack payload", status_code=400)
         try:
-            return to_starlette_response(await bolt.async_dispatch(bolt_request))
+            response = await bolt.async_dispatch(bolt_request)
         except Exception as exc:
             log.warning("signed Slack request failed in dispatch (%s: %s)", type(exc).__name__, str(exc)[:200])
             return PlainTextResponse("malformed Slack payload", status_code=400)
+        if response.status >= 500:
+            # Our listeners only ack and spawn: Bolt answering 500 means a payload shape it could not read.
+            log.warning("Bolt could not handle a signed Slack request (answered %s); answering 400", response.status)
+            return PlainTextResponse("malformed Slack payload", status_code=400)
+        return to_starlette_response(response)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True})

@@ -111,6 +111,16 @@ def _check_shape(data: dict[str, Any]) -> None:
         v = data.get(key)
         if v is not None and not isinstance(v, str):
             raise _bad(f"field {key!r} must be a string")
+    for key in ("event", "view"):  # Bolt calls .get on these when the key is there at all
+        if key in data and not isinstance(data[key], dict):
+            raise _bad(f"field {key!r} must be an object")
+    actions = data.get("actions")
+    if data.get("type") == "block_actions" and not actions:
+        raise _bad("block_actions without actions")
+    for a in actions or []:
+        for key in ("action_id", "block_id", "type", "value", "action_ts"):
+            if a.get(key) is not None and not isinstance(a[key], str):
+                raise _bad(f"field actions[].{key} must be a string")
     event = data.get("event")
     if isinstance(event, dict):
         for key in ("type", "user", "channel", "text", "ts", "thread_ts", "bot_id", "subtype"):
@@ -121,5 +131,9 @@ def _check_shape(data: dict[str, Any]) -> None:
     if isinstance(view, dict):
         if not isinstance(view.get("private_metadata", ""), str) or not isinstance(view.get("callback_id", ""), str):
             raise _bad("view.private_metadata and view.callback_id must be strings")
-        if not isinstance(view.get("state", {}), dict):
-            raise _bad("view.state must be an object")
+        state = view.get("state", {})
+        values = state.get("values", {}) if isinstance(state, dict) else None
+        if not isinstance(values, dict) or not all(
+            isinstance(els, dict) and all(isinstance(el, dict) for el in els.values()) for els in values.values()
+        ):
+            raise _bad("view.state.values must map block ids to objects of input objects")
