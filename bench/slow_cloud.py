@@ -16,26 +16,38 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.sandbox.cloud_run_api import CloudRunStandIn  # noqa: E402
-from bot.sandbox.model_server import ModelServerStandIn  # noqa: E402
-from bot.sandbox.monitoring_grpc import MonitoringStandIn, serve_monitoring  # noqa: E402
-from bot.sandbox.server import serve  # noqa: E402
-from bot.sandbox.slack_api import SlackStandIn  # noqa: E402
-from bot.sandbox.slack_signing import command_body, signed_headers  # noqa: E402
-from bot.settings import load_settings  # noqa: E402
-from bot.web import create_app  # noqa: E402
-from bot.wiring import build_deps  # noqa: E402
+from bot.sandbox.cloud_run_api import CloudRunStandIn
+from bot.sandbox.model_server import ModelServerStandIn
+from bot.sandbox.monitoring_grpc import MonitoringStandIn, serve_monitoring
+from bot.sandbox.server import serve
+from bot.sandbox.slack_api import SlackStandIn
+from bot.sandbox.slack_signing import command_body, signed_headers
+from bot.settings import load_settings
+from bot.web import create_app
+from bot.wiring import build_deps
 
 SECRET = "bench-slow-cloud-secret"
 
 
-async def one_run(n_status: int, urls: dict[str, str], slack: SlackStandIn, mon: MonitoringStandIn) -> tuple[float, int]:
+async def until(predicate: Callable[[], object], step_s: float = 0.005, limit_s: float = 120) -> None:
+    """Poll `predicate` on the event loop (the app's background work runs there too)."""
+    for _ in range(int(limit_s / step_s)):
+        if predicate():
+            return
+        await asyncio.sleep(step_s)
+    raise SystemExit("timed out waiting: the bench could not observe what it measures")
+
+
+async def one_run(
+    n_status: int, urls: dict[str, str], slack: SlackStandIn, mon: MonitoringStandIn
+) -> tuple[float, int]:
     settings = load_settings(
         slack_bot_token="xoxb-bench",
         slack_signing_secret=SECRET,
@@ -61,12 +73,10 @@ async def one_run(n_status: int, urls: dict[str, str], slack: SlackStandIn, mon:
 
         for i in range(n_status):
             await command("status --fresh", f"s{i}")
-        while mon.blocked < 1:
-            await asyncio.sleep(0.01)
+        await until(lambda: mon.blocked >= 1)
         t0 = time.perf_counter()
         await command("scale 1 2", "plan", user="UDEPLOYER")
-        while not [r for r in slack.responses if r.get("_rid") == "plan"]:
-            await asyncio.sleep(0.005)
+        await until(lambda: [r for r in slack.responses if r.get("_rid") == "plan"])
         dt = time.perf_counter() - t0
         blocked = mon.blocked
         mon.release()

@@ -239,9 +239,15 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             conversation = importlib.import_module("handlers.conversation")
         except ImportError:
             return
-        responder = ChannelResponder(client, event.get("channel", ""))
+        channel = str(event.get("channel") or "")
+        responder = ChannelResponder(client, channel)
         work = conversation.on_thread_reply(
-            deps, responder, event.get("channel", ""), event["thread_ts"], event.get("user", ""), event.get("text", "")
+            deps,
+            responder,
+            channel,
+            str(event["thread_ts"]),
+            str(event.get("user") or ""),
+            str(event.get("text") or ""),
         )
         deps.spawn(_once(deps, body, work))
 
