@@ -63,11 +63,13 @@ async def test_confirm_from_another_channel_or_thread_is_refused(bot: Bot, cloud
     plan_id = _id((await _scale(bot))[0])
     await click(bot, CONFIRM_ACTION, plan_id, "1700000555.000100", None, "t-c1", channel="COTHER")
     await click(bot, CONFIRM_ACTION, plan_id, "1700000556.000100", "1700000001.000100", "t-c2", channel="C1")
-    refusals = await eventually(lambda: [r for r in bot.slack.responses if r["_rid"] in ("t-c1", "t-c2")])
-    await eventually(lambda: len(refusals) == 2 or None, timeout=5)
-    refusals = [r for r in bot.slack.responses if r["_rid"] in ("t-c1", "t-c2")]
-    assert {r["response_type"] for r in refusals} == {"ephemeral"}
-    texts = " ".join(r["text"] for r in refusals)
+
+    def refusals() -> list[dict[str, Any]]:
+        return [r for r in bot.slack.responses if r["_rid"] in ("t-c1", "t-c2")]
+
+    assert await eventually(lambda: len(refusals()) == 2), refusals()
+    assert {r["response_type"] for r in refusals()} == {"ephemeral"}
+    texts = " ".join(r["text"] for r in refusals())
     assert "another channel" in texts and "another thread" in texts
     assert not [r for r in cloud_run.requests if r[0] != "GET"], "a misplaced confirm wrote"
     # the plan is still pending and its own button works
