@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 import string
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -45,12 +46,12 @@ class Corpus:
         return {k for k, _ in self.secrets}
 
     def leaks(self, text: str) -> list[tuple[str, str]]:
-        """Every secret (or a long piece of one) found in `text`."""
+        """Every secret found in `text`, whole or in part: any run of 10+ letters/digits from it counts, so
+        a template that keeps a token's tail (`xoxb-<*>-<*>-nZtQ...`) is a leak too."""
         found = []
         for kind, value in self.secrets:
-            lines = [p for p in value.split("\n") if len(p) >= 16 and not p.startswith("-----")]  # PEM body lines
-            pieces = [value, *lines] if "\n" in value else [value]
-            if any(p in text for p in pieces):
+            runs = [r for r in re.split(r"[^A-Za-z0-9]+", value) if len(r) >= 10]
+            if value in text or any(r in text for r in runs):
                 found.append((kind, value[:40]))
         return found
 
