@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +13,8 @@ import redis.asyncio as redis
 from bot.settings import Settings
 from bot.telemetry import Telemetry
 from skills.ports import Logs, Metrics, ModelServer, Runtime, StreamClients
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -46,7 +49,12 @@ class Deps:
     @staticmethod
     async def _bounded(slots: asyncio.Semaphore, coro: Coroutine[Any, Any, Any]) -> Any:
         async with slots:
-            return await coro
+            try:
+                return await coro
+            except Exception:
+                # Said now, with its traceback, rather than "Task exception was never retrieved" at some GC.
+                log.exception("background work %s failed", getattr(coro, "__qualname__", "?"))
+                return None
 
     async def drain(self, timeout_s: float = 10.0) -> None:
         """Wait for work started after acks (shutdown, tests)."""

@@ -39,6 +39,10 @@ class Settings(BaseSettings):
     cloud_run_api_endpoint: str | None = None
     cloud_logging_api_endpoint: str | None = None
     cloud_monitoring_api_endpoint: str | None = None
+    # Each blocking cloud client (Cloud Run, Logging, Monitoring) gets its own threads and a per-call deadline
+    # (retries included), so one slow API degrades only the commands that need it.
+    cloud_call_deadline_s: float = Field(default=15.0, gt=0, le=300)
+    cloud_client_threads: int = Field(default=4, ge=1, le=64)
     # Tests and local stand-ins: skip Application Default Credentials entirely.
     google_anonymous_credentials: bool = False
 

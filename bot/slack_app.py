@@ -7,6 +7,7 @@ Slack redelivers events (X-Slack-Retry-Num) and users double-submit; a Redis SET
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import logging
@@ -27,9 +28,11 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from bot.deps import Deps
 from bot.settings import Settings
 from handlers.context import ActionContext, CommandContext
+from handlers.registry import VIEW_CHECKS
 from handlers.render_slack import to_blocks
 from handlers.reply import FileOut, Reply
 from handlers.router import help_reply, lookup, parse, run_action, run_command
+from skills.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -51,14 +54,25 @@ def _retry_handlers() -> list[Any]:
 
 
 class ChannelResponder:
-    """Posts into a channel (and its threads); used by alerts and as the base of the command responder."""
+    """Posts into a channel (and its threads); used by alerts and as the base of the command responder.
 
-    def __init__(self, client: AsyncWebClient, channel: str, trigger_id: str = "") -> None:
+    With a `user_id` (a modal submission), an ephemeral reply -- a refusal, an error -- goes to that user
+    only (chat.postEphemeral), never to the channel."""
+
+    def __init__(self, client: AsyncWebClient, channel: str, trigger_id: str = "", user_id: str = "") -> None:
         self.client = client
         self.channel = channel
         self.trigger_id = trigger_id
+        self.user_id = user_id
 
     async def reply(self, reply: Reply) -> None:
+        if reply.ephemeral:
+            if self.user_id and self.channel:
+                text, blocks = to_blocks(reply)
+                await self.client.chat_postEphemeral(channel=self.channel, user=self.user_id, text=text, blocks=blocks)
+            else:
+                log.info("an ephemeral reply had no user to go to; not posting it to the channel")
+            return
         await self.post(reply)
 
     async def post(self, reply: Reply, thread_ts: str | None = None) -> str:
@@ -151,7 +165,8 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             text, blocks = to_blocks(help_reply(unknown=None if name == "help" else name))
             await ack(text=text, blocks=blocks, response_type="ephemeral")
             return
-        await ack(text=f"{cmd.ack} (`/gemma {body.get('text', '').strip()}`)", response_type="ephemeral")
+        echo = redact(str(body.get("text", "")).strip())[:200]  # a pasted secret is not echoed back
+        await ack(text=f"{cmd.ack} (`/gemma {echo}`)", response_type="ephemeral")
         responder = CommandResponder(
             client, body.get("channel_id", ""), body.get("response_url", ""), body.get("trigger_id", "")
         )
@@ -188,23 +203,29 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
 
     @app.view(re.compile(".*"))
     async def on_view(ack: Any, body: dict[str, Any]) -> None:
-        await ack()
         view = body.get("view") or {}
         meta = view.get("private_metadata", "")
         try:
             channel = str(json.loads(meta).get("channel_id", "")) if meta.startswith("{") else ""
-        except ValueError:
+        except (ValueError, AttributeError):
             channel = ""
-        responder = ChannelResponder(client, channel)
+        user = (body.get("user") or {}).get("id", "")
+        # Refusals after the answer go to this user only (chat.postEphemeral), never to the channel.
+        responder = ChannelResponder(client, channel, user_id=user)
         ctx = ActionContext(
             deps=deps,
             responder=responder,
-            user_id=(body.get("user") or {}).get("id", ""),
+            user_id=user,
             channel_id=channel,
             action_id=view.get("callback_id", ""),
             value=meta,
             form=_form_values(view),
         )
+        errors = await _view_errors(ctx)
+        if errors:
+            await ack(response_action="errors", errors=errors)  # shown inside the modal, to this user
+            return
+        await ack()
         deps.spawn(_once(deps, body, _run_action(ctx)))
 
     @app.event("message")
@@ -218,13 +239,36 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             conversation = importlib.import_module("handlers.conversation")
         except ImportError:
             return
-        responder = ChannelResponder(client, event.get("channel", ""))
+        channel = str(event.get("channel") or "")
+        responder = ChannelResponder(client, channel)
         work = conversation.on_thread_reply(
-            deps, responder, event.get("channel", ""), event["thread_ts"], event.get("user", ""), event.get("text", "")
+            deps,
+            responder,
+            channel,
+            str(event["thread_ts"]),
+            str(event.get("user") or ""),
+            str(event.get("text") or ""),
         )
         deps.spawn(_once(deps, body, work))
 
     return app
+
+
+VIEW_CHECK_BUDGET_S = 2.0  # Slack wants the answer to a view submission within 3 s
+
+
+async def _view_errors(ctx: ActionContext) -> dict[str, str]:
+    """Inline errors for a modal submission from its registered check; none when it is slow or fails (the
+    action then runs its own checks after the answer, and any refusal goes to the user ephemerally)."""
+    check = VIEW_CHECKS.get(ctx.action_id)
+    if check is None:
+        return {}
+    try:
+        async with asyncio.timeout(VIEW_CHECK_BUDGET_S):
+            return await check(ctx)
+    except Exception as exc:  # includes TimeoutError
+        log.warning("view check for %s did not finish (%s); deciding after the answer", ctx.action_id, exc)
+        return {}
 
 
 async def _once(deps: Deps, body: dict[str, Any], work: Coroutine[Any, Any, None]) -> None:
@@ -253,9 +297,9 @@ async def _run_command(deps: Deps, ctx: CommandContext, name: str) -> None:
             if reply.title.startswith(":warning:"):
                 outcome = "error"
             await ctx.responder.reply(reply)
-    except Exception:
+    except Exception as exc:  # the command itself already turned its errors into a reply: this is delivery
         outcome = "failed"
-        log.exception("could not deliver the answer to /gemma %s", name)
+        log.warning("could not deliver the answer to /gemma %s: %s: %s", name, type(exc).__name__, str(exc)[:300])
     finally:
         deps.telemetry.commands.labels(name, outcome).inc()
         deps.telemetry.command_latency.labels(name).observe(time.perf_counter() - t0)
@@ -266,5 +310,7 @@ async def _run_action(ctx: ActionContext) -> None:
         reply = await run_action(ctx)
         if reply is not None:
             await ctx.responder.reply(reply)
-    except Exception:
-        log.exception("could not deliver the result of action %s", ctx.action_id)
+    except Exception as exc:  # run_action already turned the action's errors into a reply: this is delivery
+        log.warning(
+            "could not deliver the result of action %s: %s: %s", ctx.action_id, type(exc).__name__, str(exc)[:300]
+        )

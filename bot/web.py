@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import aiohttp
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from slack_bolt.adapter.starlette.async_handler import to_async_bolt_request, to_starlette_response
+from slack_sdk.signature import SignatureVerifier
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -24,8 +26,11 @@ from bot.wiring import close_deps
 from handlers.alerts.web import alert_routes
 from handlers.http_body import HttpProblem, read_body
 from handlers.registry import load_all
+from handlers.slack_request import parse as parse_slack
+from handlers.slack_request import verify as verify_slack
 
 SLACK_MAX_BODY = 1024 * 1024  # Slack payloads are a few KB; anything near this is not Slack
+log = logging.getLogger(__name__)
 
 
 class MetricsMiddleware:
@@ -60,13 +65,33 @@ class MetricsMiddleware:
 def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starlette:
     load_all()
     bolt = build_bolt(deps)
+    secret = deps.settings.slack_signing_secret
+    verifier = SignatureVerifier(secret.get_secret_value()) if secret and secret.get_secret_value().strip() else None
 
     async def slack_events(request: Request) -> Response:
+        # Signature on the raw bytes first (401), then the payload's shape (400); only then does Bolt parse.
         try:
             body = await read_body(request, SLACK_MAX_BODY)
+            if verifier is None:
+                raise HttpProblem(401, "SLACK_SIGNING_SECRET is not set: no request can be verified")
+            verify_slack(verifier, body, request.headers)
+            parse_slack(body, request.headers.get("content-type", ""))
+            bolt_request = to_async_bolt_request(request, body)
         except HttpProblem as p:
             return PlainTextResponse(p.message, status_code=p.status)
-        return to_starlette_response(await bolt.async_dispatch(to_async_bolt_request(request, body)))
+        except Exception as exc:  # a shape Bolt cannot read that our checks let through: still the sender's fault
+            log.warning("signed Slack request Bolt could not read (%s: %s)", type(exc).__name__, str(exc)[:200])
+            return PlainTextResponse("malformed Slack payload", status_code=400)
+        try:
+            response = await bolt.async_dispatch(bolt_request)
+        except Exception as exc:
+            log.warning("signed Slack request failed in dispatch (%s: %s)", type(exc).__name__, str(exc)[:200])
+            return PlainTextResponse("malformed Slack payload", status_code=400)
+        if response.status >= 500:
+            # Our listeners only ack and spawn: Bolt answering 500 means a payload shape it could not read.
+            log.warning("Bolt could not handle a signed Slack request (answered %s); answering 400", response.status)
+            return PlainTextResponse("malformed Slack payload", status_code=400)
+        return to_starlette_response(response)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True})

@@ -33,6 +33,7 @@ def answer_reply(text: str, proposed: list[Any]) -> Reply:
 
 async def answer_in_thread(deps: Any, responder: Any, thread_ts: str, question: str) -> None:
     """Answer `question` in the thread with the conversation so far, and remember the exchange."""
+    question = redact(question)  # before it is stored in Redis or sent to the model
     if deps.agent is None:
         raise UserFacingError("The model agent is not configured.", "Set VLLM_BASE_URL or deploy the model first.")
     store = deps.agent.conversations

@@ -26,6 +26,9 @@ class Command:
 
 COMMANDS: dict[str, Command] = {}
 ACTIONS: dict[str, ActionFn] = {}
+# Modal submissions checked before Slack's answer: block id -> error shown inline (empty: go ahead).
+ViewCheckFn = Callable[[ActionContext], Awaitable[dict[str, str]]]
+VIEW_CHECKS: dict[str, ViewCheckFn] = {}
 
 
 def command(name: str, summary: str, usage: str = "", ack: str = "Working on it…") -> Callable[[CommandFn], CommandFn]:
@@ -45,6 +48,16 @@ def action(action_id: str) -> Callable[[ActionFn], ActionFn]:
         if action_id in ACTIONS:
             raise RuntimeError(f"action {action_id!r} registered twice")
         ACTIONS[action_id] = fn
+        return fn
+
+    return deco
+
+
+def view_check(callback_id: str) -> Callable[[ViewCheckFn], ViewCheckFn]:
+    """Register a check a modal submission must pass; its errors are shown in the modal, to that user only."""
+
+    def deco(fn: ViewCheckFn) -> ViewCheckFn:
+        VIEW_CHECKS[callback_id] = fn
         return fn
 
     return deco

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from skills.redact import redact
+
 
 class Button(BaseModel):
     label: str
@@ -61,7 +63,8 @@ def plan_button(action: str, params: dict[str, Any], label: str | None = None) -
 
 
 def error_reply(message: str, hint: str = "") -> Reply:
-    r = Reply(title=":warning: " + message, ephemeral=True)
+    """An error for the person who asked (ephemeral), redacted: errors from clouds and models quote input."""
+    r = Reply(title=":warning: " + redact(message), ephemeral=True)
     if hint:
-        r.add(text=hint)
+        r.add(text=redact(hint))
     return r

@@ -10,6 +10,8 @@ from typing import Any
 import redis.asyncio as redis
 from pydantic import BaseModel, Field
 
+from .redact import redact, redact_obj
+
 MAXLEN = 5000  # keep the stream bounded; approximate trimming is cheap
 
 
@@ -30,8 +32,10 @@ class AuditEntry(BaseModel):
 
 
 async def record(store: redis.Redis, key: str, entry: AuditEntry) -> str:
+    """Append `entry`; its parameters and detail are redacted first (a pasted token, an error quoting one)."""
     fields = entry.model_dump(exclude={"id"})
-    fields["params"] = json.dumps(entry.params, sort_keys=True, default=str)
+    fields["params"] = json.dumps(redact_obj(entry.params), sort_keys=True, default=str)
+    fields["detail"] = redact(entry.detail)
     flat = {k: str(v) for k, v in fields.items()}
     return str(await store.xadd(key, flat, maxlen=MAXLEN, approximate=True))  # type: ignore[arg-type]
 

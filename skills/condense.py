@@ -3,7 +3,7 @@
 Tens of thousands of INFO lines around three lines that matter become: every error template (never
 dropped), the warnings, the startup sequence in order, then the rest rare-first until the token budget is
 spent, and a closing line that says what was left out. Multi-line Python tracebacks (Cloud Run logs each
-line as its own entry) are folded back into one event first. Examples are redacted.
+line as its own entry) are folded back into one event first. Entries are redacted before anything else.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from skills.log_templates import TemplateMiner
 from skills.ports import LogEntry
 from skills.redact import redact
+from skills.redact_entries import redact_entries
 
 SEVERITY_LEVELS = {
     "DEFAULT": 0,
@@ -272,7 +273,11 @@ def _render(g: TemplateGroup, with_example: bool) -> str:
 
 
 def condense(entries: list[LogEntry], token_budget: int = 3000) -> Digest:
-    """Group, order and fit `entries` into about `token_budget` tokens; no error template is ever dropped."""
+    """Group, order and fit `entries` into about `token_budget` tokens; no error template is ever dropped.
+
+    Redaction runs first, on each entry's raw text: before lines are split and folded, and before the
+    grouper masks digits (which would otherwise cut a token into pieces no rule recognises)."""
+    entries = redact_entries(entries)
     events = fold(entries)
     groups = group_events(events)
     lines_in = sum(max(1, e.text.count("\n") + 1) for e in entries)

@@ -74,14 +74,45 @@ async def _audit_refusal(gate: WriteGate, plan: Plan, user_id: str, why: str) ->
     await _audit(gate, plan, user_id, "refused", why)
 
 
-async def claim(gate: WriteGate, plan_id: str, user_id: str, typed_name: str | None = None) -> tuple[Plan, ServiceLock]:
-    """Run the checks and take the claim + lock; raises Refused with a sentence for the user."""
+@dataclass(frozen=True)
+class Where:
+    """Where a click came from: the channel, and the thread of the clicked message ('' at top level)."""
+
+    channel_id: str
+    thread_ts: str = ""
+
+
+def misplaced(plan: Plan, where: Where | None) -> str:
+    """Why a click from `where` may not act on `plan` ('' when it may): a plan is bound to the channel and
+    thread it was made in, so a button copied elsewhere (or a forged payload) cannot confirm it there."""
+    if where is None:
+        return ""
+    if plan.channel_id and where.channel_id != plan.channel_id:
+        return "This plan was made in another channel; it can only be confirmed or cancelled there."
+    if where.thread_ts != plan.thread_ts:
+        return "This plan was made in another thread; it can only be confirmed or cancelled there."
+    return ""
+
+
+async def _loaded(gate: WriteGate, plan_id: str) -> Plan:
     plan = await gate.plans.get(plan_id)
     if plan is None:
         who = await gate.plans.claimed_by(plan_id)
         if who:
             raise Refused(f"This plan was already confirmed by <@{who}>.", "It runs once; see the progress message.")
         raise Refused("This plan has expired (or was cancelled).", "Run the command again to re-plan.")
+    return plan
+
+
+async def precheck(
+    gate: WriteGate, plan_id: str, user_id: str, typed_name: str | None = None, where: Where | None = None
+) -> Plan:
+    """Every check that does not consume the plan (expired, misplaced, does not fit, typed name, role);
+    raises Refused. Modals run it before answering Slack so a refusal shows inline, to that user only."""
+    plan = await _loaded(gate, plan_id)
+    if why := misplaced(plan, where):
+        await _audit_refusal(gate, plan, user_id, "wrong channel or thread")
+        raise Refused(why, "Use the plan's own buttons, or plan again here.")
     if why := plan.blocked():
         await _audit_refusal(gate, plan, user_id, "does_not_fit")
         raise Refused("This plan cannot be confirmed.", why)
@@ -98,6 +129,14 @@ async def claim(gate: WriteGate, plan_id: str, user_id: str, typed_name: str | N
             else "No deployers are configured: set DEPLOYER_USER_IDS or DEPLOYER_USERGROUP_ID."
         )
         raise Refused(f"<@{user_id}> is not allowed to confirm {plan.kind} actions.", hint)
+    return plan
+
+
+async def claim(
+    gate: WriteGate, plan_id: str, user_id: str, typed_name: str | None = None, where: Where | None = None
+) -> tuple[Plan, ServiceLock]:
+    """Run the checks and take the claim + lock; raises Refused with a sentence for the user."""
+    plan = await precheck(gate, plan_id, user_id, typed_name, where)
     if not await gate.plans.claim(plan.id, user_id):
         who = await gate.plans.claimed_by(plan.id)
         raise Refused(f"This plan was already confirmed by <@{who or '?'}>.", "It runs once.")
@@ -109,6 +148,26 @@ async def claim(gate: WriteGate, plan_id: str, user_id: str, typed_name: str | N
         await _audit_refusal(gate, plan, user_id, f"locked: {exc}")
         raise Refused(f"`{plan.service}` is busy: {exc}.", "Confirm again when it has finished.") from None
     return plan, lock
+
+
+async def cancel(gate: WriteGate, plan_id: str, user_id: str, where: Where | None = None) -> Plan:
+    """Discard a pending plan: only its author or a deployer may, from where it was made; audited."""
+    plan = await gate.plans.get(plan_id)
+    if plan is None:
+        raise Refused("This plan is no longer pending (expired, cancelled or already confirmed).")
+    if why := misplaced(plan, where):
+        await _audit_refusal(gate, plan, user_id, "cancel from another channel or thread")
+        raise Refused(why)
+    if user_id != plan.created_by and not await is_deployer(gate, user_id):
+        await _audit_refusal(gate, plan, user_id, "cancel by someone other than the author or a deployer")
+        raise Refused(
+            f"Only <@{plan.created_by}> (who asked for it) or a deployer can cancel this plan.",
+            "It expires on its own if nobody confirms it.",
+        )
+    if not await gate.plans.discard(plan.id):
+        raise Refused("This plan is no longer pending.")
+    await _audit(gate, plan, user_id, "cancelled", "")
+    return plan
 
 
 async def run_claimed(

@@ -101,7 +101,9 @@ def diagnose(
     """
     from skills.analyzers import run_all
     from skills.analyzers.base import LogView
+    from skills.redact_entries import redact_entries
 
+    entries = redact_entries(entries)  # first, before anything reads the text
     view = LogView.build(entries, service)
     findings = run_all(view)  # root causes first (the headline), then their consequences
     digest: Digest = condense(entries, token_budget)

@@ -15,6 +15,8 @@ from typing import Any
 from skills.condense import Digest, condense
 from skills.errors import InvalidInput
 from skills.ports import LogBatch, LogEntry, LogQuery, Logs
+from skills.redact import redact
+from skills.redact_entries import redact_entries
 
 MAX_LINE_CHARS = 64_000  # a 1 MB line is kept, cut to this; the rest is noise for diagnosis
 _SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
@@ -81,10 +83,11 @@ def _payload_text(entry: dict[str, Any]) -> str:
 
 
 def entry_from_api(entry: dict[str, Any]) -> LogEntry:
-    """One Cloud Logging entry (REST JSON) -> LogEntry. Raises ValueError when it is not an entry."""
+    """One Cloud Logging entry (REST JSON) -> LogEntry, its text redacted before anything else reads it.
+    Raises ValueError when it is not an entry."""
     if not isinstance(entry, dict):
         raise ValueError("not a JSON object")
-    text = _payload_text(entry)
+    text = redact(_payload_text(entry))
     hr = entry.get("httpRequest") if isinstance(entry.get("httpRequest"), dict) else {}
     status: int | None = None
     if hr and hr.get("status") is not None:
@@ -110,7 +113,8 @@ def parse_lines(lines: Iterable[str | bytes]) -> tuple[list[LogEntry], int]:
     """JSON lines of Cloud Logging entries, or plain text lines, or a mix -> (entries, malformed count).
 
     A line that starts like JSON but does not parse to an entry is malformed: counted and skipped. Binary
-    junk is decoded with replacement characters; very long lines are cut.
+    junk is decoded with replacement characters; very long lines are cut. Entries come back redacted (a key
+    block spread over several lines included).
     """
     entries: list[LogEntry] = []
     malformed = 0
@@ -130,7 +134,7 @@ def parse_lines(lines: Iterable[str | bytes]) -> tuple[list[LogEntry], int]:
                 malformed += 1
             continue
         entries.append(LogEntry(text=line[:MAX_LINE_CHARS]))
-    return entries, malformed
+    return redact_entries(entries), malformed
 
 
 def _mostly_binary(line: str) -> bool:

@@ -44,8 +44,18 @@ _TOKEN_RULES: list[tuple[str, tuple[str, ...], str]] = [
 # Flattened to (trigger, compiled, marker): one plain `in` check per entry keeps the no-secret path cheap.
 _TOKENS = [(t, re.compile(rx), MARK.format(kind)) for kind, trigs, rx in _TOKEN_RULES for t in trigs]
 
-# scheme://user:password@host -> keep user and host.
-_URL_PW = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@'\"]+:)([^\s@/'\"\[]+)(?=@)")
+# scheme://user:password@host -> keep user and host. The user may be empty: `redis://:PASSWORD@host` is how
+# Memorystore AUTH strings and redis-py URLs carry a password alone.
+_URL_PW = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@'\"]*:)([^\s@/'\"\[]+)(?=@)")
+# Command-line flags that take a secret, `--api-key KEY` or `--api-key=KEY` (vLLM's server flag; its
+# start-up echo `'api_key': ['KEY']` is handled by the key/value rule below).
+_FLAG = re.compile(
+    r"(--?(?:[a-z0-9]+[-_])*(?:api[-_]key|token|password|passwd|secret|access[-_]key|auth[-_]token)(?:=|\s+))"
+    r"(['\"]?)(?!\[REDACTED)([^\s'\"]+)"
+)
+# A Cookie / Set-Cookie header carries session credentials: the whole value goes.
+_COOKIE = re.compile(r"(?i)(\b(?:set-)?cookie[\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED)([^\r\n\"']+)")
+_HEX_TOKEN = re.compile(r"[0-9a-fA-F]{32,}")
 _BEARER = re.compile(r"(\b[Bb]earer\s+)([A-Za-z0-9._~+/-]{8,}=*)")
 _BASIC = re.compile(r"(\b[Bb]asic\s+)([A-Za-z0-9+/]{8,}={0,2})")
 
@@ -73,6 +83,8 @@ def _entropy(s: str) -> float:
 
 def _looks_secret(value: str) -> bool:
     """Long, mixed letters and digits, high entropy: a credential, not a word or an id like blk_-123."""
+    if _HEX_TOKEN.fullmatch(value):  # 32+ hex digits after a token-ish key: a token whatever its entropy
+        return True
     if not _SECRETISH.fullmatch(value):
         return False
     if not any(c.isdigit() for c in value) or not any(c.isalpha() for c in value):
@@ -95,6 +107,13 @@ def _basic_is_prose(value: str) -> bool:
 
 
 _URL_SUB = _split_sub("url_password")
+_COOKIE_SUB = _split_sub("cookie")
+
+
+def _flag_sub(m: re.Match[str]) -> str:
+    return m.group(1) + m.group(2) + MARK.format("secret")
+
+
 _BEARER_SUB = _split_sub("bearer")
 _BASIC_SUB = _split_sub("basic_auth", _basic_is_prose)
 
@@ -116,6 +135,8 @@ def _key_values(text: str) -> str:
         if not strong and _WEAK.fullmatch(key) is None:
             continue
         pos = m.end()
+        if text.startswith(("['", '["'), pos):  # a list of one value, as in vLLM's `'api_key': ['KEY']`
+            pos += 1
         quote = text[pos] if pos < len(text) and text[pos] in "\"'" else ""
         if quote:
             close = text.find(quote, pos + 1, pos + 4002)
@@ -150,6 +171,10 @@ def redact(text: str) -> str:
             text = rx.sub(marker, text)
     if "://" in text:
         text = _URL_PW.sub(_URL_SUB, text)
+    if "-" in text:
+        text = _FLAG.sub(_flag_sub, text)
+    if "ookie" in text or "OOKIE" in text:
+        text = _COOKIE.sub(_COOKIE_SUB, text)
     if "earer" in text:
         text = _BEARER.sub(_BEARER_SUB, text)
     if "asic" in text:

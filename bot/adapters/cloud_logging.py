@@ -8,19 +8,22 @@ adds its own 24-hour window. The client is blocking, so it runs in a thread.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 from google.api_core import exceptions as gexc
+from google.auth.transport.requests import AuthorizedSession
 
+from bot.adapters.blocking import BlockingPool
 from bot.adapters.google_auth import cloud_credentials
 from bot.settings import Settings
 from skills.errors import CloudUnavailable, InvalidInput
 from skills.logs import entry_from_api
 from skills.ports import LogBatch, LogEntry, LogQuery
+from skills.redact_entries import redact_entries
 
 _NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
 _SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
@@ -66,6 +69,7 @@ class CloudLoggingLogs:
         self._settings = settings
         self._client: Any = None
         self._project = ""
+        self._pool = BlockingPool("Cloud Logging", settings.cloud_client_threads)
 
     def _get_client(self) -> Any:
         if self._client is None:
@@ -76,13 +80,17 @@ class CloudLoggingLogs:
             if self._settings.cloud_logging_api_endpoint:
                 options["api_endpoint"] = self._settings.cloud_logging_api_endpoint
             self._client = gcl.Client(
-                project=project, credentials=creds, _use_grpc=False, client_options=options or None
+                project=project,
+                credentials=creds,
+                _use_grpc=False,
+                client_options=options or None,
+                _http=_DeadlineSession(creds, self._settings.cloud_call_deadline_s),
             )
             self._project = project
         return self._client
 
     async def fetch(self, query: LogQuery) -> LogBatch:
-        return await asyncio.to_thread(self._fetch, query)
+        return await self._pool.run(self._fetch, query)
 
     def _fetch(self, q: LogQuery) -> LogBatch:
         client = self._get_client()
@@ -90,6 +98,9 @@ class CloudLoggingLogs:
         entries: list[LogEntry] = []
         size = 0
         truncated = ""
+        # The HTTP transport makes one request per page and does not retry; each request is bounded by the
+        # session's timeout, and paging stops at the deadline with what it has.
+        deadline = time.monotonic() + self._settings.cloud_call_deadline_s
         try:
             it = client.list_entries(
                 resource_names=[f"projects/{self._project}"],
@@ -98,6 +109,12 @@ class CloudLoggingLogs:
                 page_size=min(PAGE_SIZE, q.max_entries),
             )
             for raw in it:
+                if time.monotonic() > deadline and entries:
+                    truncated = (
+                        f"stopped after {self._settings.cloud_call_deadline_s:g} s (CLOUD_CALL_DEADLINE_S) at "
+                        f"{len(entries)} entries; older entries were not read"
+                    )
+                    break
                 if len(entries) >= q.max_entries:
                     truncated = f"stopped at the {q.max_entries:,}-entry cap; older entries were not read"
                     break
@@ -120,9 +137,25 @@ class CloudLoggingLogs:
             ) from None
         except gexc.GoogleAPICallError as exc:
             raise CloudUnavailable(f"Cloud Logging failed: {exc.message or exc}.", "Try again shortly.") from None
-        except OSError as exc:  # requests' ConnectionError is an OSError
+        except OSError as exc:  # requests' ConnectionError and Timeout are OSErrors
             raise CloudUnavailable(
                 f"Cannot reach Cloud Logging ({type(exc).__name__}).", "Try again shortly."
             ) from None
         entries.reverse()  # fetched newest first so the caps keep recent lines; read oldest first
-        return LogBatch(entries=entries, truncated=truncated)
+        # Each entry was redacted as it was read; this pass catches key blocks printed one line per entry.
+        return LogBatch(entries=redact_entries(entries), truncated=truncated)
+
+
+class _DeadlineSession(AuthorizedSession):
+    """The client's HTTP session with every request bounded by the per-call deadline (the library's own
+    default is 60 s per page)."""
+
+    def __init__(self, creds: Any, timeout_s: float) -> None:
+        super().__init__(creds)
+        self._timeout_s = timeout_s
+
+    def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        given = kwargs.get("timeout")
+        kwargs["timeout"] = self._timeout_s if not isinstance(given, int | float) else min(given, self._timeout_s)
+        kwargs.setdefault("max_allowed_time", self._timeout_s)
+        return super().request(method, url, *args, **kwargs)

@@ -8,7 +8,6 @@ the mean, latencies as p95, request count as a rate per second, instance count a
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -21,6 +20,7 @@ from bot.settings import Settings
 from skills.errors import UserFacingError
 from skills.ports import MetricPoint, MetricSeries
 
+from .blocking import BlockingPool, call_retry
 from .google_auth import cloud_credentials
 
 A = monitoring_v3.Aggregation.Aligner
@@ -48,6 +48,7 @@ class CloudMonitoringMetrics:
         self._settings = settings
         self._client: monitoring_v3.MetricServiceClient | None = None
         self._project = ""
+        self._pool = BlockingPool("Cloud Monitoring", settings.cloud_client_threads)
 
     def _get_client(self) -> monitoring_v3.MetricServiceClient:
         if self._client is None:
@@ -69,7 +70,7 @@ class CloudMonitoringMetrics:
         return self._client
 
     async def series(self, service: str, metric: str, minutes: int) -> list[MetricSeries]:
-        return await asyncio.to_thread(self._series, service, metric, minutes)
+        return await self._pool.run(self._series, service, metric, minutes)
 
     def _series(self, service: str, metric: str, minutes: int) -> list[MetricSeries]:
         client = self._get_client()
@@ -98,7 +99,9 @@ class CloudMonitoringMetrics:
             view=monitoring_v3.ListTimeSeriesRequest.TimeSeriesView.FULL,
         )
         try:
-            pager = client.list_time_series(request=request, timeout=self._settings.probe_timeout_s * 2)
+            # The library's default retries ListTimeSeries for 90 s; ours stop at the deadline, per page too.
+            deadline = self._settings.cloud_call_deadline_s
+            pager = client.list_time_series(request=request, retry=call_retry(deadline), timeout=deadline)
             out = [_to_series(metric, ts) for ts in pager]
         except gexc.PermissionDenied as exc:
             raise UserFacingError(
@@ -107,6 +110,8 @@ class CloudMonitoringMetrics:
             ) from None
         except gexc.GoogleAPICallError as exc:
             raise UserFacingError(f"Cloud Monitoring could not list {metric} ({exc.message or exc}).") from None
+        except gexc.RetryError:
+            raise UserFacingError(f"Cloud Monitoring did not answer for {metric} within {deadline:g} s.") from None
         return out
 
 

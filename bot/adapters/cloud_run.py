@@ -34,9 +34,12 @@ from skills.ports import (
     ServiceInfo,
     TrafficTarget,
 )
+from skills.redact import redact
 from skills.render_service import strip_output_only
 from skills.service_diff import OUTPUT_ONLY_FIELDS
+from skills.service_name import check_service_name
 
+from .blocking import BlockingPool
 from .google_auth import cloud_credentials
 
 T = TypeVar("T")
@@ -70,7 +73,7 @@ def explain_api_error(exc: gexc.GoogleAPICallError, what: str) -> UserFacingErro
     """One clear sentence per Cloud Run API failure, with what to do next."""
     msg = (exc.message or str(exc)).strip()
     # The REST transport prefixes "PATCH https://…/services/x?$alt=…: "; the sentence needs only the reason.
-    msg = re.sub(r"^(GET|POST|PATCH|PUT|DELETE) \S+: ", "", msg)
+    msg = redact(re.sub(r"^(GET|POST|PATCH|PUT|DELETE) \S+: ", "", msg))  # an API error may quote a credential
     if isinstance(exc, gexc.NotFound):
         return NotFound(
             f"{what}: not found.", "Check VLLM_SERVICE_NAME, GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION."
@@ -191,6 +194,11 @@ class CloudRunRuntime:
         self._services: run_v2.ServicesClient | None = None
         self._revisions: run_v2.RevisionsClient | None = None
         self._project = ""
+        self._pool = BlockingPool("Cloud Run", settings.cloud_client_threads)
+        # Reads: one attempt per call with the deadline as its timeout (threads cannot be killed); `_read`'s
+        # tenacity loop is the only retry policy, so the library's own retry is off.
+        self._read_opts: dict[str, Any] = {"retry": None, "timeout": settings.cloud_call_deadline_s}
+        self._write_opts: dict[str, Any] = {"retry": None, "timeout": settings.cloud_call_deadline_s}  # no replays
 
     def _clients(self) -> tuple[run_v2.ServicesClient, run_v2.RevisionsClient]:
         if self._services is None or self._revisions is None:
@@ -206,12 +214,13 @@ class CloudRunRuntime:
         return self._services, self._revisions
 
     def service_path(self, name: str) -> str:
+        check_service_name(name)  # before any client call: the name becomes part of the API path
         self._clients()
         return f"projects/{self._project}/locations/{self._settings.google_cloud_location}/services/{name}"
 
     async def _call(self, what: str, fn: Callable[[], T]) -> T:
         try:
-            return await asyncio.to_thread(fn)
+            return await self._pool.run(fn)
         except gexc.GoogleAPICallError as exc:
             raise explain_api_error(exc, what) from None
         except gexc.RetryError as exc:
@@ -234,7 +243,7 @@ class CloudRunRuntime:
         try:
             async for attempt in retrying:
                 with attempt:
-                    return await asyncio.to_thread(fn)
+                    return await self._pool.run(fn)
         except gexc.GoogleAPICallError as exc:
             err = explain_api_error(exc, what)
             if is_transient(exc):
@@ -249,7 +258,7 @@ class CloudRunRuntime:
     async def get_service(self, name: str) -> ServiceInfo:
         services, _ = self._clients()
         path = self.service_path(name)
-        svc = await self._read(f"service {name}", lambda: services.get_service(name=path, retry=None))
+        svc = await self._read(f"service {name}", lambda: services.get_service(name=path, **self._read_opts))
         return service_to_info(svc)
 
     async def get_service_spec(self, name: str) -> dict[str, Any] | None:
@@ -261,11 +270,13 @@ class CloudRunRuntime:
     async def list_revisions(self, service: str, limit: int = 10) -> list[RevisionInfo]:
         services, revisions = self._clients()
         path = self.service_path(service)
-        svc = await self._read(f"service {service}", lambda: services.get_service(name=path, retry=None))
+        svc = await self._read(f"service {service}", lambda: services.get_service(name=path, **self._read_opts))
         traffic = {t.revision.rsplit("/", 1)[-1]: t.percent for t in svc.traffic_statuses}
         revs = await self._read(
             f"revisions of {service}",
-            lambda: list(revisions.list_revisions(request={"parent": path, "page_size": min(limit, 100)})),
+            lambda: list(
+                revisions.list_revisions(request={"parent": path, "page_size": min(limit, 100)}, **self._read_opts)
+            ),
         )
         revs.sort(key=lambda r: r.create_time, reverse=True)
         return [revision_to_info(r, traffic) for r in revs[:limit]]
@@ -273,7 +284,7 @@ class CloudRunRuntime:
     async def get_revision(self, service: str, revision: str) -> RevisionInfo:
         _, revisions = self._clients()
         path = f"{self.service_path(service)}/revisions/{revision}"
-        rev = await self._read(f"revision {revision}", lambda: revisions.get_revision(name=path, retry=None))
+        rev = await self._read(f"revision {revision}", lambda: revisions.get_revision(name=path, **self._read_opts))
         return revision_to_info(rev)
 
     async def apply_service(self, name: str, spec: dict[str, Any], *, create: bool) -> str:
@@ -284,7 +295,8 @@ class CloudRunRuntime:
             parent = self.service_path(name).rsplit("/services/", 1)[0]
             svc.name = ""
             op = await self._call(
-                f"create service {name}", lambda: services.create_service(parent=parent, service=svc, service_id=name)
+                f"create service {name}",
+                lambda: services.create_service(parent=parent, service=svc, service_id=name, **self._write_opts),
             )
         else:
             current = await self.get_service_spec(name)
@@ -292,7 +304,9 @@ class CloudRunRuntime:
                 body = keep_unmanaged(current, body)
                 svc = run_v2.Service.from_json(json.dumps(body), ignore_unknown_fields=True)
             svc.name = self.service_path(name)
-            op = await self._call(f"update service {name}", lambda: services.update_service(service=svc))
+            op = await self._call(
+                f"update service {name}", lambda: services.update_service(service=svc, **self._write_opts)
+            )
         return str(op.operation.name)
 
     async def wait_operation(self, operation: str, timeout_s: float) -> OperationProgress:
@@ -300,7 +314,7 @@ class CloudRunRuntime:
         services, _ = self._clients()
         deadline = self._clock() + timeout_s
         while True:
-            op = await self._read("operation", lambda: services.get_operation({"name": operation}))
+            op = await self._read("operation", lambda: services.get_operation({"name": operation}, **self._read_opts))
             if op.done:
                 err = op.error.message if op.HasField("error") else ""
                 return OperationProgress(done=True, phase="failed" if err else "done", error=err)
@@ -310,5 +324,6 @@ class CloudRunRuntime:
 
     async def delete_service(self, name: str) -> str:
         services, _ = self._clients()
-        op = await self._call(f"delete service {name}", lambda: services.delete_service(name=self.service_path(name)))
+        path = self.service_path(name)
+        op = await self._call(f"delete service {name}", lambda: services.delete_service(name=path, **self._write_opts))
         return str(op.operation.name)

@@ -24,7 +24,20 @@ class MonitoringStandIn:
         self.series: dict[str, list[monitoring_v3.TimeSeries]] = {}
         self.requests: list[metric_service.ListTimeSeriesRequest] = []
         self.fail_with: grpc.StatusCode | None = None
+        # Blackholed: calls are accepted and never answered (until `release()` or the caller's deadline),
+        # like an endpoint behind a firewall that drops packets. `blocked` counts calls held right now.
+        self.blackholed = False
+        self.blocked = 0
+        self._released = threading.Event()
         self._lock = threading.Lock()
+
+    def blackhole(self) -> None:
+        self._released.clear()
+        self.blackholed = True
+
+    def release(self) -> None:
+        self.blackholed = False
+        self._released.set()
 
     def add(
         self,
@@ -60,6 +73,17 @@ class MonitoringStandIn:
     ) -> metric_service.ListTimeSeriesResponse:
         with self._lock:
             self.requests.append(request)
+        if self.blackholed:
+            with self._lock:
+                self.blocked += 1
+            try:
+                while context.is_active() and not self._released.wait(0.05):
+                    pass
+            finally:
+                with self._lock:
+                    self.blocked -= 1
+            if not context.is_active():
+                return metric_service.ListTimeSeriesResponse()  # nobody is listening any more
         if self.fail_with is not None:
             context.abort(self.fail_with, "simulated failure")
         m = re.search(r'metric\.type\s*=\s*"([^"]+)"', request.filter)
@@ -76,9 +100,9 @@ class MonitoringStandIn:
 
 
 @contextmanager
-def serve_monitoring(standin: MonitoringStandIn) -> Iterator[str]:
+def serve_monitoring(standin: MonitoringStandIn, workers: int = 4) -> Iterator[str]:
     """Yield '127.0.0.1:PORT' while a gRPC server answers ListTimeSeries."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
     handler = grpc.method_handlers_generic_handler(
         "google.monitoring.v3.MetricService",
         {
@@ -95,4 +119,5 @@ def serve_monitoring(standin: MonitoringStandIn) -> Iterator[str]:
     try:
         yield f"127.0.0.1:{port}"
     finally:
+        standin.release()
         server.stop(grace=None)

@@ -52,6 +52,11 @@ class Incident(_Lenient):
             raise ValueError("must be 'open' or 'closed'")
         return v
 
+    @field_validator("started_at", "ended_at")
+    @classmethod
+    def _epoch(cls, v: int | None) -> int | None:
+        return None if v is None else epoch_seconds(v)
+
     @field_validator("policy_user_labels", mode="before")
     @classmethod
     def _labels(cls, v: Any) -> Any:
@@ -71,8 +76,23 @@ class Notification(_Lenient):
         return v
 
 
+# Unix seconds (the schema's unit) up to this; milliseconds (a common sender bug) from MS_FROM up to their
+# equivalent. Anything else -- negative, 10**20, the gap between -- is not a time and gets a 400 naming the field.
+MAX_S = 4_102_444_800  # 2100-01-01T00:00:00Z
+MS_FROM = 100_000_000_000  # in seconds this would be the year 5138: read as milliseconds (1973 onwards)
+
+
+def epoch_seconds(v: int) -> int:
+    """`v` as Unix seconds: 0 stays 0 (the test notification's "unset"), milliseconds are converted."""
+    if 0 <= v <= MAX_S:
+        return v
+    if MS_FROM <= v <= MAX_S * 1000:
+        return v // 1000
+    raise ValueError("not a Unix time in seconds (or milliseconds) between 1970 and 2100")
+
+
 def _when(epoch: int | None) -> datetime | None:
-    # The test notification sends 0 for "unset".
+    # The test notification sends 0 for "unset"; the validator already bounded the value.
     return datetime.fromtimestamp(epoch, UTC) if epoch else None
 
 

@@ -105,7 +105,7 @@ async def analyze(ctx: CommandContext) -> Reply | None:
     ack="Thinking…",
 )
 async def ask(ctx: CommandContext) -> Reply | None:
-    question = " ".join(ctx.args).strip()
+    question = redact(" ".join(ctx.args).strip())  # echoed to the channel, stored and sent to the model
     if not question:
         raise InvalidInput("Nothing to ask.", "Usage: `/gemma ask why is the model slow?`")
     agent = _agent(ctx)

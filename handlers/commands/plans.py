@@ -22,15 +22,16 @@ from typing import Any
 from bot.deps import Deps
 from handlers.context import ActionContext, Responder
 from handlers.incidents import incident_for_thread
-from handlers.registry import action
+from handlers.registry import action, view_check
 from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION, PLAN_ACTION, Button, Reply, error_reply
 from handlers.startup_report import startup_report
-from skills.confirm import Refused, WriteGate, claim, run_claimed
+from skills.confirm import Refused, Where, WriteGate, cancel, claim, precheck, run_claimed
 from skills.deploy import ExecResult, Progress
 from skills.deploy_env import DeployEnv
 from skills.errors import InvalidInput
 from skills.plan_actions import build_plan
 from skills.plans import Plan, PlanStore
+from skills.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +201,7 @@ def progress_reply(plan: Plan, user_id: str, p: Progress) -> Reply:
             text="  →  ".join(f"*{s}*" if i == idx else (s if i < idx else f"_{s}_") for i, s in enumerate(steps))
         )
     if p.detail:
-        reply.add(text=p.detail)
+        reply.add(text=redact(p.detail))
     if p.log_lines:
         reply.add(heading="First error lines", code="\n".join(p.log_lines))
     if plan.kind in ("deploy", "redeploy") and not p.done and plan.cold_start_s:
@@ -233,19 +234,38 @@ def outcome_line(plan: Plan, user_id: str, result: ExecResult, elapsed_s: float)
     if result.ok:
         title = f":white_check_mark: Action done: {plan.kind} `{plan.service}` succeeded"
     else:
-        title = f":x: Action failed: {plan.kind} `{plan.service}`: {result.detail[:300]}"
+        title = f":x: Action failed: {plan.kind} `{plan.service}`: {redact(result.detail)[:300]}"
     reply = Reply(title=title + f" ({_elapsed(elapsed_s)}, confirmed by <@{user_id}>)")
     reply.context = f"plan `{plan.id}`: {plan.summary[:200]}"
     return reply
+
+
+def where(ctx: ActionContext) -> Where:
+    """Where the click came from. A modal knows no message: its private_metadata carries the channel and the
+    thread of the button that opened it."""
+    meta = _metadata(ctx.value)
+    if meta:
+        return Where(channel_id=str(meta.get("channel_id", "")), thread_ts=str(meta.get("thread_ts", "")))
+    return Where(channel_id=ctx.channel_id, thread_ts=clicked_in_thread(ctx))
+
+
+def _metadata(value: str) -> dict[str, Any]:
+    if not value.startswith("{"):
+        return {}
+    try:
+        meta = json.loads(value)
+    except ValueError:
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = None) -> Reply | None:
     deps = ctx.deps
     gate = write_gate(deps)
     try:
-        plan, lock = await claim(gate, plan_id, ctx.user_id, typed_name)
+        plan, lock = await claim(gate, plan_id, ctx.user_id, typed_name, where(ctx))
     except Refused as exc:
-        return error_reply(exc.message, exc.hint)
+        return error_reply(exc.message, exc.hint)  # ephemeral: only the person who clicked sees a refusal
     # The plan's own thread (asked from a thread) wins over the click's, which a modal does not have.
     thread = plan.thread_ts or ctx.thread_ts or None
     # The plan message loses its buttons, so nobody clicks a spent plan.
@@ -305,12 +325,10 @@ async def on_confirm(ctx: ActionContext) -> Reply | None:
 
 @action(CANCEL_ACTION)
 async def on_cancel(ctx: ActionContext) -> Reply:
-    store = plan_store(ctx.deps)
-    plan = await store.get(ctx.value)
-    if plan is None:
-        return error_reply("This plan is no longer pending (expired, cancelled or already confirmed).")
-    if not await store.discard(plan.id):
-        return error_reply("This plan is no longer pending.")
+    try:
+        plan = await cancel(write_gate(ctx.deps), ctx.value, ctx.user_id, where(ctx))
+    except Refused as exc:
+        return error_reply(exc.message, exc.hint)
     done = render_plan(plan, with_buttons=False)
     done.title = f":no_entry_sign: Cancelled: {plan.summary}"
     done.context = f"cancelled by <@{ctx.user_id}> · plan `{plan.id}`"
@@ -318,11 +336,12 @@ async def on_cancel(ctx: ActionContext) -> Reply:
     return Reply(title=f"Cancelled plan `{plan.id}`; nothing changed.", ephemeral=True)
 
 
-def destroy_modal(plan: Plan, channel_id: str) -> dict[str, Any]:
+def destroy_modal(plan: Plan, channel_id: str, thread_ts: str = "") -> dict[str, Any]:
+    meta = {"plan_id": plan.id, "channel_id": channel_id, "thread_ts": thread_ts}
     return {
         "type": "modal",
         "callback_id": DESTROY_SUBMIT_ACTION,
-        "private_metadata": json.dumps({"plan_id": plan.id, "channel_id": channel_id}),
+        "private_metadata": json.dumps(meta),
         "title": {"type": "plain_text", "text": "Destroy service"},
         "submit": {"type": "plain_text", "text": "Destroy"},
         "close": {"type": "plain_text", "text": "Cancel"},
@@ -356,10 +375,23 @@ async def on_destroy_open(ctx: ActionContext) -> Reply | None:
     plan = await plan_store(ctx.deps).get(ctx.value)
     if plan is None or plan.kind != "destroy":
         return error_reply("This destroy plan has expired.", "Run `/gemma destroy` again.")
-    await ctx.responder.open_modal(destroy_modal(plan, ctx.channel_id))
+    await ctx.responder.open_modal(destroy_modal(plan, ctx.channel_id, clicked_in_thread(ctx)))
     return None
 
 
 @action(DESTROY_SUBMIT_ACTION)
 async def on_destroy_submit(ctx: ActionContext) -> Reply | None:
     return await confirm(ctx, _plan_id(ctx.value), typed_name=ctx.form.get(DESTROY_NAME_BLOCK, ""))
+
+
+@view_check(DESTROY_SUBMIT_ACTION)
+async def check_destroy_submit(ctx: ActionContext) -> dict[str, str]:
+    """Before Slack gets its answer: a wrong name, a user who may not destroy, an expired or misplaced plan
+    is shown inside the modal (to that user only), and nothing is posted to the channel."""
+    try:
+        await precheck(
+            write_gate(ctx.deps), _plan_id(ctx.value), ctx.user_id, ctx.form.get(DESTROY_NAME_BLOCK, ""), where(ctx)
+        )
+    except Refused as exc:
+        return {DESTROY_NAME_BLOCK: f"{exc.message} {exc.hint}".strip()[:300]}
+    return {}

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from skills.condense import effective_severity, strip_prefix
 from skills.ports import LogEntry, ServiceInfo
-from skills.redact import redact
+from skills.redact_entries import redact_entries
 
 if TYPE_CHECKING:
     from skills.diagnose import Finding
@@ -68,7 +68,7 @@ class LogView:
     def build(cls, entries: list[LogEntry], service: ServiceInfo | None = None) -> LogView:
         lines: list[Line] = []
         configs: list[tuple[int, dict[str, Any]]] = []
-        for e in entries:
+        for e in redact_entries(entries):  # first, on the raw entries: a key block is masked whole
             for raw in e.text.splitlines() or [""]:
                 text = strip_prefix(raw.rstrip())
                 if not text.strip() or _ECHO.search(text):
@@ -77,7 +77,7 @@ class LogView:
                     idx=len(lines),
                     ts=e.timestamp,
                     severity=effective_severity(e.severity, text),
-                    text=redact(text[:4000]),
+                    text=text[:4000],
                     log_name=e.log_name,
                     revision=e.revision,
                     http_status=e.http_status,
