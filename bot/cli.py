@@ -26,7 +26,12 @@ def _serve(args: argparse.Namespace) -> int:
     if settings is not None:
         problems.extend(settings.serve_problems())
     else:
-        problems.extend(f"{name} is required" for name in REQUIRED_FOR_SERVE if not os.environ.get(name))
+        socket_mode = bool(os.environ.get("SLACK_APP_TOKEN", "").strip())
+        problems.extend(
+            f"{name} is required"
+            for name in REQUIRED_FOR_SERVE
+            if not os.environ.get(name, "").strip() and not (socket_mode and name == "SLACK_SIGNING_SECRET")
+        )
     if problems or settings is None:
         print("gemma-sre serve: cannot start:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
