@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from bot.alert_queue import build_alert_queue
 from bot.deps import Deps
 from bot.slack_app import build_bolt
+from bot.socket_mode import socket_mode_for
 from bot.wiring import close_deps
 from handlers.alerts.web import alert_routes
 from handlers.http_body import HttpProblem, read_body
@@ -82,6 +83,8 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
         return Response(generate_latest(deps.telemetry.registry), media_type=CONTENT_TYPE_LATEST)
 
     alerts = build_alert_queue(deps)  # alert webhooks enqueue; its workers run in this process
+    # Inbound without a public URL, when configured: Slack over Socket Mode, alerts from a Pub/Sub subscription.
+    socket_mode = socket_mode_for(deps.settings, bolt)
     routes: list[BaseRoute] = [
         Route("/slack/events", slack_events, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
@@ -99,18 +102,23 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
         if deps.chat is not None:
             deps.chat.session = session
         await alerts.start()
+        if socket_mode is not None:
+            await socket_mode.start()
         # Everything loaded so far lives for the whole process: keep it out of the cyclic GC, whose full
         # collections otherwise walk ~190k startup objects (~90 ms stalls: the alert webhook's p99).
         gc.freeze()
         try:
             yield {}
         finally:
+            if socket_mode is not None:
+                await socket_mode.stop()
             await alerts.stop()
             await close_deps(deps)
             await session.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.alert_queue = alerts
+    app.state.socket_mode = socket_mode
     known = {r.path for r in routes if isinstance(r, Route)}
     app.add_middleware(MetricsMiddleware, deps=deps, known=known)
     return app
