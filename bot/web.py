@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bot.alert_pubsub import pubsub_alerts_for
 from bot.alert_queue import build_alert_queue
 from bot.deps import Deps
 from bot.slack_app import build_bolt
@@ -85,6 +86,7 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
     alerts = build_alert_queue(deps)  # alert webhooks enqueue; its workers run in this process
     # Inbound without a public URL, when configured: Slack over Socket Mode, alerts from a Pub/Sub subscription.
     socket_mode = socket_mode_for(deps.settings, bolt)
+    pubsub = pubsub_alerts_for(deps.settings, alerts.enqueue)
     routes: list[BaseRoute] = [
         Route("/slack/events", slack_events, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
@@ -104,12 +106,16 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
         await alerts.start()
         if socket_mode is not None:
             await socket_mode.start()
+        if pubsub is not None:
+            await pubsub.start()
         # Everything loaded so far lives for the whole process: keep it out of the cyclic GC, whose full
         # collections otherwise walk ~190k startup objects (~90 ms stalls: the alert webhook's p99).
         gc.freeze()
         try:
             yield {}
         finally:
+            if pubsub is not None:
+                await pubsub.stop()
             if socket_mode is not None:
                 await socket_mode.stop()
             await alerts.stop()
@@ -119,6 +125,7 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.alert_queue = alerts
     app.state.socket_mode = socket_mode
+    app.state.pubsub_alerts = pubsub
     known = {r.path for r in routes if isinstance(r, Route)}
     app.add_middleware(MetricsMiddleware, deps=deps, known=known)
     return app
