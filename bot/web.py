@@ -21,6 +21,7 @@ from bot.alert_pubsub import pubsub_alerts_for
 from bot.alert_queue import build_alert_queue
 from bot.deps import Deps
 from bot.slack_app import build_bolt
+from bot.slack_check import check_slack_token, quiet_bolt
 from bot.socket_mode import socket_mode_for
 from bot.wiring import close_deps
 from handlers.alerts.web import alert_routes
@@ -61,6 +62,7 @@ class MetricsMiddleware:
 
 def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starlette:
     load_all()
+    quiet_bolt()
     bolt = build_bolt(deps)
 
     async def slack_events(request: Request) -> Response:
@@ -103,6 +105,8 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
         session = aiohttp.ClientSession()
         if deps.chat is not None:
             deps.chat.session = session
+        if deps.chat is not None and deps.settings.slack_bot_token:
+            deps.spawn(check_slack_token(deps.chat))  # one clear line if the token is wrong; start regardless
         await alerts.start()
         if socket_mode is not None:
             await socket_mode.start()
