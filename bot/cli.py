@@ -93,7 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        code = int(args.func(args))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `gemma-sre ... | head`: the reader left. Point stdout at devnull so the interpreter's final flush
+        # does not fail again, and exit quietly (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    return code
 
 
 if __name__ == "__main__":
