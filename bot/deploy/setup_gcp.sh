@@ -83,9 +83,9 @@ step "3. The bot's runtime service account and its roles"
 if ! exists gcloud iam service-accounts describe "$SA" --project="$PROJECT"; then
   run gcloud iam service-accounts create "$SA_NAME" --display-name="gemma-sre bot" --project="$PROJECT"
 fi
-# run.admin: deploy/scale/destroy the vLLM service; iam.serviceAccountUser: deploy it with its runtime account;
+# run.developer: deploy/scale/destroy the vLLM service; iam.serviceAccountUser: deploy it with its runtime account;
 # run.invoker: call the private model; logging/monitoring viewers: read-only diagnosis; secretAccessor: its secrets.
-roles=(roles/run.admin roles/iam.serviceAccountUser roles/run.invoker roles/logging.viewer roles/monitoring.viewer
+roles=(roles/run.developer roles/iam.serviceAccountUser roles/run.invoker roles/logging.viewer roles/monitoring.viewer
        roles/secretmanager.secretAccessor)
 for role in "${roles[@]}"; do  # adding a binding that exists is a no-op
   run gcloud projects add-iam-policy-binding "$PROJECT" --member="serviceAccount:$SA" --role="$role" \
