@@ -140,4 +140,14 @@ def pubsub_alerts_for(settings: Settings, enqueue: Enqueue) -> PubSubAlerts | No
     path = settings.pubsub_subscription_path
     if not path:
         return None
-    return PubSubAlerts(path, enqueue, make_subscriber(settings))
+    try:
+        client = make_subscriber(settings)
+    except Exception as exc:  # e.g. no Application Default Credentials: say so once, keep the rest running
+        log.error(
+            "Pub/Sub alerts are off: cannot create the Pub/Sub client for %s (%s: %s)",
+            path,
+            type(exc).__name__,
+            redact(str(exc))[:300],
+        )
+        return None
+    return PubSubAlerts(path, enqueue, client)
