@@ -92,10 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
-        code = int(args.func(args))
-        sys.stdout.flush()
+        try:
+            args = build_parser().parse_args(argv)
+            code = int(args.func(args))
+        finally:
+            sys.stdout.flush()  # inside the try: a reader that left is seen here, not at interpreter exit
     except BrokenPipeError:
         # `gemma-sre ... | head`: the reader left. Point stdout at devnull so the interpreter's final flush
         # does not fail again, and exit quietly (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
