@@ -26,7 +26,12 @@ def _serve(args: argparse.Namespace) -> int:
     if settings is not None:
         problems.extend(settings.serve_problems())
     else:
-        problems.extend(f"{name} is required" for name in REQUIRED_FOR_SERVE if not os.environ.get(name))
+        socket_mode = bool(os.environ.get("SLACK_APP_TOKEN", "").strip())
+        problems.extend(
+            f"{name} is required"
+            for name in REQUIRED_FOR_SERVE
+            if not os.environ.get(name, "").strip() and not (socket_mode and name == "SLACK_SIGNING_SECRET")
+        )
     if problems or settings is None:
         print("gemma-sre serve: cannot start:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
@@ -87,8 +92,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+            code = int(args.func(args))
+        finally:
+            sys.stdout.flush()  # inside the try: a reader that left is seen here, not at interpreter exit
+    except BrokenPipeError:
+        # `gemma-sre ... | head`: the reader left. Point stdout at devnull so the interpreter's final flush
+        # does not fail again, and exit quietly (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    return code
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """`gemma-sre diagnose --logs FILE|- [--format json|text]`: offline diagnosis of a log file.
 
-Reads JSON lines of Cloud Logging entries (as `gcloud logging read --format=json` / the API return them,
-one per line) or plain text lines. Malformed lines are counted and skipped; binary junk and very long lines
-do not stop the run. No network, no model.
+Reads what people have: the JSON array `gcloud logging read --format=json` prints (pretty-printed, read one
+entry at a time), JSON lines of Cloud Logging entries (the API's / `--format=json` entries one per line), or
+plain text lines. Malformed lines are counted and skipped; binary junk and very long lines do not stop the
+run. Input with no log entry at all (empty, `[]`, binary) says so and exits 1. No network, no model.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from collections.abc import Iterator
@@ -15,9 +17,11 @@ from typing import BinaryIO
 
 from bot.settings import Settings
 from skills.diagnose import Diagnosis, diagnose
-from skills.logs import parse_lines
+from skills.logs import entry_from_api, parse_lines
+from skills.ports import LogEntry
 
 _CHUNK = 1 << 20
+_MAX_ENTRY = 4 * _CHUNK  # one array element larger than this is not a log entry
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -29,10 +33,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
-def _lines(stream: BinaryIO) -> Iterator[bytes]:
+def _chunks(first: bytes, stream: BinaryIO) -> Iterator[bytes]:
+    return itertools.chain([first] if first else [], iter(lambda: stream.read(_CHUNK), b""))
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
     """Lines of any length without holding more than one line (capped) in memory at a time."""
     pending = b""
-    while chunk := stream.read(_CHUNK):
+    for chunk in chunks:
         pending += chunk
         *complete, pending = pending.split(b"\n")
         yield from complete
@@ -40,6 +48,52 @@ def _lines(stream: BinaryIO) -> Iterator[bytes]:
             pending = pending[:_CHUNK]
     if pending:
         yield pending
+
+
+def _array_entries(chunks: Iterator[bytes]) -> tuple[list[LogEntry], int]:
+    """A JSON array of entries (gcloud's --format=json), decoded element by element: memory stays bounded
+    by one entry, and a broken element is counted as malformed instead of losing the whole file."""
+    decoder = json.JSONDecoder()
+    entries: list[LogEntry] = []
+    malformed = 0
+    buf = ""
+    pos = 0
+    started = done = False
+    raw = b""
+    for chunk in chunks:
+        raw += chunk
+        try:
+            text = raw.decode("utf-8")
+            raw = b""
+        except UnicodeDecodeError as exc:  # a multi-byte character split across chunks: keep its start
+            text, raw = raw[: exc.start].decode("utf-8"), raw[exc.start :]
+        buf = buf[pos:] + text
+        pos = 0
+        while not done:
+            while pos < len(buf) and (buf[pos].isspace() or buf[pos] == ","):
+                pos += 1
+            if pos >= len(buf):
+                break
+            if not started:
+                started, pos = True, pos + 1  # the '['
+                continue
+            if buf[pos] == "]":
+                done = True
+                break
+            try:
+                value, end = decoder.raw_decode(buf, pos)
+            except json.JSONDecodeError:
+                if len(buf) - pos > _MAX_ENTRY:  # not an entry we can ever complete: stop here
+                    return entries, malformed + 1
+                break  # probably incomplete: read more
+            pos = end
+            try:
+                entries.append(entry_from_api(value))
+            except (ValueError, TypeError):
+                malformed += 1
+    if started and not done and buf[pos:].strip():
+        malformed += 1  # the array was cut off
+    return entries, malformed
 
 
 def render_text(d: Diagnosis) -> str:
@@ -64,16 +118,51 @@ def render_text(d: Diagnosis) -> str:
     return "\n".join(out)
 
 
+def _read(stream: BinaryIO) -> tuple[list[LogEntry], int, bytes]:
+    first = stream.read(64 * 1024)
+    chunks = _chunks(first, stream)
+    if first.lstrip().startswith(b"["):
+        entries, malformed = _array_entries(chunks)
+    else:
+        entries, malformed = parse_lines(_lines(chunks))
+    return entries, malformed, first
+
+
+def _looks_binary(sample: bytes) -> bool:
+    sample = sample[:8192]
+    if b"\x00" in sample:
+        return True
+    text = sample.decode("utf-8", "replace")
+    bad = sum(1 for c in text if c == "\ufffd" or (ord(c) < 32 and c not in "\t\r\n"))
+    return bad > max(3, len(text) // 10)
+
+
 def run(args: argparse.Namespace) -> int:
+    name = "standard input" if args.logs == "-" else args.logs
     try:
         if args.logs == "-":
-            entries, malformed = parse_lines(_lines(sys.stdin.buffer))
+            entries, malformed, first = _read(sys.stdin.buffer)
         else:
             with open(args.logs, "rb") as fh:
-                entries, malformed = parse_lines(_lines(fh))
+                entries, malformed, first = _read(fh)
     except OSError as exc:
         print(f"error: cannot read {args.logs}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    if not entries:
+        if not first.strip():
+            why = "it is empty"
+        elif _looks_binary(first):
+            why = "it looks like binary data, not logs"
+        elif first.lstrip().startswith(b"[") and not malformed:
+            why = "it is an empty JSON array (did `gcloud logging read` match no entries?)"
+        else:
+            why = f"none of its {malformed} line(s) or entries could be read as a log entry"
+        print(
+            f"error: no log entries in {name}: {why}. Expected plain text lines, JSON lines of Cloud Logging "
+            "entries, or the output of `gcloud logging read --format=json`.",
+            file=sys.stderr,
+        )
+        return 1
     result = diagnose(entries, token_budget=max(200, args.budget), malformed=malformed)
     if args.format == "json":
         print(json.dumps(result.to_report(), indent=2, ensure_ascii=False))

@@ -1,16 +1,27 @@
 """`gemma-sre console`: the same handlers and skills as Slack, rendered as text in a terminal.
 
 Buttons are numbered; `click N` presses one (so plan -> confirm flows work here too). Modals ask for their
-inputs on the same input stream.
+inputs on the same input stream. `reply TEXT` continues the latest conversation thread (a `/gemma ask`),
+`reply N TEXT` the thread of message #N, as a reply in the Slack thread would.
+
+At a terminal: line editing and history (readline; history in ~/.gemma_sre_history or $GEMMA_SRE_HISTORY),
+Ctrl-C interrupts a running command and leaves at the prompt, Ctrl-D leaves. Errors are an id and one
+sentence, as in Slack; details go to the log file, never a traceback on the screen.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import logging
 import os
+import re
+import signal
 import sys
 import tempfile
+import time
+import uuid
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -21,11 +32,42 @@ from handlers.render_text import to_text
 from handlers.reply import Button, FileOut, Reply
 from handlers.router import help_reply, parse, run_action, run_command
 
+log = logging.getLogger(__name__)
+
 CONSOLE_USER = "console"
 CONSOLE_CHANNEL = "console"
 
 BANNER = """gemma-sre console — the Slack bot's commands, in your terminal.
-Type `/gemma help` (or just `help`), `click N` or `click LABEL` to press a button, `quit` to leave."""
+Type `/gemma help` (or just `help`), `click N` or `click LABEL` to press a button, `reply TEXT` to answer in the
+latest thread, `quit` (or Ctrl-D) to leave."""
+
+# Slack mrkdwn -> plain text (https://docs.slack.dev/messaging/formatting-message-text/): mentions, channel
+# links, special mentions, *bold*, _italic_, ~strike~, ``` fences and the three HTML entities. Inline `code`
+# keeps its backticks: in a terminal they still say "type this".
+_MENTION = re.compile(r"<@([A-Za-z0-9_.-]+)(?:\|([^>]+))?>")
+_CHANNEL = re.compile(r"<#([A-Z0-9]+)(?:\|([^>]*))?>")
+_SPECIAL = re.compile(r"<!(here|channel|everyone)(?:\|[^>]*)?>")
+_SUBTEAM = re.compile(r"<!subteam\^([A-Z0-9]+)(?:\|([^>]+))?>")
+_BARE_LINK = re.compile(r"<((?:https?|mailto):[^|>]+)>")
+_WRAP = {
+    c: re.compile(
+        rf"(?<![\w{re.escape(c)}]){re.escape(c)}(\S(?:[^{re.escape(c)}\n]*?\S)?){re.escape(c)}(?![\w{re.escape(c)}])"
+    )
+    for c in "*_~"
+}
+
+
+def plain_markup(line: str) -> str:
+    """One line of Slack markup as a terminal shows it."""
+    line = line.replace("```", "")
+    line = _MENTION.sub(lambda m: "@" + (m.group(2) or m.group(1)), line)
+    line = _CHANNEL.sub(lambda m: "#" + (m.group(2) or m.group(1)), line)
+    line = _SPECIAL.sub(r"@\1", line)
+    line = _SUBTEAM.sub(lambda m: "@" + (m.group(2) or m.group(1)), line)
+    line = _BARE_LINK.sub(r"\1", line)
+    for pattern in _WRAP.values():
+        line = pattern.sub(r"\1", line)
+    return line.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 class ConsoleResponder:
@@ -34,35 +76,70 @@ class ConsoleResponder:
         self.out = out
         self.ask = ask
         self.buttons: list[tuple[Button, str]] = []  # (button, ts of the message carrying it)
-        self._ts = itertools.count(1)
+        self.numbers: dict[str, int] = {}  # ts -> the message number people see (#N)
+        self.threads: list[str] = []  # ts of messages that have replies, most recent last
+        self._shown: dict[str, list[str]] = {}  # ts -> lines last shown (updates print only what changed)
+        self._n = itertools.count(1)
+        self._last_ts = 0.0
         self.files_dir = os.path.join(tempfile.gettempdir(), "gemma-sre-files")
         self.modal_actions: list[ActionContext] = []
 
-    def _show(self, reply: Reply, ts: str, prefix: str = "") -> None:
+    def _new_ts(self) -> str:
+        # Slack-like, unique across console sessions: conversation state in Redis is keyed by thread ts.
+        self._last_ts = max(time.time(), self._last_ts + 0.000001)
+        ts = f"{self._last_ts:.6f}"
+        self.numbers[ts] = next(self._n)
+        return ts
+
+    def _lines(self, reply: Reply) -> list[str]:
         text = to_text(reply)
         for b in reply.buttons:
-            self.buttons.append((b, ts))
-            n = len(self.buttons)
-            text = text.replace(f"  [{b.label}]  ({b.action_id} {b.value})", f"  [{n}] {b.label}", 1)
-        for line in text.splitlines():
+            n = len(self.buttons) + 1
+            if f"  [{b.label}]  ({b.action_id} {b.value})" in text:
+                text = text.replace(f"  [{b.label}]  ({b.action_id} {b.value})", f"  [{n}] {b.label}", 1)
+            self.buttons.append((b, ""))
+        return [plain_markup(line) for line in text.splitlines()]
+
+    def _print(self, lines: list[str], prefix: str = "") -> None:
+        for line in lines:
             print(prefix + line, file=self.out)
         self.out.flush()
 
+    def _show(self, reply: Reply, ts: str, prefix: str = "") -> None:
+        first = len(self.buttons)
+        lines = self._lines(reply)
+        self.buttons[first:] = [(b, ts) for b, _ in self.buttons[first:]]
+        self._shown[ts] = lines
+        self._print(lines, prefix)
+
     async def reply(self, reply: Reply) -> None:
-        self._show(reply, str(next(self._ts)))
+        self._show(reply, self._new_ts())
         for f in reply.files:
             await self.upload(f)
 
     async def post(self, reply: Reply, thread_ts: str | None = None) -> str:
-        ts = str(next(self._ts))
+        ts = self._new_ts()
+        if thread_ts and thread_ts not in self.threads:
+            n = self.numbers.get(thread_ts, 0)
+            print(f"  | (thread #{n}: `reply TEXT` answers here)", file=self.out)
+        if thread_ts:
+            self.threads = [t for t in self.threads if t != thread_ts] + [thread_ts]
         self._show(reply, ts, prefix="  | " if thread_ts else "")
         for f in reply.files:
             await self.upload(f, thread_ts or ts)
         return ts
 
     async def update(self, ts: str, reply: Reply) -> None:
-        print(f"(message {ts} updated)", file=self.out)
-        self._show(reply, ts)
+        """An edit in place: print only the lines that are new since the message was last shown."""
+        before = set(self._shown.get(ts, []))
+        first = len(self.buttons)
+        lines = self._lines(reply)
+        self.buttons[first:] = [(b, ts) for b, _ in self.buttons[first:]]
+        self._shown[ts] = lines
+        fresh = [line for line in lines if line not in before]
+        if fresh:
+            print(f"(message #{self.numbers.get(ts, '?')} updated)", file=self.out)
+            self._print(fresh)
 
     async def upload(self, file: FileOut, thread_ts: str | None = None) -> None:
         path = await asyncio.to_thread(self._save, file)
@@ -105,7 +182,9 @@ async def handle_line(deps: Deps, responder: ConsoleResponder, line: str) -> boo
         return True
     if line in ("quit", "exit", "/quit"):
         return False
-    if line.startswith("click "):
+    if line == "reply" or line.startswith("reply "):
+        await _thread_reply(deps, responder, line[len("reply") :].strip())
+    elif line.startswith("click "):
         found = _find_button(responder, line[len("click ") :].strip())
         if found is None:
             print("No such button. Use its number or its label as shown above.", file=responder.out)
@@ -146,6 +225,29 @@ async def handle_line(deps: Deps, responder: ConsoleResponder, line: str) -> boo
     return True
 
 
+async def _thread_reply(deps: Deps, responder: ConsoleResponder, rest: str) -> None:
+    """`reply TEXT` (latest thread) or `reply N TEXT` (the thread of message #N): a Slack thread reply."""
+    from handlers.conversation import on_thread_reply
+
+    number, _, text = rest.partition(" ")
+    by_number = {n: ts for ts, n in responder.numbers.items()}
+    if number.isdigit() and int(number) in by_number:
+        thread_ts = by_number[int(number)]
+    else:
+        text = rest
+        thread_ts = responder.threads[-1] if responder.threads else ""
+    if not thread_ts or not text.strip():
+        print("Usage: `reply TEXT` answers in the latest thread; `reply N TEXT` in thread #N.", file=responder.out)
+        return
+    if deps.agent is None or await deps.agent.conversations.get(thread_ts) is None:
+        print(
+            f"Thread #{responder.numbers.get(thread_ts)} is not a conversation (start one with `/gemma ask`).",
+            file=responder.out,
+        )
+        return
+    await on_thread_reply(deps, responder, CONSOLE_CHANNEL, thread_ts, CONSOLE_USER, text)
+
+
 def _find_button(responder: ConsoleResponder, which: str) -> tuple[Button, str] | None:
     """`click 3` presses button 3; `click confirm` the most recent button whose label starts with it."""
     if which.isdigit():
@@ -162,20 +264,120 @@ async def _deliver(responder: ConsoleResponder, reply: Reply | None) -> None:
         await responder.reply(reply)
 
 
+class LineReader:
+    """Lines from the terminal (readline: editing, history) or from a pipe.
+
+    At a terminal the prompt is read on the main thread with Python's default SIGINT handler in place, so
+    Ctrl-C at the prompt is a KeyboardInterrupt right there (readline defers signals on other threads). The
+    event loop waits meanwhile; nothing runs between commands (each line drains its background work)."""
+
+    def __init__(self, stdin: TextIO, out: TextIO) -> None:
+        self.stdin, self.out = stdin, out
+        self.interactive = stdin.isatty() and stdin is sys.stdin
+        self.history = os.environ.get("GEMMA_SRE_HISTORY") or os.path.expanduser("~/.gemma_sre_history")
+        self._termios: Any = None
+        if self.interactive:
+            self._setup_terminal()
+
+    def _setup_terminal(self) -> None:
+        with contextlib.suppress(ImportError, OSError):
+            import termios
+
+            self._termios = termios.tcgetattr(self.stdin.fileno())  # restored on exit, whatever happened
+        with contextlib.suppress(ImportError):
+            import readline  # importing it gives input() line editing and history
+
+            readline.set_history_length(1000)
+            with contextlib.suppress(OSError):
+                readline.read_history_file(self.history)
+
+    def read_sync(self, prompt: str) -> str | None:
+        if self.interactive:
+            try:
+                return input(prompt)
+            except EOFError:
+                return None
+        line = self.stdin.readline()
+        return line.rstrip("\n") if line else None
+
+    async def read(self, prompt: str) -> str | None:
+        """The next line; None at end of input, or when Ctrl-C is pressed at the prompt."""
+        if self.interactive:
+            previous = signal.getsignal(signal.SIGINT)
+            with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+            try:
+                return self.read_sync(prompt)
+            except KeyboardInterrupt:
+                return None
+            finally:
+                with contextlib.suppress(ValueError, TypeError):
+                    signal.signal(signal.SIGINT, previous)
+        return await asyncio.to_thread(self.read_sync, prompt)
+
+    def close(self) -> None:
+        if not self.interactive:
+            return
+        with contextlib.suppress(ImportError, OSError):
+            import readline
+
+            readline.write_history_file(self.history)
+        if self._termios is not None:
+            with contextlib.suppress(ImportError, OSError):
+                import termios
+
+                termios.tcsetattr(self.stdin.fileno(), termios.TCSADRAIN, self._termios)
+
+
+def _log_to_file() -> str:
+    """The console's logs go to a file: the screen shows an error id and a sentence, never a traceback."""
+    path = os.path.join(tempfile.gettempdir(), "gemma-sre-console.log")
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.FileHandler(path, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+    return path
+
+
+async def interact(deps: Deps, responder: ConsoleResponder, reader: LineReader, log_path: str) -> int:
+    """The read -> run -> print loop. Ctrl-C cancels the running command; at the prompt it leaves."""
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await reader.read("gemma> ")
+        if line is None:
+            if reader.interactive:
+                print(file=responder.out)  # leave on a fresh line after ^D / ^C
+            break
+        task = loop.create_task(handle_line(deps, responder, line))
+        watching = False
+        if reader.interactive:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signal.SIGINT, task.cancel)
+                watching = True
+        try:
+            if not await task:
+                break
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                raise
+            print("^C (interrupted; `quit` or Ctrl-D leaves)", file=responder.out)
+        except Exception:
+            eid = uuid.uuid4().hex[:8]
+            log.exception("console line failed (error id %s): %r", eid, line[:200])
+            print(f"! That failed unexpectedly (error id {eid}); details are in {log_path}.", file=responder.out)
+        finally:
+            if watching:
+                loop.remove_signal_handler(signal.SIGINT)
+    reader.close()
+    return 0
+
+
 async def run_console(deps: Deps, stdin: TextIO = sys.stdin, out: TextIO = sys.stdout) -> int:
     load_all()
-    interactive = stdin.isatty()
-
-    def ask(prompt: str) -> str | None:
-        if interactive:
-            print(prompt, end="", file=out, flush=True)
-        line = stdin.readline()
-        return line if line else None
-
-    responder = ConsoleResponder(out, ask)
+    log_path = _log_to_file()
+    reader = LineReader(stdin, out)
+    responder = ConsoleResponder(out, reader.read_sync)
     print(BANNER, file=out)
-    while True:
-        line = await asyncio.to_thread(ask, "gemma> ")
-        if line is None or not await handle_line(deps, responder, line):
-            break
-    return 0
+    return await interact(deps, responder, reader, log_path)

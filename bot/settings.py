@@ -15,11 +15,15 @@ class SettingsError(Exception):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_file=None, extra="ignore", case_sensitive=False)
+    # A `.env` in the working directory is read when present (real environment variables win).
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore", case_sensitive=False)
 
     # --- Slack -----------------------------------------------------------------------------------------
     slack_bot_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
+    # Socket Mode (no public URL): an app-level token (xapp-…, scope connections:write). Set: the bot connects
+    # out over a WebSocket instead of receiving /slack/events.
+    slack_app_token: SecretStr | None = None
     slack_api_url: str = "https://slack.com/api/"
     slack_alerts_channel: str = "#gemma-alerts"
     # Who may confirm write actions: Slack user ids (comma separated) and/or a user group id.
@@ -73,6 +77,9 @@ class Settings(BaseSettings):
     alert_group_window_s: int = Field(default=1800, ge=0)
     alert_max_attempts: int = Field(default=5, ge=1)
     alert_reclaim_idle_ms: int = Field(default=60_000, ge=100)
+    # Cloud Monitoring -> Pub/Sub topic -> this subscription (projects/P/subscriptions/S, or S in
+    # GOOGLE_CLOUD_PROJECT): alerts without a public URL. Unset: webhooks only.
+    alert_pubsub_subscription: str | None = None
 
     # --- Deploy ----------------------------------------------------------------------------------------
     # Unset: the per-GPU default image from skills/data/vllm_images.yaml (a plan checks any image against it).
@@ -88,6 +95,40 @@ class Settings(BaseSettings):
     # --- Process ---------------------------------------------------------------------------------------
     port: int = Field(default=8080, ge=1, le=65535)
     log_level: str = "INFO"
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strip(cls, v: object) -> object:
+        # A secret pasted with a trailing newline (Secret Manager, .env) must not turn every call into a 401.
+        return v.strip() if isinstance(v, str) else v
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, v: str | None) -> str | None:
+        if not v:
+            return None
+        if not v.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"not a Redis URL (expected redis://HOST:PORT/DB, rediss:// or unix://), got {v[:40]!r}")
+        return v
+
+    @field_validator("slack_app_token")
+    @classmethod
+    def _app_token(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is None or not v.get_secret_value():
+            return None
+        if not v.get_secret_value().startswith("xapp-"):
+            raise ValueError("must be an app-level token (xapp-…, Slack app > Basic Information > App-Level Tokens)")
+        return v
+
+    @field_validator("alert_pubsub_subscription")
+    @classmethod
+    def _subscription(cls, v: str | None) -> str | None:
+        if not v:
+            return None
+        parts = v.split("/")
+        if "/" in v and not (len(parts) == 4 and parts[0] == "projects" and parts[2] == "subscriptions" and all(parts)):
+            raise ValueError("must be projects/PROJECT/subscriptions/NAME or just NAME")
+        return v
 
     @field_validator("slack_api_url")
     @classmethod
@@ -121,11 +162,24 @@ class Settings(BaseSettings):
         problems = []
         if not self.slack_bot_token:
             problems.append("SLACK_BOT_TOKEN is required (xoxb-…, from the Slack app's OAuth page)")
-        if not self.slack_signing_secret:
-            problems.append("SLACK_SIGNING_SECRET is required (Slack app > Basic Information)")
+        if not self.slack_signing_secret and not self.slack_app_token:
+            problems.append(
+                "SLACK_SIGNING_SECRET is required (Slack app > Basic Information), "
+                "or SLACK_APP_TOKEN (xapp-…) for Socket Mode"
+            )
         if not self.redis_url:
             problems.append("REDIS_URL is required for serve (e.g. redis://10.0.0.3:6379/0)")
+        if self.alert_pubsub_subscription and "/" not in self.alert_pubsub_subscription:
+            if not self.google_cloud_project:
+                problems.append("ALERT_PUBSUB_SUBSCRIPTION without a project needs GOOGLE_CLOUD_PROJECT")
         return problems
+
+    @property
+    def pubsub_subscription_path(self) -> str | None:
+        s = self.alert_pubsub_subscription
+        if not s or "/" in s:
+            return s
+        return f"projects/{self.google_cloud_project}/subscriptions/{s}"
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -136,5 +190,6 @@ def load_settings(**overrides: object) -> Settings:
         lines = []
         for err in exc.errors():
             name = ".".join(str(p) for p in err["loc"]).upper()
-            lines.append(f"{name}: {err['msg']}")
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            lines.append(f"{name}: {msg}")
         raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None

@@ -19,9 +19,12 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bot.alert_pubsub import pubsub_alerts_for
 from bot.alert_queue import build_alert_queue
 from bot.deps import Deps
 from bot.slack_app import build_bolt
+from bot.slack_check import check_slack_token, quiet_bolt
+from bot.socket_mode import socket_mode_for
 from bot.wiring import close_deps
 from handlers.alerts.web import alert_routes
 from handlers.http_body import HttpProblem, read_body
@@ -64,6 +67,7 @@ class MetricsMiddleware:
 
 def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starlette:
     load_all()
+    quiet_bolt()
     bolt = build_bolt(deps)
     secret = deps.settings.slack_signing_secret
     verifier = SignatureVerifier(secret.get_secret_value()) if secret and secret.get_secret_value().strip() else None
@@ -107,6 +111,9 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
         return Response(generate_latest(deps.telemetry.registry), media_type=CONTENT_TYPE_LATEST)
 
     alerts = build_alert_queue(deps)  # alert webhooks enqueue; its workers run in this process
+    # Inbound without a public URL, when configured: Slack over Socket Mode, alerts from a Pub/Sub subscription.
+    socket_mode = socket_mode_for(deps.settings, bolt)
+    pubsub = pubsub_alerts_for(deps.settings, alerts.enqueue)
     routes: list[BaseRoute] = [
         Route("/slack/events", slack_events, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
@@ -123,19 +130,31 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
         session = aiohttp.ClientSession()
         if deps.chat is not None:
             deps.chat.session = session
+        if deps.chat is not None and deps.settings.slack_bot_token:
+            deps.spawn(check_slack_token(deps.chat))  # one clear line if the token is wrong; start regardless
         await alerts.start()
+        if socket_mode is not None:
+            await socket_mode.start()
+        if pubsub is not None:
+            await pubsub.start()
         # Everything loaded so far lives for the whole process: keep it out of the cyclic GC, whose full
         # collections otherwise walk ~190k startup objects (~90 ms stalls: the alert webhook's p99).
         gc.freeze()
         try:
             yield {}
         finally:
+            if pubsub is not None:
+                await pubsub.stop()
+            if socket_mode is not None:
+                await socket_mode.stop()
             await alerts.stop()
             await close_deps(deps)
             await session.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.alert_queue = alerts
+    app.state.socket_mode = socket_mode
+    app.state.pubsub_alerts = pubsub
     known = {r.path for r in routes if isinstance(r, Route)}
     app.add_middleware(MetricsMiddleware, deps=deps, known=known)
     return app

@@ -295,14 +295,28 @@ def render_plan(plan: RemediationPlan) -> Reply:
 
 async def _model_reachable(deps: Deps) -> bool:
     """A quick /health probe: an alert thread should not sit behind a 10-minute cold start."""
+    return not await _model_problem(deps)
+
+
+async def _model_problem(deps: Deps) -> str:
+    """Why the model cannot be asked now ('' when it can). Configuration problems (no credentials, no URL)
+    are said as such: calling those 'scaled to zero' would send people to the wrong fix."""
     if deps.agent is None or deps.endpoint is None:
-        return False
+        return "no model agent is configured"
     try:
         base = await deps.endpoint.base_url()
+    except UserFacingError as exc:
+        return f"the model's address could not be found: {exc.message}" + (f" {exc.hint}" if exc.hint else "")
+    except Exception as exc:
+        return f"the model's address could not be found ({type(exc).__name__})"
+    try:
         probe = await deps.model_server.health(base)
     except Exception:
-        return False
-    return bool(probe.ok)
+        return _ZZZ
+    return "" if probe.ok else _ZZZ
+
+
+_ZZZ = "scaled to zero or down"
 
 
 def make_investigator(deps: Deps) -> Investigator:
@@ -331,15 +345,18 @@ def make_investigator(deps: Deps) -> Investigator:
                 reply = render_diagnosis(inc.service, d)
                 reply.context = f"deterministic findings for the alert window {span}"
                 yield reply
-        if await _model_reachable(deps):
+        problem = await _model_problem(deps) if deps.agent is not None else ""
+        if deps.agent is not None and not problem:
             minutes = max(5, min(24 * 60, int((now - since).total_seconds() // 60) + 1))
             context = f"Alert {alert.name} ({alert.severity}) on {inc.service}: {alert.summary}"
             analysis = await deps.agent.analyze(since_minutes=minutes, context=redact(context), service=inc.service)
             yield render_plan(analysis.plan)
-        elif deps.agent is not None:
+        elif problem == _ZZZ:
             yield Reply(
                 title=":zzz: The model is not reachable right now (scaled to zero or down), so there is no "
                 "plan from it yet; the findings above are deterministic."
             )
+        elif problem:
+            yield Reply(title=f":warning: The model was not asked for a plan: {redact(problem)[:400]}")
 
     return investigate

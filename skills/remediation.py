@@ -184,9 +184,19 @@ def merge_actions(*groups: list[ProposedAction]) -> list[ProposedAction]:
     return out
 
 
-def plan_from_findings(findings: list[Any], note: str) -> RemediationPlan:
+def plan_from_findings(findings: list[Any], note: str, *, logs_error: str = "") -> RemediationPlan:
     """The deterministic plan, from diagnosis findings (kind, title, evidence, remediation{summary, steps,
-    actions}), for when the model cannot give one. `note` says why the model's plan is missing."""
+    actions}), for when the model cannot give one. `note` says why the model's plan is missing; `logs_error`
+    why the logs could not be read (then "no known failure" would be untrue: nothing was looked at)."""
+    if not findings and logs_error:
+        return RemediationPlan(
+            summary=f"The logs could not be read, so nothing was diagnosed: {logs_error}",
+            steps=[
+                "Fix the log access above (project, credentials, roles/logging.viewer), then run `/gemma analyze` "
+                "again; `/gemma diagnose` shows the log reader's own error."
+            ],
+            fallback_note=note,
+        )
     if not findings:
         return RemediationPlan(
             summary="No known failure pattern was found in the logs.",

@@ -95,7 +95,7 @@ class Agent:
         room = await loop.prepare(probe)
         # Evidence takes at most 60% of the room left; tool results and the answer's history share the rest.
         budget = None if room is None else max(100, room * 6 // 10 // EVIDENCE_SECTIONS)
-        evidence, findings = await gather_evidence(tools, since_minutes, budget)
+        evidence, findings, logs_error = await gather_evidence_why(tools, since_minutes, budget)
         if context:
             evidence = "## Context (untrusted, from the alert or the user)\n" + context.strip() + "\n\n" + evidence
         messages: list[dict[str, Any]] = [
@@ -105,9 +105,13 @@ class Agent:
         try:
             result = await loop.run(messages)
         except UserFacingError as exc:
-            note = f"The model could not be used: {exc}. These are the deterministic findings."
-            return Analysis(plan=plan_from_findings(findings, note), error=str(exc))
-        out = Analysis(plan=plan_from_findings(findings, ""), loop=result, tokens_sent=result.tokens_sent)
+            note = f"The model could not be used: {str(exc).rstrip('.')}."
+            if not logs_error:
+                note += " These are the deterministic findings."
+            return Analysis(plan=plan_from_findings(findings, note, logs_error=logs_error), error=str(exc))
+        out = Analysis(
+            plan=plan_from_findings(findings, "", logs_error=logs_error), loop=result, tokens_sent=result.tokens_sent
+        )
         plan, err = parse_plan(result.answer)
         if plan is None and result.stop_reason in ("answered", "no_answer"):
             out.repaired = True
@@ -129,7 +133,9 @@ class Agent:
                 result.stop_reason, f"its answer was not a valid plan ({err})"
             )
             out.error = why
-            out.plan = plan_from_findings(findings, f"The model gave no usable plan ({why}); deterministic findings.")
+            out.plan = plan_from_findings(
+                findings, f"The model gave no usable plan ({why}); deterministic findings.", logs_error=logs_error
+            )
             out.plan.proposed_actions = merge_actions(result.proposed)
             return out
         plan.proposed_actions = merge_actions(result.proposed, plan.proposed_actions)
@@ -162,18 +168,32 @@ class Agent:
 
 
 async def gather_evidence(tools: Toolset, since_minutes: int, budget: int | None = None) -> tuple[str, list[Any]]:
-    """The evidence an analysis starts from, as one text block, plus the deterministic findings; each of its
-    EVIDENCE_SECTIONS sections is cut to `budget` tokens (default: the tool-result budget)."""
+    """The evidence an analysis starts from, as one text block, plus the deterministic findings."""
+    evidence, findings, _ = await gather_evidence_why(tools, since_minutes, budget)
+    return evidence, findings
+
+
+async def gather_evidence_why(
+    tools: Toolset, since_minutes: int, budget: int | None = None
+) -> tuple[str, list[Any], str]:
+    """Like gather_evidence, plus why the logs could not be read ('' when they were): with no logs there are
+    no findings, and "no known failure" would then be a lie. Each of its EVIDENCE_SECTIONS sections is cut to
+    `budget` tokens (default: the tool-result budget)."""
     budget = min(budget or tools.settings.agent_tool_result_tokens, tools.settings.agent_tool_result_tokens)
     findings: list[Any] = []
+    logs_error: list[str] = []
 
-    async def section(title: str, source: str, coro: Any) -> str:
+    async def section(title: str, source: str, coro: Any, errors: list[str] | None = None) -> str:
         try:
             body = await coro
         except UserFacingError as exc:
             body = f"(unavailable: {exc})"
+            if errors is not None:
+                errors.append(str(exc))
         except Exception as exc:  # one missing source must not stop the analysis
             body = f"(unavailable: {type(exc).__name__})"
+            if errors is not None:
+                errors.append(f"{type(exc).__name__}: {redact(str(exc))[:200]}")
         return f"## {title} (source: {source})\n{truncate(str(body), budget, _NARROW)}"
 
     async def diagnosis() -> str:
@@ -185,11 +205,11 @@ async def gather_evidence(tools: Toolset, since_minutes: int, budget: int | None
         return f"Findings: {findings_text(diag)}\n\nCondensed logs (source: logs):\n{logs}"
 
     parts = await asyncio.gather(
-        section(f"Diagnosis findings and logs, last {since_minutes} min", "finding", diagnosis()),
+        section(f"Diagnosis findings and logs, last {since_minutes} min", "finding", diagnosis(), logs_error),
         section("Service status", "status", tools.status_text()),
         section("Model server metrics", "metrics", tools.metrics_text()),
     )
-    return "\n\n".join(parts), findings
+    return "\n\n".join(parts), findings, "; ".join(logs_error)
 
 
 def parse_plan(text: str) -> tuple[RemediationPlan | None, str]:

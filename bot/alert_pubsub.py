@@ -1,0 +1,153 @@
+"""Alerts from a Pub/Sub subscription (ALERT_PUBSUB_SUBSCRIPTION): for teams whose bot has no public URL.
+
+Cloud Monitoring notifies a Pub/Sub topic; this loop pulls the bot's subscription and hands every alert to
+the webhook's own enqueue (bot/alert_queue.py `AlertQueue.enqueue`): same fingerprint, same dedup, same
+incident thread. A message is acknowledged only after its alerts are in the Redis queue; if the queue is
+down the message is left unacknowledged and Pub/Sub delivers it again after the ack deadline. A message that
+can never become an alert (not JSON, not an alert) is acknowledged and logged with its id and the reason, so
+it neither blocks the subscription nor crashes the loop (configure a dead-letter topic on the subscription
+to keep a copy).
+
+Why unary Pull on the asyncio GAPIC client (google.pubsub_v1.SubscriberAsyncClient) rather than the
+library's streaming `SubscriberClient.subscribe()`: the streaming client calls back on its own thread pool,
+whereas our enqueue is a coroutine on the app's event loop and the ack must wait for it; alert traffic is a
+few messages an hour, far below where StreamingPull's throughput matters. The client honours
+PUBSUB_EMULATOR_HOST (an insecure channel to the emulator or bot/sandbox/pubsub_grpc.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from redis.exceptions import RedisError
+
+from bot.settings import Settings
+from handlers.alerts.pubsub import MalformedAlert, to_alerts
+from skills.incidents import Alert
+from skills.redact import redact
+
+log = logging.getLogger(__name__)
+
+Enqueue = Callable[[list[Alert]], Awaitable[tuple[int, int]]]
+_RETRYABLE = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError, gexc.Aborted)
+
+
+def make_subscriber(settings: Settings) -> Any:
+    from google.auth.credentials import AnonymousCredentials
+    from google.pubsub_v1 import SubscriberAsyncClient
+
+    anonymous = settings.google_anonymous_credentials or bool(os.environ.get("PUBSUB_EMULATOR_HOST"))
+    return SubscriberAsyncClient(credentials=AnonymousCredentials() if anonymous else None)  # type: ignore[no-untyped-call]
+
+
+class PubSubAlerts:
+    def __init__(
+        self,
+        subscription: str,
+        enqueue: Enqueue,
+        client: Any,
+        *,
+        max_messages: int = 20,
+        pull_timeout_s: float = 60.0,
+        max_backoff_s: float = 60.0,
+    ) -> None:
+        self.subscription = subscription
+        self.enqueue = enqueue
+        self.client = client
+        self.max_messages = max_messages
+        self.pull_timeout_s = pull_timeout_s
+        self.max_backoff_s = max_backoff_s
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="alert-pubsub")
+        log.info("pulling alerts from Pub/Sub subscription %s", self.subscription)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        backoff = 0.5
+        while True:
+            try:
+                resp = await self.client.pull(
+                    request={"subscription": self.subscription, "max_messages": self.max_messages},
+                    timeout=self.pull_timeout_s,
+                    retry=None,  # our loop retries, with its own backoff and one log line per failure
+                )
+                if await self._handle(list(resp.received_messages)):
+                    backoff = 0.5
+                    continue
+            except asyncio.CancelledError:
+                raise
+            except (gexc.NotFound, gexc.PermissionDenied, gexc.InvalidArgument, gexc.Unauthenticated) as exc:
+                log.error(
+                    "Pub/Sub alerts: cannot pull %s (%s): %s; check ALERT_PUBSUB_SUBSCRIPTION and that the bot's "
+                    "service account has roles/pubsub.subscriber on it",
+                    self.subscription,
+                    type(exc).__name__,
+                    exc.message,
+                )
+                backoff = self.max_backoff_s
+            except _RETRYABLE as exc:
+                log.warning("Pub/Sub alerts: pull failed (%s); retrying", type(exc).__name__)
+            except Exception as exc:  # never let the loop die: alerts would silently stop
+                log.error("Pub/Sub alerts: unexpected %s: %s", type(exc).__name__, redact(str(exc))[:300])
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.max_backoff_s)
+
+    async def _handle(self, received: list[Any]) -> bool:
+        """Enqueue then ack each message; False when the queue is down (back off; messages come again)."""
+        done: list[str] = []
+        ok = True
+        for rm in received:
+            mid = rm.message.message_id
+            try:
+                alerts = to_alerts(bytes(rm.message.data))
+            except MalformedAlert as exc:
+                log.error("Pub/Sub alert message %s dropped (acknowledged, it can never be handled): %s", mid, exc)
+                done.append(rm.ack_id)
+                continue
+            try:
+                new, dup = await self.enqueue(alerts)
+            except (RedisError, OSError) as exc:
+                log.warning(
+                    "alert queue unavailable (%s); Pub/Sub message %s not acknowledged, it will be redelivered",
+                    type(exc).__name__,
+                    mid,
+                )
+                ok = False
+                break
+            log.info("Pub/Sub alert message %s: %d new, %d duplicate", mid, new, dup)
+            done.append(rm.ack_id)
+        if done:
+            await self.client.acknowledge(request={"subscription": self.subscription, "ack_ids": done})
+        return ok
+
+
+def pubsub_alerts_for(settings: Settings, enqueue: Enqueue) -> PubSubAlerts | None:
+    """The Pub/Sub alert puller when ALERT_PUBSUB_SUBSCRIPTION is set; None otherwise."""
+    path = settings.pubsub_subscription_path
+    if not path:
+        return None
+    try:
+        client = make_subscriber(settings)
+    except Exception as exc:  # e.g. no Application Default Credentials: say so once, keep the rest running
+        log.error(
+            "Pub/Sub alerts are off: cannot create the Pub/Sub client for %s (%s: %s)",
+            path,
+            type(exc).__name__,
+            redact(str(exc))[:300],
+        )
+        return None
+    return PubSubAlerts(path, enqueue, client)

@@ -1,0 +1,258 @@
+"""`./dev setup` (bot/deploy/setup_gcp.sh) against a fake `gcloud` on PATH: the dry run asks only read-only
+questions and prints every prerequisite in order; a real run issues exactly those commands; a second run on
+an existing project creates nothing. And cloudbuild.yaml's env vars survive comma-separated values."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "bot" / "deploy" / "setup_gcp.sh"
+
+FAKE_GCLOUD = r'''#!PYTHON
+"""A fake gcloud: records each call; read-only verbs answer from FAKE_GCLOUD_EXISTING (names, one a line)."""
+import json, os, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_GCLOUD_LOG"], "a") as fh:
+    fh.write(json.dumps(args) + "\n")
+existing = set(open(os.environ["FAKE_GCLOUD_EXISTING"]).read().split())
+words = [a for a in args if not a.startswith("-")]
+if args[:2] == ["config", "get-value"]:
+    print("fake-proj"); sys.exit(0)
+if "describe" in words:
+    name = words[words.index("describe") + 1] if len(words) > words.index("describe") + 1 else ""
+    if words[:2] == ["projects", "describe"]:
+        print("123456789"); sys.exit(0)
+    if words[:2] == ["secrets", "versions"]:
+        name = next(a.split("=", 1)[1] for a in args if a.startswith("--secret=")) + "@latest"
+    if name.split("@")[0] in existing or name in existing:
+        print("10.1.2.3" if "redis" in words else name); sys.exit(0)
+    print(f"ERROR: NOT_FOUND: {name}", file=sys.stderr); sys.exit(1)
+if words[:4] == ["beta", "monitoring", "channels", "list"]:
+    if "channel" in existing:
+        print("projects/fake-proj/notificationChannels/42")
+    sys.exit(0)
+if "versions" in words and "add" in words:
+    sys.stdin.read()
+sys.exit(0)
+'''
+
+# Flags each mutating command may carry, as `gcloud <command> --help` (SDK 528.0.0) lists them.
+ALLOWED = {
+    "services enable": {"--project"},
+    "artifacts repositories create": {"--repository-format", "--location", "--description", "--project"},
+    "iam service-accounts create": {"--display-name", "--project"},
+    "projects add-iam-policy-binding": {"--member", "--role", "--condition", "--quiet"},
+    "secrets create": {"--replication-policy", "--project"},
+    "secrets versions add": {"--data-file", "--project"},
+    "redis instances create": {
+        "--region",
+        "--size",
+        "--tier",
+        "--redis-version",
+        "--network",
+        "--connect-mode",
+        "--project",
+    },
+    "compute networks vpc-access connectors create": {
+        "--region",
+        "--network",
+        "--range",
+        "--min-instances",
+        "--max-instances",
+        "--project",
+    },
+    "pubsub topics create": {"--project"},
+    "pubsub subscriptions create": {"--topic", "--ack-deadline", "--project"},
+    "pubsub subscriptions add-iam-policy-binding": {"--member", "--role", "--project"},
+    "beta monitoring channels create": {"--display-name", "--type", "--channel-labels", "--project"},
+    "pubsub topics add-iam-policy-binding": {"--member", "--role", "--project"},
+}
+READ_ONLY = ("describe", "list", "get-value")
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> dict[str, Path]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    gcloud = bin_dir / "gcloud"
+    gcloud.write_text(FAKE_GCLOUD.replace("PYTHON", sys.executable, 1))
+    gcloud.chmod(0o755)
+    (tmp_path / "existing").write_text("")
+    return {"bin": bin_dir, "log": tmp_path / "calls.jsonl", "existing": tmp_path / "existing"}
+
+
+def setup(fake: dict[str, Path], *args: str, **env: str) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
+    fake["log"].write_text("")
+    full_env = {
+        "PATH": f"{fake['bin']}:{os.environ['PATH']}",
+        "HOME": str(fake["bin"].parent),
+        "FAKE_GCLOUD_LOG": str(fake["log"]),
+        "FAKE_GCLOUD_EXISTING": str(fake["existing"]),
+        **env,
+    }
+    run = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=full_env, timeout=120)
+    calls = [json.loads(line) for line in fake["log"].read_text().splitlines()]
+    return run, calls
+
+
+def printed(out: str) -> list[list[str]]:
+    return [shlex.split(line[2:])[1:] for line in out.splitlines() if line.startswith("+ gcloud ")]
+
+
+def command_of(argv: list[str]) -> str:
+    for n in (5, 4, 3, 2):
+        key = " ".join(argv[:n])
+        if key in ALLOWED:
+            return key
+    raise AssertionError(f"unexpected gcloud command: {argv}")
+
+
+def test_dry_run_on_a_fresh_project_prints_everything_in_order_and_changes_nothing(fake: dict[str, Path]) -> None:
+    run, calls = setup(fake, "--project", "p1", "--alerts", "pubsub", "--dry-run")
+    assert run.returncode == 0, run.stderr
+    assert all(any(v in c for v in READ_ONLY) for c in calls), "the dry run changed something"
+    cmds = [c for c in printed(run.stdout) if c[:3] != ["secrets", "versions", "add"]]
+    order = [command_of(c) for c in cmds]
+    firsts = list(dict.fromkeys(order))
+    assert firsts == [
+        "services enable",
+        "artifacts repositories create",
+        "iam service-accounts create",
+        "projects add-iam-policy-binding",
+        "secrets create",
+        "redis instances create",
+        "compute networks vpc-access connectors create",
+        "pubsub topics create",
+        "pubsub subscriptions create",
+        "pubsub subscriptions add-iam-policy-binding",
+        "beta monitoring channels create",
+        "pubsub topics add-iam-policy-binding",
+    ]
+    for argv in cmds:
+        flags = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+        assert flags <= ALLOWED[command_of(argv)], (argv, flags - ALLOWED[command_of(argv)])
+    enable = cmds[0]
+    for api in ("run", "artifactregistry", "secretmanager", "redis", "vpcaccess", "pubsub", "cloudbuild"):
+        assert f"{api}.googleapis.com" in enable
+    roles = [a.split("=", 1)[1] for c in cmds for a in c if a.startswith("--role=")]
+    assert "roles/secretmanager.secretAccessor" in roles and "roles/pubsub.subscriber" in roles
+    secrets = [c[2] for c in cmds if c[:2] == ["secrets", "create"]]
+    assert secrets == ["hf-token", "slack-bot-token", "slack-signing-secret", "alert-webhook-token"]
+    publisher = next(c for c in cmds if c[:3] == ["pubsub", "topics", "add-iam-policy-binding"])
+    assert (
+        "--member=serviceAccount:service-123456789@gcp-sa-monitoring-notification.iam.gserviceaccount.com" in publisher
+    )
+    assert "Slack app (http mode)" in run.stdout and "gcloud builds submit" in run.stdout
+
+
+def test_real_run_issues_the_printed_commands_and_a_rerun_creates_nothing(fake: dict[str, Path]) -> None:
+    dry, _ = setup(fake, "--project", "p1", "--dry-run")
+    run, calls = setup(fake, "--project", "p1", HF_TOKEN="hf_secret_value_123\n")
+    assert run.returncode == 0, run.stderr
+    mutations = [c for c in calls if not any(v in c for v in READ_ONLY)]
+    expected = printed(dry.stdout)
+    expected.insert(
+        expected.index(["secrets", "create", "hf-token", "--replication-policy=automatic", "--project=p1"]) + 1,
+        ["secrets", "versions", "add", "hf-token", "--data-file=-", "--project=p1"],
+    )
+    assert mutations == expected
+    assert "hf_secret_value_123" not in run.stdout + run.stderr
+
+    fake["existing"].write_text(
+        "gemma-sre gemma-sre-bot@p1.iam.gserviceaccount.com hf-token hf-token@latest slack-bot-token "
+        "slack-signing-secret alert-webhook-token gemma-sre-redis gemma-sre-connector\n"
+    )
+    again, calls = setup(fake, "--project", "p1")
+    assert again.returncode == 0, again.stderr
+    created = [c for c in calls if "create" in c]
+    assert created == [], created
+    assert "redis://10.1.2.3:6379/0" in again.stdout
+
+
+def test_socket_mode_and_direct_vpc_egress(fake: dict[str, Path]) -> None:
+    run, _ = setup(fake, "--project", "p1", "--slack", "socket", "--egress", "direct", "--dry-run")
+    assert run.returncode == 0, run.stderr
+    cmds = printed(run.stdout)
+    secrets = [c[2] for c in cmds if c[:2] == ["secrets", "create"]]
+    assert "slack-app-token" in secrets and "slack-signing-secret" not in secrets
+    assert not any(c[:4] == ["compute", "networks", "vpc-access", "connectors"] for c in cmds)
+    assert "vpcaccess.googleapis.com" not in cmds[0]
+    assert "connections:write" in run.stdout
+    line = next(x for x in run.stdout.splitlines() if "--substitutions=" in x)
+    parsed = gcloud_dict(shlex.split(line)[0].split("=", 1)[1])
+    assert parsed["_VPC_FLAG"] == "--subnet=default" and parsed["_DEPLOYERS"] == "U012ABC,U034DEF"
+    assert gcloud_dict(parsed["_SECRETS"])["SLACK_APP_TOKEN"] == "slack-app-token:latest"
+
+
+def test_bad_option_and_no_project(fake: dict[str, Path]) -> None:
+    run, _ = setup(fake, "--slack", "carrier-pigeon")
+    assert run.returncode == 2 and "--slack is http or socket" in run.stderr
+
+
+def gcloud_dict(value: str) -> dict[str, str]:
+    """gcloud's dict-flag rules (https://cloud.google.com/sdk/gcloud/reference/topic/escaping): items split on
+    ',' or, after a leading ^DELIM^, on DELIM; each item KEY=VALUE split at its first '='."""
+    m = re.match(r"^\^([^^]+)\^(.*)$", value, re.S)
+    delim, body = (m.group(1), m.group(2)) if m else (",", value)
+    out: dict[str, str] = {}
+    for item in body.split(delim):
+        key, sep, val = item.partition("=")
+        if not sep:
+            raise ValueError(f"Bad syntax for dict arg: [{item}]")
+        out[key] = val
+    return out
+
+
+def _deploy_args(overrides: dict[str, str]) -> list[str]:
+    doc = yaml.safe_load((ROOT / "cloudbuild.yaml").read_text())
+    subs = {**doc["substitutions"], **overrides, "PROJECT_ID": "p1", "BUILD_ID": "b1"}
+    step = next(s for s in doc["steps"] if s["id"] == "deploy")
+
+    def expand(arg: str) -> str:
+        return re.sub(r"\$\{?(_?[A-Z_]+)\}?", lambda m: str(subs[m.group(1)]), arg)
+
+    return [expand(a) for a in step["args"]]
+
+
+def test_cloudbuild_env_vars_keep_comma_separated_deployers() -> None:
+    args = _deploy_args({"_DEPLOYERS": "U012ABC,U034DEF", "_ALERT_SUBSCRIPTION": "projects/p1/subscriptions/s"})
+    env = gcloud_dict(next(a for a in args if a.startswith("--set-env-vars=")).split("=", 1)[1])
+    assert env["DEPLOYER_USER_IDS"] == "U012ABC,U034DEF"
+    assert env["REDIS_URL"] == "redis://10.0.0.3:6379/0" and env["GOOGLE_CLOUD_PROJECT"] == "p1"
+    assert env["ALERT_PUBSUB_SUBSCRIPTION"] == "projects/p1/subscriptions/s"
+    secrets = gcloud_dict(next(a for a in args if a.startswith("--set-secrets=")).split("=", 1)[1])
+    assert secrets["SLACK_BOT_TOKEN"] == "slack-bot-token:latest"
+    assert "--service-account=gemma-sre-bot@p1.iam.gserviceaccount.com" in args
+    assert "--vpc-connector=gemma-sre-connector" in args
+    # The old form (plain commas) is what broke: gcloud reads "U034DEF" as an item without '='.
+    with pytest.raises(ValueError):
+        gcloud_dict("A=1,DEPLOYER_USER_IDS=U012ABC,U034DEF")
+
+
+def test_cloudbuild_env_vars_with_gclouds_own_parser() -> None:
+    """If the Cloud SDK is installed, its own ArgDict must read the flag the same way."""
+    lib = Path("/usr/lib/google-cloud-sdk/lib")
+    if not (lib / "googlecloudsdk" / "calliope" / "arg_parsers.py").exists():
+        pytest.skip("Google Cloud SDK not installed")
+    args = _deploy_args({"_DEPLOYERS": "U1,U2,U3"})
+    flag = next(a for a in args if a.startswith("--set-env-vars=")).split("=", 1)[1]
+    code = (
+        "import sys, json; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/third_party']\n"
+        "from googlecloudsdk.calliope import arg_parsers\n"
+        "print(json.dumps(dict(arg_parsers.ArgDict()(sys.argv[2]))))"
+    )
+    run = subprocess.run(["python3", "-c", code, str(lib), flag], capture_output=True, text=True, timeout=60)
+    if run.returncode != 0 and "ModuleNotFoundError" in run.stderr:
+        pytest.skip("the Cloud SDK's Python modules do not import here")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["DEPLOYER_USER_IDS"] == "U1,U2,U3"
