@@ -112,6 +112,7 @@ class IncidentPublisher:
         self.post_buckets: dict[str, _Bucket] = {}
         self.update_bucket = _Bucket(self.s.slack_update_per_min / 60, 5)
         self.retry_at: dict[str, float] = {}
+        self._unsaved: list[tuple[Lease, str, dict[str, str]]] = []
         self.stats: Counter[str] = Counter()
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -175,6 +176,7 @@ class IncidentPublisher:
 
     # --- one step: every channel with work, one effect each ----------------------------------------------
     async def step(self) -> tuple[bool, float | None]:
+        await self._flush()
         did = False
         due: float | None = None
         for ch in sorted(str(c) for c in await self.r.smembers(self.store.k_channels)):
@@ -261,7 +263,8 @@ class IncidentPublisher:
             events = [e for e in inc.events if e.seq > through]
             if events:
                 urgent = any(e.kind in ("resolved", "refired") for e in events)
-                due = now if urgent else float(pub.get("line_at", 0)) + self.s.alert_coalesce_interval_s
+                last = pub.get("line_at")  # leading edge: the first line after a quiet interval goes at once
+                due = now if urgent or not last else float(last) + self.s.alert_coalesce_interval_s
                 out.append(_Effect((2 if urgent else 3, sev, opened, 1), due, "lines", "post", inc, pub, events))
         if int(pub.get("rev", 0)) < inc.rev:
             due = now if resolved else float(pub.get("edit_at", 0)) + self.s.alert_header_debounce_s
@@ -351,6 +354,23 @@ class IncidentPublisher:
         self.stats["posts"] += 1
         return ts
 
+    async def _save(self, lease: Lease, key: str, state: dict[str, str]) -> bool:
+        """Record what Slack answered. If Redis is away right now, keep it in memory and write it first thing
+        when Redis is back (`_flush`): an outage between the post and this write must not cause a re-post."""
+        try:
+            return await lease.guarded_hset(key, state)
+        except _REDIS_DOWN:
+            self._unsaved.append((lease, key, state))
+            raise
+
+    async def _flush(self) -> None:
+        while self._unsaved:
+            lease, key, state = self._unsaved[0]
+            if not lease.held:
+                await lease.acquire()  # ours again after the outage (or another holder's: then it counts)
+            await lease.guarded_hset(key, state)
+            self._unsaved.pop(0)
+
     async def _header(self, ch: str, lease: Lease, eff: _Effect) -> None:
         inc = eff.inc
         assert inc is not None
@@ -370,10 +390,10 @@ class IncidentPublisher:
             "channel": eff.pub.get("channel") or slack.channel,
             "rev": str(inc.rev),
             "through": str(inc.event_seq),  # what happened before the header is in the header
-            "line_at": "0",
+            "line_at": "",
             "edit_at": now,
         }
-        if await lease.guarded_hset(key, done):
+        if await self._save(lease, key, done):
             # the by-thread index: a button clicked in the thread finds its incident
             await self.r.set(self.s.key("incident", "by-thread", done["channel"], ts), inc.id, ex=30 * 86400)
             log.info("incident %s opened for %s (thread %s)", inc.id, inc.service, ts)
@@ -392,7 +412,7 @@ class IncidentPublisher:
 
         ts = await self._once(lease, key, eff.pub, f"reply:{i}", post)
         if ts is not None:
-            await lease.guarded_hset(key, {f"fx:reply:{i}": f"done:{ts}", "replies": str(i + 1)})
+            await self._save(lease, key, {f"fx:reply:{i}": f"done:{ts}", "replies": str(i + 1)})
 
     async def _lines(self, lease: Lease, eff: _Effect) -> None:
         inc = eff.inc
@@ -408,7 +428,7 @@ class IncidentPublisher:
         ts = await self._once(lease, key, eff.pub, f"lines:{last}", post)
         if ts is not None:
             state = {f"fx:lines:{last}": f"done:{ts}", "through": str(last), "line_at": repr(self.clock.now())}
-            await lease.guarded_hset(key, state)
+            await self._save(lease, key, state)
 
     async def _edit(self, lease: Lease, eff: _Effect) -> None:
         inc = eff.inc
@@ -435,7 +455,7 @@ class IncidentPublisher:
         ts = await self._once(lease, storm_key, eff.pub, "summary", post)
         if ts is not None:
             state = {"fx:summary": f"done:{ts}", "ts": ts, "channel": slack.channel, "digest": digest, "edit_at": now}
-            await lease.guarded_hset(storm_key, state)
+            await self._save(lease, storm_key, state)
 
     async def _failed(self, lease: Lease, eff: _Effect, exc: Exception) -> None:
         err = redact(f"{type(exc).__name__}: {exc}")[:500]
