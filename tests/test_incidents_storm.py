@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (fixtures are used by name)
 """Alert storms against a rate-limited Slack stand-in, with two bot instances sharing Redis.
 
 Time is a ScaledClock shared by the stand-in (its rate-limit buckets) and the bots (pacing, Retry-After,
