@@ -164,15 +164,18 @@ class IncidentPublisher:
                 backoff = min(backoff * 2, 5.0)
 
     async def _idle(self, due_in: float | None, real_s: float = 0.1) -> None:
-        """Until woken (a worker recorded something here), the next effect is due, or a short poll passes (for
-        work recorded by other instances)."""
-        self._wake.clear()
-        waits = [asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(asyncio.sleep(real_s))]
+        """Wait before the next look at the outboxes. If something is waiting for Slack's budget or its
+        interval, sleep towards that (at most a quarter second, so a new incident is not kept waiting) rather
+        than re-evaluating on every recorded alert: a storm records hundreds a second. Otherwise wait to be
+        woken (a worker here recorded something) or a short poll (work recorded by other instances)."""
         if due_in is not None:
-            waits.append(asyncio.ensure_future(self.clock.sleep(min(max(due_in, 0.0), 1.0))))
-        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        for t in pending:
-            t.cancel()
+            await self.clock.sleep(min(max(due_in, 0.0), 0.25))
+            return
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=real_s)
+        if self._wake.is_set():
+            await asyncio.sleep(0.02)  # let the rest of a burst of records land: one evaluation for all of them
 
     # --- one step: every channel with work, one effect each ----------------------------------------------
     async def step(self) -> tuple[bool, float | None]:

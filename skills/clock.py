@@ -15,15 +15,18 @@ from typing import Protocol
 
 class Clock(Protocol):
     def now(self) -> float:
-        """Seconds on a monotonic scale (not the epoch)."""
+        """Seconds; comparable across the processes that share this clock's state."""
         ...
 
     async def sleep(self, seconds: float) -> None: ...
 
 
 class RealClock:
+    """Epoch seconds: instances on different machines compare times recorded in Redis (storm windows,
+    coalescing, debounce), which a per-machine monotonic clock could not do."""
+
     def now(self) -> float:
-        return time.monotonic()
+        return time.time()
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(seconds, 0.0))
