@@ -279,10 +279,13 @@ async def wait_ready(url: str, limit_s: float = 30) -> None:
     raise SystemExit(f"{url} did not come up")
 
 
-def _bot_cmd(py: str, me: str, port: int, slack_url: str, prefix: str, args: argparse.Namespace) -> list[str]:
+def _bot_cmd(
+    py: str, me: str, port: int, slack_url: str, prefix: str, args: argparse.Namespace, n: int
+) -> list[str]:
+    profile = f"{args.profile}.{n}" if args.profile else ""
     return [
         *(py, me, "--role", "bot", "--port", str(port), "--slack", slack_url, "--redis", args.redis),
-        *("--prefix", prefix, "--workers", str(args.workers), "--profile", args.profile),
+        *("--prefix", prefix, "--workers", str(args.workers), "--profile", profile),
         *(["--gc-unfrozen"] if args.gc_unfrozen else []),
     ]
 
@@ -329,8 +332,8 @@ async def storm(args: argparse.Namespace) -> int:
     me = str(ROOT / "bench" / "alert_storm.py")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [subprocess.Popen([py, me, "--role", "slack", "--port", str(slack_port)], env=env)]  # noqa: ASYNC220
-    for port in bot_ports:  # two instances sharing Redis, as Cloud Run scales out
-        procs.append(subprocess.Popen(_bot_cmd(py, me, port, slack_url, prefix, args), env=env))  # noqa: ASYNC220
+    for n, port in enumerate(bot_ports, 1):  # two instances sharing Redis, as Cloud Run scales out
+        procs.append(subprocess.Popen(_bot_cmd(py, me, port, slack_url, prefix, args, n), env=env))  # noqa: ASYNC220
     r = redis.Redis.from_url(args.redis, decode_responses=True)
     try:
         await wait_ready(slack_url + "/_stats")
