@@ -279,9 +279,7 @@ async def wait_ready(url: str, limit_s: float = 30) -> None:
     raise SystemExit(f"{url} did not come up")
 
 
-def _bot_cmd(
-    py: str, me: str, port: int, slack_url: str, prefix: str, args: argparse.Namespace, n: int
-) -> list[str]:
+def _bot_cmd(py: str, me: str, port: int, slack_url: str, prefix: str, args: argparse.Namespace, n: int) -> list[str]:
     profile = f"{args.profile}.{n}" if args.profile else ""
     return [
         *(py, me, "--role", "bot", "--port", str(port), "--slack", slack_url, "--redis", args.redis),
