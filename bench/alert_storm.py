@@ -15,7 +15,8 @@ The bot and the Slack stand-in each run in their own process (uvicorn), as in pr
 (aiohttp, keep-alive) is this process. GET /_bench on the bot reports its CPU time, event-loop lag (how late a
 5 ms timer fires) and GC pauses during the storm, which is where a webhook's tail latency comes from.
 Diagnostics: --workers 0 (webhook alone, nothing drains), --gc-unfrozen (the figures before the app's
-gc.freeze()), --profile FILE (cProfile of the bot process).
+gc.freeze()), --profile FILE (cProfile of each bot process), --kill-holder (SIGKILL the instance posting to
+the channel mid-storm: the other takes over; duplicates and ambiguous re-posts are counted).
 """
 
 from __future__ import annotations
@@ -318,6 +319,29 @@ def slack_figures(stats: dict[str, Any], t0: float, incidents: int) -> dict[str,
     }
 
 
+async def kill_holder(r: Any, prefix: str, slack_url: str, bots: list[subprocess.Popen[bytes]]) -> None:
+    """SIGKILL the bot process that holds the channel's lease, mid-storm (after 20 threads are open)."""
+    import aiohttp
+    import signal
+
+    async with aiohttp.ClientSession() as sess:
+        while True:
+            async with sess.get(slack_url + "/_stats") as resp:
+                stats = await resp.json()
+            opened = [m for m in stats["accepted"] if m["method"] == "chat.postMessage" and not m["thread_ts"]]
+            if len(opened) >= 20:
+                break
+            await asyncio.sleep(0.2)
+    owner = str(await r.get(f"{prefix}:outbox:#gemma-alerts:lease") or "")
+    pid = int(owner.split(":")[0].rsplit("-", 2)[1]) if owner else 0
+    for p in bots:
+        if p.pid == pid:
+            os.kill(pid, signal.SIGKILL)
+            print(f"killed the lease holder (pid {pid}) with SIGKILL after {len(opened)} top-level posts")
+            return
+    print(f"lease holder {owner!r} not found among the bots: nothing killed")
+
+
 async def storm(args: argparse.Namespace) -> int:
     import aiohttp
     import redis.asyncio as redis
@@ -329,6 +353,8 @@ async def storm(args: argparse.Namespace) -> int:
     py = sys.executable
     me = str(ROOT / "bench" / "alert_storm.py")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if args.kill_holder:  # the survivor reclaims the victim's queue entries after this (default 60 s)
+        env["ALERT_RECLAIM_IDLE_MS"] = "5000"
     procs = [subprocess.Popen([py, me, "--role", "slack", "--port", str(slack_port)], env=env)]  # noqa: ASYNC220
     for n, port in enumerate(bot_ports, 1):  # two instances sharing Redis, as Cloud Run scales out
         procs.append(subprocess.Popen(_bot_cmd(py, me, port, slack_url, prefix, args, n), env=env))  # noqa: ASYNC220
@@ -372,6 +398,8 @@ async def storm(args: argparse.Namespace) -> int:
             return 0
         stream, dead = f"{prefix}:alerts:stream", f"{prefix}:alerts:dead"
         outbox = f"{prefix}:outbox:#gemma-alerts"
+        if args.kill_holder:
+            await kill_holder(r, prefix, slack_url, procs[1:])
         print(f"queued but not yet recorded when the storm ended: {await r.xlen(stream)} of {new}")
         while time.time() - t0 < args.drain_timeout:
             if await r.xlen(stream) == 0 and await r.zcard(outbox) == 0:
@@ -423,8 +451,8 @@ async def storm(args: argparse.Namespace) -> int:
             f["missing"] == 0
             and lost == 0
             and left == 0
-            and f["dup_threads"] == 0
-            and f["dup_lines"] == 0
+            # a duplicate is possible only where a holder died between Slack's answer and Redis: counted
+            and f["dup_threads"] + f["dup_lines"] <= (ambiguous if args.kill_holder else 0)
             and len(vis) == 100
         )
         print(
@@ -462,7 +490,12 @@ def main() -> int:
         action="store_true",
         help="undo the app's gc.freeze() in the bot (the figures before that fix, for comparison)",
     )
-    ap.add_argument("--profile", default="", help="write a cProfile of the bot process to this file")
+    ap.add_argument("--profile", default="", help="write a cProfile of each bot process to FILE.1, FILE.2")
+    ap.add_argument(
+        "--kill-holder",
+        action="store_true",
+        help="SIGKILL the bot holding the channel lease mid-storm (the other finishes; counts duplicates)",
+    )
     args = ap.parse_args()
     if args.role == "slack":
         run_slack(args.port)

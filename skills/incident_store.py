@@ -120,8 +120,10 @@ class IncidentStore:
                     p.set(self.k_incident(inc.id), inc.model_dump_json(), ex=RECORD_TTL_S)
                     p.set(by_alert, inc.id, ex=RECORD_TTL_S)
                     p.set(by_group, inc.id, ex=RECORD_TTL_S)
-                    if opened:
-                        p.zadd(self.k_opens(inc.channel), {inc.id: self.clock.now()})
+                    if opened:  # the storm detector counts these (an hour is kept)
+                        now_s = self.clock.now()
+                        p.zadd(self.k_opens(inc.channel), {inc.id: now_s})
+                        p.zremrangebyscore(self.k_opens(inc.channel), "-inf", now_s - 3600)
                     await p.execute()
                     break
                 except WatchError:
