@@ -321,8 +321,9 @@ def slack_figures(stats: dict[str, Any], t0: float, incidents: int) -> dict[str,
 
 async def kill_holder(r: Any, prefix: str, slack_url: str, bots: list[subprocess.Popen[bytes]]) -> None:
     """SIGKILL the bot process that holds the channel's lease, mid-storm (after 20 threads are open)."""
-    import aiohttp
     import signal
+
+    import aiohttp
 
     async with aiohttp.ClientSession() as sess:
         while True:
