@@ -277,6 +277,9 @@ class IncidentPublisher:
     async def _storm_effects(
         self, ch: str, storm_key: str, storm: dict[str, str], recent: int, now: float
     ) -> list[_Effect]:
+        due = float(storm.get("edit_at", 0)) + self.s.alert_storm_edit_interval_s
+        if storm.get("ts") and due > now:  # not time to edit yet: skip rendering 100s of rows on every step
+            return [_Effect((0,), due, "summary-wait", "update", None, storm)]
         ids = [str(i) for i in await self.r.zrangebyscore(self.store.k_opens(ch), float(storm["since"]), "+inf")]
         loaded = await self._load(ids)
         incs = [inc for inc, _, _ in loaded.values() if inc is not None]
@@ -287,7 +290,6 @@ class IncidentPublisher:
         if not storm.get("ts"):
             return [_Effect((0,), now, "summary", "post", None, storm, (storm_key, reply, digest))]
         if storm.get("digest") != digest:
-            due = float(storm.get("edit_at", 0)) + self.s.alert_storm_edit_interval_s
             return [_Effect((0,), due, "summary-edit", "update", None, storm, (storm_key, reply, digest))]
         if recent == 0 and len(threads) == len(incs):  # quiet, every thread open, summary final: storm over
             await self.r.delete(storm_key)
@@ -304,6 +306,10 @@ class IncidentPublisher:
     async def _run_best(self, ch: str, lease: Lease, effects: list[_Effect], now: float) -> tuple[bool, float | None]:
         next_due: float | None = None
         for eff in effects:
+            if eff.kind == "summary-wait":  # only says when the summary may be edited next
+                wait = eff.due - now
+                next_due = wait if next_due is None else min(next_due, wait)
+                continue
             ready = max(eff.due, self.retry_at.get(eff.name, 0.0))
             wait = max(ready - now, self._bucket_wait(ch, eff, now))
             if wait > 0:
