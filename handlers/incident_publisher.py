@@ -113,6 +113,7 @@ class IncidentPublisher:
         self.update_bucket = _Bucket(self.s.slack_update_per_min / 60, 5)
         self.retry_at: dict[str, float] = {}
         self._unsaved: list[tuple[Lease, str, dict[str, str]]] = []
+        self._parsed: dict[str, tuple[str, Incident]] = {}
         self.stats: Counter[str] = Counter()
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -245,9 +246,22 @@ class IncidentPublisher:
         out = {}
         for n, i in enumerate(ids):
             raw, pub, replies = res[3 * n : 3 * n + 3]
-            inc = Incident.model_validate_json(raw) if raw else None
-            out[i] = (inc, {str(k): str(v) for k, v in pub.items()}, int(replies))
+            out[i] = (self._parse(i, raw), {str(k): str(v) for k, v in pub.items()}, int(replies))
         return out
+
+    def _parse(self, inc_id: str, raw: str | None) -> Incident | None:
+        """Parse an incident record, reusing the last parse while the record is unchanged (a storm's step
+        looks at every incident in the outbox, a few times a second)."""
+        if not raw:
+            return None
+        hit = self._parsed.get(inc_id)
+        if hit is not None and hit[0] == raw:
+            return hit[1]
+        if len(self._parsed) > 5000:
+            self._parsed.clear()
+        inc = Incident.model_validate_json(raw)
+        self._parsed[inc_id] = (raw, inc)
+        return inc
 
     def _effects(self, inc: Incident, pub: dict[str, str], n_replies: int, now: float) -> list[_Effect]:
         if pub.get("dead"):
