@@ -24,7 +24,9 @@ from bot.slack_app import ClockedRateLimitRetryHandler
 from bot.web import create_app
 from handlers.reply import Reply
 from skills.clock import ScaledClock
-from skills.incidents import Alert, Incident, severity_rank
+from skills.incident_store import IncidentStore
+from skills.incidents import Alert, Incident, severity_rank, utcnow
+from skills.leases import Lease
 from tests.alerts_fixtures import PostsSlack, bearer, eventually, make_deps, tuned
 
 SEVERITIES = ("critical", "error", "warning", "info")
@@ -280,3 +282,49 @@ async def test_429s_from_slack_are_retried_by_slack_sdk_and_nothing_is_lost(
     assert strict.limiter.limited > 0 and ClockedRateLimitRetryHandler.limited > before
     assert sorted(service_of(h) for h in incident_headers(strict)) == [f"svc-{i}" for i in range(8)]
     assert Counter(h["ts"] for h in incident_headers(strict)).most_common(1)[0][1] == 1
+
+
+async def test_an_unfinished_post_of_another_holder_is_redone_once_and_counted(
+    settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock
+) -> None:
+    # A holder recorded its intent to post the header, then died before recording Slack's answer.
+    s = tuned(settings)
+    bot = await start(s, clock, run=False)
+    try:
+        await bot.post(am("svc-x", "Boom", "critical"))
+        await bot.queue.ensure_group()
+        threads_pub = bot.queue.publisher
+        assert threads_pub is not None
+        store = IncidentStore(bot.deps.redis, s.key_prefix, clock)
+        entries = await bot.deps.redis.xreadgroup("alert-workers", "w", {bot.queue.stream: ">"}, count=1)
+        [(_, [(entry_id, fields)])] = entries
+        inc, _ = await store.record(
+            entry_id,
+            Alert.model_validate_json(fields["alert"]),
+            utcnow(),
+            channel=s.slack_alerts_channel,
+            known=frozenset(),
+            window_s=1800,
+        )
+        await bot.deps.redis.hset(store.k_pub(inc.id), "fx:header", "intent:dead-host-1-abcdef:7")
+        while (await threads_pub.step())[0]:
+            pass
+        ambiguous = int(await bot.deps.redis.get(s.key("alerts", "ambiguous")) or 0)
+        pub = await store.pub(inc.id)
+    finally:
+        await close(bot)
+    assert [service_of(h) for h in incident_headers(slack)] == ["svc-x"] and ambiguous == 1
+    assert pub["fx:header"] == f"done:{pub['ts']}"
+
+
+async def test_a_fenced_out_holder_cannot_record_over_the_new_one(redis_client: Any, key_prefix: str) -> None:
+    old = Lease(redis_client, f"{key_prefix}:lease", ttl_ms=60_000, owner="old")
+    assert await old.acquire()
+    await redis_client.delete(f"{key_prefix}:lease")  # it lapsed (the holder stalled past its lease)
+    new = Lease(redis_client, f"{key_prefix}:lease", ttl_ms=60_000, owner="new")
+    assert await new.acquire() and new.token > old.token
+    assert not await old.guarded_hset(f"{key_prefix}:h", {"through": "1"}) and not old.held
+    assert await new.guarded_hset(f"{key_prefix}:h", {"through": "9"})
+    assert await redis_client.hget(f"{key_prefix}:h", "through") == "9"
+    await new.release()
+    assert await redis_client.get(f"{key_prefix}:lease") is None
