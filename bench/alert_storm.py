@@ -1,9 +1,13 @@
-"""Alert storm: 10,000 webhook deliveries against the real app (uvicorn) with real Redis and a Slack stand-in.
+"""Alert storm: 10,000 webhook deliveries against two bot processes (uvicorn) sharing real Redis, posting to a
+Slack stand-in that enforces Slack's rate limits (bot/sandbox/slack_limits.py: ~1 post/s per channel with a
+short burst, a workspace-wide limit, chat.update Tier 3), answering 429 + Retry-After as Slack does.
 
-100 incidents (one service each), 10 distinct alerts per incident, each delivered 10 times: 1,000 unique
-alerts, 90% duplicate deliveries, in shuffled order. Prints accepted/s and webhook latency (p50/p99, with
-GET /healthz on the same server as the baseline), then, once the workers have drained the queue, the number
-of threads created (must equal the incidents) and lost entries (must be 0).
+100 incidents (one service each, severities mixed), 10 distinct alerts per incident, each delivered 10 times:
+1,000 unique alerts, 90% duplicate deliveries, in shuffled order, split across the two bots. Prints accepted/s
+and webhook latency (p50/p99, with GET /healthz as the baseline); then, once everything is posted: time from
+the first delivery until each incident is visible in Slack (its own header or a row of the storm summary) and
+until its own thread exists (p50/p99), Slack calls per incident, 429s received, lost entries, duplicate
+threads and lines, and re-posts after an unfinished attempt (the one window where a duplicate is possible).
 
     .venv/bin/python bench/alert_storm.py [--deliveries 10000] [--concurrency 32] [--redis redis://127.0.0.1:6379/0]
 
@@ -11,7 +15,8 @@ The bot and the Slack stand-in each run in their own process (uvicorn), as in pr
 (aiohttp, keep-alive) is this process. GET /_bench on the bot reports its CPU time, event-loop lag (how late a
 5 ms timer fires) and GC pauses during the storm, which is where a webhook's tail latency comes from.
 Diagnostics: --workers 0 (webhook alone, nothing drains), --gc-unfrozen (the figures before the app's
-gc.freeze()), --profile FILE (cProfile of the bot process).
+gc.freeze()), --profile FILE (cProfile of each bot process), --kill-holder (SIGKILL the instance posting to
+the channel mid-storm: the other takes over; duplicates and ambiguous re-posts are counted).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -51,18 +57,22 @@ def run_slack(port: int) -> None:
 
     from bot.sandbox.slack_api import SlackStandIn
 
-    standin = SlackStandIn()
+    standin = SlackStandIn()  # Slack's documented limits (and our estimates of the unpublished bursts)
     standin.base_url = f"http://127.0.0.1:{port}"
 
     async def stats(request: Request) -> JSONResponse:
-        posts = standin.of("chat.postMessage")
-        return JSONResponse(
+        accepted = [
             {
-                "headers": sum(1 for p in posts if not p.get("thread_ts")),
-                "thread_lines": sum(1 for p in posts if p.get("thread_ts")),
-                "updates": len(standin.of("chat.update")),
+                "method": m["_method"],
+                "ts": m["ts"],
+                "thread_ts": m.get("thread_ts"),
+                "at": m["_at"],
+                "text": str(m.get("text", "")) + json.dumps(m.get("blocks", [])),
             }
-        )
+            for m in list(standin.accepted)
+        ]
+        calls = Counter(c.method for c in list(standin.calls))
+        return JSONResponse({"accepted": accepted, "calls": calls, "limited": standin.limiter.limited})
 
     app = Starlette(routes=[Route("/_stats", stats), Mount("/", standin.app)])
     uvicorn.run(
@@ -196,7 +206,7 @@ def deliveries(n: int, incidents: int = 100, per_incident: int = 10) -> list[byt
                         "labels": {
                             "alertname": f"StormAlert{j}",
                             "service": f"storm-svc-{i:03d}",
-                            "severity": "warning",
+                            "severity": ("critical", "error", "warning", "info")[i % 4],
                         },
                         "annotations": {"summary": f"storm alert {j} on service {i}"},
                         "startsAt": "2026-11-20T14:05:00.000Z",
@@ -215,20 +225,27 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))] * 1000
 
 
+sent_at: list[tuple[int, float]] = []  # (body index, wall time sent) of the last hammer
+
+
 async def hammer(
-    url: str, bodies: list[bytes], concurrency: int, method: str = "POST"
+    url: str | list[str], bodies: list[bytes], concurrency: int, method: str = "POST"
 ) -> tuple[float, list[float], dict[int, int], int]:
     import aiohttp
 
     lat: list[float] = []
     codes: dict[int, int] = {}
     new = 0
-    it = iter(bodies)
+    urls = [url] if isinstance(url, str) else url
+    it = iter(enumerate(bodies))
+    sent_at.clear()
     headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
 
     async def worker(session: aiohttp.ClientSession) -> None:
         nonlocal new
-        for body in it:
+        for n, body in it:
+            url = urls[n % len(urls)]  # split across the bot instances, as a load balancer would
+            sent_at.append((n, time.time()))
             t0 = time.perf_counter()
             async with session.request(method, url, data=body if method == "POST" else None, headers=headers) as r:
                 data = await r.read()
@@ -268,57 +285,104 @@ async def wait_ready(url: str, limit_s: float = 30) -> None:
     raise SystemExit(f"{url} did not come up")
 
 
+def _bot_cmd(py: str, me: str, port: int, slack_url: str, prefix: str, args: argparse.Namespace, n: int) -> list[str]:
+    profile = f"{args.profile}.{n}" if args.profile else ""
+    return [
+        *(py, me, "--role", "bot", "--port", str(port), "--slack", slack_url, "--redis", args.redis),
+        *("--prefix", prefix, "--workers", str(args.workers), "--profile", profile),
+        *(["--gc-unfrozen"] if args.gc_unfrozen else []),
+    ]
+
+
+def slack_figures(stats: dict[str, Any], t0: float | dict[str, float], incidents: int) -> dict[str, Any]:
+    """From the messages Slack accepted: when each incident became visible (its header, or a row in a storm
+    summary post or edit) and when its own thread opened; duplicate threads and lines."""
+    visible: dict[str, float] = {}
+    own: dict[str, list[float]] = {}
+    lines: Counter[tuple[str, str]] = Counter()
+    for m in sorted(stats["accepted"], key=lambda m: m["at"]):
+        text = m["text"]
+        if m["thread_ts"]:
+            lines[(m["thread_ts"], text)] += 1
+            continue
+        for i in range(incidents):
+            svc = f"storm-svc-{i:03d}"
+            if svc in text:
+                visible.setdefault(svc, m["at"])
+                if m["method"] == "chat.postMessage" and "Alert storm" not in text:
+                    own.setdefault(svc, []).append(m["at"])
+    start = t0 if isinstance(t0, dict) else dict.fromkeys(visible, t0)
+    return {
+        "visible": [visible[s] - start[s] for s in visible],
+        "own": [ats[0] - start[s] for s, ats in own.items()],
+        "missing": incidents - len(own),
+        "dup_threads": sum(len(a) - 1 for a in own.values()),
+        "dup_lines": sum(n - 1 for n in lines.values() if n > 1),
+        "thread_lines": sum(lines.values()),
+        "summaries": sum(
+            1 for m in stats["accepted"] if m["method"] == "chat.postMessage" and "Alert storm" in m["text"]
+        ),
+    }
+
+
+async def kill_holder(r: Any, prefix: str, slack_url: str, bots: list[subprocess.Popen[bytes]]) -> None:
+    """SIGKILL the bot process that holds the channel's lease, mid-storm (after 20 threads are open)."""
+    import signal
+
+    import aiohttp
+
+    async with aiohttp.ClientSession() as sess:
+        while True:
+            async with sess.get(slack_url + "/_stats") as resp:
+                stats = await resp.json()
+            opened = [m for m in stats["accepted"] if m["method"] == "chat.postMessage" and not m["thread_ts"]]
+            if len(opened) >= 20:
+                break
+            await asyncio.sleep(0.2)
+    owner = str(await r.get(f"{prefix}:outbox:#gemma-alerts:lease") or "")
+    pid = int(owner.split(":")[0].rsplit("-", 2)[1]) if owner else 0
+    for p in bots:
+        if p.pid == pid:
+            os.kill(pid, signal.SIGKILL)
+            print(f"killed the lease holder (pid {pid}) with SIGKILL after {len(opened)} top-level posts")
+            return
+    print(f"lease holder {owner!r} not found among the bots: nothing killed")
+
+
 async def storm(args: argparse.Namespace) -> int:
     import aiohttp
     import redis.asyncio as redis
 
     prefix = f"bench-storm-{uuid.uuid4().hex[:8]}"
-    slack_port, bot_port = free_port(), free_port()
-    slack_url, bot_url = f"http://127.0.0.1:{slack_port}", f"http://127.0.0.1:{bot_port}"
+    slack_port, bot_ports = free_port(), [free_port(), free_port()]
+    slack_url = f"http://127.0.0.1:{slack_port}"
+    bot_urls = [f"http://127.0.0.1:{p}" for p in bot_ports]
     py = sys.executable
     me = str(ROOT / "bench" / "alert_storm.py")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [
-        subprocess.Popen(  # noqa: ASYNC220 (start-up, before the measurement)
-            [py, me, "--role", "slack", "--port", str(slack_port)], env=env
-        ),
-        subprocess.Popen(  # noqa: ASYNC220
-            [
-                py,
-                me,
-                "--role",
-                "bot",
-                "--port",
-                str(bot_port),
-                "--slack",
-                slack_url,
-                "--redis",
-                args.redis,
-                "--prefix",
-                prefix,
-                "--workers",
-                str(args.workers),
-                "--profile",
-                args.profile,
-                *(["--gc-unfrozen"] if args.gc_unfrozen else []),
-            ],
-            env=env,
-        ),
-    ]
+    if args.kill_holder:  # the survivor reclaims the victim's queue entries after this (default 60 s)
+        env["ALERT_RECLAIM_IDLE_MS"] = "5000"
+    procs = [subprocess.Popen([py, me, "--role", "slack", "--port", str(slack_port)], env=env)]  # noqa: ASYNC220
+    for n, port in enumerate(bot_ports, 1):  # two instances sharing Redis, as Cloud Run scales out
+        procs.append(subprocess.Popen(_bot_cmd(py, me, port, slack_url, prefix, args, n), env=env))  # noqa: ASYNC220
     r = redis.Redis.from_url(args.redis, decode_responses=True)
     try:
         await wait_ready(slack_url + "/_stats")
-        await wait_ready(bot_url + "/healthz")
+        for u in bot_urls:
+            await wait_ready(u + "/healthz")
         bodies = deliveries(args.deliveries)
-        # warm-up (connections, script cache) on a different key space of alerts, then the baseline
-        await hammer(bot_url + "/healthz", [b""] * 500, args.concurrency, "GET")
-        b_elapsed, b_lat, _, _ = await hammer(bot_url + "/healthz", [b""] * 2000, args.concurrency, "GET")
-        cpu0 = (await bot_probe(bot_url, reset=True))["cpu_s"]
-        elapsed, lat, codes, new = await hammer(bot_url + "/alerts/alertmanager", bodies, args.concurrency)
-        during = await bot_probe(bot_url, reset=True)
+        # warm-up (connections, script cache), then the baseline
+        await hammer([u + "/healthz" for u in bot_urls], [b""] * 500, args.concurrency, "GET")
+        b_elapsed, b_lat, _, _ = await hammer([u + "/healthz" for u in bot_urls], [b""] * 2000, args.concurrency, "GET")
+        cpu0 = [(await bot_probe(u, reset=True))["cpu_s"] for u in bot_urls]
+        t0 = time.time()
+        elapsed, lat, codes, new = await hammer(
+            [u + "/alerts/alertmanager" for u in bot_urls], bodies, args.concurrency
+        )
+        during = [await bot_probe(u, reset=True) for u in bot_urls]
         accepted = codes.get(202, 0)
         print(
-            f"deliveries: {len(bodies)}  accepted(202): {accepted}  other: "
+            f"deliveries: {len(bodies)} to 2 bot processes  accepted(202): {accepted}  other: "
             f"{ {k: v for k, v in codes.items() if k != 202} }  new alerts queued: {new}"
         )
         print(
@@ -330,28 +394,26 @@ async def storm(args: argparse.Namespace) -> int:
             f"(healthz p50 {pct(b_lat, 50):.1f} ms  p99 {pct(b_lat, 99):.1f} ms; "
             f"concurrency {args.concurrency})"
         )
-        print(
-            f"bot process during the storm: CPU {during['cpu_s'] - cpu0:.2f} s "
-            f"({(during['cpu_s'] - cpu0) / len(bodies) * 1e6:.0f} us/delivery incl. its workers), event-loop lag "
-            f"p50 {during['lag_p50_ms']:.1f} ms p99 {during['lag_p99_ms']:.1f} ms max {during['lag_max_ms']:.1f} ms, "
-            f"GC pauses {during['gc_pauses']} (max {during['gc_max_ms']:.1f} ms; full collections "
-            f"{during['gc_gen2']}, max {during['gc_gen2_max_ms']:.1f} ms)"
-        )
-
+        for n, (d, c0) in enumerate(zip(during, cpu0, strict=True), 1):
+            print(
+                f"bot {n} during the storm: CPU {d['cpu_s'] - c0:.2f} s, event-loop lag p50 {d['lag_p50_ms']:.1f} ms "
+                f"p99 {d['lag_p99_ms']:.1f} ms max {d['lag_max_ms']:.1f} ms, GC pauses {d['gc_pauses']} "
+                f"(max {d['gc_max_ms']:.1f} ms)"
+            )
         if args.workers == 0:
             print("RESULT: diagnostic run with no alert workers (webhook alone); nothing drained")
             return 0
         stream, dead = f"{prefix}:alerts:stream", f"{prefix}:alerts:dead"
-        print(f"queued but not yet handled when the storm ended: {await r.xlen(stream)} of {new}")
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < args.drain_timeout:
-            left = await r.xlen(stream)
-            if left == 0:
+        outbox = f"{prefix}:outbox:#gemma-alerts"
+        if args.kill_holder:
+            await kill_holder(r, prefix, slack_url, procs[1:])
+        print(f"queued but not yet recorded when the storm ended: {await r.xlen(stream)} of {new}")
+        while time.time() - t0 < args.drain_timeout:
+            if await r.xlen(stream) == 0 and await r.zcard(outbox) == 0:
                 break
-            await asyncio.sleep(0.2)
-        drain_s = time.perf_counter() - t0
-        after = await bot_probe(bot_url)
-        async with aiohttp.ClientSession() as s, s.get(slack_url + "/_stats") as resp:
+            await asyncio.sleep(0.5)
+        drain_s = time.time() - t0
+        async with aiohttp.ClientSession() as sess, sess.get(slack_url + "/_stats") as resp:
             stats = await resp.json()
         members = 0
         incidents = 0
@@ -362,23 +424,60 @@ async def storm(args: argparse.Namespace) -> int:
             incidents += 1
             members += len(inc.get("members", {}))
         left, dead_n = await r.xlen(stream), await r.xlen(dead)
+        ambiguous = int(await r.get(f"{prefix}:alerts:ambiguous") or 0)
         lost = new - members
+        f = slack_figures(stats, t0, 100)
+        tags = [json.loads(b)["alerts"][0]["labels"]["service"] for b in bodies]
+        first: dict[str, float] = {}
+        for n, at in sent_at:
+            first[tags[n]] = min(first.get(tags[n], at), at)
+        own_first = slack_figures(stats, first, 100)
+        calls = stats["calls"]
+        chat_calls = calls.get("chat.postMessage", 0) + calls.get("chat.update", 0)
         print(
-            f"drained in {drain_s:.1f} s: threads created {stats['headers']} (unique incidents 100), "
-            f"incident records {incidents}, alerts in threads {members}/{new}, thread lines "
-            f"{stats['thread_lines']}, header updates {stats['updates']}"
+            f"all posted {drain_s:.0f} s after the first delivery: incident records {incidents} (unique incidents "
+            f"100), alerts in incidents {members}/{new}, storm summaries {f['summaries']}, thread lines "
+            f"{f['thread_lines']}"
+        )
+        vis, own = f["visible"], f["own"]
+        print(
+            "visible in Slack (own header or storm-summary row) after the first delivery: "
+            f"p50 {pct(vis, 50) / 1000:.1f} s  p99 {pct(vis, 99) / 1000:.1f} s  "
+            f"({len(vis)}/100 visible; target p99 < 10 s)"
+        )
+        vis1 = own_first["visible"]
+        print(
+            f"visible after the incident's own first delivery: p50 {pct(vis1, 50) / 1000:.1f} s  "
+            f"p99 {pct(vis1, 99) / 1000:.1f} s"
         )
         print(
-            f"bot CPU storm start -> drained: {after['cpu_s'] - cpu0:.2f} s "
-            f"({(after['cpu_s'] - during['cpu_s']) * 1000:.0f} ms after the storm, while draining)"
+            f"own thread exists after the first delivery: p50 {pct(own, 50) / 1000:.1f} s  "
+            f"p99 {pct(own, 99) / 1000:.1f} s  (Slack allows ~1 new message/s per channel: 100 threads take ~100 s)"
         )
-        print(f"lost entries: {lost}  left in stream: {left}  dead-lettered: {dead_n}")
-        ok = stats["headers"] == 100 and lost == 0 and left == 0
+        print(
+            f"Slack calls: {chat_calls} chat.* ({calls.get('chat.postMessage', 0)} postMessage, "
+            f"{calls.get('chat.update', 0)} update) = {chat_calls / 100:.1f} per incident; 429s received: "
+            f"{stats['limited']}"
+        )
+        print(
+            f"lost entries: {lost}  left in stream: {left}  dead-lettered: {dead_n}  duplicate threads: "
+            f"{f['dup_threads']}  duplicate lines: {f['dup_lines']}  incidents without a thread: {f['missing']}  "
+            f"re-posts after an unfinished attempt (possible duplicates): {ambiguous}"
+        )
+        ok = (
+            f["missing"] == 0
+            and lost == 0
+            and left == 0
+            # a duplicate is possible only where a holder died between Slack's answer and Redis: counted
+            and f["dup_threads"] + f["dup_lines"] <= (ambiguous if args.kill_holder else 0)
+            and len(vis) == 100
+        )
         print(
             "RESULT:",
             "ok" if ok else "FAILED",
             f"(targets: >= 1,500 deliveries/s {'met' if accepted / elapsed >= 1500 else 'MISSED'}, "
-            f"p99 < 50 ms {'met' if pct(lat, 99) < 50 else 'MISSED'})",
+            f"p99 < 50 ms {'met' if pct(lat, 99) < 50 else 'MISSED'}, "
+            f"visible p99 < 10 s {'met' if vis and pct(vis, 99) < 10_000 else 'MISSED'})",
         )
         return 0 if ok else 1
     finally:
@@ -401,14 +500,19 @@ def main() -> int:
     ap.add_argument("--redis", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
     ap.add_argument("--deliveries", type=int, default=10_000)
     ap.add_argument("--concurrency", type=int, default=32)
-    ap.add_argument("--drain-timeout", type=float, default=120.0)
+    ap.add_argument("--drain-timeout", type=float, default=300.0)
     ap.add_argument("--workers", type=int, default=-1, help="alert workers in the bot (default: the app's own)")
     ap.add_argument(
         "--gc-unfrozen",
         action="store_true",
         help="undo the app's gc.freeze() in the bot (the figures before that fix, for comparison)",
     )
-    ap.add_argument("--profile", default="", help="write a cProfile of the bot process to this file")
+    ap.add_argument("--profile", default="", help="write a cProfile of each bot process to FILE.1, FILE.2")
+    ap.add_argument(
+        "--kill-holder",
+        action="store_true",
+        help="SIGKILL the bot holding the channel lease mid-storm (the other finishes; counts duplicates)",
+    )
     args = ap.parse_args()
     if args.role == "slack":
         run_slack(args.port)

@@ -8,6 +8,8 @@
   entry still being worked on is kept fresh by a heartbeat, so a slow job is not stolen. After
   `alert_max_attempts` it goes to the dead-letter stream and the dead-letter handler says so in Slack.
 - Redis going away is survived: workers back off and reconnect, and re-create the group if it vanished.
+- A job only records the alert (handlers/incidents.py); the Slack calls are made by the incident publisher that
+  starts and stops with the workers (`publisher`), so a slow or rate-limited Slack never holds an entry.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -27,6 +29,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bot.deps import Deps
+from skills.clock import REAL_CLOCK, Clock
 from skills.incidents import Alert
 from skills.redact import redact
 
@@ -58,6 +61,17 @@ end
 return 0
 """
 
+
+class Companion(Protocol):
+    """A background service that runs alongside the workers (the incident publisher)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self, grace_s: float = 5.0) -> None: ...
+
+    async def pending(self) -> int: ...
+
+
 JobHandler = Callable[[str, Alert], Awaitable[None]]
 DeadHandler = Callable[[str, Alert | None, str, int], Awaitable[None]]
 _REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
@@ -72,8 +86,10 @@ class AlertQueue:
         *,
         concurrency: int = 4,
         consumer_prefix: str | None = None,
+        publisher: Companion | None = None,
     ) -> None:
         self.deps = deps
+        self.publisher = publisher
         s = deps.settings
         self.stream = s.key("alerts", "stream")
         self.dead_stream = s.key("alerts", "dead")
@@ -123,10 +139,14 @@ class AlertQueue:
         for i in range(self.concurrency):
             name = f"{self.consumer_prefix}-{i}"
             self._tasks.append(asyncio.get_running_loop().create_task(self._run(name), name=f"alert-worker-{i}"))
+        if self.publisher is not None:
+            await self.publisher.start()
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Let workers finish the entry in hand, then cancel; unfinished entries stay pending (reclaimed)."""
         self._stopping.set()
+        if self.publisher is not None:
+            await self.publisher.stop(grace_s)
         if not self._tasks:
             return
         _, pending = await asyncio.wait(self._tasks, timeout=grace_s)
@@ -273,13 +293,16 @@ class AlertQueue:
         }
 
 
-def build_alert_queue(deps: Deps, investigate: Any = None, *, concurrency: int = 4) -> AlertQueue:
-    """Wire the queue to the incident threads, posting through a ChannelResponder on deps.chat."""
+def build_alert_queue(
+    deps: Deps, investigate: Any = None, *, concurrency: int = 4, clock: Clock = REAL_CLOCK
+) -> AlertQueue:
+    """Wire the queue to the incident threads and their publisher, posting through a ChannelResponder on
+    deps.chat. `clock`: a test's or bench's scaled clock (pacing, debounce, coalescing)."""
     from bot.slack_app import ChannelResponder, make_web_client
     from handlers.incidents import IncidentThreads, make_investigator
 
     if investigate is None:
         investigate = make_investigator(deps)
-    client = deps.chat if deps.chat is not None else make_web_client(deps.settings)
-    threads = IncidentThreads(deps, lambda channel: ChannelResponder(client, channel), investigate)
-    return AlertQueue(deps, threads.handle, threads.on_dead, concurrency=concurrency)
+    client = deps.chat if deps.chat is not None else make_web_client(deps.settings, clock)
+    threads = IncidentThreads(deps, lambda channel: ChannelResponder(client, channel), investigate, clock)
+    return AlertQueue(deps, threads.handle, threads.on_dead, concurrency=concurrency, publisher=threads.publisher)

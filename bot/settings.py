@@ -80,6 +80,19 @@ class Settings(BaseSettings):
     # Cloud Monitoring -> Pub/Sub topic -> this subscription (projects/P/subscriptions/S, or S in
     # GOOGLE_CLOUD_PROJECT): alerts without a public URL. Unset: webhooks only.
     alert_pubsub_subscription: str | None = None
+    # Storms (handlers/incident_publisher.py): repeats of an incident within the interval become one thread line;
+    # header edits wait at least the debounce and show the latest state; beyond the threshold of new incidents
+    # per minute on one channel, a storm summary lists them all at once while their threads open one by one.
+    alert_coalesce_interval_s: float = Field(default=60.0, ge=0)
+    alert_header_debounce_s: float = Field(default=5.0, ge=0)
+    alert_storm_threshold_per_min: int = Field(default=10, ge=1)
+    alert_storm_edit_interval_s: float = Field(default=2.0, ge=0)
+    # The lease one instance holds to post into a channel (renewed while working; a dead holder's expires).
+    alert_channel_lease_ms: int = Field(default=10_000, ge=100)
+    # Our own pacing of chat.postMessage per channel, matching Slack's documented 1/s with a short burst.
+    slack_post_per_s: float = Field(default=1.0, gt=0)
+    slack_post_burst: int = Field(default=3, ge=1)
+    slack_update_per_min: float = Field(default=50.0, gt=0)
 
     # --- Deploy ----------------------------------------------------------------------------------------
     # Unset: the per-GPU default image from skills/data/vllm_images.yaml (a plan checks any image against it).

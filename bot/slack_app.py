@@ -11,6 +11,7 @@ import asyncio
 import importlib
 import json
 import logging
+import random
 import re
 import time
 from collections.abc import Coroutine
@@ -22,6 +23,9 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
 )
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
@@ -32,22 +36,51 @@ from handlers.registry import VIEW_CHECKS
 from handlers.render_slack import to_blocks
 from handlers.reply import FileOut, Reply
 from handlers.router import help_reply, lookup, parse, run_action, run_command
+from skills.clock import REAL_CLOCK, Clock
 from skills.redact import redact
 
 log = logging.getLogger(__name__)
 
 
-def make_web_client(settings: Settings) -> AsyncWebClient:
+def make_web_client(settings: Settings, clock: Clock = REAL_CLOCK) -> AsyncWebClient:
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
     client = AsyncWebClient(token=token, base_url=settings.slack_api_url, timeout=15)
-    client.retry_handlers.extend(_retry_handlers())
+    client.retry_handlers.extend(_retry_handlers(clock))
     return client
 
 
-def _retry_handlers() -> list[Any]:
+class ClockedRateLimitRetryHandler(AsyncRateLimitErrorRetryHandler):
+    """slack-sdk's 429 handling (retry after the Retry-After seconds Slack sent), waiting on our clock so a
+    test or bench with a scaled clock does not spend wall time, and counting the 429s it saw."""
+
+    limited = 0  # 429s received by every client in this process (the bench prints it)
+
+    def __init__(self, clock: Clock, max_retry_count: int = 3) -> None:
+        super().__init__(max_retry_count=max_retry_count)
+        self.clock = clock
+
+    async def prepare_for_next_attempt_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        if response is None:
+            raise error  # type: ignore[misc]
+        ClockedRateLimitRetryHandler.limited += 1
+        state.next_attempt_requested = True
+        after = next((v for k, v in response.headers.items() if k.lower() == "retry-after"), None)
+        duration = float(after[0] if isinstance(after, list) else after) if after else 1.0
+        await self.clock.sleep(duration + random.random() * 0.1)  # a little jitter: instances do not collide
+        state.increment_current_attempt()
+
+
+def _retry_handlers(clock: Clock = REAL_CLOCK) -> list[Any]:
     # Honour Retry-After on 429 and retry 5xx / connection resets a few times before giving up.
     return [
-        AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+        ClockedRateLimitRetryHandler(clock, max_retry_count=3),
         AsyncServerErrorRetryHandler(max_retry_count=2),
         AsyncConnectionErrorRetryHandler(max_retry_count=2),
     ]

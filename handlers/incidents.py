@@ -1,37 +1,29 @@
-"""The incident thread in Slack: one per incident, header edited in place, updates as thread lines.
+"""Alert threads in Slack: the queue worker's job, and the incident's one investigation.
 
-A queue worker calls `IncidentThreads.handle(entry_id, alert)` for each queued alert. Every Slack effect is
-idempotent so a retried or reclaimed job edits rather than re-posts:
-- the incident record (its header `ts`, members, and the change each entry caused) lives in Redis and is
-  saved before and after each post;
-- each thread line is recorded under "<entry id>:<effect>" with its ts once posted, and skipped if present;
-- the header is re-rendered from the record, so updating it twice is harmless.
-Work on one service's incidents is serialised by a Redis lock (several workers, several instances).
+A queue worker calls `IncidentThreads.handle(entry_id, alert)` for each queued alert. The job only records:
+the alert is folded into its incident in Redis (skills/incident_store.py, an optimistic transaction, no lock)
+and the incident is marked for the publisher (handlers/incident_publisher.py), which makes every Slack call
+within Slack's rate limits, with an intent recorded before each post. An incident's first alert also runs
+its investigation (findings, then the agent's plan) once per incident, however many alerts it groups; the
+replies are stored and posted under the thread once it exists.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 from handlers.commands.logs import render_diagnosis
 from handlers.context import Responder
+from handlers.incident_publisher import IncidentPublisher
+from handlers.incident_render import event_line, header_reply, lines_reply
 from handlers.reply import Reply, plan_button
+from skills.clock import REAL_CLOCK, Clock
 from skills.diagnose import diagnose_service
 from skills.errors import UserFacingError
-from skills.incidents import (
-    Alert,
-    Change,
-    Incident,
-    format_duration,
-    group_key,
-    is_known_service,
-    new_incident,
-    utcnow,
-    window_for,
-)
+from skills.incident_store import IncidentStore
+from skills.incidents import Alert, Change, Incident, utcnow, window_for
 from skills.ports import LogQuery
 from skills.redact import redact
 from skills.remediation import RemediationPlan
@@ -46,81 +38,7 @@ ResponderFor = Callable[[str], Responder]  # channel -> responder (bot.slack_app
 # (incident, alert) -> replies for the thread as each becomes ready (findings first, then the plan).
 Investigator = Callable[[Incident, Alert], AsyncIterator[Reply]]
 
-_ICON = {"firing": ":rotating_light:", "resolved": ":white_check_mark:"}
-_SEV_ICON = {"critical": ":red_circle:", "error": ":large_orange_circle:", "warning": ":large_yellow_circle:"}
-_RECORD_TTL_S = 30 * 86400
-
-
-def _when(t: datetime | None) -> str:
-    return t.strftime("%Y-%m-%d %H:%M UTC") if t else "unknown"
-
-
-def _link(url: str, source: str) -> str:
-    if not url:
-        return "—"
-    label = "Cloud Monitoring incident" if source == "gcp" else "Alertmanager"
-    return f"<{url}|{label}>"
-
-
-def header_reply(inc: Incident, known_service_name: str) -> Reply:
-    """The header: what, where, how bad, since when; resolved turns it green and adds the duration."""
-    lead = inc.lead
-    state = inc.state
-    prefix = "[TEST] " if inc.test else ""
-    title = f"{_ICON[state]} {prefix}{state.upper()}: {lead.name} on {inc.service}"
-    fields = [
-        ("Service", f"`{inc.service}`"),
-        ("Alert", lead.name),
-        ("Severity", f"{_SEV_ICON.get(inc.severity, ':white_circle:')} {inc.severity}"),
-        ("State", state),
-        ("Started", _when(inc.started_at)),
-        ("Link", _link(lead.url, lead.source)),
-    ]
-    if state == "resolved" and inc.duration is not None:
-        fields.append(("Resolved", _when(inc.ended_at)))
-        fields.append(("Duration", format_duration(inc.duration)))
-    if len(inc.members) > 1:
-        firing = sum(1 for m in inc.members.values() if m.state == "firing")
-        fields.append(("Alerts", f"{len(inc.members)} grouped ({firing} firing)"))
-    r = Reply(title=title)
-    r.add(fields=fields)
-    if lead.summary:
-        r.add(text=redact(lead.summary)[:600])
-    if inc.test:
-        r.add(text=":information_source: This is Cloud Monitoring's test notification: the webhook works.")
-    elif not inc.known_service:
-        r.add(
-            text=(
-                f":information_source: `{inc.service}` is not a service this bot manages "
-                f"(it manages `{known_service_name}`), so it is posted here without diagnosis."
-            )
-        )
-    r.context = f"incident {inc.id} · updates in this thread"
-    return r
-
-
-def line_reply(change: Change, inc: Incident, alert: Alert) -> Reply | None:
-    """The short thread line an alert adds (None: nothing worth a line)."""
-    name = f"*{alert.name}*"
-    if change is Change.JOINED:
-        text = f":heavy_plus_sign: Another alert on `{inc.service}`: {name} ({alert.severity})"
-        if alert.summary:
-            text += f" — {redact(alert.summary)[:300]}"
-    elif change is Change.REPEATED:
-        text = f":repeat: Still firing: {name} (repeat notification #{inc.repeats})"
-    elif change is Change.REFIRED:
-        text = f":rotating_light: Fired again: {name} at {_when(alert.started_at)}"
-    elif change is Change.RESOLVED:
-        m = inc.members.get(alert.key)
-        took = ""
-        if m and m.started_at and m.ended_at:
-            took = f" after {format_duration(m.ended_at - m.started_at)}"
-        text = f":white_check_mark: Resolved: {name}{took}"
-        if inc.state == "resolved" and inc.duration is not None:
-            text += f". Incident resolved; duration {format_duration(inc.duration)}."
-    else:
-        return None
-    return Reply(title=text)
+__all__ = ["IncidentThreads", "event_line", "header_reply", "incident_for_thread", "lines_reply", "thread_key"]
 
 
 def thread_key(settings: Settings, channel: str, ts: str) -> str:
@@ -136,130 +54,60 @@ async def incident_for_thread(deps: Deps, channel: str, thread_ts: str) -> str:
 
 
 class IncidentThreads:
-    def __init__(self, deps: Deps, responder_for: ResponderFor, investigate: Investigator | None = None) -> None:
+    def __init__(
+        self,
+        deps: Deps,
+        responder_for: ResponderFor,
+        investigate: Investigator | None = None,
+        clock: Clock = REAL_CLOCK,
+    ) -> None:
         self.deps = deps
         self.s = deps.settings
         self.responder_for = responder_for
         self.investigate = investigate
         self.known = frozenset({self.s.vllm_service_name})
+        self.store = IncidentStore(deps.redis, self.s.key_prefix, clock)
+        self.publisher = IncidentPublisher(deps, responder_for, clock, on_dead=self.on_dead)
 
-    # --- keys ------------------------------------------------------------------------------------------
-    def _k_incident(self, inc_id: str) -> str:
-        return self.s.key("incident", inc_id)
-
-    def _k_effects(self, inc_id: str) -> str:
-        return self.s.key("incident", inc_id, "effects")
-
-    def _k_by_alert(self, alert: Alert) -> str:
-        return self.s.key("incident", "by-alert", alert.key)
-
-    def _k_by_group(self, alert: Alert) -> str:
-        return self.s.key("incident", "by-group", group_key(alert))
-
-    # --- records ---------------------------------------------------------------------------------------
     async def load(self, inc_id: str | bytes) -> Incident | None:
-        raw = await self.deps.redis.get(self._k_incident(str(inc_id)))
-        return Incident.model_validate_json(raw) if raw else None
-
-    async def _save(self, inc: Incident, alert: Alert) -> None:
-        async with self.deps.redis.pipeline(transaction=True) as p:
-            p.set(self._k_incident(inc.id), inc.model_dump_json(), ex=_RECORD_TTL_S)
-            p.set(self._k_by_alert(alert), inc.id, ex=_RECORD_TTL_S)
-            p.set(self._k_by_group(alert), inc.id, ex=_RECORD_TTL_S)
-            if inc.ts:  # a button clicked in the thread finds its incident (actions report back there)
-                p.set(thread_key(self.s, inc.channel, inc.ts), inc.id, ex=_RECORD_TTL_S)
-            await p.execute()
-
-    async def _find(self, entry_id: str, alert: Alert, now: datetime) -> Incident | None:
-        """The thread for this alert: its own (a resolve, or a retry of this entry, always finds it; a re-fire
-        while the thread is active), else the service's active thread when grouping is on, else none."""
-        r = self.deps.redis
-        window = self.s.alert_group_window_s
-        inc_id = await r.get(self._k_by_alert(alert))
-        if inc_id and (inc := await self.load(inc_id)):
-            if entry_id in inc.applied or alert.state == "resolved" or inc.active(now, window):
-                return inc
-        if window > 0:
-            inc_id = await r.get(self._k_by_group(alert))
-            if inc_id and (inc := await self.load(inc_id)) and inc.active(now, window):
-                return inc
-        return None
-
-    async def _once(self, inc_id: str, effect: str, fn: Callable[[], Awaitable[str]]) -> str:
-        """Run a Slack effect once per incident: its ts is recorded before the job is acknowledged."""
-        key = self._k_effects(inc_id)
-        done = await self.deps.redis.hget(key, effect)
-        if done is not None:
-            return str(done)
-        ts = await fn()
-        await self.deps.redis.hset(key, effect, ts or "-")
-        await self.deps.redis.expire(key, _RECORD_TTL_S)
-        return ts
+        return await self.store.load(str(inc_id))
 
     # --- the job ---------------------------------------------------------------------------------------
     async def handle(self, entry_id: str, alert: Alert) -> None:
-        lock = self.deps.redis.lock(
-            self.s.key("incident", "lock", group_key(alert)), timeout=60, blocking_timeout=30, sleep=0.02
+        inc, change = await self.store.record(
+            entry_id,
+            alert,
+            utcnow(),
+            channel=self.s.slack_alerts_channel,
+            known=self.known,
+            window_s=self.s.alert_group_window_s,
         )
-        async with lock:
-            inc, change = await self._record(entry_id, alert)
-            await self._post_effects(entry_id, inc, alert, change)
-        if change is Change.OPENED and inc.known_service and not inc.test and self.investigate is not None:
+        self.publisher.wake()
+        if (
+            change is Change.OPENED
+            and inc.known_service
+            and not inc.test
+            and self.investigate is not None
+            and await self.store.claim_investigation(inc.id, entry_id)
+        ):
             await self._investigate(inc, alert)
 
-    async def _record(self, entry_id: str, alert: Alert) -> tuple[Incident, Change]:
-        now = utcnow()
-        inc = await self._find(entry_id, alert, now)
-        if inc is None:
-            known = is_known_service(alert.service, self.known)
-            inc = new_incident(entry_id, alert, self.s.slack_alerts_channel, known, now)
-        change = inc.apply(entry_id, alert, now)
-        await self._save(inc, alert)  # before any post: a retry finds this incident and this change
-        return inc, change
-
-    async def _post_effects(self, entry_id: str, inc: Incident, alert: Alert, change: Change) -> None:
-        slack = self.responder_for(inc.channel)
-        header = header_reply(inc, self.s.vllm_service_name)
-        if inc.ts is None:
-            inc.ts = await slack.post(header)
-            inc.channel = slack.channel  # the id Slack answered with: chat.update refuses '#names'
-            await self._save(inc, alert)
-            log.info("incident %s opened for %s (thread %s)", inc.id, inc.service, inc.ts)
-        elif change in (Change.JOINED, Change.REFIRED, Change.RESOLVED):
-            await slack.update(inc.ts, header)
-        line = line_reply(change, inc, alert)
-        if line is not None:
-            ts = inc.ts
-
-            async def post_line() -> str:
-                return await slack.post(line, thread_ts=ts)
-
-            await self._once(inc.id, f"{entry_id}:line", post_line)
-
     async def _investigate(self, inc: Incident, alert: Alert) -> None:
-        """Findings, then the plan, each posted in the thread once (a retried job skips what was posted)."""
-        assert self.investigate is not None and inc.ts is not None
-        slack = self.responder_for(inc.channel)
-        thread = inc.ts
+        """Findings, then the plan, each stored once (a retried job keeps what was stored) for the publisher."""
+        assert self.investigate is not None
         i = 0
         try:
             async for reply in self.investigate(inc, alert):
-
-                async def post(reply: Reply = reply) -> str:
-                    return await slack.post(reply, thread_ts=thread)
-
-                await self._once(inc.id, f"investigation:{i}", post)
+                await self.store.add_reply(inc, i, reply.model_dump_json())
+                self.publisher.wake()
                 i += 1
         except UserFacingError as exc:
             # Not worth a retry loop: say what is missing in the thread and finish the job.
             note = Reply(title=f":warning: Could not finish the investigation: {redact(exc.message)[:300]}")
             if exc.hint:
                 note.add(text=exc.hint)
-
-            async def post_note() -> str:
-                return await slack.post(note, thread_ts=thread)
-
-            await self._once(inc.id, f"investigation:{i}", post_note)
+            await self.store.add_reply(inc, i, note.model_dump_json())
+            self.publisher.wake()
 
     async def on_dead(self, entry_id: str, alert: Alert | None, error: str, attempts: int) -> None:
         """A job that failed `attempts` times: say so in the alerts channel (its thread, if it has one)."""
@@ -268,9 +116,9 @@ class IncidentThreads:
         reply.add(text=f"Last error: `{redact(error)[:400]}`")
         reply.context = f"kept in the dead-letter stream {self.s.key('alerts', 'dead')} (entry {entry_id})"
         slack = self.responder_for(self.s.slack_alerts_channel)
-        inc_id = await self.deps.redis.get(self._k_by_alert(alert)) if alert else None
-        inc = await self.load(inc_id) if inc_id else None
-        await slack.post(reply, thread_ts=inc.ts if inc and inc.ts else None)
+        inc_id = await self.store.find_id(alert) if alert else ""
+        ts = (await self.store.pub(inc_id)).get("ts") if inc_id else None
+        await slack.post(reply, thread_ts=ts or None)
 
 
 # --- the investigation: deterministic findings for the alert window, then the agent's plan ---------------
@@ -349,6 +197,9 @@ def make_investigator(deps: Deps) -> Investigator:
         if deps.agent is not None and not problem:
             minutes = max(5, min(24 * 60, int((now - since).total_seconds() // 60) + 1))
             context = f"Alert {alert.name} ({alert.severity}) on {inc.service}: {alert.summary}"
+            others = [m.name for k, m in inc.members.items() if k != alert.key]
+            if others:  # one investigation for the whole incident, not one per alert
+                context += f" (grouped with: {', '.join(others[:10])})"
             analysis = await deps.agent.analyze(since_minutes=minutes, context=redact(context), service=inc.service)
             yield render_plan(analysis.plan)
         elif problem == _ZZZ:

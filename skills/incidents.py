@@ -42,6 +42,11 @@ def _rank(severity: str) -> int:
     return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
 
 
+def severity_rank(severity: str) -> int:
+    """0 for critical, upwards for less severe (unknown last)."""
+    return _rank(severity)
+
+
 class Alert(BaseModel):
     """One alert notification, whatever sent it."""
 
@@ -58,6 +63,8 @@ class Alert(BaseModel):
     revision: str = ""
     labels: dict[str, str] = Field(default_factory=dict)
     test: bool = False  # the GCP console's "send test notification"
+    # Alertmanager's `truncatedAlerts`: how many alerts of this notification's group it left out (max_alerts).
+    truncated_alerts: int = Field(default=0, ge=0)
 
     @property
     def key(self) -> str:
@@ -94,6 +101,28 @@ class Change(StrEnum):
     STALE = "stale"  # older than what we know (out-of-order delivery): nothing to show
 
 
+EventKind = Literal["joined", "repeated", "refired", "resolved", "truncated"]
+
+
+class Event(BaseModel):
+    """Something the thread should say, waiting for its line. Repeats of one alert coalesce into one event
+    (`count`, `first_at`..`last_at`) until a line has been posted for it."""
+
+    seq: int
+    kind: EventKind
+    key: str = ""
+    name: str = ""
+    severity: str = ""
+    summary: str = ""
+    count: int = 1
+    first_at: datetime
+    last_at: datetime
+    repeat_no: int = 0  # repeats of the incident so far (for "repeat notification #n")
+    started_at: datetime | None = None
+    took_s: float | None = None  # a resolved alert's own duration
+    incident_duration_s: float | None = None  # set when this resolve resolved the whole incident
+
+
 class Incident(BaseModel):
     """One Slack thread: the header message `ts` in `channel`, and the alerts it groups."""
 
@@ -111,6 +140,10 @@ class Incident(BaseModel):
     # against already-updated state (which would lose the thread line the first attempt meant to post).
     applied: dict[str, Change] = Field(default_factory=dict)
     test: bool = False
+    rev: int = 0  # bumped by every change the header shows
+    event_seq: int = 0
+    events: list[Event] = Field(default_factory=list)  # not yet posted as thread lines
+    truncated_alerts: int = 0
 
     @property
     def state(self) -> AlertState:
@@ -146,20 +179,67 @@ class Incident(BaseModel):
         """Still the place for news about this service: firing, or quiet for less than the window."""
         return self.state == "firing" or (now - self.last_event_at) <= timedelta(seconds=max(window_s, 0))
 
-    def apply(self, entry_id: str, alert: Alert, now: datetime) -> Change:
-        """Fold one alert into the incident; idempotent per entry id."""
+    def apply(self, entry_id: str, alert: Alert, now: datetime, posted_through: int = 0) -> Change:
+        """Fold one alert into the incident; idempotent per entry id. `posted_through`: the last event seq
+        already posted as a line (those are dropped; a repeat only coalesces into an unposted event)."""
         if entry_id in self.applied:
             return self.applied[entry_id]
+        self.events = [e for e in self.events if e.seq > posted_through]
         change = self._fold(alert)
         if change is not Change.STALE:
             self.last_event_at = now
         if change is Change.REPEATED:
             self.repeats += 1
+        if change in (Change.OPENED, Change.JOINED, Change.REFIRED, Change.RESOLVED):
+            self.rev += 1
+        self._note(change, alert, now)
+        if alert.truncated_alerts > self.truncated_alerts:
+            self.truncated_alerts = alert.truncated_alerts
+            self.rev += 1
+            self._add_event("truncated", alert, now, count=alert.truncated_alerts)
         self.applied[entry_id] = change
         if len(self.applied) > 200:  # bounded: old entries are long acknowledged
             for k in list(self.applied)[:-200]:
                 del self.applied[k]
         return change
+
+    def _add_event(self, kind: EventKind, alert: Alert, now: datetime, **extra: object) -> Event:
+        self.event_seq += 1
+        ev = Event(
+            seq=self.event_seq,
+            kind=kind,
+            key=alert.key,
+            name=alert.name,
+            severity=alert.severity,
+            summary=alert.summary,
+            first_at=now,
+            last_at=now,
+            started_at=alert.started_at,
+            **extra,  # type: ignore[arg-type]
+        )
+        self.events.append(ev)
+        if len(self.events) > 200:  # bounded; repeats coalesce, so this is ~200 distinct alerts in one interval
+            self.events = self.events[-200:]
+        return ev
+
+    def _note(self, change: Change, alert: Alert, now: datetime) -> None:
+        """Queue the thread line this change asks for, coalescing repeats of one alert."""
+        if change is Change.REPEATED:
+            for ev in self.events:
+                if ev.kind == "repeated" and ev.key == alert.key:
+                    ev.count += 1
+                    ev.last_at = now
+                    ev.repeat_no = self.repeats
+                    return
+            self._add_event("repeated", alert, now, repeat_no=self.repeats)
+        elif change in (Change.JOINED, Change.REFIRED):
+            self._add_event(change.value, alert, now)  # type: ignore[arg-type]
+        elif change is Change.RESOLVED:
+            m = self.members.get(alert.key)
+            took = (m.ended_at - m.started_at).total_seconds() if m and m.started_at and m.ended_at else None
+            d = self.duration
+            whole = d.total_seconds() if self.state == "resolved" and d is not None else None
+            self._add_event("resolved", alert, now, took_s=took, incident_duration_s=whole)
 
     def _fold(self, alert: Alert) -> Change:
         new = Member(

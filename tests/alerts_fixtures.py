@@ -18,6 +18,7 @@ from bot.sandbox.slack_api import SlackStandIn
 from bot.settings import Settings
 from bot.slack_app import make_web_client
 from bot.wiring import build_deps
+from skills.clock import REAL_CLOCK, Clock
 from tests.example_data import ALERTS
 
 DATA = ALERTS
@@ -40,14 +41,21 @@ def bearer(token: str = TOKEN) -> dict[str, str]:
 
 def tuned(settings: Settings, **overrides: Any) -> Settings:
     """Settings with fast reclaim/retry for tests (no waiting a minute for an idle entry)."""
-    base: dict[str, Any] = {"alert_reclaim_idle_ms": 300, "alert_max_attempts": 3}
+    base: dict[str, Any] = {
+        "alert_reclaim_idle_ms": 300,
+        "alert_max_attempts": 3,
+        # no debounce or coalescing unless a test asks for it (tests/test_incidents_storm.py does)
+        "alert_header_debounce_s": 0,
+        "alert_coalesce_interval_s": 0,
+        "alert_channel_lease_ms": 1000,
+    }
     base.update(overrides)
     return settings.model_copy(update=base)
 
 
-def make_deps(settings: Settings) -> Deps:
+def make_deps(settings: Settings, clock: Clock = REAL_CLOCK) -> Deps:
     deps = build_deps(settings)
-    deps.chat = make_web_client(settings)
+    deps.chat = make_web_client(settings, clock)
     return deps
 
 
@@ -91,8 +99,8 @@ class PostsSlack(SlackStandIn):
     """The Slack stand-in, also keeping the messages Slack accepted (with their ts): faulted calls are
     recorded in `calls` too, and a test about duplicates must count only what reached the channel."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.posted: list[dict[str, Any]] = []
 
     async def _api(self, request: Request) -> Response:

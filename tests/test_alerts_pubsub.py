@@ -115,12 +115,12 @@ async def test_queue_down_means_no_ack_and_redelivery_later(
     await down.redis.aclose()
     assert mid not in pubsub.acked and await queued(queue) == []
 
+    clock.t += 11  # past the ack deadline: Pub/Sub delivers it again (before the next puller's first Pull)
+    pubsub.expire()
     healthy = PubSubAlerts(SUB, queue.enqueue, make_subscriber(settings))
     await healthy.start()
     try:
-        clock.t += 11  # past the ack deadline: Pub/Sub delivers it again
-        pubsub.expire()
-        assert await eventually(lambda: mid in pubsub.acked)
+        assert await eventually(lambda: mid in pubsub.acked, timeout=30)
     finally:
         await healthy.stop()
     assert [a.fingerprint for a in await queued(queue)] == ["inc-ps-3"]

@@ -52,7 +52,8 @@ class Bot:
     async def drained(self, timeout: float = 15.0) -> bool:  # noqa: ASYNC109
         async def empty() -> bool:
             b = await self.queue.backlog()
-            return b["queued"] == 0 and b["pending"] == 0
+            assert self.queue.publisher is not None
+            return b["queued"] == 0 and b["pending"] == 0 and await self.queue.publisher.pending() == 0
 
         loop = __import__("asyncio").get_running_loop()
         deadline = loop.time() + timeout
@@ -200,8 +201,10 @@ async def test_worker_dying_mid_job_loses_nothing_and_duplicates_nothing(setting
         assert len(entries) == 2
         threads = IncidentThreads(deps, _responder(deps), quiet)
         first_id, first_fields = entries[0]
-        await threads.handle(first_id, Alert.model_validate_json(first_fields["alert"]))
+        await threads.handle(first_id, Alert.model_validate_json(first_fields["alert"]))  # recorded, not posted
+        await threads.publisher.step()  # A's publisher posts the header, then A dies
         assert len(headers_posted(slack)) == 1
+        await threads.publisher.stop()
         # worker B starts, waits for the idle timeout, reclaims both: no lost incident, no duplicate thread
         await queue.start()
         ok = await eventually(lambda: len(headers_posted(slack)) >= 2)
@@ -226,7 +229,7 @@ async def _wait_drained(queue: AlertQueue, timeout: float = 15.0) -> None:  # no
     deadline = loop.time() + timeout
     while loop.time() < deadline:
         b = await queue.backlog()
-        if b["queued"] == 0 and b["pending"] == 0:
+        if b["queued"] == 0 and b["pending"] == 0 and queue.publisher and await queue.publisher.pending() == 0:
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"queue did not drain: {await queue.backlog()}")

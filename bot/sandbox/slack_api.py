@@ -1,6 +1,11 @@
 """A Slack Web API stand-in: answers like Slack on /api/<method>, records every call, and records posts to
 response URLs (/response/<id>). Faults can be injected per method (429 with Retry-After, 500, ok=false).
 
+It enforces Slack's rate limits (bot/sandbox/slack_limits.py: chat.postMessage per channel and workspace-wide,
+chat.update Tier 3), answering HTTP 429 with Retry-After and {"ok": false, "error": "ratelimited"} as Slack
+does, on an injectable clock; and Block Kit's message limits (at most 50 blocks, 3,000 characters in a
+section's text: https://api.slack.com/reference/block-kit/blocks#section) with Slack's `invalid_blocks`.
+
 slack-sdk talks to it for real (AsyncWebClient(base_url=.../api/)); Bolt's `respond` posts to the
 response_url the test puts in the slash-command payload.
 """
@@ -20,6 +25,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from bot.sandbox.slack_limits import Limiter, RateLimits
+from skills.clock import REAL_CLOCK, Clock
+
+MAX_BLOCKS = 50  # Block Kit: up to 50 blocks per message
+MAX_SECTION_TEXT = 3000  # a section block's text: at most 3,000 characters
+
 
 @dataclass
 class Call:
@@ -36,7 +47,11 @@ class Fault:
 
 
 class SlackStandIn:
-    def __init__(self) -> None:
+    def __init__(self, limits: RateLimits | None = None, clock: Clock = REAL_CLOCK) -> None:
+        self.clock = clock
+        self.limiter = Limiter(limits or RateLimits(), clock)
+        # Messages Slack accepted (chat.postMessage / chat.update answered ok), with ts and the clock's time.
+        self.accepted: list[dict[str, Any]] = []
         self.calls: list[Call] = []
         self.responses: list[dict[str, Any]] = []  # bodies posted to response URLs
         self.uploads: dict[str, bytes] = {}
@@ -106,14 +121,25 @@ class SlackStandIn:
         with self._lock:
             queue = self.faults.get(method) or []
             fault = queue.pop(0) if queue else None
-        self.calls.append(Call(method, payload))
+        self.calls.append(Call(method, payload, self.clock.now()))
         if fault is not None:
             if fault.error:
                 return JSONResponse({"ok": False, "error": fault.error}, status_code=fault.status)
             headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
             err = "ratelimited" if fault.status == 429 else "internal_error"
             return JSONResponse({"ok": False, "error": err}, status_code=fault.status, headers=headers)
-        return JSONResponse(self._answer(method, payload))
+        retry_after = self.limiter.check(method, self.channel_id(str(payload.get("channel", ""))))
+        if retry_after is not None:
+            return JSONResponse(
+                {"ok": False, "error": "ratelimited"}, status_code=429, headers={"Retry-After": str(retry_after)}
+            )
+        if method in ("chat.postMessage", "chat.update") and not _blocks_ok(payload.get("blocks")):
+            return JSONResponse({"ok": False, "error": "invalid_blocks"})
+        answer = self._answer(method, payload)
+        if method in ("chat.postMessage", "chat.update") and answer.get("ok"):
+            with self._lock:
+                self.accepted.append({**payload, "_method": method, "ts": answer["ts"], "_at": self.clock.now()})
+        return JSONResponse(answer)
 
     def _answer(self, method: str, p: dict[str, Any]) -> dict[str, Any]:
         if method == "auth.test":
@@ -171,3 +197,15 @@ class SlackStandIn:
     async def _upload(self, request: Request) -> Response:
         self.uploads[request.path_params["fid"]] = await request.body()
         return PlainTextResponse("OK - 1")
+
+
+def _blocks_ok(blocks: Any) -> bool:
+    if blocks is None:
+        return True
+    if not isinstance(blocks, list) or len(blocks) > MAX_BLOCKS:
+        return False
+    for b in blocks:
+        text = (b.get("text") or {}).get("text", "") if isinstance(b, dict) else ""
+        if isinstance(b, dict) and b.get("type") == "section" and len(str(text)) > MAX_SECTION_TEXT:
+            return False
+    return True

@@ -36,6 +36,9 @@ class Webhook(_Lenient):
     status: Literal["firing", "resolved"] | None = None
     receiver: str = ""
     externalURL: str = ""
+    # How many alerts of the group Alertmanager left out (receiver `max_alerts`); shown in the thread.
+    # https://prometheus.io/docs/alerting/latest/configuration/#webhook_config ("truncatedAlerts")
+    truncatedAlerts: int = Field(default=0, ge=0)
     alerts: list[AmAlert] = Field(max_length=1000)
 
     @field_validator("version")
@@ -71,6 +74,7 @@ def to_alerts(w: Webhook) -> list[Alert]:
                 url=f"{base}/#/alerts" if base else a.generatorURL,
                 revision=a.labels.get("instance", "") if service else "",
                 labels=a.labels,
+                truncated_alerts=w.truncatedAlerts,
             )
         )
     return out

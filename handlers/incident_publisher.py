@@ -1,0 +1,308 @@
+"""The publisher: turns recorded incident state into Slack messages, within Slack's rate limits.
+
+Workers only record (skills/incident_store.py); this loop, one per process, makes every Slack call. For each
+channel with work it holds a fenced lease (skills/leases.py), so one instance at a time posts into a channel:
+a storm split across instances still yields one thread per incident and no duplicate line, and a killed
+instance's channel is taken over when its lease lapses (`alert_channel_lease_ms`).
+
+Each step picks the most urgent effect that Slack's budget allows, one call at a time, so new work jumps the
+queue: storm summary > new headers (most severe first) > resolves > investigation replies and thread lines >
+header edits. Repeats coalesce into one line per `alert_coalesce_interval_s`; header edits wait
+`alert_header_debounce_s` and show the latest state. Beyond `alert_storm_threshold_per_min` new incidents a
+minute on one channel, one storm summary lists them all (edited in place every `alert_storm_edit_interval_s`)
+while their own threads open as the rate allows.
+
+Each effect is made at most once, its intent recorded first: handlers/incident_effects.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import socket
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from handlers.incident_effects import REDIS_DOWN as _REDIS_DOWN
+from handlers.incident_effects import DeadNotice, Effect, ResponderFor, SlackEffects
+from handlers.incident_render import storm_reply
+from skills.clock import Clock
+from skills.incident_store import IncidentStore
+from skills.incidents import Incident, severity_rank
+from skills.leases import Lease
+
+if TYPE_CHECKING:
+    from bot.deps import Deps
+
+log = logging.getLogger(__name__)
+
+STORM_WINDOW_S = 60.0
+
+
+@dataclass
+class _Bucket:
+    """Our own pacing, mirroring Slack's documented rates so that 429s are the exception."""
+
+    rate: float
+    burst: float
+    tokens: float = -1.0
+    at: float = 0.0
+
+    def wait(self, now: float) -> float:
+        if self.tokens < 0:
+            self.tokens, self.at = self.burst, now
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        return 0.0 if self.tokens >= 1.0 else (1.0 - self.tokens) / self.rate
+
+    def take(self, now: float) -> None:
+        self.wait(now)
+        self.tokens -= 1.0
+
+
+class IncidentPublisher(SlackEffects):
+    def __init__(
+        self, deps: Deps, responder_for: ResponderFor, clock: Clock, on_dead: DeadNotice | None = None
+    ) -> None:
+        self.deps = deps
+        self.s = deps.settings
+        self.r = deps.redis
+        self.clock = clock
+        self.store = IncidentStore(deps.redis, self.s.key_prefix, clock)
+        self.responder_for = responder_for
+        self.on_dead = on_dead
+        self.owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.leases: dict[str, Lease] = {}
+        self.post_buckets: dict[str, _Bucket] = {}
+        self.update_bucket = _Bucket(self.s.slack_update_per_min / 60, 5)
+        self.retry_at: dict[str, float] = {}
+        self._unsaved: list[tuple[Lease, str, dict[str, str]]] = []
+        self._parsed: dict[str, tuple[str, Incident]] = {}
+        self.stats: Counter[str] = Counter()
+        self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._stopping.clear()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="incident-publisher")
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        self._stopping.set()
+        self._wake.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(self._task, timeout=grace_s)
+            self._task = None
+        for lease in self.leases.values():
+            with contextlib.suppress(*_REDIS_DOWN):
+                await lease.release()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def pending(self) -> int:
+        """Incidents with Slack work not yet done (tests and the bench wait for 0)."""
+        total = 0
+        for ch in await self.r.smembers(self.store.k_channels):
+            total += int(await self.r.zcard(self.store.k_outbox(str(ch))))
+        return total
+
+    async def _run(self) -> None:
+        backoff = 0.2
+        while not self._stopping.is_set():
+            try:
+                did, due_in = await self.step()
+                backoff = 0.2
+                if not did:
+                    await self._idle(due_in)
+            except asyncio.CancelledError:
+                raise
+            except _REDIS_DOWN as exc:
+                log.warning("publisher: Redis unavailable (%s); retrying in %.1fs", type(exc).__name__, backoff)
+                await self._idle(None, real_s=backoff)
+                backoff = min(backoff * 2, 5.0)
+            except Exception:
+                log.exception("publisher: unexpected error; continuing")
+                await self._idle(None, real_s=backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    async def _idle(self, due_in: float | None, real_s: float = 0.1) -> None:
+        """Wait before the next look at the outboxes. If something is waiting for Slack's budget or its
+        interval, sleep towards that (at most a quarter second, so a new incident is not kept waiting) rather
+        than re-evaluating on every recorded alert: a storm records hundreds a second. Otherwise wait to be
+        woken (a worker here recorded something) or a short poll (work recorded by other instances)."""
+        if due_in is not None:
+            await self.clock.sleep(min(max(due_in, 0.0), 0.25))
+            return
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=real_s)
+        if self._wake.is_set():
+            await asyncio.sleep(0.02)  # let the rest of a burst of records land: one evaluation for all of them
+
+    # --- one step: every channel with work, one effect each ----------------------------------------------
+    async def step(self) -> tuple[bool, float | None]:
+        await self._flush()
+        did = False
+        due: float | None = None
+        for ch in sorted(str(c) for c in await self.r.smembers(self.store.k_channels)):
+            d, n = await self._channel_step(ch)
+            did = did or d
+            if n is not None:
+                due = n if due is None else min(due, n)
+        return did, due
+
+    def _lease(self, channel: str) -> Lease:
+        if channel not in self.leases:
+            key = self.s.key("outbox", channel, "lease")
+            self.leases[channel] = Lease(self.r, key, self.s.alert_channel_lease_ms, owner=self.owner)
+        return self.leases[channel]
+
+    async def _channel_step(self, ch: str) -> tuple[bool, float | None]:
+        store = self.store
+        raw: Any = await self.r.zrange(store.k_outbox(ch), 0, -1, withscores=True)
+        entries: list[tuple[str, float]] = [(str(m), float(sc)) for m, sc in raw]
+        storm_key = self.s.key("outbox", ch, "storm")
+        now = self.clock.now()
+        recent = int(await self.r.zcount(store.k_opens(ch), now - STORM_WINDOW_S, "+inf"))
+        storm = {str(k): str(v) for k, v in (await self.r.hgetall(storm_key)).items()}
+        if not entries and not storm:
+            return False, None
+        lease = self._lease(ch)
+        if not lease.held and not await lease.acquire():
+            return False, None  # another live instance posts here
+        if not storm and recent >= self.s.alert_storm_threshold_per_min:
+            since = now - STORM_WINDOW_S
+            wall = datetime.now(UTC) - timedelta(seconds=STORM_WINDOW_S)
+            storm = {"since": repr(since), "since_wall": wall.isoformat(), "edit_at": "0"}
+            if not await lease.guarded_hset(storm_key, storm):
+                return False, None
+            log.warning("alert storm on %s: %d new incidents in the last minute", ch, recent)
+        effects: list[Effect] = []
+        loaded = await self._load([str(m) for m, _ in entries])
+        scores = {str(m): s for m, s in entries}
+        clean: list[str] = []
+        for inc_id, (inc, pub, n_replies) in loaded.items():
+            fx = self._effects(inc, pub, n_replies, now) if inc else []
+            if fx:
+                effects += fx
+            else:
+                clean.append(inc_id)
+        if storm:
+            effects += await self._storm_effects(ch, storm_key, storm, recent, now)
+        for inc_id in clean:
+            await store.clean(ch, inc_id, scores[inc_id])
+        if not effects:
+            return False, None
+        return await self._run_best(ch, lease, sorted(effects), now)
+
+    async def _load(self, ids: list[str]) -> dict[str, tuple[Incident | None, dict[str, str], int]]:
+        if not ids:
+            return {}
+        async with self.r.pipeline(transaction=False) as p:
+            for i in ids:
+                p.get(self.store.k_incident(i))
+                p.hgetall(self.store.k_pub(i))
+                p.hlen(self.store.k_replies(i))
+            res = await p.execute()
+        out = {}
+        for n, i in enumerate(ids):
+            raw, pub, replies = res[3 * n : 3 * n + 3]
+            out[i] = (self._parse(i, raw), {str(k): str(v) for k, v in pub.items()}, int(replies))
+        return out
+
+    def _parse(self, inc_id: str, raw: str | None) -> Incident | None:
+        """Parse an incident record, reusing the last parse while the record is unchanged (a storm's step
+        looks at every incident in the outbox, a few times a second)."""
+        if not raw:
+            return None
+        hit = self._parsed.get(inc_id)
+        if hit is not None and hit[0] == raw:
+            return hit[1]
+        if len(self._parsed) > 5000:
+            self._parsed.clear()
+        inc = Incident.model_validate_json(raw)
+        self._parsed[inc_id] = (raw, inc)
+        return inc
+
+    def _effects(self, inc: Incident, pub: dict[str, str], n_replies: int, now: float) -> list[Effect]:
+        if pub.get("dead"):
+            return []
+        sev = severity_rank(inc.severity)
+        opened = inc.opened_at.timestamp()
+        if not pub.get("ts"):
+            return [Effect((1, sev, opened), now, "header", "post", inc, pub)]
+        out = []
+        posted = int(pub.get("replies", 0))
+        resolved = inc.state == "resolved"
+        if posted < n_replies:  # findings first: the thread reads in order
+            out.append(Effect((3, sev, opened, 0), now, "reply", "post", inc, pub, posted))
+        else:
+            through = int(pub.get("through", 0))
+            events = [e for e in inc.events if e.seq > through]
+            if events:
+                urgent = any(e.kind in ("resolved", "refired") for e in events)
+                last = pub.get("line_at")  # leading edge: the first line after a quiet interval goes at once
+                due = now if urgent or not last else float(last) + self.s.alert_coalesce_interval_s
+                out.append(Effect((2 if urgent else 3, sev, opened, 1), due, "lines", "post", inc, pub, events))
+        if int(pub.get("rev", 0)) < inc.rev:
+            due = now if resolved else float(pub.get("edit_at", 0)) + self.s.alert_header_debounce_s
+            out.append(Effect((2 if resolved else 4, sev, opened), due, "edit", "update", inc, pub))
+        return out
+
+    async def _storm_effects(
+        self, ch: str, storm_key: str, storm: dict[str, str], recent: int, now: float
+    ) -> list[Effect]:
+        due = float(storm.get("edit_at", 0)) + self.s.alert_storm_edit_interval_s
+        if storm.get("ts") and due > now:  # not time to edit yet: skip rendering 100s of rows on every step
+            return [Effect((0,), due, "summary-wait", "update", None, storm)]
+        ids = [str(i) for i in await self.r.zrangebyscore(self.store.k_opens(ch), float(storm["since"]), "+inf")]
+        loaded = await self._load(ids)
+        incs = [inc for inc, _, _ in loaded.values() if inc is not None]
+        threads = {i for i, (_, pub, _) in loaded.items() if pub.get("ts")}
+        since = datetime.fromisoformat(storm["since_wall"])
+        reply = storm_reply(incs, threads, ch, since)
+        digest = hashlib.sha256(reply.model_dump_json().encode()).hexdigest()[:16]
+        if not storm.get("ts"):
+            return [Effect((0,), now, "summary", "post", None, storm, (storm_key, reply, digest))]
+        if storm.get("digest") != digest:
+            return [Effect((0,), due, "summary-edit", "update", None, storm, (storm_key, reply, digest))]
+        if recent == 0 and len(threads) == len(incs):  # quiet, every thread open, summary final: storm over
+            await self.r.delete(storm_key)
+            log.info("alert storm on %s is over (%d incidents)", ch, len(incs))
+        return []
+
+    # --- running an effect -----------------------------------------------------------------------------
+    def _bucket_wait(self, ch: str, eff: Effect, now: float) -> float:
+        if eff.method == "update":
+            return self.update_bucket.wait(now)
+        b = self.post_buckets.setdefault(ch, _Bucket(self.s.slack_post_per_s, self.s.slack_post_burst))
+        return b.wait(now)
+
+    async def _run_best(self, ch: str, lease: Lease, effects: list[Effect], now: float) -> tuple[bool, float | None]:
+        next_due: float | None = None
+        for eff in effects:
+            if eff.kind == "summary-wait":  # only says when the summary may be edited next
+                wait = eff.due - now
+                next_due = wait if next_due is None else min(next_due, wait)
+                continue
+            ready = max(eff.due, self.retry_at.get(eff.name, 0.0))
+            wait = max(ready - now, self._bucket_wait(ch, eff, now))
+            if wait > 0:
+                next_due = wait if next_due is None else min(next_due, wait)
+                continue
+            if eff.method == "update":
+                self.update_bucket.take(now)
+            else:
+                self.post_buckets[ch].take(now)
+            await self._do(ch, lease, eff)
+            return True, None
+        return False, next_due

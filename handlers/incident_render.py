@@ -1,0 +1,172 @@
+"""How an incident reads in Slack: its header, its coalesced thread lines, and the storm summary.
+
+Everything here is a pure function of recorded state (skills/incidents.py), so a retried or re-run effect
+renders the same message. Untrusted alert text is redacted and clipped; the storm summary stays within Block
+Kit's limits (at most 50 blocks, 3,000 characters per section text:
+https://api.slack.com/reference/block-kit/blocks#section).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from handlers.reply import Reply
+from skills.incidents import SEVERITIES, Event, Incident, format_duration
+from skills.redact import redact
+
+_ICON = {"firing": ":rotating_light:", "resolved": ":white_check_mark:"}
+SEV_ICON = {"critical": ":red_circle:", "error": ":large_orange_circle:", "warning": ":large_yellow_circle:"}
+SUMMARY_TEXT_MAX = 2900  # under the 3,000-character section limit
+SUMMARY_MAX_SECTIONS = 45  # under the 50-block limit, leaving room for the title, counts and footer
+
+
+def _when(t: datetime | None) -> str:
+    return t.strftime("%Y-%m-%d %H:%M UTC") if t else "unknown"
+
+
+def _hm(t: datetime) -> str:
+    return t.strftime("%H:%M")
+
+
+def _link(url: str, source: str) -> str:
+    if not url:
+        return "—"
+    label = "Cloud Monitoring incident" if source == "gcp" else "Alertmanager"
+    return f"<{url}|{label}>"
+
+
+def header_reply(inc: Incident, known_service_name: str) -> Reply:
+    """The header: what, where, how bad, since when; resolved turns it green and adds the duration."""
+    lead = inc.lead
+    state = inc.state
+    prefix = "[TEST] " if inc.test else ""
+    title = f"{_ICON[state]} {prefix}{state.upper()}: {lead.name} on {inc.service}"
+    fields = [
+        ("Service", f"`{inc.service}`"),
+        ("Alert", lead.name),
+        ("Severity", f"{SEV_ICON.get(inc.severity, ':white_circle:')} {inc.severity}"),
+        ("State", state),
+        ("Started", _when(inc.started_at)),
+        ("Link", _link(lead.url, lead.source)),
+    ]
+    if state == "resolved" and inc.duration is not None:
+        fields.append(("Resolved", _when(inc.ended_at)))
+        fields.append(("Duration", format_duration(inc.duration)))
+    if len(inc.members) > 1:
+        firing = sum(1 for m in inc.members.values() if m.state == "firing")
+        fields.append(("Alerts", f"{len(inc.members)} grouped ({firing} firing)"))
+    r = Reply(title=title)
+    r.add(fields=fields)
+    if lead.summary:
+        r.add(text=redact(lead.summary)[:600])
+    if len(inc.members) > 1:
+        names = [f"{SEV_ICON.get(m.severity, ':white_circle:')} {m.name} ({m.state})" for m in inc.members.values()]
+        more = f"\n… and {len(names) - 10} more" if len(names) > 10 else ""
+        r.add(text="*Grouped alerts*\n" + "\n".join(redact(n)[:150] for n in names[:10]) + more)
+    if inc.truncated_alerts:
+        r.add(text=_truncated(inc.truncated_alerts))
+    if inc.test:
+        r.add(text=":information_source: This is Cloud Monitoring's test notification: the webhook works.")
+    elif not inc.known_service:
+        r.add(
+            text=(
+                f":information_source: `{inc.service}` is not a service this bot manages "
+                f"(it manages `{known_service_name}`), so it is posted here without diagnosis."
+            )
+        )
+    r.context = f"incident {inc.id} · updates in this thread"
+    return r
+
+
+def _truncated(n: int) -> str:
+    return (
+        f":warning: Alertmanager left {n} alert(s) of this group out of its notification (`truncatedAlerts`, "
+        "the receiver's `max_alerts`): this thread shows only the alerts it sent."
+    )
+
+
+def event_line(ev: Event, service: str) -> str:
+    name = f"*{redact(ev.name)[:200]}*"
+    if ev.kind == "joined":
+        text = f":heavy_plus_sign: Another alert on `{service}`: {name} ({ev.severity})"
+        return text + (f" — {redact(ev.summary)[:300]}" if ev.summary else "")
+    if ev.kind == "repeated":
+        if ev.count == 1:
+            return f":repeat: Still firing: {name} (repeat notification #{ev.repeat_no})"
+        return f":repeat: +{ev.count} firings of {name} since {_hm(ev.first_at)}, last at {_hm(ev.last_at)} UTC"
+    if ev.kind == "refired":
+        return f":rotating_light: Fired again: {name} at {_when(ev.started_at)}"
+    if ev.kind == "resolved":
+        took = f" after {format_duration(timedelta(seconds=ev.took_s))}" if ev.took_s is not None else ""
+        text = f":white_check_mark: Resolved: {name}{took}"
+        if ev.incident_duration_s is not None:
+            text += f". Incident resolved; duration {format_duration(timedelta(seconds=ev.incident_duration_s))}."
+        return text
+    return _truncated(ev.count)
+
+
+def lines_reply(events: Sequence[Event], service: str) -> Reply:
+    """One thread message for everything that happened since the last one (repeats already coalesced)."""
+    lines = [event_line(e, service) for e in events]
+    r = Reply(title=lines[0])
+    rest, size, cut = [], 0, 0
+    for line in lines[1:]:
+        if size + len(line) + 1 > SUMMARY_TEXT_MAX - 40:
+            cut += 1
+            continue
+        rest.append(line)
+        size += len(line) + 1
+    if cut:
+        rest.append(f"… and {cut} more")
+    if rest:
+        r.add(text="\n".join(rest))
+    return r
+
+
+def storm_reply(incs: Sequence[Incident], threads: set[str], channel: str, since: datetime) -> Reply:
+    """The storm summary: every incident of the storm by severity, most severe first, with whether its own
+    thread is open yet. Rows that would break Block Kit's limits are counted, not dropped silently."""
+    by_sev: dict[str, list[Incident]] = {}
+    for inc in incs:
+        sev = inc.severity if inc.severity in SEVERITIES else "unknown"
+        by_sev.setdefault(sev, []).append(inc)
+    order = [*SEVERITIES, "unknown"]
+    counts = ", ".join(f"{len(by_sev[s])} {s}" for s in order if s in by_sev)
+    firing = sum(1 for i in incs if i.state == "firing")
+    r = Reply(title=f":cyclone: Alert storm in {channel}: {len(incs)} incidents since {_hm(since)} UTC ({counts})")
+    sections = 0
+    left = 0
+    for sev in order:
+        rows = sorted(by_sev.get(sev, []), key=lambda i: i.opened_at)
+        if not rows:
+            continue
+        chunk: list[str] = []
+        size = 0
+        header = f"*{SEV_ICON.get(sev, ':white_circle:')} {sev} ({len(rows)})*"
+        for inc in rows:
+            mark = "thread open" if inc.id in threads else "thread opening…"
+            state = ":white_check_mark: resolved" if inc.state == "resolved" else "firing"
+            line = f"• `{redact(inc.service)[:60]}` — {redact(inc.lead.name)[:80]} · {state} · {mark}"
+            if sections >= SUMMARY_MAX_SECTIONS:
+                left += 1
+                continue
+            if size + len(line) + len(header) + 2 > SUMMARY_TEXT_MAX:
+                r.add(text="\n".join([header, *chunk]))
+                sections += 1
+                chunk, size = [], 0
+                if sections >= SUMMARY_MAX_SECTIONS:
+                    left += 1
+                    continue
+            chunk.append(line)
+            size += len(line) + 1
+        if chunk and sections < SUMMARY_MAX_SECTIONS:
+            r.add(text="\n".join([header, *chunk]))
+            sections += 1
+    if left:
+        r.add(text=f"… and {left} more incidents (not listed: Slack's block limit)")
+    r.context = (
+        f"{firing} firing · threads open one by one, most severe first, as Slack's posting rate allows "
+        "(about one message a second per channel) · this summary is edited in place"
+    )
+    return r
