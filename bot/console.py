@@ -11,7 +11,7 @@ import itertools
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
 from bot.deps import Deps
@@ -162,7 +162,18 @@ async def _deliver(responder: ConsoleResponder, reply: Reply | None) -> None:
         await responder.reply(reply)
 
 
-async def run_console(deps: Deps, stdin: TextIO = sys.stdin, out: TextIO = sys.stdout) -> int:
+async def run_console(
+    deps: Deps,
+    stdin: TextIO = sys.stdin,
+    out: TextIO = sys.stdout,
+    *,
+    first_line: str | None = None,
+    on_start: Callable[[ConsoleResponder], Awaitable[None]] | None = None,
+) -> int:
+    """`first_line` is printed before anything else (the sandbox says so); `on_start` wires extra surfaces
+    to the console's responder (the sandbox's incident threads)."""
+    if first_line:
+        print(first_line, file=out, flush=True)
     load_all()
     interactive = stdin.isatty()
 
@@ -173,6 +184,8 @@ async def run_console(deps: Deps, stdin: TextIO = sys.stdin, out: TextIO = sys.s
         return line if line else None
 
     responder = ConsoleResponder(out, ask)
+    if on_start is not None:
+        await on_start(responder)
     print(BANNER, file=out)
     while True:
         line = await asyncio.to_thread(ask, "gemma> ")

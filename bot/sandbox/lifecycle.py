@@ -29,7 +29,7 @@ from . import startup_lines as sl
 from .clock import SandboxClock
 from .cloud_logging_api import CloudLoggingStandIn
 
-PULL_S = 25.0  # image pull and container start before vLLM prints anything (simulated seconds)
+PULL_S = 60.0  # estimate: image pull and container start before vLLM prints anything (simulated seconds)
 WARMUP_S = 100.0  # torch.compile / CUDA graphs / warm-up after the weights (field notes: ~100 s)
 
 Finish = Callable[[str, str, str, str], None]  # (service, revision, "ready" | "failed", condition message)
@@ -142,7 +142,13 @@ def plan_startup(svc: dict[str, Any], service: str, revision: str) -> Startup:
         merged = sorted(lines + progress + probe, key=lambda x: x.at)
         end = max(x.at for x in probe)
         return Startup(
-            service, revision, merged, end + 1.0, "failed", sl.PROBE_FAILED.format(rev=revision), "startup_probe_timeout"
+            service,
+            revision,
+            merged,
+            end + 1.0,
+            "failed",
+            sl.PROBE_FAILED.format(rev=revision),
+            "startup_probe_timeout",
         )
 
     if cfg["fuse"] and not cfg["fuse_uid_ok"]:
@@ -154,24 +160,34 @@ def plan_startup(svc: dict[str, Any], service: str, revision: str) -> Startup:
         limit = int(cfg["memory_gib"] * 1024)
         used = int(max(check.host_need_gib * 1024, limit + 1))
         extra = sl.shard_lines(t, load_s, shards, upto=half)
-        return fail("container_memory_exceeded", extra + sl.host_memory_lines(t + half * load_s / shards + 1, limit, used))
+        return fail(
+            "container_memory_exceeded", extra + sl.host_memory_lines(t + half * load_s / shards + 1, limit, used)
+        )
     if check.failure == "gpu_oom_at_load":
         k = max(1, int(shards * check.budget_gib / max(check.weights_gib, 0.1)) - 1)
         extra = sl.shard_lines(t, load_s, shards, upto=min(k, shards - 1))
         at = t + min(k, shards - 1) * load_s / shards + 1
         free = max(check.gpu_memory_gib - check.budget_gib, 0.3)
-        return fail("gpu_oom_at_load", extra + sl.cuda_oom_lines(at, check.weights_gib / shards, check.gpu_memory_gib, free, False))
+        return fail(
+            "gpu_oom_at_load",
+            extra + sl.cuda_oom_lines(at, check.weights_gib / shards, check.gpu_memory_gib, free, False),
+        )
     lines += sl.shard_lines(t, load_s, shards)
     t += load_s
     lines.append(sl.loaded_line(t + 0.5, check.weights_gib, load_s))
     if check.failure == "kv_cache_insufficient":
         return fail(
             "kv_cache_insufficient",
-            sl.kv_failure_lines(t + 1.0, cfg["max_model_len"], check.kv_needed_gib, check.kv_free_gib, check.max_len_that_fits),
+            sl.kv_failure_lines(
+                t + 1.0, cfg["max_model_len"], check.kv_needed_gib, check.kv_free_gib, check.max_len_that_fits
+            ),
         )
     if check.failure == "graph_warmup_oom":
         outside = check.gpu_memory_gib * (1 - cfg["gpu_memory_utilization"])
-        return fail("gpu_oom_at_load", sl.cuda_oom_lines(t + 1.0, check.graph_warmup_gib, check.gpu_memory_gib, outside * 0.95, True))
+        return fail(
+            "gpu_oom_at_load",
+            sl.cuda_oom_lines(t + 1.0, check.graph_warmup_gib, check.gpu_memory_gib, outside * 0.95, True),
+        )
     if ready_at > probe_end:
         return probe_timeout()
     lines += sl.ready_lines(ready_at - 2.5, check.kv_free_gib, check.kv_tokens)

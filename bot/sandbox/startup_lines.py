@@ -170,14 +170,20 @@ def cuda_oom_lines(at: float, tried_gib: float, total_gib: float, free_gib: floa
             ),
             Line(at + 0.4, "Traceback (most recent call last):", severity="ERROR"),
             Line(
-                at + 0.4, f'  File "{_VENV}/vllm/v1/worker/gpu_model_runner.py", line 3120, in capture_model', severity="ERROR"
+                at + 0.4,
+                f'  File "{_VENV}/vllm/v1/worker/gpu_model_runner.py", line 3120, in capture_model',
+                severity="ERROR",
             ),
             Line(at + 0.4, "    self._capture_cudagraphs(", severity="ERROR"),
         ]
         if in_graphs
         else [
             Line(at + 0.4, "Traceback (most recent call last):", severity="ERROR"),
-            Line(at + 0.4, f'  File "{_VENV}/vllm/v1/worker/gpu_model_runner.py", line 2340, in load_model', severity="ERROR"),
+            Line(
+                at + 0.4,
+                f'  File "{_VENV}/vllm/v1/worker/gpu_model_runner.py", line 2340, in load_model',
+                severity="ERROR",
+            ),
         ]
     )
     return [
