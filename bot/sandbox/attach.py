@@ -25,6 +25,7 @@ from bot.settings import Settings
 from .clock import DEFAULT_SPEED
 from .cloud import Sandbox
 
+
 def no_google_credentials(settings: Settings, environ: dict[str, str] | None = None) -> bool:
     env = os.environ if environ is None else environ
     if settings.google_cloud_project or settings.cloud_run_api_endpoint or settings.google_anonymous_credentials:

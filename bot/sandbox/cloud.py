@@ -145,15 +145,16 @@ class Sandbox:
         finally:
             self.lifecycle.backdate = False
         self.cloud_run.services[self.service]["uri"] = self.urls["vllm"]
-        for metric, values, labels, ints in (
+        series: tuple[tuple[str, list[float], dict[str, str] | None, bool], ...] = (
             ("container/gpu/utilizations", [0.35, 0.42, 0.51, 0.47, 0.44], None, False),
             ("container/gpu/memory_utilizations", [0.91] * 5, None, False),
             ("container/memory/utilizations", [0.48] * 5, None, False),
             ("container/cpu/utilizations", [0.22, 0.25, 0.31, 0.27, 0.24], None, False),
-            ("container/instance_count", [1] * 5, {"state": "active"}, True),
-            ("request_count", [12, 15, 18, 14, 16], {"response_code_class": "2xx"}, True),
+            ("container/instance_count", [1.0] * 5, {"state": "active"}, True),
+            ("request_count", [12.0, 15.0, 18.0, 14.0, 16.0], {"response_code_class": "2xx"}, True),
             ("request_latencies", [2100.0, 2300.0, 2650.0, 2400.0, 2200.0], None, False),
-        ):
+        )
+        for metric, values, labels, ints in series:
             self.monitoring.add(metric, self.service, values, labels=labels, int_values=ints)
 
     # --- time ---------------------------------------------------------------------------------------------
