@@ -95,6 +95,7 @@ def _no_credentials(settings: object) -> bool:
 
 async def _console_sandbox(settings: Settings) -> int:
     """The console on the simulated project (bot/sandbox): its banner is the first line."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # the simulators' gRPC shutdown is not news
     from bot.console import run_console
     from bot.sandbox.attach import attach_console, build_sandbox_deps, sandbox_speed
     from bot.sandbox.cloud import BANNER, Sandbox
