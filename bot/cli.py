@@ -42,11 +42,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     setup_logging(settings.log_level)
     if args.sandbox:
-        from bot.sandbox.attach import attach_app, build_sandbox_deps, sandbox_speed
+        from bot.sandbox.attach import attach_app, build_sandbox_deps
         from bot.sandbox.cloud import BANNER, Sandbox
 
         print(BANNER, flush=True)
-        sandbox = Sandbox(sandbox_speed(), image=settings.vllm_image).start()
+        sandbox = Sandbox(settings.sandbox_speed, image=settings.vllm_image).start()
         deps = build_sandbox_deps(sandbox.configure(settings), sandbox, settings.vllm_base_url)
         app = create_app(deps)
         attach_app(app, sandbox)
@@ -97,12 +97,12 @@ async def _console_sandbox(settings: Settings) -> int:
     """The console on the simulated project (bot/sandbox): its banner is the first line."""
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # the simulators' gRPC shutdown is not news
     from bot.console import run_console
-    from bot.sandbox.attach import attach_console, build_sandbox_deps, sandbox_speed
+    from bot.sandbox.attach import attach_console, build_sandbox_deps
     from bot.sandbox.cloud import BANNER, Sandbox
     from bot.wiring import close_deps
 
     print(BANNER, flush=True)
-    sandbox = await asyncio.to_thread(Sandbox(sandbox_speed(), image=settings.vllm_image).start)
+    sandbox = await asyncio.to_thread(Sandbox(settings.sandbox_speed, image=settings.vllm_image).start)
     deps = build_sandbox_deps(sandbox.configure(settings, console=True), sandbox, settings.vllm_base_url)
     try:
         return await run_console(deps, on_start=lambda responder: attach_console(deps, responder))

@@ -99,3 +99,12 @@ def test_real_credentials_mean_the_real_project_and_sandbox_forces_it() -> None:
     forced = _console("/gemma status\nquit\n", env, "--sandbox")
     assert forced.stdout.splitlines()[0] == BANNER
     assert "vllm-gemma4: ready" in forced.stdout
+
+
+def test_bench_measures_the_simulated_model_and_metrics_move() -> None:
+    bench = "/gemma bench --concurrency 1,4 --context 64 --output 16 --requests 8"
+    result = _console(f"{bench}\nclick Run benchmark\n/gemma metrics\nquit\n", _env())
+    out = result.stdout
+    assert result.returncode == 0, result.stderr
+    assert "Benchmark" in out and "done; results in the thread" in out
+    assert "End to end           p50" in out  # the simulator counted the sweep

@@ -22,7 +22,6 @@ from bot.adapters.llm import LLMEndpoint
 from bot.deps import Deps
 from bot.settings import Settings
 
-from .clock import DEFAULT_SPEED
 from .cloud import Sandbox
 
 
@@ -34,15 +33,6 @@ def no_google_credentials(settings: Settings, environ: dict[str, str] | None = N
         return False
     gcloud = Path(env.get("CLOUDSDK_CONFIG") or Path.home() / ".config" / "gcloud")
     return not (gcloud / "application_default_credentials.json").exists()
-
-
-def sandbox_speed(environ: dict[str, str] | None = None) -> float:
-    """SANDBOX_SPEED: simulated seconds per real second (default 30; 0 stops the clock)."""
-    raw = (os.environ if environ is None else environ).get("SANDBOX_SPEED", "")
-    try:
-        return float(raw) if raw else DEFAULT_SPEED
-    except ValueError:
-        return DEFAULT_SPEED
 
 
 def build_sandbox_deps(settings: Settings, sandbox: Sandbox, agent_base_url: str | None) -> Deps:
@@ -84,7 +74,6 @@ async def attach_console(deps: Deps, responder: Any) -> None:
             await asyncio.sleep(0.05)
 
     sandbox.settle = settle
-    sandbox.ensure_ticker()
 
 
 def attach_app(app: Any, sandbox: Sandbox) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -76,7 +77,8 @@ class Sandbox:
         self.saturated = False
         self.urls: dict[str, str] = {}
         self.closers: list[Callable[[], Awaitable[None]]] = []  # async clean-ups of what was wired to it
-        self._ticker: asyncio.Task[None] | None = None
+        self._ticking = threading.Event()  # set: the ticker thread should stop
+        self._ticker: threading.Thread | None = None
         self._stack = contextlib.ExitStack()
 
     # --- start / stop ---------------------------------------------------------------------------------
@@ -87,16 +89,16 @@ class Sandbox:
         self.urls["monitoring"] = s.enter_context(serve_monitoring(self.monitoring))
         self.urls["vllm"] = s.enter_context(serve(self.vllm.app))
         self._seed()
+        self.ensure_ticker()
         return self
 
     def close(self) -> None:
+        self._ticking.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
         self._stack.close()
 
     async def aclose(self) -> None:
-        if self._ticker is not None:
-            self._ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._ticker
         for close in reversed(self.closers):
             await close()
         self.closers.clear()
@@ -164,15 +166,18 @@ class Sandbox:
             busy = self.vllm.state.in_flight
             self.vllm.set_gauges(running=busy, waiting=0, kv_usage=min(0.9, 0.03 * busy))
 
-    def ensure_ticker(self) -> None:
-        if self._ticker is None or self._ticker.done():
-            self._ticker = asyncio.get_running_loop().create_task(self.run_ticker())
+    def ensure_ticker(self, every_s: float = 0.25) -> None:
+        """Keep simulated time flowing for revisions nobody polls (a scenario's failing one) and the gauges
+        following the simulator's load: a thread, so it runs the same under the console and under serve."""
+        if self._ticker is not None and self._ticker.is_alive():
+            return
 
-    async def run_ticker(self, every_s: float = 0.25) -> None:
-        """Keep simulated time flowing for revisions nobody is polling (e.g. a scenario's failing one)."""
-        while True:
-            self.tick()
-            await asyncio.sleep(every_s)
+        def run() -> None:
+            while not self._ticking.wait(every_s):
+                self.tick()
+
+        self._ticker = threading.Thread(target=run, name="sandbox-ticker", daemon=True)
+        self._ticker.start()
 
     # --- scenarios ----------------------------------------------------------------------------------------
     def latest_revision(self) -> str:

@@ -44,6 +44,5 @@ async def sandbox(ctx: CommandContext) -> Reply | None:
     async def narrate(text: str) -> None:
         await ctx.responder.post(Reply(title=text), thread_ts=ts)
 
-    sb.ensure_ticker()
     ctx.deps.spawn(sb.fire(name, narrate))
     return None
