@@ -8,6 +8,9 @@ import subprocess
 import sys
 
 from bot.sandbox.cloud import BANNER
+from bot.sandbox.openai_script import OpenAIScript, say
+from bot.sandbox.server import serve
+from tests.conftest import REDIS_URL
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -79,9 +82,13 @@ def test_bare_console_runs_the_whole_job_in_the_sandbox() -> None:
     assert "Traceback" not in err and "failed unexpectedly" not in out
 
 
-def test_scenarios_that_fail_at_start_each_open_a_thread_with_their_finding() -> None:
+def test_scenarios_that_fail_at_start_each_open_a_thread_with_their_finding(
+    key_prefix: str, redis_client: object
+) -> None:
+    # State in the real Redis this time (REDIS_URL works in the sandbox too).
     script = "/gemma sandbox probe-too-short\n/gemma sandbox fuse-permission\n/gemma sandbox gated-model\nquit\n"
-    result = _console(script, _env(ALERT_GROUP_WINDOW_S="0"))
+    env = _env(ALERT_GROUP_WINDOW_S="0", REDIS_URL=REDIS_URL, KEY_PREFIX=key_prefix)
+    result = _console(script, env)
     out = result.stdout
     assert result.returncode == 0, result.stderr
     for kind in ("startup_probe_timeout", "gcs_fuse_permission_denied", "hf_auth_failed"):
@@ -108,3 +115,14 @@ def test_bench_measures_the_simulated_model_and_metrics_move() -> None:
     assert result.returncode == 0, result.stderr
     assert "Benchmark" in out and "done; results in the thread" in out
     assert "End to end           p50" in out  # the simulator counted the sweep
+
+
+def test_the_agent_uses_vllm_base_url_while_the_deployed_model_stays_simulated() -> None:
+    script = OpenAIScript(say("Nothing is queueing; the KV cache has room."))
+    with serve(script.app) as url:
+        result = _console("/gemma ask is it healthy?\n/gemma status\nquit\n", _env(VLLM_BASE_URL=url))
+    out = result.stdout
+    assert result.returncode == 0, result.stderr
+    assert "Nothing is queueing; the KV cache has room." in out
+    assert script.chat_requests  # the agent asked the server we named
+    assert "vllm-gemma4: ready" in out and f"URL           {url}" not in out  # status: the simulated service

@@ -213,7 +213,7 @@ class Sandbox:
         for i, (sev, text) in enumerate(sc.saturation_lines(revision)):
             line = sl.Line(0.0, text, severity=sev, vllm="INFO")
             s = Startup(self.service, revision, [], 0.0, "ready", wall_start=now - 60 + 10 * i)
-            entries.append(self.lifecycle._entry(s, line))
+            entries.append(self.lifecycle.entry(s, line))
         self.logging.append(entries)
         return revision
 

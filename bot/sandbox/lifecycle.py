@@ -231,7 +231,7 @@ class RevisionLifecycle:
                 elapsed = now - s.started
                 due = [x for x in s.lines[s.written :] if x.at <= elapsed]
                 if due:
-                    self.logging.append([self._entry(s, x) for x in due])
+                    self.logging.append([self.entry(s, x) for x in due])
                     s.written += len(due)
                 if elapsed >= s.end_at:
                     del self.active[rev]
@@ -242,7 +242,7 @@ class RevisionLifecycle:
             for callback in list(self.on_finished):
                 callback(s)
 
-    def _entry(self, s: Startup, line: sl.Line) -> dict[str, Any]:
+    def entry(self, s: Startup, line: sl.Line) -> dict[str, Any]:
         # Stamped with the wall-clock moment the line became due (never in the future), so time windows work.
         wall = min(s.wall_start + self.clock.real_seconds(line.at), time.time())
         if s.backdated:
