@@ -509,11 +509,14 @@ def plan_fit(req: FitRequest, catalog: Catalog | None = None) -> FitReport:
     return _report(cat, req, _evaluate(cat, req), with_alternatives=True)
 
 
+StartFailure = Literal["gpu_oom_at_load", "graph_warmup_oom", "kv_cache_insufficient", "host_memory"]
+
+
 class DeployedCheck(BaseModel):
     """What happens when vLLM starts with exactly these settings (no planner fixes applied): the simulated
     revision in bot/sandbox uses it to fail the way vLLM fails. `failure` is None when it starts."""
 
-    failure: Literal["gpu_oom_at_load", "graph_warmup_oom", "kv_cache_insufficient", "host_memory"] | None
+    failure: StartFailure | None
     weights_gib: float
     gpu_memory_gib: float  # per GPU, as CUDA reports it
     budget_gib: float
@@ -534,7 +537,7 @@ def check_as_deployed(req: FitRequest, catalog: Catalog | None = None) -> Deploy
     eff, _, _ = _resolve(cat, m, g, req)
     c = _compute(cat, m, g, eff)
     mml = eff.max_model_len or m.default_max_model_len
-    failure: str | None = None
+    failure: StartFailure | None = None
     if c.host_short or c.host_impossible:
         failure = "host_memory"
     elif c.budget_gib - c.weights_gpu_gib - c.overhead_gib <= 0:
@@ -544,7 +547,7 @@ def check_as_deployed(req: FitRequest, catalog: Catalog | None = None) -> Deploy
     elif c.warmup_short:
         failure = "graph_warmup_oom"
     return DeployedCheck(
-        failure=failure,  # type: ignore[arg-type]
+        failure=failure,
         weights_gib=round(c.weights_gib, 2),
         gpu_memory_gib=g.memory_gib,
         budget_gib=round(c.budget_gib, 2),

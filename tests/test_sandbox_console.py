@@ -61,7 +61,7 @@ def test_bare_console_runs_the_whole_job_in_the_sandbox() -> None:
     assert result.returncode == 0, err
     assert out.splitlines()[0] == BANNER
     assert "vllm-gemma4: ready" in out  # the seeded service, through the real Cloud Run client
-    assert "Served models  `google/gemma-4-12b-it`" in out  # the vLLM simulator behind the service URL
+    assert "Served models  `google/gemma-4-12B-it-qat-w4a16-ct`" in out  # the vLLM simulator behind its URL
     # deploy -> Confirm -> phases -> ready
     assert "deploy `vllm-gemma4`: revision created" in out
     assert "deploy `vllm-gemma4`: ready" in out

@@ -25,6 +25,7 @@ from pydantic import SecretStr
 from bot.settings import Settings
 from skills.deploy_env import DeployEnv
 from skills.plan_actions import build_plan
+from skills.service_diff import parse_flags
 
 from . import scenarios as sc
 from . import startup_lines as sl
@@ -64,7 +65,10 @@ class Sandbox:
         self.cloud_run = CloudRunStandIn(PROJECT, LOCATION)
         self.logging = CloudLoggingStandIn()
         self.monitoring = MonitoringStandIn()
-        self.vllm = VllmSim(SimConfig(model_id="google/gemma-4-12b-it", max_model_len=32768))
+        self._spec = self._render_seed()
+        args = [str(a) for a in self._spec["template"]["containers"][0].get("args") or []]
+        flags = parse_flags(args)  # the simulator serves what the seeded service runs
+        self.vllm = VllmSim(SimConfig(model_id=flags["--model"], max_model_len=int(flags["--max-model-len"])))
         self.lifecycle = RevisionLifecycle(
             self.clock, self.logging, PROJECT, LOCATION, self.cloud_run.complete_revision
         )
@@ -88,7 +92,7 @@ class Sandbox:
         self.urls["logging"] = s.enter_context(serve(self.logging.app()))
         self.urls["monitoring"] = s.enter_context(serve_monitoring(self.monitoring))
         self.urls["vllm"] = s.enter_context(serve(self.vllm.app))
-        self._seed()
+        self._seed(self._spec)
         self.ensure_ticker()
         return self
 
@@ -128,18 +132,23 @@ class Sandbox:
             update["deployer_user_ids"] = "console"  # the only user of a local console
         return settings.model_copy(update=update)
 
-    def _seed(self) -> None:
-        """The service as the default profile renders it, ready, with the start-up log of its revision."""
+    def _render_seed(self) -> dict[str, Any]:
+        """The service as the default profile renders it."""
         env = DeployEnv(service=self.service, region=LOCATION, project=PROJECT, image=self.image)
         coro = build_plan("deploy", {"profile": SEED_PROFILE}, _NoService(), env)  # type: ignore[arg-type]
         with ThreadPoolExecutor(1) as pool:  # start() may be called with an event loop running
             plan = pool.submit(asyncio.run, coro).result()
+        assert plan.spec is not None
+        return plan.spec
+
+    def _seed(self, spec: dict[str, Any]) -> None:
+        """Create the service, ready, with the start-up log of its revision, and some Monitoring history."""
         self.lifecycle.backdate = True
         try:
             resp = httpx.post(
                 f"{self.urls['run']}/v2/projects/{PROJECT}/locations/{LOCATION}/services",
                 params={"serviceId": self.service},
-                json=plan.spec,
+                json=spec,
                 timeout=10,
             )
             resp.raise_for_status()
