@@ -17,7 +17,9 @@ from bot.sandbox.cloud import Sandbox
 from bot.sandbox.lifecycle import PULL_S
 from bot.sandbox.scenarios import SCENARIOS
 from bot.settings import Settings, load_settings
+from skills.deploy_env import DeployEnv
 from skills.diagnose import diagnose_service
+from skills.plan_actions import build_plan
 from skills.ports import LogQuery
 
 DEPLOY_SCENARIOS = [name for name, s in SCENARIOS.items() if not s.load]
@@ -77,6 +79,29 @@ async def test_a_bad_deploy_fails_the_way_vllm_fails_and_diagnoses_as_its_kind(
     # The previous revision keeps serving, as on Cloud Run.
     info = await CloudRunRuntime(sb_settings).get_service("vllm-gemma4")
     assert info.latest_ready_revision != rev and info.latest_created_revision == rev
+
+
+@pytest.mark.parametrize("name", DEPLOY_SCENARIOS)
+async def test_the_fix_the_diagnosis_proposes_recovers(sandbox: Sandbox, sb_settings: Settings, name: str) -> None:
+    """diagnose -> its first redeploy action -> the planner's plan (real Cloud Run client) -> ready."""
+    rev = await sandbox.deploy_by_hand(SCENARIOS[name])
+    sandbox.clock.advance(3 * 3600)
+    sandbox.tick()
+    query = LogQuery(service="vllm-gemma4", since=datetime.now(UTC) - timedelta(hours=2), revision=rev)
+    diagnosis = await diagnose_service(CloudLoggingLogs(sb_settings), query, token_budget=3000)
+    finding = next(f for f in diagnosis.findings if f.kind == SCENARIOS[name].kind)
+    action = next(a for a in finding.remediation.actions if a.action == "redeploy")
+    runtime = CloudRunRuntime(sb_settings)
+    env = DeployEnv(service="vllm-gemma4", region=sb_settings.google_cloud_location, image=sb_settings.vllm_image)
+    plan = await build_plan("redeploy", dict(action.params), runtime, env)
+    assert plan.blocked() == "" and plan.spec is not None
+    await runtime.apply_service("vllm-gemma4", plan.spec, create=False)
+    fixed = (await runtime.get_service("vllm-gemma4")).latest_created_revision
+    assert fixed != rev
+    sandbox.clock.advance(3 * 3600)
+    sandbox.tick()
+    assert sandbox.lifecycle.finished[fixed].outcome == "ready", (action.params, sandbox.lifecycle.finished[fixed])
+    assert (await runtime.get_service("vllm-gemma4")).latest_ready_revision == fixed
 
 
 async def test_phases_appear_in_order_as_the_clock_runs(sandbox: Sandbox) -> None:
