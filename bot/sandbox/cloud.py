@@ -92,6 +92,7 @@ class Sandbox:
         self.urls["logging"] = s.enter_context(serve(self.logging.app()))
         self.urls["monitoring"] = s.enter_context(serve_monitoring(self.monitoring))
         self.urls["vllm"] = s.enter_context(serve(self.vllm.app))
+        self.lifecycle.uri = self.urls["vllm"]
         self._seed(self._spec)
         self.ensure_ticker()
         return self
@@ -155,7 +156,6 @@ class Sandbox:
             self.lifecycle.tick()
         finally:
             self.lifecycle.backdate = False
-        self.cloud_run.services[self.service]["uri"] = self.urls["vllm"]
         series: tuple[tuple[str, list[float], dict[str, str] | None, bool], ...] = (
             ("container/gpu/utilizations", [0.35, 0.42, 0.51, 0.47, 0.44], None, False),
             ("container/gpu/memory_utilizations", [0.91] * 5, None, False),

@@ -209,12 +209,15 @@ class RevisionLifecycle:
         self.finished: dict[str, Startup] = {}
         self.on_finished: list[Callable[[Startup], None]] = []
         self.backdate = False  # seeding: the revision started long ago and is ready now
+        self.uri = ""  # every simulated service is answered by the one vLLM simulator on 127.0.0.1
         self._lock = threading.RLock()
 
     def started(self, svc: dict[str, Any], service: str, revision: str) -> None:
         """Cloud Run made a new revision (called by the simulator, under its lock: no callbacks here)."""
         s = plan_startup(svc, service, revision)
         s.started = self.clock.now()
+        if self.uri:
+            svc["uri"] = self.uri
         with self._lock:
             if self.backdate:
                 s.started -= s.end_at
