@@ -139,7 +139,9 @@ def plan_startup(svc: dict[str, Any], service: str, revision: str) -> Startup:
         done = int(max(0, probe_end - t) / load_s * shards) if probe_end > t else 0
         progress = sl.shard_lines(t, load_s, shards, upto=min(done, shards - 1)) if done else []
         probe = sl.probe_lines(cfg["probe_initial_s"], cfg["probe_period_s"], cfg["probe_threshold"])
-        merged = sorted(lines + progress + probe, key=lambda x: x.at)
+        # The instance is killed at the probe's end: nothing vLLM would have printed later, one progress bar.
+        before = [x for x in lines if x.at <= probe_end and "checkpoint shards" not in x.text]
+        merged = sorted(before + progress + probe, key=lambda x: x.at)
         end = max(x.at for x in probe)
         return Startup(
             service,
