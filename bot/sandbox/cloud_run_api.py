@@ -144,12 +144,12 @@ class CloudRunStandIn:
             "conditions": [{"type": "Ready", "state": "CONDITION_RECONCILING"}],
         }
         self.revisions[name].append(rev)
+        if self.lifecycle is not None:  # the sandbox decides when and how this revision ends
+            self.lifecycle.started(self.services[name], name, rev_name)
         svc = self.services[name]
         svc["latestCreatedRevision"] = rev["name"]
         svc["reconciling"] = True
         svc["terminalCondition"] = {"type": "Ready", "state": "CONDITION_RECONCILING"}
-        if self.lifecycle is not None:
-            self.lifecycle.started(svc, name, rev_name)
         return rev_name
 
     def complete_revision(self, name: str, rev_name: str, outcome: str, message: str = "") -> None:
