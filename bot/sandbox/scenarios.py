@@ -94,7 +94,7 @@ def _gated(t: dict[str, Any]) -> None:
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
-        Scenario("kv-cache-too-small", "max-model-len 131072 with a bf16 KV cache at util 0.55", "kv_cache_insufficient",
+        Scenario("kv-cache-too-small", "max-model-len 131072, bf16 KV cache, util 0.55", "kv_cache_insufficient",
                  "vLLM revision failed to start", _kv),
         Scenario("gpu-oom-at-load", "--gpu-memory-utilization 0.98: CUDA graphs run out of memory", "gpu_oom_at_load",
                  "vLLM revision failed to start", _oom),
