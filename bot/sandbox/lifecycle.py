@@ -91,10 +91,12 @@ def deployed_config(svc: dict[str, Any]) -> dict[str, Any]:
         "kv_cache_dtype": "fp8" if flags.get("--kv-cache-dtype", "auto").startswith("fp8") else "auto",
         "enforce_eager": "--enforce-eager" in flags,
         "cpu_offload_gb": float(flags.get("--cpu-offload-gb") or 0),
-        # Cloud Run's default startup probe is a TCP check: 240 s at most (0 delay, 10 s period, 24 failures).
+        # Without one, Cloud Run's default TCP startup probe: timeoutSeconds 240, periodSeconds 240,
+        # failureThreshold 1 (https://cloud.google.com/run/docs/configuring/healthchecks, "The default TCP
+        # startup probe").
         "probe_initial_s": float(probe.get("initialDelaySeconds") or 0),
-        "probe_period_s": float(probe.get("periodSeconds") or 10),
-        "probe_threshold": int(probe.get("failureThreshold") or 24),
+        "probe_period_s": float(probe.get("periodSeconds") or 240),
+        "probe_threshold": int(probe.get("failureThreshold") or 1),
         "fuse": bool(mounts),
         "fuse_uid_ok": not mounts or ("uid=1001" in options and "gid=1001" in options),
         "hf_token": "HF_TOKEN" in env,
