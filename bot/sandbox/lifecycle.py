@@ -56,16 +56,17 @@ def _container(template: dict[str, Any]) -> dict[str, Any]:
 
 
 def _model(svc: dict[str, Any], flags: dict[str, str]) -> tuple[str, str]:
-    """(catalog model name, the --model path vLLM was given)."""
+    """(catalog model name, the --model path vLLM was given). The path is what actually loads; the bot's
+    annotation only helps when the path names no catalog model (a hand deploy may not have updated it)."""
     catalog = load_catalog()
     path = flags.get("--model") or ""
-    named = (svc.get("annotations") or {}).get(ANNOTATION_MODEL)
-    if named in catalog.models:
-        return str(named), path or catalog.models[str(named)].hf_repo
     tail = path.rstrip("/").rsplit("/", 1)[-1].lower()
     for m in catalog.models.values():
         if tail and (m.hf_repo.lower() == path.lower() or m.hf_repo.rsplit("/", 1)[-1].lower() == tail):
             return m.name, path
+    named = (svc.get("annotations") or {}).get(ANNOTATION_MODEL)
+    if named in catalog.models:
+        return str(named), path or catalog.models[str(named)].hf_repo
     return "gemma-4-12b-qat", path or "google/gemma-4-12b-it"
 
 
