@@ -26,10 +26,10 @@ def _serve(args: argparse.Namespace) -> int:
         problems.extend(line.strip() for line in str(exc).splitlines()[1:])
     if settings is not None:
         problems.extend(settings.serve_problems())
-    if args.sandbox:  # the in-process store is enough for one process on a simulated project
-        problems = [p for p in problems if not p.startswith("REDIS_URL")]
     else:
         problems.extend(f"{name} is required" for name in REQUIRED_FOR_SERVE if not os.environ.get(name))
+    if args.sandbox:  # the in-process store is enough for one process on a simulated project
+        problems = [p for p in problems if not p.startswith("REDIS_URL")]
     if problems or settings is None:
         print("gemma-sre serve: cannot start:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2

@@ -167,13 +167,9 @@ async def run_console(
     stdin: TextIO = sys.stdin,
     out: TextIO = sys.stdout,
     *,
-    first_line: str | None = None,
     on_start: Callable[[ConsoleResponder], Awaitable[None]] | None = None,
 ) -> int:
-    """`first_line` is printed before anything else (the sandbox says so); `on_start` wires extra surfaces
-    to the console's responder (the sandbox's incident threads)."""
-    if first_line:
-        print(first_line, file=out, flush=True)
+    """`on_start` wires extra surfaces to the console's responder (the sandbox's incident threads)."""
     load_all()
     interactive = stdin.isatty()
 

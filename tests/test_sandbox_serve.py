@@ -129,3 +129,13 @@ async def test_serve_sandbox_alert_to_incident_thread_to_confirmed_fix(
         action_body(confirm[1]["action_id"], confirm[1]["value"], slack.response_url("confirm"), trigger_id="t4"),
     )
     assert await eventually(lambda: "redeploy `vllm-gemma4`: ready" in _texts(slack), timeout=60), _texts(slack)[-3000:]
+
+
+def test_serve_sandbox_needs_slack_but_not_redis() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "SLACK_", "REDIS_", "VLLM_"))}
+    result = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "serve", "--sandbox"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert result.returncode == 2
+    assert "SLACK_BOT_TOKEN" in result.stderr and "SLACK_SIGNING_SECRET" in result.stderr
+    assert "REDIS_URL" not in result.stderr
