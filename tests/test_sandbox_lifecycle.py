@@ -27,7 +27,8 @@ DEPLOY_SCENARIOS = [name for name, s in SCENARIOS.items() if not s.load]
 
 @pytest.fixture
 def sandbox() -> Iterator[Sandbox]:
-    sb = Sandbox(clock=SandboxClock(speed=0)).start()  # a stopped clock: time moves only by advance()
+    # A stopped clock: time moves only by advance(). The image the bot would deploy (VLLM_IMAGE or its default).
+    sb = Sandbox(clock=SandboxClock(speed=0), image=load_settings().vllm_image).start()
     yield sb
     sb.close()
 

@@ -56,11 +56,11 @@ class Sandbox:
         speed: float = DEFAULT_SPEED,
         service: str = "vllm-gemma4",
         clock: SandboxClock | None = None,
-        image: str = "vllm/vllm-openai:v0.11.0",
+        image: str | None = None,
     ) -> None:
         self.clock = clock or SandboxClock(speed)
         self.service = service
-        self.image = image  # the seeded service runs the image the bot would deploy (VLLM_IMAGE)
+        self.image = image  # the seeded service runs the image the bot would deploy (VLLM_IMAGE, or the default)
         self.project, self.location = PROJECT, LOCATION
         self.cloud_run = CloudRunStandIn(PROJECT, LOCATION)
         self.logging = CloudLoggingStandIn()
@@ -135,7 +135,10 @@ class Sandbox:
 
     def _render_seed(self) -> dict[str, Any]:
         """The service as the default profile renders it."""
-        env = DeployEnv(service=self.service, region=LOCATION, project=PROJECT, image=self.image)
+        fields: dict[str, Any] = {"service": self.service, "region": LOCATION, "project": PROJECT}
+        if self.image:
+            fields["image"] = self.image
+        env = DeployEnv(**fields)
         coro = build_plan("deploy", {"profile": SEED_PROFILE}, _NoService(), env)  # type: ignore[arg-type]
         with ThreadPoolExecutor(1) as pool:  # start() may be called with an event loop running
             plan = pool.submit(asyncio.run, coro).result()

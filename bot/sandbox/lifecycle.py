@@ -84,6 +84,7 @@ def deployed_config(svc: dict[str, Any]) -> dict[str, Any]:
     return {
         "model_name": model,
         "model": path,
+        "image": str(c.get("image") or ""),
         "gpu": (template.get("nodeSelector") or {}).get("accelerator") or "nvidia-l4",
         "gpu_count": int(limits.get("nvidia.com/gpu") or 1),
         "memory_gib": gib(str(limits.get("memory") or "16Gi")),

@@ -22,10 +22,11 @@ Sources of the wording:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
-VLLM_VERSION = "0.12.0"  # what the example scenarios print; the sandbox does not vary it by image tag
+VLLM_VERSION = "0.12.0"  # what the example scenarios print; used when the image tag names no version
 INSTANCE_START = (
     "Starting new instance. Reason: DEPLOYMENT_ROLLOUT - Instance started due to traffic shifting between "
     "revisions due to deployment, traffic split adjustment, or deployment health check."
@@ -50,9 +51,16 @@ class Line:
     vllm: str = ""  # "INFO" / "ERROR" / "WARNING": vLLM's logger prefix with its timestamp, added when written
 
 
+def image_version(image: str) -> str:
+    """vLLM's version from an image tag such as vllm/vllm-openai:v0.12.0 (or -cu129 builds)."""
+    m = re.search(r":v?(\d+\.\d+\.\d+)", image or "")
+    return m.group(1) if m else VLLM_VERSION
+
+
 def engine_config_lines(at: float, cfg: dict[str, Any]) -> list[Line]:
     """From platform detection to "Starting to load model" (about 3 s, as in the examples)."""
     model, mml = cfg["model"], cfg["max_model_len"]
+    version = image_version(cfg.get("image", ""))
     args = {
         "model": model,
         "max_model_len": mml,
@@ -67,13 +75,13 @@ def engine_config_lines(at: float, cfg: dict[str, Any]) -> list[Line]:
         args["enforce_eager"] = True
     return [
         Line(at, "[__init__.py:235] Automatically detected platform cuda.", vllm="INFO"),
-        Line(at + 0.4, f"[api_server.py:1090] vLLM API server version {VLLM_VERSION}", vllm="INFO"),
+        Line(at + 0.4, f"[api_server.py:1090] vLLM API server version {version}", vllm="INFO"),
         Line(at + 0.8, f"[utils.py:326] non-default args: {args!r}", vllm="INFO"),
         Line(at + 1.2, "[model.py:631] Resolved architecture: Gemma4ForConditionalGeneration", vllm="INFO"),
         Line(at + 1.6, f"[model.py:1780] Using max model len {mml}", vllm="INFO"),
         Line(
             at + 2.0,
-            f"[core.py:77] Initializing a V1 LLM engine (v{VLLM_VERSION}) with config: model='{model}', "
+            f"[core.py:77] Initializing a V1 LLM engine (v{version}) with config: model='{model}', "
             f"dtype=torch.bfloat16, max_seq_len={mml}, tensor_parallel_size={cfg.get('gpu_count', 1)}, "
             f"quantization=compressed-tensors, enforce_eager={bool(cfg.get('enforce_eager'))}, "
             f"kv_cache_dtype={cfg['kv_cache_dtype']}, seed=0",
