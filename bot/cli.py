@@ -11,8 +11,9 @@ import pkgutil
 import sys
 
 import bot
-from bot.settings import SettingsError, load_settings
+from bot.settings import Settings, SettingsError, load_settings
 
+_SANDBOX_HELP = "run on a simulated project on this machine (SANDBOX_SPEED: its clock's speed, default 30)"
 REQUIRED_FOR_SERVE = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "REDIS_URL")
 
 
@@ -32,6 +33,8 @@ def _serve(args: argparse.Namespace) -> int:
             for name in REQUIRED_FOR_SERVE
             if not os.environ.get(name, "").strip() and not (socket_mode and name == "SLACK_SIGNING_SECRET")
         )
+    if args.sandbox:  # the in-process store is enough for one process on a simulated project
+        problems = [p for p in problems if not p.startswith("REDIS_URL")]
     if problems or settings is None:
         print("gemma-sre serve: cannot start:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
@@ -43,7 +46,17 @@ def _serve(args: argparse.Namespace) -> int:
     from bot.wiring import build_deps
 
     setup_logging(settings.log_level)
-    app = create_app(build_deps(settings))
+    if args.sandbox:
+        from bot.sandbox.attach import attach_app, build_sandbox_deps
+        from bot.sandbox.cloud import BANNER, Sandbox
+
+        print(BANNER, flush=True)
+        sandbox = Sandbox(settings.sandbox_speed, image=settings.vllm_image).start()
+        deps = build_sandbox_deps(sandbox.configure(settings), sandbox, settings.vllm_base_url)
+        app = create_app(deps)
+        attach_app(app, sandbox)
+    else:
+        app = create_app(build_deps(settings))
     uvicorn.run(
         app,
         host=args.host,
@@ -66,6 +79,9 @@ def _console(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 2
 
+    if args.sandbox or _no_credentials(settings):
+        return asyncio.run(_console_sandbox(settings))
+
     async def main() -> int:
         deps = build_deps(settings)
         try:
@@ -76,14 +92,41 @@ def _console(args: argparse.Namespace) -> int:
     return asyncio.run(main())
 
 
+def _no_credentials(settings: object) -> bool:
+    from bot.sandbox.attach import no_google_credentials
+
+    return no_google_credentials(settings)  # type: ignore[arg-type]
+
+
+async def _console_sandbox(settings: Settings) -> int:
+    """The console on the simulated project (bot/sandbox): its banner is the first line."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # the simulators' gRPC shutdown is not news
+    from bot.console import run_console
+    from bot.sandbox.attach import attach_console, build_sandbox_deps
+    from bot.sandbox.cloud import BANNER, Sandbox
+    from bot.wiring import close_deps
+
+    print(BANNER, flush=True)
+    sandbox = await asyncio.to_thread(Sandbox(settings.sandbox_speed, image=settings.vllm_image).start)
+    deps = build_sandbox_deps(sandbox.configure(settings, console=True), sandbox, settings.vllm_base_url)
+    try:
+        return await run_console(deps, on_start=lambda responder: attach_console(deps, responder))
+    finally:
+        await deps.drain()
+        await sandbox.aclose()
+        await close_deps(deps)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gemma-sre", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="run the Slack app and webhooks (ASGI, uvicorn)")
     p.add_argument("--host", default="0.0.0.0")
     p.add_argument("--port", type=int, default=0, help="default: $PORT or 8080")
+    p.add_argument("--sandbox", action="store_true", help=_SANDBOX_HELP)
     p.set_defaults(func=_serve)
     p = sub.add_parser("console", help="use the bot's commands in a terminal, no Slack needed")
+    p.add_argument("--sandbox", action="store_true", help=_SANDBOX_HELP + " (the default without credentials)")
     p.set_defaults(func=_console)
     for mod in pkgutil.iter_modules(bot.__path__):
         if mod.name.startswith("cli_"):

@@ -22,10 +22,11 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
 from bot.deps import Deps
+from bot.log_format import JsonFormatter
 from handlers.context import ActionContext, CommandContext
 from handlers.registry import load_all
 from handlers.render_text import to_text
@@ -335,7 +336,7 @@ def _log_to_file() -> str:
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.FileHandler(path, encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(JsonFormatter())  # the same redacting JSON lines as `serve` (URLs carry tokens)
         root.addHandler(handler)
         root.setLevel(logging.INFO)
     return path
@@ -374,10 +375,19 @@ async def interact(deps: Deps, responder: ConsoleResponder, reader: LineReader, 
     return 0
 
 
-async def run_console(deps: Deps, stdin: TextIO = sys.stdin, out: TextIO = sys.stdout) -> int:
+async def run_console(
+    deps: Deps,
+    stdin: TextIO = sys.stdin,
+    out: TextIO = sys.stdout,
+    *,
+    on_start: Callable[[ConsoleResponder], Awaitable[None]] | None = None,
+) -> int:
+    """`on_start` wires extra surfaces to the console's responder (the sandbox's incident threads)."""
     load_all()
     log_path = _log_to_file()
     reader = LineReader(stdin, out)
     responder = ConsoleResponder(out, reader.read_sync)
+    if on_start is not None:
+        await on_start(responder)
     print(BANNER, file=out)
     return await interact(deps, responder, reader, log_path)

@@ -30,6 +30,7 @@ class Deps:
     metrics: Metrics | None = None
     agent: Any = None  # the agent (tool-calling loop), when wired
     streams: StreamClients | None = None  # the bench load generator's connections to the model endpoint
+    sandbox: Any = None  # bot.sandbox.cloud.Sandbox when the bot runs on the simulated project
     max_background: int = 16
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _slots: asyncio.Semaphore | None = None

@@ -105,6 +105,10 @@ class Settings(BaseSettings):
     # How often a deploy polls Cloud Run while it waits for the new revision (progress is edited in place).
     deploy_poll_s: float = Field(default=5.0, gt=0, le=60)
 
+    # --- Sandbox (a simulated project on this machine: `console` without credentials, `--sandbox`) -------
+    # Simulated seconds per real second: a cold start of minutes plays in seconds (0 stops the clock).
+    sandbox_speed: float = Field(default=30.0, ge=0)
+
     # --- Process ---------------------------------------------------------------------------------------
     port: int = Field(default=8080, ge=1, le=65535)
     log_level: str = "INFO"

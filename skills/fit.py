@@ -540,3 +540,56 @@ def plan_fit(req: FitRequest, catalog: Catalog | None = None) -> FitReport:
     """Plan one configuration. Raises InvalidInput for unknown model/GPU names (with close matches)."""
     cat = catalog or load_catalog()
     return _report(cat, req, _evaluate(cat, req), with_alternatives=True)
+
+
+StartFailure = Literal["gpu_oom_at_load", "graph_warmup_oom", "kv_cache_insufficient", "host_memory"]
+
+
+class DeployedCheck(BaseModel):
+    """What happens when vLLM starts with exactly these settings (no planner fixes applied): the simulated
+    revision in bot/sandbox uses it to fail the way vLLM fails. `failure` is None when it starts."""
+
+    failure: StartFailure | None
+    weights_gib: float
+    gpu_memory_gib: float  # per GPU, as CUDA reports it
+    budget_gib: float
+    kv_free_gib: float
+    kv_needed_gib: float  # one full sequence at max-model-len
+    kv_tokens: int
+    max_len_that_fits: int
+    graph_warmup_gib: float
+    host_need_gib: float
+    cold_start_s: float
+    load_s: float  # weights over GCS FUSE (part of the cold start)
+
+
+def check_as_deployed(req: FitRequest, catalog: Catalog | None = None) -> DeployedCheck:
+    """The configuration as given (defaults resolved, nothing changed to make it fit)."""
+    cat = catalog or load_catalog()
+    m, g = cat.model(req.model), cat.gpu(req.gpu)
+    eff, _, _ = _resolve(cat, m, g, req)
+    c = _compute(cat, m, g, eff)
+    mml = eff.max_model_len or m.default_max_model_len
+    failure: StartFailure | None = None
+    if c.host_short or c.host_impossible:
+        failure = "host_memory"
+    elif c.budget_gib - c.weights_gpu_gib - c.overhead_gib <= 0:
+        failure = "gpu_oom_at_load"
+    elif c.kv_tokens < mml:
+        failure = "kv_cache_insufficient"
+    elif c.warmup_short:
+        failure = "graph_warmup_oom"
+    return DeployedCheck(
+        failure=failure,
+        weights_gib=round(c.weights_gib, 2),
+        gpu_memory_gib=g.memory_gib,
+        budget_gib=round(c.budget_gib, 2),
+        kv_free_gib=round(c.kv_free_gib, 2),
+        kv_needed_gib=round(c.bpt * mml / GIB, 2),
+        kv_tokens=c.kv_tokens,
+        max_len_that_fits=_largest_len(cat, m, g, eff),
+        graph_warmup_gib=m.graph_warmup_gib,
+        host_need_gib=round(c.host_need_gib, 1),
+        cold_start_s=_cold_start(cat, m, eff),
+        load_s=round(cat.weights_gb(m) * 1000 / cat.planner.gcs_fuse_mb_s),
+    )

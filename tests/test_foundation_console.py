@@ -51,8 +51,10 @@ def test_console_status_against_standins(cloud_run: CloudRunStandIn, model_serve
 
 
 def test_console_on_embedded_defaults_says_what_to_set() -> None:
-    # No REDIS_URL (in-process store), no Google credentials: cloud commands explain, others work.
-    result = _console("help\n/gemma status\n/gemma nosuch\n/gemma config gemma4-12b-qat-l4\n", _env())
+    # No REDIS_URL (in-process store), Google credentials configured but unusable: cloud commands explain,
+    # others work. (With no credentials at all the console starts in the sandbox: tests/test_sandbox_console.py.)
+    env = _env(GOOGLE_APPLICATION_CREDENTIALS="/nonexistent/key.json")
+    result = _console("help\n/gemma status\n/gemma nosuch\n/gemma config gemma4-12b-qat-l4\n", env)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     # A profile renders without any cloud: the Service and its gcloud equivalent, marked as not compared.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ class CloudLoggingStandIn:
         self.requests: list[dict[str, Any]] = []
         self.max_page = 1000
         self._lock = threading.Lock()
+        self.before_list: Callable[[], None] | None = None  # the sandbox brings its log up to the present
 
     def load(self, path: str | Path, project: str | None = None) -> None:
         for line in Path(path).read_text().splitlines():
@@ -58,6 +60,11 @@ class CloudLoggingStandIn:
         delta = datetime.now(UTC) - ended_ago - max(stamps)
         for e, ts in zip(self.entries, stamps, strict=True):
             e["timestamp"] = (ts + delta).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    def append(self, entries: list[dict[str, Any]]) -> None:
+        """Entries written now (a simulated revision's log)."""
+        with self._lock:
+            self.entries.extend(entries)
 
     @property
     def filters(self) -> list[str]:
@@ -90,12 +97,15 @@ class CloudLoggingStandIn:
 
     async def list_entries(self, request: Request) -> JSONResponse:
         body = await request.json()
+        if self.before_list is not None:
+            self.before_list()
         with self._lock:
             self.requests.append(body)
         if not isinstance(body.get("resourceNames"), list) or not body["resourceNames"]:
             return JSONResponse({"error": {"code": 400, "message": "resourceNames is required"}}, status_code=400)
         flt = body.get("filter", "")
-        rows = [e for e in self.entries if self._matches(e, flt)]
+        with self._lock:
+            rows = [e for e in self.entries if self._matches(e, flt)]
         rows.sort(key=lambda e: _ts(e["timestamp"]), reverse="desc" in body.get("orderBy", "").lower())
         size = min(int(body.get("pageSize") or self.max_page), self.max_page)
         start = int(body.get("pageToken") or 0)

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -33,6 +33,14 @@ PROBE_FAILED = (
     "Revision '{rev}' is not ready and cannot serve traffic. The user-provided container failed the configured "
     "startup probe checks. Logs for this revision might contain more information."
 )
+
+
+class Lifecycle(Protocol):
+    """Decides when and how a new revision ends (bot/sandbox/lifecycle.py), instead of `op_polls`."""
+
+    def started(self, svc: dict[str, Any], service: str, revision: str) -> None: ...
+
+    def tick(self) -> None: ...
 
 
 def _now() -> str:
@@ -67,6 +75,7 @@ class CloudRunStandIn:
         self.on_revision: Callable[[str, str], None] | None = None
         self._counter = itertools.count(1)
         self._lock = threading.Lock()
+        self.lifecycle: Lifecycle | None = None  # the sandbox's revision lifecycle, when it runs one
         prefix = "/v2/projects/{project}/locations/{location}"
         self.app = Starlette(
             routes=[
@@ -141,6 +150,8 @@ class CloudRunStandIn:
             "conditions": [{"type": "Ready", "state": "CONDITION_RECONCILING"}],
         }
         self.revisions[name].append(rev)
+        if self.lifecycle is not None:  # the sandbox decides when and how this revision ends
+            self.lifecycle.started(self.services[name], name, rev_name)
         svc = self.services[name]
         svc["latestCreatedRevision"] = rev["name"]
         svc["reconciling"] = True
@@ -148,6 +159,12 @@ class CloudRunStandIn:
         if self.on_revision is not None:
             self.on_revision(name, rev_name)
         return rev_name
+
+    def complete_revision(self, name: str, rev_name: str, outcome: str, message: str = "") -> None:
+        """End a reconciling revision: "ready", or failed with the condition `message` (the lifecycle calls it)."""
+        with self._lock:
+            if name in self.services:
+                self._finish_revision(name, rev_name, "ready" if outcome == "ready" else "probe_failed", message)
 
     def _finish_revision(self, name: str, rev_name: str, outcome: str, message: str = "") -> None:
         svc = self.services[name]
@@ -205,6 +222,8 @@ class CloudRunStandIn:
         ]
 
     def _fault(self, method: str) -> Response | None:
+        if self.lifecycle is not None:  # every request sees the simulated present
+            self.lifecycle.tick()
         with self._lock:
             for i, (m, status, message) in enumerate(self.faults):
                 if m in (method, "*"):
@@ -231,6 +250,11 @@ class CloudRunStandIn:
         )
         self.ops[op.name.rsplit("/", 1)[-1]] = op
         return op
+
+    def _revision(self, name: str, rev_name: str) -> dict[str, Any] | None:
+        if not rev_name:
+            return None
+        return next((r for r in self.revisions.get(name, []) if r["name"].endswith("/" + rev_name)), None)
 
     # --- routes -------------------------------------------------------------------------------------
     async def _services(self, request: Request) -> Response:
@@ -323,7 +347,13 @@ class CloudRunStandIn:
         if op is None:
             return _error(404, "Operation not found.")
         with self._lock:
-            if not op.done:
+            rev = self._revision(op.service, op.revision) if self.lifecycle is not None else None
+            if not op.done and rev is not None:  # the lifecycle decides: done when the revision is
+                if not rev["reconciling"]:
+                    op.done = True
+                    if rev["conditions"][0]["state"] != "CONDITION_SUCCEEDED":
+                        op.error = rev["conditions"][0].get("message", "")
+            elif not op.done:
                 op.polls_left -= 1
                 if op.polls_left <= 0:
                     op.done = True

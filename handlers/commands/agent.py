@@ -20,6 +20,12 @@ from skills.remediation import RemediationPlan
 
 
 def _agent(ctx: CommandContext) -> object:
+    if ctx.deps.agent is None and ctx.deps.sandbox is not None:
+        raise UserFacingError(
+            "The sandbox has no model to think with, so agent commands are off here.",
+            "Set VLLM_BASE_URL to any OpenAI-compatible server (a local vLLM, or Ollama's http://127.0.0.1:11434/) "
+            "and restart. Deterministic findings (`/gemma diagnose`, incident threads) work without it.",
+        )
     if ctx.deps.agent is None:
         raise UserFacingError("The model agent is not configured.", "Set VLLM_BASE_URL or deploy the model first.")
     return ctx.deps.agent

@@ -1,0 +1,280 @@
+"""The sandbox: a simulated Google Cloud project on this machine, the bot's embedded default cloud.
+
+It runs the wire-level simulators on 127.0.0.1 (Cloud Run Admin v2 over REST, Cloud Logging over REST,
+Cloud Monitoring over gRPC, a vLLM server) and points the bot's settings at them, so the bot talks to them
+with the real client libraries exactly as in production. Revisions start and fail on the sandbox clock
+(bot/sandbox/lifecycle.py); scenarios (bot/sandbox/scenarios.py) make field failures happen and send
+Cloud Monitoring's alert to the bot's own webhook. Nothing real is touched and no credentials are needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from bot.settings import Settings
+from skills.deploy_env import DeployEnv
+from skills.plan_actions import build_plan
+from skills.service_diff import parse_flags
+
+from . import scenarios as sc
+from . import startup_lines as sl
+from .clock import DEFAULT_SPEED, SandboxClock
+from .cloud_logging_api import CloudLoggingStandIn
+from .cloud_run_api import CloudRunStandIn
+from .lifecycle import RevisionLifecycle, Startup
+from .monitoring_grpc import MonitoringStandIn, serve_monitoring
+from .server import serve
+from .vllm_sim import SimConfig, VllmSim
+
+BANNER = "sandbox: a simulated project on this machine; nothing real is touched"
+PROJECT = "sandbox-project"
+LOCATION = "us-central1"
+SEED_PROFILE = "gemma4-12b-qat-l4"
+
+
+class _NoService:
+    """The Runtime a first render needs: nothing exists yet."""
+
+    async def get_service_spec(self, name: str) -> dict[str, Any] | None:
+        return None
+
+
+class Sandbox:
+    def __init__(
+        self,
+        speed: float = DEFAULT_SPEED,
+        service: str = "vllm-gemma4",
+        clock: SandboxClock | None = None,
+        image: str | None = None,
+    ) -> None:
+        self.clock = clock or SandboxClock(speed)
+        self.service = service
+        self.image = image  # the seeded service runs the image the bot would deploy (VLLM_IMAGE, or the default)
+        self.project, self.location = PROJECT, LOCATION
+        self.cloud_run = CloudRunStandIn(PROJECT, LOCATION)
+        self.logging = CloudLoggingStandIn()
+        self.monitoring = MonitoringStandIn()
+        self._spec = self._render_seed()
+        args = [str(a) for a in self._spec["template"]["containers"][0].get("args") or []]
+        flags = parse_flags(args)  # the simulator serves what the seeded service runs
+        self.vllm = VllmSim(SimConfig(model_id=flags["--model"], max_model_len=int(flags["--max-model-len"])))
+        self.lifecycle = RevisionLifecycle(
+            self.clock, self.logging, PROJECT, LOCATION, self.cloud_run.complete_revision
+        )
+        self.cloud_run.lifecycle = self.lifecycle
+        self.logging.before_list = self.lifecycle.tick
+        self.alert_token = secrets.token_urlsafe(16)
+        # Set by whoever wires the bot: the ASGI app with the alert webhooks, and a wait for the queue.
+        self.alert_app: Any = None
+        self.settle: Callable[[], Awaitable[None]] | None = None
+        self.saturated = False
+        self.urls: dict[str, str] = {}
+        self.closers: list[Callable[[], Awaitable[None]]] = []  # async clean-ups of what was wired to it
+        self._ticking = threading.Event()  # set: the ticker thread should stop
+        self._ticker: threading.Thread | None = None
+        self._stack = contextlib.ExitStack()
+
+    # --- start / stop ---------------------------------------------------------------------------------
+    def start(self) -> Sandbox:
+        s = self._stack
+        self.urls["run"] = s.enter_context(serve(self.cloud_run.app))
+        self.urls["logging"] = s.enter_context(serve(self.logging.app()))
+        self.urls["monitoring"] = s.enter_context(serve_monitoring(self.monitoring))
+        self.urls["vllm"] = s.enter_context(serve(self.vllm.app))
+        self.lifecycle.uri = self.urls["vllm"]
+        self._seed(self._spec)
+        self.ensure_ticker()
+        return self
+
+    def close(self) -> None:
+        self._ticking.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
+        self._stack.close()
+
+    async def aclose(self) -> None:
+        for close in reversed(self.closers):
+            await close()
+        self.closers.clear()
+        await asyncio.to_thread(self.close)
+
+    def configure(self, settings: Settings, *, console: bool = False) -> Settings:
+        """The settings with every Google endpoint pointed at the simulators (VLLM_BASE_URL is left to the
+        agent: the deployed model is the simulator, found through the service's URL as in production)."""
+        update: dict[str, Any] = {
+            "google_cloud_project": PROJECT,
+            "google_cloud_location": LOCATION,
+            "google_anonymous_credentials": True,
+            "cloud_run_api_endpoint": self.urls["run"],
+            "cloud_logging_api_endpoint": self.urls["logging"],
+            "cloud_monitoring_api_endpoint": self.urls["monitoring"],
+            "vllm_service_name": self.service,
+            "vllm_base_url": None,
+            "model_bucket": None,
+            # Poll often enough that each phase of a fast simulated start is seen (Slack edits stay few).
+            "deploy_poll_s": min(settings.deploy_poll_s, 1.0),
+        }
+        if not settings.alert_webhook_token:
+            update["alert_webhook_token"] = SecretStr(self.alert_token)
+        else:
+            self.alert_token = settings.alert_webhook_token.get_secret_value()
+        if console and not settings.deployer_user_ids:
+            update["deployer_user_ids"] = "console"  # the only user of a local console
+        return settings.model_copy(update=update)
+
+    def _render_seed(self) -> dict[str, Any]:
+        """The service as the default profile renders it."""
+        fields: dict[str, Any] = {"service": self.service, "region": LOCATION, "project": PROJECT}
+        if self.image:
+            fields["image"] = self.image
+        env = DeployEnv(**fields)
+        coro = build_plan("deploy", {"profile": SEED_PROFILE}, _NoService(), env)  # type: ignore[arg-type]
+        with ThreadPoolExecutor(1) as pool:  # start() may be called with an event loop running
+            plan = pool.submit(asyncio.run, coro).result()
+        assert plan.spec is not None
+        return plan.spec
+
+    def _seed(self, spec: dict[str, Any]) -> None:
+        """Create the service, ready, with the start-up log of its revision, and some Monitoring history."""
+        self.lifecycle.backdate = True
+        try:
+            resp = httpx.post(
+                f"{self.urls['run']}/v2/projects/{PROJECT}/locations/{LOCATION}/services",
+                params={"serviceId": self.service},
+                json=spec,
+                timeout=10,
+            )
+            resp.raise_for_status()
+            self.lifecycle.tick()
+        finally:
+            self.lifecycle.backdate = False
+        series: tuple[tuple[str, list[float], dict[str, str] | None, bool], ...] = (
+            ("container/gpu/utilizations", [0.35, 0.42, 0.51, 0.47, 0.44], None, False),
+            ("container/gpu/memory_utilizations", [0.91] * 5, None, False),
+            ("container/memory/utilizations", [0.48] * 5, None, False),
+            ("container/cpu/utilizations", [0.22, 0.25, 0.31, 0.27, 0.24], None, False),
+            ("container/instance_count", [1.0] * 5, {"state": "active"}, True),
+            ("request_count", [12.0, 15.0, 18.0, 14.0, 16.0], {"response_code_class": "2xx"}, True),
+            ("request_latencies", [2100.0, 2300.0, 2650.0, 2400.0, 2200.0], None, False),
+        )
+        for metric, values, labels, ints in series:
+            self.monitoring.add(metric, self.service, values, labels=labels, int_values=ints)
+
+    # --- time ---------------------------------------------------------------------------------------------
+    def tick(self) -> None:
+        self.lifecycle.tick()
+        if not self.saturated:  # the simulator's own load (a bench) shows in its gauges
+            busy = self.vllm.state.in_flight
+            self.vllm.set_gauges(running=busy, waiting=0, kv_usage=min(0.9, 0.03 * busy))
+
+    def ensure_ticker(self, every_s: float = 0.25) -> None:
+        """Keep simulated time flowing for revisions nobody polls (a scenario's failing one) and the gauges
+        following the simulator's load: a thread, so it runs the same under the console and under serve."""
+        if self._ticker is not None and self._ticker.is_alive():
+            return
+
+        def run() -> None:
+            while not self._ticking.wait(every_s):
+                self.tick()
+
+        self._ticker = threading.Thread(target=run, name="sandbox-ticker", daemon=True)
+        self._ticker.start()
+
+    # --- scenarios ----------------------------------------------------------------------------------------
+    def latest_revision(self) -> str:
+        return str(self.cloud_run.services[self.service].get("latestCreatedRevision", "")).rsplit("/", 1)[-1]
+
+    async def deploy_by_hand(self, scenario: sc.Scenario) -> str:
+        """PATCH the service as `gcloud run deploy` would (past the bot's planner); returns the new revision."""
+        template = sc.mutated_template(scenario, self.cloud_run.services[self.service]["template"])
+        url = f"{self.urls['run']}/v2/projects/{PROJECT}/locations/{LOCATION}/services/{self.service}"
+        async with httpx.AsyncClient(timeout=10) as client:
+            resp = await client.patch(url, json={"template": template})
+            resp.raise_for_status()
+        return self.latest_revision()
+
+    async def wait_finished(self, revision: str, timeout_s: float) -> Startup | None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.tick()
+            if revision in self.lifecycle.finished:
+                return self.lifecycle.finished[revision]
+            await asyncio.sleep(0.05)
+        return None
+
+    def saturate(self) -> str:
+        """Queue saturation on the serving revision: gauges, histograms and vLLM's stats lines."""
+        self.saturated = True
+        self.vllm.set_gauges(running=8, waiting=19, kv_usage=0.97)
+        self.vllm.observe(ttft=[4.0, 6.5, 9.0, 12.0], e2e=[20.0, 28.0, 41.0], preemptions=3)
+        svc = self.cloud_run.services[self.service]
+        revision = str(svc.get("latestReadyRevision", "")).rsplit("/", 1)[-1]
+        now = time.time()
+        entries = []
+        for i, (sev, text) in enumerate(sc.saturation_lines(revision)):
+            line = sl.Line(0.0, text, severity=sev, vllm="INFO")
+            s = Startup(self.service, revision, [], 0.0, "ready", wall_start=now - 60 + 10 * i)
+            entries.append(self.lifecycle.entry(s, line))
+        self.logging.append(entries)
+        return revision
+
+    async def post_alert(self, payload: dict[str, Any]) -> httpx.Response:
+        """Cloud Monitoring's webhook call, into the bot's own alert route."""
+        if self.alert_app is None:
+            raise RuntimeError("the bot's alert webhook is not wired to the sandbox")
+        transport = httpx.ASGITransport(app=self.alert_app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://sandbox.local", timeout=30) as client:
+            return await client.post("/alerts/gcp", params={"auth_token": self.alert_token}, json=payload)
+
+    def scenario_list(self) -> list[tuple[str, str, str]]:
+        """(name, what happens, the finding kind) for each scenario."""
+        return [(s.name, s.summary, s.kind) for s in sc.SCENARIOS.values()]
+
+    async def fire(self, name: str, on_event: Callable[[str], Awaitable[None]]) -> None:
+        """Run a scenario by name, narrating failures of the sandbox itself instead of raising them."""
+        try:
+            await self.run_scenario(sc.SCENARIOS[name], on_event)
+        except Exception as exc:  # the sandbox's own trouble: say it where the user is looking
+            await on_event(f":warning: The sandbox could not run `{name}`: {type(exc).__name__}: {exc}")
+
+    async def run_scenario(self, scenario: sc.Scenario, on_event: Callable[[str], Awaitable[None]]) -> None:
+        """Make it happen, then send the alert; `on_event` narrates (a line in the chat)."""
+        if scenario.load:
+            revision = self.saturate()
+        else:
+            revision = await self.deploy_by_hand(scenario)
+            startup = await self.wait_finished(revision, timeout_s=self.wait_budget_s())
+            if startup is None:
+                await on_event(f"Revision `{revision}` is still starting; no alert sent.")
+                return
+            if startup.outcome == "ready":
+                await on_event(f"Revision `{revision}` became ready after all; no alert.")
+                return
+            await on_event(f"Revision `{revision}` failed ({startup.kind}); Cloud Monitoring alerts.")
+        payload = sc.gcp_alert(scenario, PROJECT, self.service, revision, LOCATION)
+        resp = await self.post_alert(payload)
+        if resp.status_code != 202:
+            await on_event(f"The alert webhook answered {resp.status_code}: {resp.text[:200]}")
+            return
+        if self.settle is not None:
+            await self.settle()
+
+    def wait_budget_s(self) -> float:
+        """Real seconds to wait for a revision: the longest cold start the planner knows, at this speed."""
+        return min(self.clock.real_seconds(3600.0), 600.0) + 5.0
+
+    def describe(self) -> str:
+        speed = f"{self.clock.speed:g}x" if self.clock.speed else "stopped"
+        at = datetime.now(UTC).strftime("%H:%M UTC")
+        return f"project `{PROJECT}` ({LOCATION}), service `{self.service}`, clock {speed}, {at}"
