@@ -3,9 +3,11 @@
 Starts the real app as its own process (`gemma-sre serve` under uvicorn on 127.0.0.1, real Redis, Slack /
 Cloud Run / model-server stand-ins in this process), sends N signed `/gemma status` commands C at a time, and
 prints p50/p99 of the time to the HTTP answer (the ack), next to the same figures for GET /healthz (a bare
-Starlette route of the same server: no middleware work beyond the metrics counter).
+Starlette route of the same server: no middleware work beyond the metrics counter). Repeated --runs times
+(default 5) against the same server process; the summary is the median over the runs of each run's p99, and
+the server's CPU time per request (from /proc/PID/stat, over each phase).
 
-    .venv/bin/python bench/ack_latency.py [--requests 200] [--concurrency 50]
+    .venv/bin/python bench/ack_latency.py [--requests 200] [--concurrency 50] [--runs 5]
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from bot.sandbox.slack_api import SlackStandIn  # noqa: E402
 from bot.sandbox.slack_signing import command_body, signed_headers  # noqa: E402
 
 SECRET = "bench-signing-secret"
+WARM = 10  # commands sent before the first measured run
 
 
 def pct(values: list[float], p: float) -> float:
@@ -49,7 +52,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def run(n: int, concurrency: int, url: str, response_url: str, text: str) -> tuple[list[float], list[float]]:
+async def run(kind: str, n: int, concurrency: int, url: str, response_url: str, text: str, warm: bool) -> list[float]:
+    """Send n requests of one kind ("command": signed /gemma TEXT; "bare": GET /healthz), C at a time; return
+    each request's time to the HTTP answer in ms."""
     # aiohttp as the load client: httpx's pool adds ~200 ms of client-side queueing at 50 concurrent requests.
     sem = asyncio.Semaphore(concurrency)
     async with aiohttp.ClientSession(url, connector=aiohttp.TCPConnector(limit=concurrency)) as client:
@@ -74,16 +79,25 @@ async def run(n: int, concurrency: int, url: str, response_url: str, text: str) 
             assert resp.status == 200
             return dt * 1000
 
-        await asyncio.gather(*(one_bare() for _ in range(concurrency)))  # warm connections
-        await asyncio.gather(*(one_command() for _ in range(10)))  # warm Bolt (auth.test) and the status cache
-        bare = await asyncio.gather(*(one_bare() for _ in range(n)))
-        cmds = await asyncio.gather(*(one_command() for _ in range(n)))
-    return list(cmds), list(bare)
+        one = one_command if kind == "command" else one_bare
+        await asyncio.gather(*(one_bare() for _ in range(concurrency)))  # open the connections first
+        if warm:
+            await asyncio.gather(*(one_command() for _ in range(WARM)))  # Bolt (auth.test) and the status cache
+        return list(await asyncio.gather(*(one() for _ in range(n))))
 
 
-def client_process(n: int, concurrency: int, url: str, response_url: str, text: str) -> tuple[list[float], list[float]]:
+def client_process(
+    kind: str, n: int, concurrency: int, url: str, response_url: str, text: str, warm: bool
+) -> list[float]:
     """The load client runs in its own process so it shares no GIL with the server or the stand-ins."""
-    return asyncio.run(run(n, concurrency, url, response_url, text))
+    return asyncio.run(run(kind, n, concurrency, url, response_url, text, warm))
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far (/proc/PID/stat fields 14 and 15, in clock ticks;
+    proc(5))."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_up(url: str, proc: subprocess.Popen[bytes]) -> None:
@@ -103,6 +117,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--concurrency", type=int, default=50)
+    ap.add_argument("--runs", type=int, default=5, help="runs; the figures printed last are medians over them")
     ap.add_argument("--text", default="status", help="the /gemma text to send (status: ack + work after it)")
     args = ap.parse_args()
 
@@ -131,25 +146,46 @@ def main() -> int:
             url = f"http://127.0.0.1:{port}"
             wait_up(url, proc)
             ctx = multiprocessing.get_context("spawn")
+            status = args.text.split()[0] == "status"  # the status command posts to the response URL after the ack
+            cmd_p99: list[float] = []
+            bare_p99: list[float] = []
+            cmd_cpu: list[float] = []
+            bare_cpu: list[float] = []
             with ctx.Pool(1) as pool:
-                cmds, bare = pool.apply(
-                    client_process, (args.requests, args.concurrency, url, slack.response_url(), args.text)
-                )
-            expected = args.requests + 10 if args.text.split()[0] == "status" else 0
-            slack.wait_for(lambda: len(slack.responses) >= expected, timeout=60)
-            delivered = max(0, len(slack.responses) - 10)
+                for i in range(args.runs):
+                    c0 = cpu_s(proc.pid)
+                    bare = pool.apply(client_process, ("bare", args.requests, args.concurrency, url, "", "", False))
+                    c1 = cpu_s(proc.pid)
+                    before = len(slack.responses)
+                    cmds = pool.apply(
+                        client_process,
+                        ("command", args.requests, args.concurrency, url, slack.response_url(), args.text, i == 0),
+                    )
+                    if status:  # CPU per command includes the work after the ack, until the status is delivered
+                        expected = before + args.requests + (WARM if i == 0 else 0)
+                        slack.wait_for(lambda e=expected: len(slack.responses) >= e, timeout=60)
+                    c2 = cpu_s(proc.pid)
+                    cmd_p99.append(pct(cmds, 99))
+                    bare_p99.append(pct(bare, 99))
+                    bare_cpu.append((c1 - c0) / args.requests * 1000)
+                    cmd_cpu.append((c2 - c1) / (args.requests + (WARM if i == 0 else 0)) * 1000)
+                    print(
+                        f"run {i + 1}: /slack/events p50 {pct(cmds, 50):.2f} p99 {cmd_p99[-1]:.2f} ms, "
+                        f"{cmd_cpu[-1]:.2f} ms CPU/request; "
+                        f"/healthz p50 {pct(bare, 50):.2f} p99 {bare_p99[-1]:.2f} ms, "
+                        f"{bare_cpu[-1]:.2f} ms CPU/request",
+                        flush=True,
+                    )
         finally:
             proc.terminate()
             proc.wait(timeout=20)
 
-    c50, c99, b50, b99 = pct(cmds, 50), pct(cmds, 99), pct(bare, 50), pct(bare, 99)
-    print(f"requests={args.requests} concurrency={args.concurrency} command='/gemma {args.text}'")
-    print(f"{'endpoint':<22}{'p50 ms':>10}{'p99 ms':>10}{'mean ms':>10}")
-    print(f"{'/slack/events (ack)':<22}{c50:>10.2f}{c99:>10.2f}{statistics.mean(cmds):>10.2f}")
-    print(f"{'/healthz (bare)':<22}{b50:>10.2f}{b99:>10.2f}{statistics.mean(bare):>10.2f}")
-    print(
-        f"ratio p50={c50 / b50:.2f}x p99={c99 / b99:.2f}x   statuses delivered after ack: {delivered}/{args.requests}"
-    )
+    c99, b99 = statistics.median(cmd_p99), statistics.median(bare_p99)
+    print(f"requests={args.requests} concurrency={args.concurrency} command='/gemma {args.text}' runs={args.runs}")
+    print(f"{'endpoint (median of runs)':<28}{'p99 ms':>10}{'CPU ms/request':>16}")
+    print(f"{'/slack/events (ack)':<28}{c99:>10.2f}{statistics.median(cmd_cpu):>16.2f}")
+    print(f"{'/healthz (bare)':<28}{b99:>10.2f}{statistics.median(bare_cpu):>16.2f}")
+    print(f"ratio p99={c99 / b99:.2f}x (server CPU per command includes the status work after the ack)")
     print(
         f"target p99 < 50 ms: {'met' if c99 < 50 else 'NOT met'}; "
         f"within 2x bare p99: {'met' if c99 <= 2 * b99 else 'NOT met'}"

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from bot.deps import Deps
 from handlers.reply import Reply
 from skills.plans import Plan
 from skills.startup_check import StartupCheck, check_startup
+
+if TYPE_CHECKING:  # handlers never import bot/ at run time; bot/ passes its Deps in
+    from bot.deps import Deps
 
 log = logging.getLogger(__name__)
 

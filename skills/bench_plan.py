@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 import re
+from typing import TYPE_CHECKING
 
-import openai
 from pydantic import BaseModel, Field
 
 from .errors import InvalidInput
 from .loadgen import BenchSpec, fit_contexts
+
+if TYPE_CHECKING:  # openai is imported where used: a slow import a request may never need
+    import openai
 
 # Rough figures for the estimate when no sweep has been measured yet (12B QAT on one L4, FIELD_NOTES).
 DEFAULT_STREAM_TOK_S = 60.0
@@ -34,6 +37,8 @@ class BenchPlan(BaseModel):
 
 async def server_max_model_len(client: openai.AsyncOpenAI, model: str) -> int | None:
     """vLLM lists `max_model_len` on each model card of /v1/models."""
+    import openai
+
     try:
         page = await client.models.list()
     except openai.OpenAIError:

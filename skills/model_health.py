@@ -8,13 +8,15 @@ request carrying `tools` gets HTTP 400 '"auto" tool choice requires --enable-aut
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import openai
 from pydantic import BaseModel
 
 from .ports import ModelServer, ProbeResult
 from .query import explain_openai_error
+
+if TYPE_CHECKING:  # openai is imported where used: a slow import a request may never need
+    import openai
 
 TOOL_FLAGS = "--enable-auto-tool-choice --tool-call-parser gemma4"
 _TRIVIAL_TOOL: Any = {
@@ -48,6 +50,8 @@ class DeepHealth(BaseModel):
 async def deep_health(
     client: openai.AsyncOpenAI, model: str, base_url: str, model_server: ModelServer | None = None
 ) -> DeepHealth:
+    import openai
+
     h = DeepHealth(base_url=base_url, model=model)
     if model_server is not None:
         h.http_health = await model_server.health(base_url)

@@ -9,12 +9,14 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
 from pydantic import BaseModel
 
 from .errors import InvalidInput, UserFacingError
+
+if TYPE_CHECKING:  # openai is imported where used: a slow import a request may never need
+    import openai
 
 MAX_PROMPT_CHARS = 8000
 
@@ -41,6 +43,8 @@ def _delta_text(delta: Any) -> str:
 
 def explain_openai_error(exc: openai.OpenAIError, what: str) -> UserFacingError:
     """One readable sentence for a failed call to the model's API."""
+    import openai
+
     if isinstance(exc, openai.APITimeoutError):
         return UserFacingError(
             f"{what}: the model server did not answer in time.",
@@ -69,6 +73,8 @@ def _status_message(exc: openai.APIStatusError) -> str:
 
 
 async def stream_query(client: openai.AsyncOpenAI, model: str, prompt: str, max_tokens: int = 512) -> QueryResult:
+    import openai
+
     prompt = prompt.strip()
     if not prompt:
         raise InvalidInput("Nothing to ask.", "Usage: `/gemma query PROMPT`.")

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,6 +17,7 @@ from bot.settings import Settings
 from bot.slack_app import make_web_client
 from bot.wiring import build_deps
 from skills.clock import REAL_CLOCK, Clock
+from tests.eventually import eventually as eventually  # re-exported: alert tests import it from here
 from tests.example_data import ALERTS
 
 DATA = ALERTS
@@ -82,17 +81,6 @@ def am_alert(
     a["labels"]["service"] = service
     a["labels"]["alertname"] = alertname
     return p
-
-
-async def eventually(pred: Callable[[], Any], timeout: float = 15.0) -> Any:  # noqa: ASYNC109
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        got = pred()
-        if got:
-            return got
-        await asyncio.sleep(0.02)
-    return pred()
 
 
 class PostsSlack(SlackStandIn):

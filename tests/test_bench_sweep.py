@@ -27,6 +27,7 @@ from skills.loadgen import (
     run_sweep,
     size_prompt,
 )
+from tests.eventually import eventually
 from tests.observe_fixtures import RecordingResponder, deps_for, reply_text, running_sim  # noqa: F401
 
 load_all()
@@ -58,7 +59,7 @@ def test_contexts_are_kept_under_max_model_len_minus_output() -> None:
 
 
 async def test_sweep_statistics_match_the_injected_timing(deps_for) -> None:  # noqa: F811
-    ttft, delay, out = 0.4, 0.02, 12
+    ttft, delay, out = 0.1, 0.005, 12
     with running_sim(ttft_s=ttft, token_delay_s=delay) as (vsim, url):
         deps = deps_for(url, vllm_api_key=SecretStr("sk-bench"))
         assert deps.streams is not None
@@ -79,11 +80,13 @@ async def test_sweep_statistics_match_the_injected_timing(deps_for) -> None:  # 
         assert c.requests == 4 and c.ok == 4 and c.errors == {}
         assert c.mean_prompt_tokens == c.context  # sized exactly, as the server counted
         assert c.mean_output_tokens == out  # from usage
-        assert c.ttft_p50 == pytest.approx(ttft, rel=0.10)
-        assert c.itl_p50 == pytest.approx(delay, rel=0.10)
-        assert c.e2e_p50 == pytest.approx(ttft + (out - 1) * delay, rel=0.10)
-        expected_rps = c.concurrency / (ttft + (out - 1) * delay)
-        assert c.req_per_s == pytest.approx(expected_rps, rel=0.2)
+        # Behaviour, not timing: the server waits at least the injected delays, so every figure is bounded
+        # from one side only (a loaded machine makes them slower, never faster). How close they come to the
+        # injected values is a bench figure: bench/loadgen_capacity.py.
+        assert c.ttft_p50 is not None and c.itl_p50 is not None and c.e2e_p50 is not None
+        assert c.ttft_p50 >= ttft * 0.95 and c.itl_p50 > 0
+        assert c.e2e_p50 >= c.ttft_p50 and c.e2e_p50 >= ttft + (out - 1) * delay * 0.9
+        assert 0 < c.req_per_s <= c.concurrency / (ttft + (out - 1) * delay) * 1.05
         assert c.output_tok_per_s == pytest.approx(c.req_per_s * out, rel=1e-6)
 
 
@@ -222,7 +225,7 @@ async def test_bench_rejects_bad_input_and_runs_one_sweep_at_a_time(deps_for, se
         await run_action(actx("gemma_bench_confirm", p1.buttons[0].value))
         busy = await run_action(actx("gemma_bench_confirm", p2.buttons[0].value))
         assert busy is not None and "Another benchmark is running" in busy.title
-        await asyncio.sleep(0.5)
+        await eventually(lambda: responder.posts)  # the progress message, with its Stop button, is up
         stop_button = next(b for b in responder.posts[next(iter(responder.posts))].buttons if b.label == "Stop")
         await run_action(actx(stop_button.action_id, stop_button.value))
         await deps.drain(timeout_s=30)
@@ -255,10 +258,7 @@ async def test_sse_framing_usage_fallback_and_failures_are_classified() -> None:
         async with StreamClient(StreamTarget(url + "/v1"), 1, 10) as sc:
             recs, _ = await run_cell(sc, "m", _prompts(), 1, 1, 4, 0.3)
         assert recs[0].error == "timeout"
-        for _ in range(100):  # the client left: the stand-in stops waiting to stream to nobody
-            if vsim.state.spans:
-                break
-            await asyncio.sleep(0.02)
+        await eventually(lambda: vsim.state.spans)  # the client left: the stand-in stops streaming to nobody
         assert vsim.state.in_flight == 0 and len(vsim.state.spans) == 1
 
 
@@ -277,17 +277,10 @@ async def test_ramp_spreads_worker_starts_and_the_sim_notices_clients_leaving() 
     with running_sim(ttft_s=0.01, token_delay_s=0.05) as (vsim, url):  # a 10 s stream, abandoned early
         async with StreamClient(StreamTarget(url + "/v1"), 1, 10) as sc:
             task = asyncio.ensure_future(run_cell(sc, "m", _prompts(), 1, 1, 200, 30))
-            for _ in range(200):
-                if vsim.state.in_flight:
-                    break
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.1)
+            await eventually(lambda: vsim.state.in_flight)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        for _ in range(100):
-            if vsim.state.in_flight == 0:
-                break
-            await asyncio.sleep(0.02)
+        await eventually(lambda: vsim.state.in_flight == 0)
         assert vsim.state.in_flight == 0 and len(vsim.state.spans) == 1  # the stream stopped, span recorded
 
 

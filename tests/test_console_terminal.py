@@ -63,6 +63,7 @@ def test_ctrl_c_interrupts_a_running_command(tmp_path: Path) -> None:
         CLOUD_RUN_API_ENDPOINT=url,
         VLLM_BASE_URL=url,
         PROBE_TIMEOUT_S="120",
+        CLOUD_CALL_DEADLINE_S="2",  # on quit the process waits for the hung cloud call's thread: keep that short
     )
     child.sendline("/gemma status")
     child.expect_exact("/gemma status")

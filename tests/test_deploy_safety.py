@@ -13,6 +13,7 @@ from handlers.reply import CONFIRM_ACTION
 from skills.locks import LockHeld, ServiceLock
 from skills.plans import Plan, PlanStore
 from tests.deploy_helpers import click, command, plan_id_of
+from tests.eventually import eventually
 
 pytest_plugins = ["tests.deploy_fixtures"]
 
@@ -69,6 +70,10 @@ async def test_expired_plan_asks_to_replan(deps: Any, cloud_run: CloudRunStandIn
     assert not _writes(cloud_run)
 
 
+async def _gone(client: Any, key: str) -> bool:
+    return not await client.exists(key)
+
+
 async def test_lock_of_a_dead_holder_expires_and_release_is_owner_only(redis_client: Any, key_prefix: str) -> None:
     key = f"{key_prefix}:lock:svc"
     dead = ServiceLock(redis_client, key, ttl_s=1)
@@ -77,7 +82,7 @@ async def test_lock_of_a_dead_holder_expires_and_release_is_owner_only(redis_cli
     with pytest.raises(LockHeld) as held:
         await ServiceLock(redis_client, key, ttl_s=60).acquire("UOTHER", "scale")
     assert "deploy by <@UDEAD> in progress since" in str(held.value)
-    await asyncio.sleep(0.3)
+    assert await eventually(lambda: _gone(redis_client, key), timeout=5)  # Redis expires it (its own clock)
     alive = ServiceLock(redis_client, key, ttl_s=60)
     await alive.acquire("UOTHER", "scale")
     assert await dead.release() is False  # the expired holder cannot delete the new holder's lock

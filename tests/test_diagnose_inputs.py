@@ -3,23 +3,40 @@ there is nothing to read (empty, `[]`, binary) with a non-zero exit, and `| head
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from bot.cli import main as cli_main
 from tests.example_data import SCENARIOS
 
 ROOT = Path(__file__).resolve().parent.parent
 KV = SCENARIOS / "example-kv-cache-insufficient.jsonl"
 
 
-def _cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+def _process(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """The installed command as a real process (exit code and streams as a shell sees them)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run(
         [sys.executable, "-m", "bot.cli", *args], input=stdin, capture_output=True, env=env, timeout=120
     )
+
+
+def _cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """The same command line run in this process (bot.cli.main, the real stdin/stdout/stderr swapped for
+    buffers): a new interpreter per case costs ~1 s of CPU, and _process covers the process boundary once."""
+    out, err = io.StringIO(), io.StringIO()
+    real = sys.stdin, sys.stdout, sys.stderr
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin))
+    sys.stdout, sys.stderr = out, err
+    try:
+        code = cli_main(list(args))
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = real
+    return subprocess.CompletedProcess(list(args), code, out.getvalue().encode(), err.getvalue().encode())
 
 
 def _entries() -> list[dict[str, object]]:
@@ -59,7 +76,7 @@ def test_nothing_to_read_says_so_and_fails() -> None:
         (bytes(range(256)) * 50, b"binary"),
         (b'{"a": 1}\n{"b": 2}\n', b"could be read as a log entry"),
     ):
-        run = _cli("diagnose", "--logs", "-", stdin=stdin)
+        run = (_process if not stdin else _cli)("diagnose", "--logs", "-", stdin=stdin)  # the first: a real process
         assert run.returncode == 1, (stdin[:20], run.stdout, run.stderr)
         assert why in run.stderr and b"Traceback" not in run.stderr
         assert b"No known failure" not in run.stdout

@@ -139,8 +139,10 @@ def _normalise(reply: Reply) -> dict[str, object]:
 def test_slack_json_matches_golden(name: str) -> None:
     actual = _normalise(CASES[name])
     path = GOLDEN / f"{name}.json"
-    if os.environ.get("UPDATE_GOLDEN") or not path.exists():
+    if os.environ.get("UPDATE_GOLDEN"):
         path.write_text(json.dumps(actual, indent=2, sort_keys=True) + "\n")
+    # A missing golden file fails: writing it here would make the test pass without checking anything.
+    assert path.exists(), f"{path.name} is missing; create it with UPDATE_GOLDEN=1"
     assert actual == json.loads(path.read_text())
 
 

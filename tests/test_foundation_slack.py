@@ -53,10 +53,8 @@ async def test_signed_status_command_acks_then_posts_status(
 ) -> None:
     client, _ = app_client
     cloud_run.seed_service("vllm-gemma4", ready=True, min_instances=0, max_instances=2)
-    t0 = time.perf_counter()
     resp = await _post_command(client, "status", slack.response_url("r1"), "trig-status-1")
-    assert resp.status_code == 200
-    assert time.perf_counter() - t0 < 3.0  # Slack's ack window
+    assert resp.status_code == 200  # the ack; how fast it comes is a bench figure (bench/ack_latency.py)
     assert "Checking" in resp.text
     answered = await eventually(lambda: slack.responses)
     assert answered, "the status never reached the response URL"

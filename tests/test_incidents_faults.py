@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -114,7 +115,8 @@ async def test_sigkilled_worker_mid_job_is_reclaimed_without_duplicate_thread(
             rescuer = build_alert_queue(deps, findings, concurrency=2)
             await rescuer.start()
             try:
-                ok = await eventually(lambda: thread_replies(slack, header_ts(slack)), timeout=20)
+                # The victim's channel lease must lapse first (ALERT_CHANNEL_LEASE_MS); a loaded machine is slow.
+                ok = await eventually(lambda: thread_replies(slack, header_ts(slack)), timeout=60)
                 for _ in range(100):
                     b = await rescuer.backlog()
                     if b["queued"] == 0 and b["pending"] == 0:
@@ -134,17 +136,25 @@ async def test_sigkilled_worker_mid_job_is_reclaimed_without_duplicate_thread(
         await deps.redis.aclose()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _restartable_port() -> int:
+    """A free port below Linux's ephemeral range (ip_local_port_range, 32768-60999 by default): while the test's
+    Redis is down, a port from bind(("127.0.0.1", 0)) elsewhere (stand-ins, parallel test workers) can never
+    take it, so the restart finds it free."""
+    for port in random.sample(range(20000, 32000), 200):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32000")
 
 
 class OwnRedis:
     """A private redis-server (AOF, fsync always) this test may stop and restart without touching others'."""
 
     def __init__(self) -> None:
-        self.port = _free_port()
+        self.port = _restartable_port()
         self.dir = tempfile.mkdtemp(prefix="alerts-redis-")
         self.proc: subprocess.Popen[bytes] | None = None
 

@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from google.api_core import exceptions as gexc
-from google.auth.transport.requests import AuthorizedSession
 
 from bot.adapters.blocking import BlockingPool
 from bot.adapters.google_auth import cloud_credentials
@@ -75,6 +74,8 @@ class CloudLoggingLogs:
         if self._client is None:
             from google.cloud import logging as gcl
 
+            from bot.adapters.deadline_session import DeadlineSession
+
             creds, project = cloud_credentials(self._settings)
             options = {}
             if self._settings.cloud_logging_api_endpoint:
@@ -84,7 +85,7 @@ class CloudLoggingLogs:
                 credentials=creds,
                 _use_grpc=False,
                 client_options=options or None,
-                _http=_DeadlineSession(creds, self._settings.cloud_call_deadline_s),
+                _http=DeadlineSession(creds, self._settings.cloud_call_deadline_s),
             )
             self._project = project
         return self._client
@@ -144,18 +145,3 @@ class CloudLoggingLogs:
         entries.reverse()  # fetched newest first so the caps keep recent lines; read oldest first
         # Each entry was redacted as it was read; this pass catches key blocks printed one line per entry.
         return LogBatch(entries=redact_entries(entries), truncated=truncated)
-
-
-class _DeadlineSession(AuthorizedSession):
-    """The client's HTTP session with every request bounded by the per-call deadline (the library's own
-    default is 60 s per page)."""
-
-    def __init__(self, creds: Any, timeout_s: float) -> None:
-        super().__init__(creds)
-        self._timeout_s = timeout_s
-
-    def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        given = kwargs.get("timeout")
-        kwargs["timeout"] = self._timeout_s if not isinstance(given, int | float) else min(given, self._timeout_s)
-        kwargs.setdefault("max_allowed_time", self._timeout_s)
-        return super().request(method, url, *args, **kwargs)

@@ -9,11 +9,10 @@ the mean, latencies as p95, request count as a rate per second, instance count a
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
-from google.cloud import monitoring_v3
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from bot.settings import Settings
@@ -23,18 +22,19 @@ from skills.ports import MetricPoint, MetricSeries
 from .blocking import BlockingPool, call_retry
 from .google_auth import cloud_credentials
 
-A = monitoring_v3.Aggregation.Aligner
-R = monitoring_v3.Aggregation.Reducer
+if TYPE_CHECKING:  # monitoring_v3 is imported where used: a slow import a request may never need
+    from google.cloud import monitoring_v3
 
-# metric (under run.googleapis.com/) -> (per-series aligner, cross-series reducer, group-by labels)
-ALIGNMENT: dict[str, tuple[Any, Any, list[str]]] = {
-    "container/gpu/utilizations": (A.ALIGN_MEAN, R.REDUCE_MEAN, []),
-    "container/gpu/memory_utilizations": (A.ALIGN_MEAN, R.REDUCE_MEAN, []),
-    "container/memory/utilizations": (A.ALIGN_MEAN, R.REDUCE_MEAN, []),
-    "container/cpu/utilizations": (A.ALIGN_MEAN, R.REDUCE_MEAN, []),
-    "container/instance_count": (A.ALIGN_MAX, R.REDUCE_SUM, ["metric.labels.state"]),
-    "request_count": (A.ALIGN_RATE, R.REDUCE_SUM, ["metric.labels.response_code_class"]),
-    "request_latencies": (A.ALIGN_PERCENTILE_95, R.REDUCE_MAX, []),
+# metric (under run.googleapis.com/) -> (per-series aligner, cross-series reducer, group-by labels); enum names,
+# resolved when a query is built so that importing this module does not import monitoring_v3 (a slow import)
+ALIGNMENT: dict[str, tuple[str, str, list[str]]] = {
+    "container/gpu/utilizations": ("ALIGN_MEAN", "REDUCE_MEAN", []),
+    "container/gpu/memory_utilizations": ("ALIGN_MEAN", "REDUCE_MEAN", []),
+    "container/memory/utilizations": ("ALIGN_MEAN", "REDUCE_MEAN", []),
+    "container/cpu/utilizations": ("ALIGN_MEAN", "REDUCE_MEAN", []),
+    "container/instance_count": ("ALIGN_MAX", "REDUCE_SUM", ["metric.labels.state"]),
+    "request_count": ("ALIGN_RATE", "REDUCE_SUM", ["metric.labels.response_code_class"]),
+    "request_latencies": ("ALIGN_PERCENTILE_95", "REDUCE_MAX", []),
 }
 
 
@@ -51,6 +51,8 @@ class CloudMonitoringMetrics:
         self._pool = BlockingPool("Cloud Monitoring", settings.cloud_client_threads)
 
     def _get_client(self) -> monitoring_v3.MetricServiceClient:
+        from google.cloud import monitoring_v3
+
         if self._client is None:
             creds, project = cloud_credentials(self._settings)
             endpoint = self._settings.cloud_monitoring_api_endpoint
@@ -73,13 +75,17 @@ class CloudMonitoringMetrics:
         return await self._pool.run(self._series, service, metric, minutes)
 
     def _series(self, service: str, metric: str, minutes: int) -> list[MetricSeries]:
+        from google.cloud import monitoring_v3
+
         client = self._get_client()
         now = time.time()
         interval = monitoring_v3.TimeInterval(
             end_time=timestamp_pb2.Timestamp(seconds=int(now)),
             start_time=timestamp_pb2.Timestamp(seconds=int(now - minutes * 60)),
         )
-        aligner, reducer, group_by = ALIGNMENT.get(metric, (A.ALIGN_MEAN, R.REDUCE_MEAN, []))
+        aligner_name, reducer_name, group_by = ALIGNMENT.get(metric, ("ALIGN_MEAN", "REDUCE_MEAN", []))
+        aligner = getattr(monitoring_v3.Aggregation.Aligner, aligner_name)
+        reducer = getattr(monitoring_v3.Aggregation.Reducer, reducer_name)
         period = max(60, (minutes * 60) // 30 // 60 * 60)  # at most ~30 points, whole minutes
         aggregation = monitoring_v3.Aggregation(
             alignment_period=duration_pb2.Duration(seconds=period),
@@ -116,6 +122,8 @@ class CloudMonitoringMetrics:
 
 
 def _to_series(metric: str, ts: Any) -> MetricSeries:
+    from google.cloud import monitoring_v3
+
     labels = {**dict(ts.resource.labels), **dict(ts.metric.labels)}
     points = []
     for p in ts.points:

@@ -18,11 +18,10 @@ import json
 import re
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
-from google.cloud import run_v2
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential_jitter
 
 from bot.settings import Settings
@@ -41,6 +40,9 @@ from skills.service_name import check_service_name
 
 from .blocking import BlockingPool
 from .google_auth import cloud_credentials
+
+if TYPE_CHECKING:  # run_v2 is imported where used: a slow import a request may never need
+    from google.cloud import run_v2
 
 T = TypeVar("T")
 Clock = Callable[[], float]
@@ -115,6 +117,8 @@ def _reason(c: Any) -> str:
 
 
 def service_to_info(svc: run_v2.Service) -> ServiceInfo:
+    from google.cloud import run_v2
+
     tmpl = svc.template
     container = tmpl.containers[0] if tmpl.containers else None
     limits = dict(container.resources.limits) if container else {}
@@ -201,6 +205,8 @@ class CloudRunRuntime:
         self._write_opts: dict[str, Any] = {"retry": None, "timeout": settings.cloud_call_deadline_s}  # no replays
 
     def _clients(self) -> tuple[run_v2.ServicesClient, run_v2.RevisionsClient]:
+        from google.cloud import run_v2
+
         if self._services is None or self._revisions is None:
             creds, project = cloud_credentials(self._settings)
             opts = (
@@ -288,6 +294,8 @@ class CloudRunRuntime:
         return revision_to_info(rev)
 
     async def apply_service(self, name: str, spec: dict[str, Any], *, create: bool) -> str:
+        from google.cloud import run_v2
+
         services, _ = self._clients()
         body = strip_output_only(spec)
         svc = run_v2.Service.from_json(json.dumps(body), ignore_unknown_fields=True)

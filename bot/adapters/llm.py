@@ -7,14 +7,18 @@ the service is private.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import httpx2  # the HTTP client the openai SDK (3.x) is built on
-from openai import AsyncOpenAI
 
 from bot.settings import Settings
 from skills.errors import UserFacingError
 from skills.ports import ModelServer, Runtime
 
 from .google_auth import IdentityTokens
+
+if TYPE_CHECKING:  # openai is imported where used: a slow import (~0.5 s) a request may never need
+    from openai import AsyncOpenAI
 
 
 class LLMEndpoint:
@@ -42,6 +46,8 @@ class LLMEndpoint:
         return info.uri.rstrip("/")
 
     async def client(self, *, timeout_s: float | None = None) -> AsyncOpenAI:
+        from openai import AsyncOpenAI
+
         base = await self.base_url()
         headers = await self._tokens.header_for(base)
         api_key = self._settings.vllm_api_key.get_secret_value() if self._settings.vllm_api_key else "unused"

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import openai
 
 from skills.bench_plan import server_max_model_len
 from skills.errors import UserFacingError
@@ -24,6 +23,9 @@ from skills.image_compat import load_image_data
 from skills.query import explain_openai_error
 
 from .coldstart import ColdStart
+
+if TYPE_CHECKING:  # openai is imported where used: a slow import a request may never need
+    import openai
 
 TOOL_FLAGS = "--enable-auto-tool-choice --tool-call-parser gemma4"
 
@@ -80,6 +82,8 @@ class ModelClient:
 
     async def context_limit(self) -> int | None:
         """The served context length (max_model_len), or None when the server does not say."""
+        import openai
+
         try:
             await self._connect()
         except (openai.OpenAIError, UserFacingError):
@@ -90,6 +94,8 @@ class ModelClient:
         """Exact prompt tokens from vLLM's POST /tokenize (its TokenizeChatRequest takes `messages` and, on
         current vLLM, `tools`, rendered with the chat template as the server will count them), or None when
         the server has no /tokenize."""
+        import openai
+
         client = await self._connect()
         body: dict[str, Any] = {"model": self._model, "messages": messages}
         if tools:
@@ -114,6 +120,8 @@ class ModelClient:
         timeout_s: float | None = None,
         max_tokens: int | None = None,
     ) -> Completion:
+        import openai
+
         t0 = time.perf_counter()
         try:
             result = await self._cold.call(lambda: self._once(messages, tools, tool_choice, timeout_s, max_tokens))

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
-
-import openai
+from typing import TYPE_CHECKING, TypeVar
 
 from skills.errors import UserFacingError
+
+if TYPE_CHECKING:  # openai is imported where used: a slow import a request may never need
+    pass
 
 T = TypeVar("T")
 Progress = Callable[[str], Awaitable[None]]
@@ -31,6 +32,8 @@ class ModelUnavailable(UserFacingError):
 def is_cold(exc: BaseException, *, warm: bool) -> bool:
     """Errors a starting service produces. Once the model has answered in this run, a timeout is slowness
     (not a cold start) and is not retried."""
+    import openai
+
     if isinstance(exc, openai.APITimeoutError):
         return not warm
     if isinstance(exc, openai.APIConnectionError):
@@ -60,6 +63,8 @@ class ColdStart:
         self._told = False
 
     async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        import openai
+
         started = time.monotonic()
         backoff = self.initial_backoff_s
         while True:
@@ -106,6 +111,8 @@ class ColdStart:
 
 
 def _describe(exc: BaseException) -> str:
+    import openai
+
     if isinstance(exc, openai.APITimeoutError):
         return "no answer yet"
     if isinstance(exc, openai.APIConnectionError):

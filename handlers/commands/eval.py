@@ -7,7 +7,6 @@ one-line score (skills/agent_eval.py).
 
 from __future__ import annotations
 
-from bot.agent_eval_run import load_manifest, run_eval
 from handlers.context import CommandContext
 from handlers.conversation import escape
 from handlers.registry import command
@@ -23,6 +22,10 @@ from skills.errors import InvalidInput, UserFacingError
     ack="Evaluating the model…",
 )
 async def evaluate(ctx: CommandContext) -> Reply | None:
+    # Imported here: the eval runner brings the sandbox's stand-ins (and google.cloud.run_v2), which a bot
+    # that is never asked to evaluate should not pay for at start.
+    from bot.agent_eval_run import load_manifest, run_eval
+
     known = sorted(load_manifest())
     names = [a for a in ctx.args if a]
     unknown = [n for n in names if n not in known]

@@ -17,9 +17,8 @@ import json
 import logging
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bot.deps import Deps
 from handlers.context import ActionContext, Responder
 from handlers.incidents import incident_for_thread
 from handlers.registry import action, view_check
@@ -32,6 +31,9 @@ from skills.errors import InvalidInput
 from skills.plan_actions import build_plan
 from skills.plans import Plan, PlanStore
 from skills.redact import redact
+
+if TYPE_CHECKING:  # handlers never import bot/ at run time; bot/ passes its Deps in
+    from bot.deps import Deps
 
 log = logging.getLogger(__name__)
 
