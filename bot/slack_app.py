@@ -33,7 +33,7 @@ from bot.deps import Deps
 from bot.settings import Settings
 from handlers.context import ActionContext, CommandContext
 from handlers.registry import VIEW_CHECKS
-from handlers.render_slack import to_blocks
+from handlers.render_slack import escape, to_blocks
 from handlers.reply import FileOut, Reply
 from handlers.router import help_reply, lookup, parse, run_action, run_command
 from skills.clock import REAL_CLOCK, Clock
@@ -199,7 +199,7 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             await ack(text=text, blocks=blocks, response_type="ephemeral")
             return
         echo = redact(str(body.get("text", "")).strip())[:200]  # a pasted secret is not echoed back
-        await ack(text=f"{cmd.ack} (`/gemma {echo}`)", response_type="ephemeral")
+        await ack(text=f"{cmd.ack} (`/gemma {escape(echo)}`)", response_type="ephemeral")  # echoed input: inert
         responder = CommandResponder(
             client, body.get("channel_id", ""), body.get("response_url", ""), body.get("trigger_id", "")
         )

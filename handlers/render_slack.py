@@ -1,4 +1,11 @@
-"""Reply -> Slack Block Kit. Respects Block Kit limits so a long reply never makes Slack reject the post."""
+"""Reply -> Slack Block Kit: the one place where text becomes mrkdwn.
+
+Every text of a Reply is escaped here (Slack's control characters &, < and > as &amp; &lt; &gt;:
+https://api.slack.com/reference/surfaces/formatting#escaping), so model output, log lines, alert fields and
+echoed input never become a <!channel> ping, a mention or a disguised link, whatever surface built the Reply.
+Only the mentions and links the Reply lists as trusted are put back as markup. Respects Block Kit limits so a
+long reply never makes Slack reject the post.
+"""
 
 from __future__ import annotations
 
@@ -20,20 +27,52 @@ def _mrkdwn(text: str) -> dict[str, Any]:
     return {"type": "mrkdwn", "text": text}
 
 
+def escape(text: str) -> str:
+    """Slack's three control characters as entities: the text shows as typed and is never markup."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class _Safe:
+    """Escapes a Reply's text, then restores the markup its trusted fields list (and nothing else)."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.restore: list[tuple[str, str]] = [(f"&lt;@{u}&gt;", f"<@{u}>") for u in reply.trusted_mentions()]
+        self.restore += [
+            (f"&lt;{escape(url)}|{escape(label)}&gt;", f"<{escape(url)}|{label}>")
+            for url, label in reply.trusted_links()
+        ]
+
+    def __call__(self, text: str, limit: int) -> str:
+        out = escape(text)
+        for esc, markup in self.restore:
+            out = out.replace(esc, markup)
+        # Clip after escaping (entities count towards Slack's limits), never inside an entity or markup.
+        if len(out) <= limit:
+            return out
+        cut = out[: limit - 1]
+        amp, lt = cut.rfind("&"), cut.rfind("<")
+        if amp > cut.rfind(";"):
+            cut = cut[:amp]
+        if lt > cut.rfind(">"):
+            cut = cut[:lt]
+        return cut + "…"
+
+
 def to_blocks(reply: Reply) -> tuple[str, list[dict[str, Any]]]:
     """Return (fallback text, blocks)."""
-    blocks: list[dict[str, Any]] = [{"type": "section", "text": _mrkdwn(_clip(f"*{reply.title}*", _TEXT_MAX))}]
+    safe = _Safe(reply)
+    blocks: list[dict[str, Any]] = [{"type": "section", "text": _mrkdwn(safe(f"*{reply.title}*", _TEXT_MAX))}]
     for s in reply.sections:
         if s.heading:
-            blocks.append({"type": "section", "text": _mrkdwn(_clip(f"*{s.heading}*", _TEXT_MAX))})
+            blocks.append({"type": "section", "text": _mrkdwn(safe(f"*{s.heading}*", _TEXT_MAX))})
         if s.text:
-            blocks.append({"type": "section", "text": _mrkdwn(_clip(s.text, _TEXT_MAX))})
+            blocks.append({"type": "section", "text": _mrkdwn(safe(s.text, _TEXT_MAX))})
         for i in range(0, len(s.fields), _MAX_FIELDS):
             chunk = s.fields[i : i + _MAX_FIELDS]
-            fields = [_mrkdwn(_clip(f"*{k}*\n{v}", _FIELD_MAX)) for k, v in chunk]
+            fields = [_mrkdwn(safe(f"*{k}*\n{v}", _FIELD_MAX)) for k, v in chunk]
             blocks.append({"type": "section", "fields": fields})
         if s.code:
-            blocks.append({"type": "section", "text": _mrkdwn("```" + _clip(s.code, _TEXT_MAX - 6) + "```")})
+            blocks.append({"type": "section", "text": _mrkdwn("```" + safe(s.code, _TEXT_MAX - 6) + "```")})
     if reply.buttons:
         elements = []
         for b in reply.buttons[:25]:
@@ -50,7 +89,7 @@ def to_blocks(reply: Reply) -> tuple[str, list[dict[str, Any]]]:
         for el in elements:
             blocks.append({"type": "actions", "elements": [el]})
     if reply.context:
-        blocks.append({"type": "context", "elements": [_mrkdwn(_clip(reply.context, _TEXT_MAX))]})
+        blocks.append({"type": "context", "elements": [_mrkdwn(safe(reply.context, _TEXT_MAX))]})
     if len(blocks) > _MAX_BLOCKS:
         blocks = [*blocks[: _MAX_BLOCKS - 1], {"type": "context", "elements": [_mrkdwn("(reply cut: too long)")]}]
-    return reply.title, blocks
+    return safe(reply.title, 3000), blocks

@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 from handlers.context import CommandContext
 from handlers.registry import command
-from handlers.reply import FileOut, Reply, plan_button
+from handlers.remediation_render import action_buttons
+from handlers.reply import FileOut, Reply
 from skills.condense import Digest
 from skills.diagnose import Diagnosis, diagnose_service
 from skills.errors import InvalidInput, UserFacingError
@@ -96,9 +97,7 @@ def render_diagnosis(service: str, d: Diagnosis) -> Reply:
             text=f"{f.remediation.summary}\n{steps}".strip(),
             code="\n".join(f.evidence) or None,  # log text stays in a code block: quoted, never instructions
         )
-        for a in f.remediation.actions:
-            label = f"Plan {a.action}: " + ", ".join(f"{k}={v}" for k, v in a.params.items())
-            reply.buttons.append(plan_button(a.action, a.params, label[:75]))
+        reply.buttons.extend(action_buttons(f.remediation.actions))
     reply.context = f"deterministic analyzers, {datetime.now(UTC):%H:%M} UTC"
     return reply
 

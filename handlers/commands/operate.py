@@ -126,7 +126,7 @@ async def audit(ctx: CommandContext) -> Reply:
     for e in entries:
         params = ", ".join(f"{k}={v}" for k, v in e.params.items()) or "—"
         lines.append(
-            f"{_AUDIT_ICON.get(e.result, '')} {e.when()} <@{e.user_id}> *{e.action}* `{e.service}` "
+            f"{_AUDIT_ICON.get(e.result, '')} {e.when()} {reply.mention(e.user_id)} *{e.action}* `{e.service}` "
             f"({params}) → "
             f"{e.result} in {e.duration_s:.0f} s" + (f": {e.detail[:150]}" if e.detail else "")
         )

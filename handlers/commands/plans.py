@@ -126,7 +126,7 @@ def render_plan(plan: Plan, *, with_buttons: bool = True) -> Reply:
             reply.add(text=f":no_entry: {blocked}")
         reply.buttons.append(Button(label="Cancel", action_id=CANCEL_ACTION, value=plan.id))
     mins = max(1, round((plan.expires_at - time.time()) / 60)) if plan.expires_at else 0
-    reply.context = f"plan `{plan.id}` · expires in {mins} min · asked by <@{plan.created_by}>"
+    reply.context = f"plan `{plan.id}` · expires in {mins} min · asked by {reply.mention(plan.created_by)}"
     return reply
 
 
@@ -206,7 +206,7 @@ def progress_reply(plan: Plan, user_id: str, p: Progress) -> Reply:
         reply.add(heading="First error lines", code="\n".join(p.log_lines))
     if plan.kind in ("deploy", "redeploy") and not p.done and plan.cold_start_s:
         reply.add(text=f"Expected cold start ~{plan.cold_start_s / 60:.0f} min; traffic moves only when ready.")
-    reply.context = f"confirmed by <@{user_id}> · plan `{plan.id}`" + (
+    reply.context = f"confirmed by {reply.mention(user_id)} · plan `{plan.id}`" + (
         f" · revision `{p.revision}`" if p.revision else ""
     )
     return reply
@@ -235,7 +235,7 @@ def outcome_line(plan: Plan, user_id: str, result: ExecResult, elapsed_s: float)
         title = f":white_check_mark: Action done: {plan.kind} `{plan.service}` succeeded"
     else:
         title = f":x: Action failed: {plan.kind} `{plan.service}`: {redact(result.detail)[:300]}"
-    reply = Reply(title=title + f" ({_elapsed(elapsed_s)}, confirmed by <@{user_id}>)")
+    reply = Reply(title=title + f" ({_elapsed(elapsed_s)}, confirmed by <@{user_id}>)", mentions=[user_id])
     reply.context = f"plan `{plan.id}`: {plan.summary[:200]}"
     return reply
 
@@ -270,7 +270,7 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
     thread = plan.thread_ts or ctx.thread_ts or None
     # The plan message loses its buttons, so nobody clicks a spent plan.
     spent = render_plan(plan, with_buttons=False)
-    spent.context = f"confirmed by <@{ctx.user_id}> · plan `{plan.id}`"
+    spent.context = f"confirmed by {spent.mention(ctx.user_id)} · plan `{plan.id}`"
     await _safe_update(ctx.responder, ctx.message_ts or plan.message_ts, spent)
     first = Progress(phase="submitted", elapsed_s=0.0, detail=plan.summary)
     t0 = time.monotonic()
@@ -331,7 +331,7 @@ async def on_cancel(ctx: ActionContext) -> Reply:
         return error_reply(exc.message, exc.hint)
     done = render_plan(plan, with_buttons=False)
     done.title = f":no_entry_sign: Cancelled: {plan.summary}"
-    done.context = f"cancelled by <@{ctx.user_id}> · plan `{plan.id}`"
+    done.context = f"cancelled by {done.mention(ctx.user_id)} · plan `{plan.id}`"
     await _safe_update(ctx.responder, ctx.message_ts, done)
     return Reply(title=f"Cancelled plan `{plan.id}`; nothing changed.", ephemeral=True)
 
