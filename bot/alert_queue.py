@@ -299,10 +299,14 @@ def build_alert_queue(
     """Wire the queue to the incident threads and their publisher, posting through a ChannelResponder on
     deps.chat. `clock`: a test's or bench's scaled clock (pacing, debounce, coalescing)."""
     from bot.slack_app import ChannelResponder, make_web_client
+    from handlers.button_payloads import ButtonPayloads
     from handlers.incidents import IncidentThreads, make_investigator
 
     if investigate is None:
         investigate = make_investigator(deps)
     client = deps.chat if deps.chat is not None else make_web_client(deps.settings, clock)
-    threads = IncidentThreads(deps, lambda channel: ChannelResponder(client, channel), investigate, clock)
+    payloads = ButtonPayloads(deps.redis, deps.settings.key)
+    threads = IncidentThreads(
+        deps, lambda channel: ChannelResponder(client, channel, payloads=payloads), investigate, clock
+    )
     return AlertQueue(deps, threads.handle, threads.on_dead, concurrency=concurrency, publisher=threads.publisher)

@@ -17,6 +17,8 @@ _TEXT_MAX = 2900  # section text limit is 3000 chars
 _FIELD_MAX = 1900  # a field's text limit is 2000 chars
 _MAX_FIELDS = 10
 _MAX_BLOCKS = 50
+_MAX_BUTTONS = 25  # ours: leaves room for content under the 50-block cap
+_VALUE_MAX = 2000  # a button's value: https://api.slack.com/reference/block-kit/block-elements#button
 
 
 def _clip(s: str, n: int) -> str:
@@ -73,23 +75,38 @@ def to_blocks(reply: Reply) -> tuple[str, list[dict[str, Any]]]:
             blocks.append({"type": "section", "fields": fields})
         if s.code:
             blocks.append({"type": "section", "text": _mrkdwn("```" + safe(s.code, _TEXT_MAX - 6) + "```")})
-    if reply.buttons:
-        elements = []
-        for b in reply.buttons[:25]:
-            el: dict[str, Any] = {
-                "type": "button",
-                "text": {"type": "plain_text", "text": _clip(b.label, 75)},
-                "action_id": b.action_id,
-                "value": _clip(b.value, 2000),
-            }
-            if b.style:
-                el["style"] = b.style
-            elements.append(el)
-        # action_ids must be unique within a block: one actions block per button keeps that true.
-        for el in elements:
-            blocks.append({"type": "actions", "elements": [el]})
+    actions, dropped = _action_blocks(reply)
+    tail: list[dict[str, Any]] = []
+    if dropped:
+        tail.append({"type": "context", "elements": [_mrkdwn(f"({dropped} button(s) left out: Slack's limits)")]})
     if reply.context:
-        blocks.append({"type": "context", "elements": [_mrkdwn(safe(reply.context, _TEXT_MAX))]})
-    if len(blocks) > _MAX_BLOCKS:
-        blocks = [*blocks[: _MAX_BLOCKS - 1], {"type": "context", "elements": [_mrkdwn("(reply cut: too long)")]}]
+        tail.append({"type": "context", "elements": [_mrkdwn(safe(reply.context, _TEXT_MAX))]})
+    room = _MAX_BLOCKS - len(actions) - len(tail)
+    if len(blocks) > room:
+        # Cut the content, never the buttons: a plan without its Confirm button cannot be confirmed.
+        blocks = [*blocks[: room - 1], {"type": "context", "elements": [_mrkdwn("(reply cut: too long)")]}]
+    blocks = [*blocks, *actions, *tail]
     return safe(reply.title, 3000), blocks
+
+
+def _action_blocks(reply: Reply) -> tuple[list[dict[str, Any]], int]:
+    """One actions block per button (action_ids must be unique within a block), and how many were left out.
+
+    A value is never clipped (clipped JSON is no JSON): a button over Slack's 2,000-character value limit
+    is left out and counted (plan buttons carry a short id: handlers/button_payloads.py)."""
+    out: list[dict[str, Any]] = []
+    dropped = 0
+    for b in reply.buttons:
+        if len(b.value) > _VALUE_MAX or len(out) >= _MAX_BUTTONS:
+            dropped += 1
+            continue
+        el: dict[str, Any] = {
+            "type": "button",
+            "text": {"type": "plain_text", "text": _clip(b.label, 75)},
+            "action_id": b.action_id,
+            "value": b.value,
+        }
+        if b.style:
+            el["style"] = b.style
+        out.append({"type": "actions", "elements": [el]})
+    return out, dropped

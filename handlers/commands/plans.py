@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.deps import Deps
+from handlers.button_payloads import ButtonPayloads
 from handlers.context import ActionContext, Responder
 from handlers.incidents import incident_for_thread
 from handlers.registry import action, view_check
@@ -155,8 +156,9 @@ def clicked_in_thread(ctx: ActionContext) -> str:
 
 @action(PLAN_ACTION)
 async def on_plan_button(ctx: ActionContext) -> Reply | None:
+    value = await ButtonPayloads(ctx.deps.redis, ctx.deps.settings.key).resolve(ctx.value)
     try:
-        data = json.loads(ctx.value)
+        data = json.loads(value)
         kind, params = data["action"], data.get("params") or {}
     except (ValueError, KeyError, TypeError):
         raise InvalidInput("This button carries no valid action.", "Ask for the plan again.") from None
