@@ -56,7 +56,7 @@ def _evil_plan() -> RemediationPlan:
         likely_root_cause=EVIL,
         evidence=[Evidence(text=EVIL, source="logs")],
         steps=[EVIL],
-        proposed_actions=[ProposedAction(action="scale", params={"max_instances": 3}, reason=EVIL)],
+        proposed_actions=[ProposedAction(action="scale", params={"min_instances": 0, "max_instances": 3}, reason=EVIL)],
         confidence="high",
         fallback_note="",
     )
