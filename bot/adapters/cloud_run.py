@@ -23,10 +23,11 @@ from typing import Any, TypeVar
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
 from google.cloud import run_v2
+from google.protobuf import json_format
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential_jitter
 
 from bot.settings import Settings
-from skills.errors import NotFound, TransientCloudError, UserFacingError
+from skills.errors import InvalidInput, NotFound, TransientCloudError, UserFacingError
 from skills.ports import (
     Condition,
     OperationProgress,
@@ -290,7 +291,7 @@ class CloudRunRuntime:
     async def apply_service(self, name: str, spec: dict[str, Any], *, create: bool) -> str:
         services, _ = self._clients()
         body = strip_output_only(spec)
-        svc = run_v2.Service.from_json(json.dumps(body), ignore_unknown_fields=True)
+        svc = _parse_service(body)
         if create:
             parent = self.service_path(name).rsplit("/services/", 1)[0]
             svc.name = ""
@@ -302,7 +303,7 @@ class CloudRunRuntime:
             current = await self.get_service_spec(name)
             if current is not None:
                 body = keep_unmanaged(current, body)
-                svc = run_v2.Service.from_json(json.dumps(body), ignore_unknown_fields=True)
+                svc = _parse_service(body)
             svc.name = self.service_path(name)
             op = await self._call(
                 f"update service {name}", lambda: services.update_service(service=svc, **self._write_opts)
@@ -327,3 +328,14 @@ class CloudRunRuntime:
         path = self.service_path(name)
         op = await self._call(f"delete service {name}", lambda: services.delete_service(name=path, **self._write_opts))
         return str(op.operation.name)
+
+
+def _parse_service(body: dict[str, Any]) -> run_v2.Service:
+    """The spec as the API's message, strictly: a misspelled field is an error the approver sees, never a field
+    dropped on the way (the plan's diff would show the typo while Cloud Run got the default)."""
+    try:
+        return run_v2.Service.from_json(json.dumps(body))
+    except json_format.ParseError as exc:
+        raise InvalidInput(
+            f"The service spec has a field Cloud Run does not know: {exc}", "Nothing was changed; fix the spec."
+        ) from None
