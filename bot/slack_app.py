@@ -323,7 +323,7 @@ async def _view_errors(ctx: ActionContext) -> dict[str, str]:
     try:
         async with asyncio.timeout(VIEW_CHECK_BUDGET_S):
             return await check(ctx)
-    except Exception as exc:  # includes TimeoutError
+    except Exception as exc:  # noqa: BLE001 - includes TimeoutError; logged, decided after the answer
         log.warning("view check for %s did not finish (%s); deciding after the answer", ctx.action_id, exc)
         return {}
 
@@ -336,7 +336,7 @@ async def _once(deps: Deps, body: dict[str, Any], work: Coroutine[Any, Any, None
     if delivery:
         try:
             first = bool(await deps.redis.set(deps.settings.key("slack", "delivery", delivery), "1", nx=True, ex=3600))
-        except Exception:
+        except Exception:  # noqa: BLE001 - dedup is best effort; the work still runs
             log.warning("delivery dedup unavailable (redis error)")
     if first:
         await work
@@ -354,7 +354,7 @@ async def _run_command(deps: Deps, ctx: CommandContext, name: str) -> None:
             if reply.title.startswith(":warning:"):
                 outcome = "error"
             await ctx.responder.reply(reply)
-    except Exception as exc:  # the command itself already turned its errors into a reply: this is delivery
+    except Exception as exc:  # noqa: BLE001 - delivery of a command's answer; logged
         outcome = "failed"
         log.warning("could not deliver the answer to /gemma %s: %s: %s", name, type(exc).__name__, str(exc)[:300])
     finally:
@@ -367,7 +367,7 @@ async def _run_action(ctx: ActionContext) -> None:
         reply = await run_action(ctx)
         if reply is not None:
             await ctx.responder.reply(reply)
-    except Exception as exc:  # run_action already turned the action's errors into a reply: this is delivery
+    except Exception as exc:  # noqa: BLE001 - delivery of an action's result; logged
         log.warning(
             "could not deliver the result of action %s: %s: %s", ctx.action_id, type(exc).__name__, str(exc)[:300]
         )

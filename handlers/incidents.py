@@ -144,11 +144,13 @@ async def _model_problem(deps: Deps) -> str:
         base = await deps.endpoint.base_url()
     except UserFacingError as exc:
         return f"the model's address could not be found: {exc.message}" + (f" {exc.hint}" if exc.hint else "")
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - reported in the thread
+        log.warning("model address lookup failed: %s: %s", type(exc).__name__, str(exc)[:200])
         return f"the model's address could not be found ({type(exc).__name__})"
     try:
         probe = await deps.model_server.health(base)
-    except Exception:
+    except Exception as exc:  # noqa: BLE001 - an unreachable model is reported as such
+        log.warning("model health probe at %s failed: %s: %s", base, type(exc).__name__, str(exc)[:200])
         return _ZZZ
     return "" if probe.ok else _ZZZ
 

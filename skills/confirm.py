@@ -8,6 +8,7 @@ plan can be confirmed once the other change is done).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from .errors import UserFacingError
 from .locks import LockHeld, ServiceLock
 from .plans import Plan, PlanStore
 from .ports import Logs, Runtime
+
+log = logging.getLogger(__name__)
 
 UsergroupMembers = Callable[[str], Awaitable[Collection[str]]]
 
@@ -51,7 +54,14 @@ async def is_deployer(gate: WriteGate, user_id: str) -> bool:
     if gate.deployer_usergroup and gate.usergroup_members is not None:
         try:
             return user_id in set(await gate.usergroup_members(gate.deployer_usergroup))
-        except Exception:  # the chat API failing must not grant (or crash) anything
+        except Exception as exc:  # noqa: BLE001 - the chat API failing must not grant (or crash) anything
+            log.warning(
+                "role check: members of %s unavailable, %s is denied: %s: %s",
+                gate.deployer_usergroup,
+                user_id,
+                type(exc).__name__,
+                str(exc)[:200],
+            )
             return False
     return False
 

@@ -9,6 +9,7 @@ planner's estimate of the cold start, so the thread says "the model is starting"
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -16,6 +17,8 @@ from typing import TypeVar
 import openai
 
 from skills.errors import UserFacingError
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Progress = Callable[[str], Awaitable[None]]
@@ -95,7 +98,10 @@ class ColdStart:
         if self._estimate is not None:
             try:
                 planned = await self._estimate()
-            except Exception:  # an estimate is a nicety; never fail the wait over it
+            except Exception as err:  # noqa: BLE001 - an estimate is a nicety; never fail the wait over it
+                log.warning(
+                    "cold-start estimate failed (%s: %s); using the typical time", type(err).__name__, str(err)[:200]
+                )
                 planned = None
             if planned:
                 minutes, source = planned, "the planner estimates"

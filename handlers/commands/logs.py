@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 
 from handlers.context import CommandContext
@@ -13,6 +14,8 @@ from skills.diagnose import Diagnosis, diagnose_service
 from skills.errors import InvalidInput, UserFacingError
 from skills.logs import logs_digest, parse_severity, parse_since
 from skills.ports import LogQuery, Logs, ServiceInfo
+
+log = logging.getLogger(__name__)
 
 INLINE_CHARS = 2800  # longer digests go to the thread as a file (Slack sections hold ~3000 chars)
 
@@ -127,7 +130,8 @@ async def diagnose(ctx: CommandContext) -> Reply:
     service: ServiceInfo | None = None
     try:  # current settings make remediations concrete (max instances + 1); diagnosis works without them
         service = await ctx.deps.runtime.get_service(q.service)
-    except Exception:
+    except Exception as exc:  # noqa: BLE001 - diagnosis works without the current settings
+        log.warning("diagnose: settings of %s unavailable: %s: %s", q.service, type(exc).__name__, str(exc)[:200])
         service = None
     result = await diagnose_service(
         _logs_port(ctx), q, token_budget=ctx.deps.settings.log_token_budget, service=service

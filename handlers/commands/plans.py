@@ -169,7 +169,7 @@ async def on_plan_button(ctx: ActionContext) -> Reply | None:
         return reply
     try:
         ts = await ctx.responder.post(reply, thread_ts=thread)
-    except Exception:  # e.g. the bot is not in that channel: the response URL still reaches the user
+    except Exception:  # noqa: BLE001 - e.g. not in that channel: the response URL still works; logged
         log.warning("could not post plan %s in thread %s; answering via the response URL", plan.id, thread)
         return reply
     await plan_store(ctx.deps).set_message(plan, ts)
@@ -304,7 +304,7 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
             line = outcome_line(plan, ctx.user_id, result, time.monotonic() - t0)
             try:
                 await ctx.responder.post(line, thread_ts=thread)
-            except Exception:  # the progress message already shows the outcome
+            except Exception:  # noqa: BLE001 - the progress message shows the outcome; logged
                 log.warning("could not post the outcome of plan %s in its incident thread", plan.id)
     if result.ok:
         # The planner checks itself: vLLM's start-up figures against the prediction, in the deploy's thread.
@@ -312,7 +312,7 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
         if report is not None:
             try:
                 await ctx.responder.post(report, thread_ts=thread or ts)
-            except Exception:  # the deploy itself succeeded and says so above
+            except Exception:  # noqa: BLE001 - the deploy succeeded and says so above; logged
                 log.warning("could not post the start-up comparison for plan %s", plan.id)
     return None
 
