@@ -15,6 +15,7 @@ from typing import Any
 
 from slack_sdk.models.blocks import Block
 
+from bot.sandbox.slack_api import validate_deep
 from handlers.commands.logs import render_diagnosis
 from handlers.conversation import answer_reply
 from handlers.incident_render import header_reply
@@ -47,7 +48,7 @@ def assert_valid_blocks(blocks: list[dict[str, Any]]) -> None:
     assert len(blocks) <= 50
     for b in Block.parse_all(blocks):
         assert b is not None
-        b.validate_json()
+        validate_deep(b)  # validate_json on the block and on every element inside it
 
 
 def _evil_plan() -> RemediationPlan:
