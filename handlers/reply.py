@@ -100,9 +100,10 @@ def plan_button(action: str, params: dict[str, Any], label: str | None = None) -
     return Button(label=label or f"Plan: {action}", action_id=PLAN_ACTION, value=value)
 
 
-def error_reply(message: str, hint: str = "") -> Reply:
-    """An error for the person who asked (ephemeral), redacted: errors from clouds and models quote input."""
-    r = Reply(title=":warning: " + redact(message), ephemeral=True)
+def error_reply(message: str, hint: str = "", mentions: tuple[str, ...] = ()) -> Reply:
+    """An error for the person who asked (ephemeral), redacted: errors from clouds and models quote input.
+    `mentions`: the user ids the message names (UserFacingError.mentions); all other markup is escaped."""
+    r = Reply(title=":warning: " + redact(message), ephemeral=True, mentions=list(mentions))
     if hint:
         r.add(text=redact(hint))
     return r

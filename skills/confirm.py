@@ -109,7 +109,9 @@ async def _loaded(gate: WriteGate, plan_id: str) -> Plan:
     if plan is None:
         who = await gate.plans.claimed_by(plan_id)
         if who:
-            raise Refused(f"This plan was already confirmed by <@{who}>.", "It runs once; see the progress message.")
+            raise Refused(
+                f"This plan was already confirmed by <@{who}>.", "It runs once; see the progress message.", (who,)
+            )
         raise Refused("This plan has expired (or was cancelled).", "Run the command again to re-plan.")
     return plan
 
@@ -138,7 +140,7 @@ async def precheck(
             if gate.deployers or gate.deployer_usergroup
             else "No deployers are configured: set DEPLOYER_USER_IDS or DEPLOYER_USERGROUP_ID."
         )
-        raise Refused(f"<@{user_id}> is not allowed to confirm {plan.kind} actions.", hint)
+        raise Refused(f"<@{user_id}> is not allowed to confirm {plan.kind} actions.", hint, (user_id,))
     return plan
 
 
@@ -149,14 +151,18 @@ async def claim(
     plan = await precheck(gate, plan_id, user_id, typed_name, where)
     if not await gate.plans.claim(plan.id, user_id):
         who = await gate.plans.claimed_by(plan.id)
-        raise Refused(f"This plan was already confirmed by <@{who or '?'}>.", "It runs once.")
+        raise Refused(f"This plan was already confirmed by <@{who or '?'}>.", "It runs once.", (who or "",))
     lock = gate.lock(plan.service)
     try:
         await lock.acquire(user_id, plan.kind)
     except LockHeld as exc:
         await gate.plans.unclaim(plan.id)
         await _audit_refusal(gate, plan, user_id, f"locked: {exc}")
-        raise Refused(f"`{plan.service}` is busy: {exc}.", "Confirm again when it has finished.") from None
+        raise Refused(
+            f"`{plan.service}` is busy: {exc}.",
+            "Confirm again when it has finished.",
+            (exc.holder.user_id,) if exc.holder else (),
+        ) from None
     return plan, lock
 
 
@@ -173,6 +179,7 @@ async def cancel(gate: WriteGate, plan_id: str, user_id: str, where: Where | Non
         raise Refused(
             f"Only <@{plan.created_by}> (who asked for it) or a deployer can cancel this plan.",
             "It expires on its own if nobody confirms it.",
+            (plan.created_by,),
         )
     if not await gate.plans.discard(plan.id):
         raise Refused("This plan is no longer pending.")

@@ -267,7 +267,7 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
     try:
         plan, lock = await claim(gate, plan_id, ctx.user_id, typed_name, where(ctx))
     except Refused as exc:
-        return error_reply(exc.message, exc.hint)  # ephemeral: only the person who clicked sees a refusal
+        return error_reply(exc.message, exc.hint, exc.mentions)  # ephemeral: only the person who clicked sees a refusal
     # The plan's own thread (asked from a thread) wins over the click's, which a modal does not have.
     thread = plan.thread_ts or ctx.thread_ts or None
     # The plan message loses its buttons, so nobody clicks a spent plan.
@@ -330,7 +330,7 @@ async def on_cancel(ctx: ActionContext) -> Reply:
     try:
         plan = await cancel(write_gate(ctx.deps), ctx.value, ctx.user_id, where(ctx))
     except Refused as exc:
-        return error_reply(exc.message, exc.hint)
+        return error_reply(exc.message, exc.hint, exc.mentions)
     done = render_plan(plan, with_buttons=False)
     done.title = f":no_entry_sign: Cancelled: {plan.summary}"
     done.context = f"cancelled by {done.mention(ctx.user_id)} · plan `{plan.id}`"
