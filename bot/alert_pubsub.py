@@ -101,7 +101,7 @@ class PubSubAlerts:
                 backoff = self.max_backoff_s
             except _RETRYABLE as exc:
                 log.warning("Pub/Sub alerts: pull failed (%s); retrying", type(exc).__name__)
-            except Exception as exc:  # never let the loop die: alerts would silently stop
+            except Exception as exc:  # noqa: BLE001 - never let the loop die: logged below
                 log.error("Pub/Sub alerts: unexpected %s: %s", type(exc).__name__, redact(str(exc))[:300])
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self.max_backoff_s)
@@ -142,7 +142,7 @@ def pubsub_alerts_for(settings: Settings, enqueue: Enqueue) -> PubSubAlerts | No
         return None
     try:
         client = make_subscriber(settings)
-    except Exception as exc:  # e.g. no Application Default Credentials: say so once, keep the rest running
+    except Exception as exc:  # noqa: BLE001 - e.g. no ADC: logged below, the rest keeps running
         log.error(
             "Pub/Sub alerts are off: cannot create the Pub/Sub client for %s (%s: %s)",
             path,

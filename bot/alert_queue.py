@@ -230,7 +230,7 @@ class AlertQueue:
             raise
         except _REDIS_DOWN:
             raise  # not the job's fault: the worker loop backs off; the entry stays pending
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any job failure is retried, then dead-lettered; logged
             err = redact(f"{type(exc).__name__}: {exc}")[:500]
             log.warning("alert entry %s failed (attempt %d/%d): %s", entry_id, attempts, self.max_attempts, err)
             await r.hset(self.errors_key, entry_id, err)
@@ -274,7 +274,7 @@ class AlertQueue:
             if self.on_dead is not None:
                 try:
                     await self.on_dead(entry_id, alert, error, attempts)
-                except Exception as exc:  # the entry is safe in the dead-letter stream either way
+                except Exception as exc:  # noqa: BLE001 - the entry is safe in the dead-letter stream; logged
                     log.error("could not announce dead-lettered alert %s: %s", entry_id, redact(str(exc))[:300])
         await self._ack(entry_id)
         await r.hdel(self.dead_marks, entry_id)
@@ -299,10 +299,14 @@ def build_alert_queue(
     """Wire the queue to the incident threads and their publisher, posting through a ChannelResponder on
     deps.chat. `clock`: a test's or bench's scaled clock (pacing, debounce, coalescing)."""
     from bot.slack_app import ChannelResponder, make_web_client
+    from handlers.button_payloads import ButtonPayloads
     from handlers.incidents import IncidentThreads, make_investigator
 
     if investigate is None:
         investigate = make_investigator(deps)
     client = deps.chat if deps.chat is not None else make_web_client(deps.settings, clock)
-    threads = IncidentThreads(deps, lambda channel: ChannelResponder(client, channel), investigate, clock)
+    payloads = ButtonPayloads(deps.redis, deps.settings.key)
+    threads = IncidentThreads(
+        deps, lambda channel: ChannelResponder(client, channel, payloads=payloads), investigate, clock
+    )
     return AlertQueue(deps, threads.handle, threads.on_dead, concurrency=concurrency, publisher=threads.publisher)

@@ -31,9 +31,10 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.deps import Deps
 from bot.settings import Settings
+from handlers.button_payloads import ButtonPayloads
 from handlers.context import ActionContext, CommandContext
 from handlers.registry import VIEW_CHECKS
-from handlers.render_slack import to_blocks
+from handlers.render_slack import escape, to_blocks
 from handlers.reply import FileOut, Reply
 from handlers.router import help_reply, lookup, parse, run_action, run_command
 from skills.clock import REAL_CLOCK, Clock
@@ -92,16 +93,29 @@ class ChannelResponder:
     With a `user_id` (a modal submission), an ephemeral reply -- a refusal, an error -- goes to that user
     only (chat.postEphemeral), never to the channel."""
 
-    def __init__(self, client: AsyncWebClient, channel: str, trigger_id: str = "", user_id: str = "") -> None:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        channel: str,
+        trigger_id: str = "",
+        user_id: str = "",
+        payloads: ButtonPayloads | None = None,
+    ) -> None:
         self.client = client
         self.channel = channel
         self.trigger_id = trigger_id
         self.user_id = user_id
+        self.payloads = payloads  # plan buttons' payloads go to Redis; the button carries an id
+
+    async def _blocks(self, reply: Reply) -> tuple[str, list[dict[str, Any]]]:
+        if self.payloads is not None:
+            reply = await self.payloads.stash(reply)
+        return to_blocks(reply)
 
     async def reply(self, reply: Reply) -> None:
         if reply.ephemeral:
             if self.user_id and self.channel:
-                text, blocks = to_blocks(reply)
+                text, blocks = await self._blocks(reply)
                 await self.client.chat_postEphemeral(channel=self.channel, user=self.user_id, text=text, blocks=blocks)
             else:
                 log.info("an ephemeral reply had no user to go to; not posting it to the channel")
@@ -109,7 +123,7 @@ class ChannelResponder:
         await self.post(reply)
 
     async def post(self, reply: Reply, thread_ts: str | None = None) -> str:
-        text, blocks = to_blocks(reply)
+        text, blocks = await self._blocks(reply)
         resp = await self.client.chat_postMessage(channel=self.channel, text=text, blocks=blocks, thread_ts=thread_ts)
         # Slack accepts '#name' for posting but chat.update wants the id: keep the one Slack answered with.
         self.channel = str(resp.get("channel") or self.channel)
@@ -119,7 +133,7 @@ class ChannelResponder:
         return ts
 
     async def update(self, ts: str, reply: Reply) -> None:
-        text, blocks = to_blocks(reply)
+        text, blocks = await self._blocks(reply)
         await self.client.chat_update(channel=self.channel, ts=ts, text=text, blocks=blocks)
 
     async def upload(self, file: FileOut, thread_ts: str | None = None) -> None:
@@ -139,8 +153,15 @@ class CommandResponder(ChannelResponder):
     """The first answer goes to the response URL (works in channels the bot is not in), over the Web client's
     shared HTTP session rather than a new connection per answer."""
 
-    def __init__(self, client: AsyncWebClient, channel: str, response_url: str, trigger_id: str = "") -> None:
-        super().__init__(client, channel, trigger_id)
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        channel: str,
+        response_url: str,
+        trigger_id: str = "",
+        payloads: ButtonPayloads | None = None,
+    ) -> None:
+        super().__init__(client, channel, trigger_id, payloads=payloads)
         self._webhook = (
             AsyncWebhookClient(response_url, session=client.session, timeout=15, retry_handlers=_retry_handlers())
             if response_url
@@ -151,7 +172,7 @@ class CommandResponder(ChannelResponder):
         if self._webhook is None:
             await self.post(reply)
             return
-        text, blocks = to_blocks(reply)
+        text, blocks = await self._blocks(reply)
         resp = await self._webhook.send(
             text=text,
             blocks=blocks,
@@ -183,6 +204,7 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
     st = deps.settings
     client = client or deps.chat or make_web_client(st)
     deps.chat = client
+    payloads = ButtonPayloads(deps.redis, st.key)
     app = AsyncApp(
         client=client,
         signing_secret=st.slack_signing_secret.get_secret_value() if st.slack_signing_secret else "",
@@ -199,9 +221,9 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             await ack(text=text, blocks=blocks, response_type="ephemeral")
             return
         echo = redact(str(body.get("text", "")).strip())[:200]  # a pasted secret is not echoed back
-        await ack(text=f"{cmd.ack} (`/gemma {echo}`)", response_type="ephemeral")
+        await ack(text=f"{cmd.ack} (`/gemma {escape(echo)}`)", response_type="ephemeral")  # echoed input: inert
         responder = CommandResponder(
-            client, body.get("channel_id", ""), body.get("response_url", ""), body.get("trigger_id", "")
+            client, body.get("channel_id", ""), body.get("response_url", ""), body.get("trigger_id", ""), payloads
         )
         ctx = CommandContext(
             deps=deps,
@@ -220,7 +242,9 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
         action = (body.get("actions") or [{}])[0]
         channel = (body.get("channel") or {}).get("id", "")
         message = body.get("message") or {}
-        responder = CommandResponder(client, channel, body.get("response_url", ""), body.get("trigger_id", ""))
+        responder = CommandResponder(
+            client, channel, body.get("response_url", ""), body.get("trigger_id", ""), payloads
+        )
         ctx = ActionContext(
             deps=deps,
             responder=responder,
@@ -244,7 +268,7 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             channel = ""
         user = (body.get("user") or {}).get("id", "")
         # Refusals after the answer go to this user only (chat.postEphemeral), never to the channel.
-        responder = ChannelResponder(client, channel, user_id=user)
+        responder = ChannelResponder(client, channel, user_id=user, payloads=payloads)
         ctx = ActionContext(
             deps=deps,
             responder=responder,
@@ -273,7 +297,7 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
         except ImportError:
             return
         channel = str(event.get("channel") or "")
-        responder = ChannelResponder(client, channel)
+        responder = ChannelResponder(client, channel, payloads=payloads)
         work = conversation.on_thread_reply(
             deps,
             responder,
@@ -299,7 +323,7 @@ async def _view_errors(ctx: ActionContext) -> dict[str, str]:
     try:
         async with asyncio.timeout(VIEW_CHECK_BUDGET_S):
             return await check(ctx)
-    except Exception as exc:  # includes TimeoutError
+    except Exception as exc:  # noqa: BLE001 - includes TimeoutError; logged, decided after the answer
         log.warning("view check for %s did not finish (%s); deciding after the answer", ctx.action_id, exc)
         return {}
 
@@ -312,7 +336,7 @@ async def _once(deps: Deps, body: dict[str, Any], work: Coroutine[Any, Any, None
     if delivery:
         try:
             first = bool(await deps.redis.set(deps.settings.key("slack", "delivery", delivery), "1", nx=True, ex=3600))
-        except Exception:
+        except Exception:  # noqa: BLE001 - dedup is best effort; the work still runs
             log.warning("delivery dedup unavailable (redis error)")
     if first:
         await work
@@ -330,7 +354,7 @@ async def _run_command(deps: Deps, ctx: CommandContext, name: str) -> None:
             if reply.title.startswith(":warning:"):
                 outcome = "error"
             await ctx.responder.reply(reply)
-    except Exception as exc:  # the command itself already turned its errors into a reply: this is delivery
+    except Exception as exc:  # noqa: BLE001 - delivery of a command's answer; logged
         outcome = "failed"
         log.warning("could not deliver the answer to /gemma %s: %s: %s", name, type(exc).__name__, str(exc)[:300])
     finally:
@@ -343,7 +367,7 @@ async def _run_action(ctx: ActionContext) -> None:
         reply = await run_action(ctx)
         if reply is not None:
             await ctx.responder.reply(reply)
-    except Exception as exc:  # run_action already turned the action's errors into a reply: this is delivery
+    except Exception as exc:  # noqa: BLE001 - delivery of an action's result; logged
         log.warning(
             "could not deliver the result of action %s: %s: %s", ctx.action_id, type(exc).__name__, str(exc)[:300]
         )

@@ -83,12 +83,12 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
             bolt_request = to_async_bolt_request(request, body)
         except HttpProblem as p:
             return PlainTextResponse(p.message, status_code=p.status)
-        except Exception as exc:  # a shape Bolt cannot read that our checks let through: still the sender's fault
+        except Exception as exc:  # noqa: BLE001 - a shape Bolt cannot read: the sender's fault; logged
             log.warning("signed Slack request Bolt could not read (%s: %s)", type(exc).__name__, str(exc)[:200])
             return PlainTextResponse("malformed Slack payload", status_code=400)
         try:
             response = await bolt.async_dispatch(bolt_request)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - Bolt's dispatch on a malformed payload; logged
             log.warning("signed Slack request failed in dispatch (%s: %s)", type(exc).__name__, str(exc)[:200])
             return PlainTextResponse("malformed Slack payload", status_code=400)
         if response.status >= 500:
@@ -103,7 +103,8 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
     async def readyz(request: Request) -> Response:
         try:
             await deps.redis.ping()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any Redis failure means not ready
+            log.warning("readyz: redis unreachable: %s: %s", type(exc).__name__, str(exc)[:200])
             return JSONResponse({"ok": False, "redis": f"unreachable: {type(exc).__name__}"}, status_code=503)
         return JSONResponse({"ok": True, "redis": "ok"})
 

@@ -10,22 +10,17 @@ from typing import Any
 from skills.errors import UserFacingError
 from skills.redact import redact
 
-from .reply import Reply, plan_button
+from .remediation_render import action_buttons
+from .reply import Reply
 
 MAX_QUESTION_CHARS = 4000
 NOT_CONFIGURED = ("The model agent is not configured.", "Set VLLM_BASE_URL or deploy the model first.")
 
 
-def escape(text: str) -> str:
-    """Model and user text shown in Slack: no <!channel> pings or disguised links."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def answer_reply(text: str, proposed: list[Any]) -> Reply:
-    reply = Reply(title=":robot_face: Gemma").add(text=escape(redact(text)))
-    for a in proposed:
-        label = f"Plan {a.action}: " + ", ".join(f"{k}={v}" for k, v in a.params.items())
-        reply.buttons.append(plan_button(a.action, a.params, label.rstrip(": ")[:75]))
+    # Model text as it is: the Slack renderer escapes it (no <!channel> pings or disguised links).
+    reply = Reply(title=":robot_face: Gemma").add(text=redact(text))
+    reply.buttons.extend(action_buttons(proposed))
     if proposed:
         reply.context = "Proposed changes run only after the plan -> confirm flow."
     return reply

@@ -86,7 +86,7 @@ class SlackEffects:
             self.retry_at.pop(eff.name, None)
         except REDIS_DOWN:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - every effect failure is retried or dead-lettered by _failed
             await self._failed(lease, eff, exc)
 
     async def _once(
@@ -261,5 +261,5 @@ class SlackEffects:
         if self.on_dead is not None:
             try:
                 await self.on_dead(entry, alert, error, attempts)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the entry is dead-lettered either way; logged
                 log.error("could not announce the dead-lettered incident %s: %s", inc.id, redact(str(exc))[:300])

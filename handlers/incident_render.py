@@ -29,11 +29,12 @@ def _hm(t: datetime) -> str:
     return t.strftime("%H:%M")
 
 
-def _link(url: str, source: str) -> str:
+def _link(r: Reply, url: str, source: str) -> str:
+    """The alert's console link (its URL comes from the alert: Reply.link refuses one that is not plain http)."""
     if not url:
         return "—"
     label = "Cloud Monitoring incident" if source == "gcp" else "Alertmanager"
-    return f"<{url}|{label}>"
+    return r.link(url, label)
 
 
 def header_reply(inc: Incident, known_service_name: str) -> Reply:
@@ -42,13 +43,14 @@ def header_reply(inc: Incident, known_service_name: str) -> Reply:
     state = inc.state
     prefix = "[TEST] " if inc.test else ""
     title = f"{_ICON[state]} {prefix}{state.upper()}: {lead.name} on {inc.service}"
+    r = Reply(title=title)
     fields = [
         ("Service", f"`{inc.service}`"),
         ("Alert", lead.name),
         ("Severity", f"{SEV_ICON.get(inc.severity, ':white_circle:')} {inc.severity}"),
         ("State", state),
         ("Started", _when(inc.started_at)),
-        ("Link", _link(lead.url, lead.source)),
+        ("Link", _link(r, lead.url, lead.source)),
     ]
     if state == "resolved" and inc.duration is not None:
         fields.append(("Resolved", _when(inc.ended_at)))
@@ -56,7 +58,6 @@ def header_reply(inc: Incident, known_service_name: str) -> Reply:
     if len(inc.members) > 1:
         firing = sum(1 for m in inc.members.values() if m.state == "firing")
         fields.append(("Alerts", f"{len(inc.members)} grouped ({firing} firing)"))
-    r = Reply(title=title)
     r.add(fields=fields)
     if lead.summary:
         r.add(text=redact(lead.summary)[:600])

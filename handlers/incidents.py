@@ -18,7 +18,8 @@ from handlers.commands.logs import render_diagnosis
 from handlers.context import Responder
 from handlers.incident_publisher import IncidentPublisher
 from handlers.incident_render import event_line, header_reply, lines_reply
-from handlers.reply import Reply, plan_button
+from handlers.remediation_render import render_remediation
+from handlers.reply import Reply
 from skills.clock import REAL_CLOCK, Clock
 from skills.diagnose import diagnose_service
 from skills.errors import UserFacingError
@@ -124,21 +125,9 @@ class IncidentThreads:
 # --- the investigation: deterministic findings for the alert window, then the agent's plan ---------------
 
 
-def render_plan(plan: RemediationPlan) -> Reply:
-    """The agent's plan; every proposed action is a plan button (plan -> confirm), never the write."""
-    reply = Reply(title=f":brain: Plan ({plan.confidence} confidence): {redact(plan.summary)[:250]}")
-    if plan.likely_root_cause:
-        reply.add(heading="Likely root cause", text=redact(plan.likely_root_cause)[:1500])
-    if plan.evidence:
-        reply.add(heading="Evidence", code="\n".join(redact(e.text)[:300] for e in plan.evidence[:8]))
-    if plan.steps:
-        reply.add(heading="Steps", text="\n".join(f"{n}. {redact(st)[:300]}" for n, st in enumerate(plan.steps, 1)))
-    for a in plan.proposed_actions:
-        label = f"Plan {a.action}: " + ", ".join(f"{k}={v}" for k, v in a.params.items())
-        reply.buttons.append(plan_button(a.action, a.params, label[:75]))
-    if plan.fallback_note:
-        reply.context = redact(plan.fallback_note)[:300]
-    return reply
+def render_plan(plan: RemediationPlan, service: str) -> Reply:
+    """The agent's plan in the alert thread: the one remediation renderer (every action a plan button)."""
+    return render_remediation(plan, service)
 
 
 async def _model_reachable(deps: Deps) -> bool:
@@ -155,11 +144,13 @@ async def _model_problem(deps: Deps) -> str:
         base = await deps.endpoint.base_url()
     except UserFacingError as exc:
         return f"the model's address could not be found: {exc.message}" + (f" {exc.hint}" if exc.hint else "")
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - reported in the thread
+        log.warning("model address lookup failed: %s: %s", type(exc).__name__, str(exc)[:200])
         return f"the model's address could not be found ({type(exc).__name__})"
     try:
         probe = await deps.model_server.health(base)
-    except Exception:
+    except Exception as exc:  # noqa: BLE001 - an unreachable model is reported as such
+        log.warning("model health probe at %s failed: %s: %s", base, type(exc).__name__, str(exc)[:200])
         return _ZZZ
     return "" if probe.ok else _ZZZ
 
@@ -201,7 +192,7 @@ def make_investigator(deps: Deps) -> Investigator:
             if others:  # one investigation for the whole incident, not one per alert
                 context += f" (grouped with: {', '.join(others[:10])})"
             analysis = await deps.agent.analyze(since_minutes=minutes, context=redact(context), service=inc.service)
-            yield render_plan(analysis.plan)
+            yield render_plan(analysis.plan, inc.service)
         elif problem == _ZZZ:
             yield Reply(
                 title=":zzz: The model is not reachable right now (scaled to zero or down), so there is no "

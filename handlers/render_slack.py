@@ -1,4 +1,11 @@
-"""Reply -> Slack Block Kit. Respects Block Kit limits so a long reply never makes Slack reject the post."""
+"""Reply -> Slack Block Kit: the one place where text becomes mrkdwn.
+
+Every text of a Reply is escaped here (Slack's control characters &, < and > as &amp; &lt; &gt;:
+https://api.slack.com/reference/surfaces/formatting#escaping), so model output, log lines, alert fields and
+echoed input never become a <!channel> ping, a mention or a disguised link, whatever surface built the Reply.
+Only the mentions and links the Reply lists as trusted are put back as markup. Respects Block Kit limits so a
+long reply never makes Slack reject the post.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,8 @@ _TEXT_MAX = 2900  # section text limit is 3000 chars
 _FIELD_MAX = 1900  # a field's text limit is 2000 chars
 _MAX_FIELDS = 10
 _MAX_BLOCKS = 50
+_MAX_BUTTONS = 25  # ours: leaves room for content under the 50-block cap
+_VALUE_MAX = 2000  # a button's value: https://api.slack.com/reference/block-kit/block-elements#button
 
 
 def _clip(s: str, n: int) -> str:
@@ -20,37 +29,84 @@ def _mrkdwn(text: str) -> dict[str, Any]:
     return {"type": "mrkdwn", "text": text}
 
 
+def escape(text: str) -> str:
+    """Slack's three control characters as entities: the text shows as typed and is never markup."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class _Safe:
+    """Escapes a Reply's text, then restores the markup its trusted fields list (and nothing else)."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.restore: list[tuple[str, str]] = [(f"&lt;@{u}&gt;", f"<@{u}>") for u in reply.trusted_mentions()]
+        self.restore += [
+            (f"&lt;{escape(url)}|{escape(label)}&gt;", f"<{escape(url)}|{label}>")
+            for url, label in reply.trusted_links()
+        ]
+
+    def __call__(self, text: str, limit: int) -> str:
+        out = escape(text)
+        for esc, markup in self.restore:
+            out = out.replace(esc, markup)
+        # Clip after escaping (entities count towards Slack's limits), never inside an entity or markup.
+        if len(out) <= limit:
+            return out
+        cut = out[: limit - 1]
+        amp, lt = cut.rfind("&"), cut.rfind("<")
+        if amp > cut.rfind(";"):
+            cut = cut[:amp]
+        if lt > cut.rfind(">"):
+            cut = cut[:lt]
+        return cut + "…"
+
+
 def to_blocks(reply: Reply) -> tuple[str, list[dict[str, Any]]]:
     """Return (fallback text, blocks)."""
-    blocks: list[dict[str, Any]] = [{"type": "section", "text": _mrkdwn(_clip(f"*{reply.title}*", _TEXT_MAX))}]
+    safe = _Safe(reply)
+    blocks: list[dict[str, Any]] = [{"type": "section", "text": _mrkdwn(safe(f"*{reply.title}*", _TEXT_MAX))}]
     for s in reply.sections:
         if s.heading:
-            blocks.append({"type": "section", "text": _mrkdwn(_clip(f"*{s.heading}*", _TEXT_MAX))})
+            blocks.append({"type": "section", "text": _mrkdwn(safe(f"*{s.heading}*", _TEXT_MAX))})
         if s.text:
-            blocks.append({"type": "section", "text": _mrkdwn(_clip(s.text, _TEXT_MAX))})
+            blocks.append({"type": "section", "text": _mrkdwn(safe(s.text, _TEXT_MAX))})
         for i in range(0, len(s.fields), _MAX_FIELDS):
             chunk = s.fields[i : i + _MAX_FIELDS]
-            fields = [_mrkdwn(_clip(f"*{k}*\n{v}", _FIELD_MAX)) for k, v in chunk]
+            fields = [_mrkdwn(safe(f"*{k}*\n{v}", _FIELD_MAX)) for k, v in chunk]
             blocks.append({"type": "section", "fields": fields})
         if s.code:
-            blocks.append({"type": "section", "text": _mrkdwn("```" + _clip(s.code, _TEXT_MAX - 6) + "```")})
-    if reply.buttons:
-        elements = []
-        for b in reply.buttons[:25]:
-            el: dict[str, Any] = {
-                "type": "button",
-                "text": {"type": "plain_text", "text": _clip(b.label, 75)},
-                "action_id": b.action_id,
-                "value": _clip(b.value, 2000),
-            }
-            if b.style:
-                el["style"] = b.style
-            elements.append(el)
-        # action_ids must be unique within a block: one actions block per button keeps that true.
-        for el in elements:
-            blocks.append({"type": "actions", "elements": [el]})
+            blocks.append({"type": "section", "text": _mrkdwn("```" + safe(s.code, _TEXT_MAX - 6) + "```")})
+    actions, dropped = _action_blocks(reply)
+    tail: list[dict[str, Any]] = []
+    if dropped:
+        tail.append({"type": "context", "elements": [_mrkdwn(f"({dropped} button(s) left out: Slack's limits)")]})
     if reply.context:
-        blocks.append({"type": "context", "elements": [_mrkdwn(_clip(reply.context, _TEXT_MAX))]})
-    if len(blocks) > _MAX_BLOCKS:
-        blocks = [*blocks[: _MAX_BLOCKS - 1], {"type": "context", "elements": [_mrkdwn("(reply cut: too long)")]}]
-    return reply.title, blocks
+        tail.append({"type": "context", "elements": [_mrkdwn(safe(reply.context, _TEXT_MAX))]})
+    room = _MAX_BLOCKS - len(actions) - len(tail)
+    if len(blocks) > room:
+        # Cut the content, never the buttons: a plan without its Confirm button cannot be confirmed.
+        blocks = [*blocks[: room - 1], {"type": "context", "elements": [_mrkdwn("(reply cut: too long)")]}]
+    blocks = [*blocks, *actions, *tail]
+    return safe(reply.title, 3000), blocks
+
+
+def _action_blocks(reply: Reply) -> tuple[list[dict[str, Any]], int]:
+    """One actions block per button (action_ids must be unique within a block), and how many were left out.
+
+    A value is never clipped (clipped JSON is no JSON): a button over Slack's 2,000-character value limit
+    is left out and counted (plan buttons carry a short id: handlers/button_payloads.py)."""
+    out: list[dict[str, Any]] = []
+    dropped = 0
+    for b in reply.buttons:
+        if len(b.value) > _VALUE_MAX or len(out) >= _MAX_BUTTONS:
+            dropped += 1
+            continue
+        el: dict[str, Any] = {
+            "type": "button",
+            "text": {"type": "plain_text", "text": _clip(b.label, 75)},
+            "action_id": b.action_id,
+            "value": b.value,
+        }
+        if b.style:
+            el["style"] = b.style
+        out.append({"type": "actions", "elements": [el]})
+    return out, dropped

@@ -7,6 +7,7 @@ the Slack JSON cover all commands through one renderer.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -30,23 +31,60 @@ class FileOut(BaseModel):
 
 
 class Section(BaseModel):
+    # Untrusted: the renderer escapes &, < and > in all of these (emphasis such as *bold*, `code`, :emoji:
+    # survives escaping; mentions and links do not unless listed in Reply.mentions / Reply.links).
     heading: str | None = None
-    text: str | None = None  # Slack mrkdwn subset: *bold*, `code`, <url|label>
+    text: str | None = None
     fields: list[tuple[str, str]] = Field(default_factory=list)
     code: str | None = None  # preformatted block
 
 
+_USER_ID = re.compile(r"^[UW][A-Z0-9]{1,20}$")
+_SAFE_URL = re.compile(r"^https?://[^\s<>|]+$")
+
+
 class Reply(BaseModel):
+    """A message. Every text field (title, sections, context) is untrusted and escaped by the Slack renderer
+    (handlers/render_slack.py), so model output, log lines, alert fields and echoed input can be put anywhere.
+    The only markup is what the trusted fields list: `mentions` (Slack user ids from Slack's own payload,
+    written <@ID> in the text) and `links` ((url, label) pairs, written <url|label> in the text)."""
+
     title: str
     sections: list[Section] = Field(default_factory=list)
     buttons: list[Button] = Field(default_factory=list)
     context: str | None = None  # small footer: data age, timings
     ephemeral: bool = False
     files: list[FileOut] = Field(default_factory=list)
+    mentions: list[str] = Field(default_factory=list)  # trusted: user ids whose <@ID> stays a mention
+    links: list[tuple[str, str]] = Field(default_factory=list)  # trusted: (url, label) whose <url|label> stays
 
     def add(self, **kwargs: Any) -> Reply:
         self.sections.append(Section(**kwargs))
         return self
+
+    def trusted_mentions(self) -> list[str]:
+        return [u for u in self.mentions if _USER_ID.match(u)]
+
+    def trusted_links(self) -> list[tuple[str, str]]:
+        return [(u, label) for u, label in self.links if _safe_link(u, label)]
+
+    def mention(self, user_id: str) -> str:
+        """`<@ID>` for the text, and the id listed as trusted so the renderer keeps it a mention."""
+        if _USER_ID.match(user_id) and user_id not in self.mentions:
+            self.mentions.append(user_id)
+        return f"<@{user_id}>"
+
+    def link(self, url: str, label: str) -> str:
+        """`<url|label>` for the text when the url is a plain http(s) address (else just the label)."""
+        if not _safe_link(url, label):
+            return label
+        if (url, label) not in self.links:
+            self.links.append((url, label))
+        return f"<{url}|{label}>"
+
+
+def _safe_link(url: str, label: str) -> bool:
+    return bool(_SAFE_URL.match(url)) and not set("<>|&") & set(label)
 
 
 # Action ids shared across features. A proposed action (from diagnosis, the agent or an alert) is a
@@ -62,9 +100,10 @@ def plan_button(action: str, params: dict[str, Any], label: str | None = None) -
     return Button(label=label or f"Plan: {action}", action_id=PLAN_ACTION, value=value)
 
 
-def error_reply(message: str, hint: str = "") -> Reply:
-    """An error for the person who asked (ephemeral), redacted: errors from clouds and models quote input."""
-    r = Reply(title=":warning: " + redact(message), ephemeral=True)
+def error_reply(message: str, hint: str = "", mentions: tuple[str, ...] = ()) -> Reply:
+    """An error for the person who asked (ephemeral), redacted: errors from clouds and models quote input.
+    `mentions`: the user ids the message names (UserFacingError.mentions); all other markup is escaped."""
+    r = Reply(title=":warning: " + redact(message), ephemeral=True, mentions=list(mentions))
     if hint:
         r.add(text=redact(hint))
     return r

@@ -43,7 +43,7 @@ async def run_command(ctx: CommandContext, name: str) -> Reply | None:
     try:
         return await cmd.run(ctx)
     except UserFacingError as exc:
-        return error_reply(exc.message, exc.hint)
+        return error_reply(exc.message, exc.hint, exc.mentions)
     except Exception:
         # Users get an id to quote, never a traceback; the log line carries the details.
         incident = uuid.uuid4().hex[:8]
@@ -60,7 +60,7 @@ async def run_action(ctx: ActionContext) -> Reply | None:
     try:
         return await fn(ctx)
     except UserFacingError as exc:
-        return error_reply(exc.message, exc.hint)
+        return error_reply(exc.message, exc.hint, exc.mentions)
     except Exception:
         incident = uuid.uuid4().hex[:8]
         log.exception("action %s failed (error id %s)", ctx.action_id, incident)

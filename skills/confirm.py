@@ -8,6 +8,7 @@ plan can be confirmed once the other change is done).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from .errors import UserFacingError
 from .locks import LockHeld, ServiceLock
 from .plans import Plan, PlanStore
 from .ports import Logs, Runtime
+
+log = logging.getLogger(__name__)
 
 UsergroupMembers = Callable[[str], Awaitable[Collection[str]]]
 
@@ -51,7 +54,14 @@ async def is_deployer(gate: WriteGate, user_id: str) -> bool:
     if gate.deployer_usergroup and gate.usergroup_members is not None:
         try:
             return user_id in set(await gate.usergroup_members(gate.deployer_usergroup))
-        except Exception:  # the chat API failing must not grant (or crash) anything
+        except Exception as exc:  # noqa: BLE001 - the chat API failing must not grant (or crash) anything
+            log.warning(
+                "role check: members of %s unavailable, %s is denied: %s: %s",
+                gate.deployer_usergroup,
+                user_id,
+                type(exc).__name__,
+                str(exc)[:200],
+            )
             return False
     return False
 
@@ -99,7 +109,9 @@ async def _loaded(gate: WriteGate, plan_id: str) -> Plan:
     if plan is None:
         who = await gate.plans.claimed_by(plan_id)
         if who:
-            raise Refused(f"This plan was already confirmed by <@{who}>.", "It runs once; see the progress message.")
+            raise Refused(
+                f"This plan was already confirmed by <@{who}>.", "It runs once; see the progress message.", (who,)
+            )
         raise Refused("This plan has expired (or was cancelled).", "Run the command again to re-plan.")
     return plan
 
@@ -128,7 +140,7 @@ async def precheck(
             if gate.deployers or gate.deployer_usergroup
             else "No deployers are configured: set DEPLOYER_USER_IDS or DEPLOYER_USERGROUP_ID."
         )
-        raise Refused(f"<@{user_id}> is not allowed to confirm {plan.kind} actions.", hint)
+        raise Refused(f"<@{user_id}> is not allowed to confirm {plan.kind} actions.", hint, (user_id,))
     return plan
 
 
@@ -139,14 +151,18 @@ async def claim(
     plan = await precheck(gate, plan_id, user_id, typed_name, where)
     if not await gate.plans.claim(plan.id, user_id):
         who = await gate.plans.claimed_by(plan.id)
-        raise Refused(f"This plan was already confirmed by <@{who or '?'}>.", "It runs once.")
+        raise Refused(f"This plan was already confirmed by <@{who or '?'}>.", "It runs once.", (who or "",))
     lock = gate.lock(plan.service)
     try:
         await lock.acquire(user_id, plan.kind)
     except LockHeld as exc:
         await gate.plans.unclaim(plan.id)
         await _audit_refusal(gate, plan, user_id, f"locked: {exc}")
-        raise Refused(f"`{plan.service}` is busy: {exc}.", "Confirm again when it has finished.") from None
+        raise Refused(
+            f"`{plan.service}` is busy: {exc}.",
+            "Confirm again when it has finished.",
+            (exc.holder.user_id,) if exc.holder else (),
+        ) from None
     return plan, lock
 
 
@@ -163,6 +179,7 @@ async def cancel(gate: WriteGate, plan_id: str, user_id: str, where: Where | Non
         raise Refused(
             f"Only <@{plan.created_by}> (who asked for it) or a deployer can cancel this plan.",
             "It expires on its own if nobody confirms it.",
+            (plan.created_by,),
         )
     if not await gate.plans.discard(plan.id):
         raise Refused("This plan is no longer pending.")

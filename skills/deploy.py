@@ -8,6 +8,7 @@ rendered traffic is "latest ready revision", so a revision that fails its probe 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -19,6 +20,8 @@ from .plans import Plan
 from .ports import LogQuery, Logs, RevisionInfo, Runtime
 from .redact import redact
 from .service_diff import fingerprint
+
+log = logging.getLogger(__name__)
 
 PHASES = ("submitted", "revision created", "instance starting", "weights loading", "ready")
 # vLLM log lines that show the weights are being read (so "instance starting" is over).
@@ -54,7 +57,10 @@ async def _error_lines(logs: Logs | None, service: str, revision: str, since: da
         batch = await logs.fetch(
             LogQuery(service=service, since=since, revision=revision or None, min_severity="ERROR", max_entries=200)
         )
-    except Exception:  # logs are a bonus on a failure report; never mask the failure itself
+    except Exception as exc:  # noqa: BLE001 - logs are a bonus on a failure report
+        log.warning(
+            "deploy failure report: logs of %s unavailable: %s: %s", service, type(exc).__name__, str(exc)[:200]
+        )
         return []
     return [redact(e.text)[:300] for e in batch.entries[:n]]
 
@@ -64,7 +70,8 @@ async def _loading_seen(logs: Logs | None, service: str, revision: str, since: d
         return None
     try:
         batch = await logs.fetch(LogQuery(service=service, since=since, revision=revision or None, max_entries=500))
-    except Exception:
+    except Exception as exc:  # noqa: BLE001 - logs only refine a progress phase
+        log.warning("deploy watch: logs of %s unavailable: %s: %s", service, type(exc).__name__, str(exc)[:200])
         return None
     return any(m in e.text.lower() for e in batch.entries for m in _LOADING_MARKERS)
 

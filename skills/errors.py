@@ -6,10 +6,13 @@ from __future__ import annotations
 class UserFacingError(Exception):
     """An error whose message is fit for Slack: one sentence of what happened and a hint of what to do."""
 
-    def __init__(self, message: str, hint: str = "") -> None:
+    def __init__(self, message: str, hint: str = "", mentions: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        # Chat user ids the message names as <@ID> (from our own records, never from model or log text):
+        # the Slack renderer keeps exactly these as mentions and escapes everything else.
+        self.mentions = mentions
 
     def __str__(self) -> str:
         return f"{self.message} {self.hint}".strip()

@@ -10,8 +10,15 @@ import copy
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ValidationError
 
+from .action_params import (
+    DeployParams,
+    DestroyParams,
+    RedeployParams,
+    RollbackParams,
+    ScaleParams,
+)
 from .deploy_env import DeployEnv
 from .errors import CloudUnavailable, InvalidInput, NotFound
 from .fit import FitReport, FitRequest, load_catalog, plan_fit
@@ -19,8 +26,7 @@ from .gcloud_cmd import deploy_command, destroy_command, rollback_command, scale
 from .image_compat import default_image, require_compatible
 from .plans import Plan
 from .ports import RevisionInfo, Runtime
-from .profiles import DeployProfile, KvDtype, get_profile
-from .remediation import RedeployFixes
+from .profiles import DeployProfile, get_profile
 from .render_service import (
     ANNOTATION_MODEL,
     MAX_THRESHOLD_WINDOW_S,
@@ -52,83 +58,6 @@ from .service_merge import merge_onto
 ActionKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy"]
 # After the probe budget runs out Cloud Run reports the failure; wait a little longer than that.
 WAIT_MARGIN_S = 300
-
-
-class Overrides(BaseModel):
-    """What a user (or a remediation) may change on top of a profile or the running service."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    gpu: str | None = None
-    gpu_count: int | None = Field(default=None, ge=1, le=8)
-    max_model_len: int | None = Field(default=None, ge=256, le=1_048_576)
-    gpu_memory_utilization: float | None = Field(default=None, gt=0.1, le=0.99)
-    kv_cache_dtype: KvDtype | None = None
-    enforce_eager: bool | None = None
-    cpu_offload_gb: float | None = Field(default=None, ge=0, le=512)
-    max_num_seqs: int | None = Field(default=None, ge=1, le=1000)
-    concurrency: int | None = Field(default=None, ge=1, le=1000)  # Cloud Run's; must equal max_num_seqs
-    memory: str | None = Field(default=None, pattern=r"^\d+(\.\d+)?(Gi|Mi|G|M)$")
-    cpu: str | None = Field(default=None, pattern=r"^\d+(\.\d+)?$")
-    min_instances: int | None = Field(default=None, ge=0, le=100)
-    max_instances: int | None = Field(default=None, ge=1, le=100)
-    startup_failure_threshold: int | None = Field(default=None, ge=1, le=1800)
-    startup_period_s: int | None = Field(default=None, ge=1, le=240)
-
-    @model_validator(mode="after")
-    def _agree(self) -> Overrides:
-        if self.concurrency and self.max_num_seqs and self.concurrency != self.max_num_seqs:
-            raise ValueError("concurrency and max_num_seqs must be equal (Cloud Run would queue what vLLM can run)")
-        if self.concurrency and not self.max_num_seqs:
-            self.max_num_seqs = self.concurrency
-        self.concurrency = None
-        if (
-            self.min_instances is not None
-            and self.max_instances is not None
-            and self.min_instances > self.max_instances
-        ):
-            raise ValueError("min_instances must not exceed max_instances")
-        return self
-
-    def set_fields(self) -> dict[str, Any]:
-        return self.model_dump(exclude_none=True)
-
-
-class DeployParams(Overrides):
-    profile: str
-    service: str | None = None
-
-
-class RedeployParams(Overrides, RedeployFixes):
-    """Overrides plus the fixes only a redeploy applies (dtype, tool calling, FUSE mount, HF token, model)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    service: str | None = None
-
-
-class ScaleParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    min_instances: int = Field(ge=0, le=100)
-    max_instances: int = Field(ge=1, le=100)
-    service: str | None = None
-
-    @model_validator(mode="after")
-    def _order(self) -> ScaleParams:
-        if self.min_instances > self.max_instances:
-            raise ValueError("min_instances must not exceed max_instances")
-        return self
-
-
-class RollbackParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    revision: str | None = None
-    service: str | None = None
-
-
-class DestroyParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    service: str | None = None
 
 
 def _validate(model: type[BaseModel], params: dict[str, Any], kind: str) -> Any:

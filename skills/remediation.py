@@ -6,100 +6,15 @@ proposals: each becomes a plan button that opens the normal plan -> confirm flow
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from .action_params import PROPOSABLE as PROPOSABLE_PARAMS
 
-class ScaleParams(BaseModel):
-    min_instances: int | None = Field(default=None, ge=0, le=100)
-    max_instances: int | None = Field(default=None, ge=1, le=100)
-
-
-def _only_true(v: bool) -> bool:
-    if v is not True:
-        raise ValueError("only true is meaningful here (leave it out to keep the running setting)")
-    return v
-
-
-OnlyTrue = Annotated[bool, AfterValidator(_only_true)]
-DType = Literal["auto", "half", "bfloat16"]  # vLLM --dtype; "half" on GPUs without bf16 (T4)
-ModelSource = Literal["hub", "bucket"]
-# A catalog model name or alias (checked against the catalog): never a free-form path or repo id.
-_MODEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,99}$"
-
-
-class RedeployFixes(BaseModel):
-    """Fixes a redeploy may apply besides the numeric settings. Each one maps to fixed flags, env vars or
-    mount options chosen by the bot (the secret and bucket names come from settings, the model from the
-    catalog), so no value here can put arbitrary text into the container's args, env or volumes."""
-
-    dtype: DType | None = Field(default=None, description="vLLM --dtype: half where bf16 is unsupported (T4)")
-    enable_tool_calling: bool | None = Field(
-        default=None,
-        description="--enable-auto-tool-choice --tool-call-parser gemma4 --reasoning-parser gemma4 (false removes)",
-    )
-    fix_fuse_mount_options: OnlyTrue | None = Field(
-        default=None, description="mount the GCS FUSE volume as uid=1001;gid=1001 (the vLLM image's user)"
-    )
-    hf_token_from_secret: OnlyTrue | None = Field(
-        default=None, description="inject HF_TOKEN from the configured Secret Manager secret"
-    )
-    model_source: ModelSource | None = Field(
-        default=None,
-        description="hub: pull from Hugging Face (token from Secret Manager, HF_HUB_OFFLINE unset); "
-        "bucket: weights on the GCS FUSE mount with HF_HUB_OFFLINE=1",
-    )
-    model: str | None = Field(
-        default=None, pattern=_MODEL_NAME, description="a catalog model name; sets --model to its path or Hub id"
-    )
-
-    @field_validator("model")
-    @classmethod
-    def _catalog_model(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        from .catalog import load_catalog
-        from .errors import UserFacingError
-
-        try:
-            return load_catalog().model(v).name
-        except UserFacingError as exc:
-            raise ValueError(f"{exc.message} {exc.hint}".strip()) from None
-
-
-class RedeployParams(RedeployFixes):
-    """vLLM / Cloud Run settings a redeploy may change (unset: keep the running value)."""
-
-    max_model_len: int | None = Field(default=None, ge=256, le=1_048_576)
-    gpu_memory_utilization: float | None = Field(default=None, gt=0.3, le=0.98)
-    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"] | None = None
-    enforce_eager: bool | None = None
-    max_num_seqs: int | None = Field(default=None, ge=1, le=1024)
-    cpu_offload_gb: float | None = Field(default=None, ge=0, le=256)
-    memory: str | None = Field(default=None, pattern=r"^\d+(Gi|Mi)$")
-    cpu: str | None = Field(default=None, pattern=r"^\d+$")
-    concurrency: int | None = Field(default=None, ge=1, le=1000)
-    startup_failure_threshold: int | None = Field(default=None, ge=1, le=100)
-    startup_period_s: int | None = Field(default=None, ge=1, le=240)
-
-
-class RollbackParams(BaseModel):
-    revision: str | None = Field(default=None, description="revision for all traffic (default: previous)")
-
-
-class DeployParams(BaseModel):
-    profile: str = Field(description="a named deployment profile, e.g. gemma4-12b-l4")
-
-
-# Actions the bot may propose from model output, and their parameters. "destroy" is absent on purpose: the
-# bot never proposes destroying the service from model output (a human runs that explicitly).
-PROPOSABLE: dict[str, type[BaseModel]] = {
-    "scale": ScaleParams,
-    "redeploy": RedeployParams,
-    "rollback": RollbackParams,
-    "deploy": DeployParams,
-}
+# Actions the bot may propose from model output: derived from the one params model per action
+# (skills/action_params.py), which the agent's tool schemas and the plan builder use too.
+PROPOSABLE: dict[str, type[BaseModel]] = PROPOSABLE_PARAMS
 
 
 class Evidence(BaseModel):
@@ -152,14 +67,16 @@ def sanitize_action(action: ProposedAction) -> tuple[ProposedAction | None, str]
         if name == "destroy":
             return None, "destroying the service is never proposed by the assistant"
         return None, f"unknown action {action.action!r}"
-    known = {k: v for k, v in action.params.items() if k in model.model_fields}
+    # The proposal is about the service under investigation: the model never picks another one.
+    fields = set(model.model_fields) - {"service"}
+    known = {k: v for k, v in action.params.items() if k in fields}
     try:
         params = model.model_validate(known).model_dump(exclude_none=True)
     except ValidationError as exc:
         return None, f"invalid parameters for {name}: {_short(exc)}"
     if not params and name in ("scale", "redeploy"):
         return None, f"{name} proposed without any parameter"
-    dropped = sorted(set(action.params) - set(model.model_fields))
+    dropped = sorted(set(action.params) - fields)
     note = f"ignored unknown parameters {', '.join(dropped)}" if dropped else ""
     return ProposedAction(action=name, params=params, reason=action.reason[:300]), note
 

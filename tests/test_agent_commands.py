@@ -9,6 +9,7 @@ from bot.sandbox.openai_script import TOOL_CHOICE_400, OpenAIScript, call, fail,
 from handlers.context import CommandContext
 from handlers.conversation import on_thread_reply
 from handlers.registry import load_all
+from handlers.render_slack import to_blocks
 from handlers.reply import PLAN_ACTION
 from handlers.router import run_command
 from tests.agent_helpers import RecordingResponder, plan_json
@@ -59,7 +60,8 @@ async def test_ask_answers_in_a_thread_and_follow_ups_continue_it(make_deps: Any
     assert "asked: is the service up?" in header.title and thread == ts
     text = answer.sections[0].text or ""
     assert "The service is *ready*" in text
-    assert "<!channel>" not in text and "&lt;!channel&gt;" in text  # no pings from model output
+    slack_text = json.dumps(to_blocks(answer)[1])  # escaped once, at the Slack render boundary
+    assert "<!channel>" not in slack_text and "&lt;!channel&gt;" in slack_text  # no pings from model output
     assert "hidden chain of thought" not in text
 
     await on_thread_reply(deps, responder, "C1", ts, "U123", "will it be slow to wake?")

@@ -102,3 +102,13 @@ async def test_unknown_fields_get_the_apis_400(cloud_run: CloudRunStandIn) -> No
         assert r.status_code == 200
         r = await http.patch(f"{SERVICES}/vllm-gemma4", json={**good, "labels": {"a": "b"}, "bogus": True})
         assert r.status_code == 400 and '"bogus"' in r.json()["error"]["message"]
+
+
+async def test_a_misspelled_field_is_an_error_not_a_silent_default(deps: Any, cloud_run: CloudRunStandIn) -> None:
+    body = spec()
+    body["template"]["maxInstanceRequestConcurency"] = 4  # typo of maxInstanceRequestConcurrency
+    with pytest.raises(UserFacingError) as exc:
+        await create(deps, body)
+    assert "maxInstanceRequestConcurency" in exc.value.message
+    assert "vllm-gemma4" not in cloud_run.services  # nothing sent
+    assert not [r for r in cloud_run.requests if r[0] != "GET"]

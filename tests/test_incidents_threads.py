@@ -310,7 +310,7 @@ async def test_real_findings_for_the_alert_window_with_plan_buttons(settings, re
     findings, plan = thread_replies(slack, header_ts(slack))
     text = text_of(findings)
     # the model stand-in answers /health but has no chat API: the agent's fallback plan, saying why
-    assert ":brain: Plan" in text_of(plan) and "model" in text_of(plan).lower()
+    assert "deterministic findings (no model plan)" in text_of(plan) and "model" in text_of(plan).lower()
     assert "kv_cache_insufficient" in text
     assert "deterministic findings for the alert window 13:45" in text
     assert any(

@@ -88,6 +88,15 @@ def button_value(msg: dict[str, Any], action_id: str) -> str:
     raise AssertionError(f"no {action_id} button in {text_of(msg)[:300]}")
 
 
+def plan_value(msg: dict[str, Any], kind: str) -> str:
+    """The value of the plan button proposing `kind` (its label names it; the value is an id into Redis)."""
+    for block in msg.get("blocks", []):
+        for el in block.get("elements", []):
+            if el.get("action_id") == PLAN_ACTION and kind in el["text"]["text"]:
+                return str(el["value"])
+    raise AssertionError(f"no plan button for {kind} in {text_of(msg)[:300]}")
+
+
 def button_values(msg: dict[str, Any], action_id: str) -> list[str]:
     return [
         str(el["value"])
@@ -175,7 +184,7 @@ async def test_action_clicked_in_incident_thread_plans_confirms_and_reports_in_t
 ) -> None:
     cloud_run.seed_service("vllm-gemma4", ready=True, min_instances=0, max_instances=1)
     thread, proposal = await incident_with_plan(bot)
-    scale_value = next(v for v in button_values(proposal, PLAN_ACTION) if '"scale"' in v)
+    scale_value = plan_value(proposal, "scale")
 
     await click(bot, PLAN_ACTION, scale_value, proposal["ts"], thread, "trig-plan")
     [plan_msg] = await eventually(lambda: in_thread(bot, thread, ":clipboard: Plan: "))
@@ -208,7 +217,7 @@ async def test_failed_action_reports_its_reason_in_the_incident_thread(bot: Bot,
     cloud_run.seed_service("vllm-gemma4")
     cloud_run.next_revision_outcome = "probe_failed"
     thread, proposal = await incident_with_plan(bot)
-    deploy_value = next(v for v in button_values(proposal, PLAN_ACTION) if '"deploy"' in v)
+    deploy_value = plan_value(proposal, "deploy")
     await click(bot, PLAN_ACTION, deploy_value, proposal["ts"], thread, "trig-plan-d")
     [plan_msg] = await eventually(lambda: in_thread(bot, thread, ":clipboard: Plan: "))
     # a click by someone without the deployer role is refused (to them only) and changes nothing
@@ -230,7 +239,7 @@ async def test_destroy_confirmed_in_the_modal_reports_in_the_thread_it_was_asked
 ) -> None:
     cloud_run.seed_service("vllm-gemma4")
     thread, proposal = await incident_with_plan(bot)
-    destroy_value = next(v for v in button_values(proposal, PLAN_ACTION) if '"destroy"' in v)
+    destroy_value = plan_value(proposal, "destroy")
     await click(bot, PLAN_ACTION, destroy_value, proposal["ts"], thread, "trig-plan-x")
     [plan_msg] = await eventually(lambda: in_thread(bot, thread, ":clipboard: Plan: "))
     await click(bot, DESTROY_OPEN_ACTION, button_value(plan_msg, DESTROY_OPEN_ACTION), plan_msg["ts"], thread, "t-o")
@@ -290,7 +299,7 @@ async def test_confirm_whose_progress_cannot_be_posted_runs_nothing_and_can_be_r
 ) -> None:
     cloud_run.seed_service("vllm-gemma4", min_instances=0, max_instances=1)
     thread, proposal = await incident_with_plan(bot)
-    scale_value = next(v for v in button_values(proposal, PLAN_ACTION) if '"scale"' in v)
+    scale_value = plan_value(proposal, "scale")
     await click(bot, PLAN_ACTION, scale_value, proposal["ts"], thread, "trig-plan-f")
     [plan_msg] = await eventually(lambda: in_thread(bot, thread, ":clipboard: Plan: "))
     plan_id = button_value(plan_msg, CONFIRM_ACTION)

@@ -25,7 +25,7 @@ from google.api_core.client_options import ClientOptions
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential_jitter
 
 from bot.settings import Settings
-from skills.errors import NotFound, TransientCloudError, UserFacingError
+from skills.errors import InvalidInput, NotFound, TransientCloudError, UserFacingError
 from skills.ports import (
     Condition,
     OperationProgress,
@@ -294,11 +294,10 @@ class CloudRunRuntime:
         return revision_to_info(rev)
 
     async def apply_service(self, name: str, spec: dict[str, Any], *, create: bool) -> str:
-        from google.cloud import run_v2
 
         services, _ = self._clients()
         body = strip_output_only(spec)
-        svc = run_v2.Service.from_json(json.dumps(body), ignore_unknown_fields=True)
+        svc = _parse_service(body)
         if create:
             parent = self.service_path(name).rsplit("/services/", 1)[0]
             svc.name = ""
@@ -310,7 +309,7 @@ class CloudRunRuntime:
             current = await self.get_service_spec(name)
             if current is not None:
                 body = keep_unmanaged(current, body)
-                svc = run_v2.Service.from_json(json.dumps(body), ignore_unknown_fields=True)
+                svc = _parse_service(body)
             svc.name = self.service_path(name)
             op = await self._call(
                 f"update service {name}", lambda: services.update_service(service=svc, **self._write_opts)
@@ -335,3 +334,17 @@ class CloudRunRuntime:
         path = self.service_path(name)
         op = await self._call(f"delete service {name}", lambda: services.delete_service(name=path, **self._write_opts))
         return str(op.operation.name)
+
+
+def _parse_service(body: dict[str, Any]) -> run_v2.Service:
+    """The spec as the API's message, strictly: a misspelled field is an error the approver sees, never a field
+    dropped on the way (the plan's diff would show the typo while Cloud Run got the default)."""
+    from google.cloud import run_v2
+    from google.protobuf import json_format
+
+    try:
+        return run_v2.Service.from_json(json.dumps(body))
+    except json_format.ParseError as exc:
+        raise InvalidInput(
+            f"The service spec has a field Cloud Run does not know: {exc}", "Nothing was changed; fix the spec."
+        ) from None

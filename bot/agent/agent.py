@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,8 @@ from .history import ConversationStore
 from .loop import Guards, Loop, LoopResult
 from .textcalls import strip_reasoning
 from .toolset import Toolset, findings_text
+
+log = logging.getLogger(__name__)
 
 _NARROW = "call the matching tool with narrower arguments"
 EVIDENCE_SECTIONS = 3  # findings and logs, service status, model metrics
@@ -190,7 +193,8 @@ async def gather_evidence_why(
             body = f"(unavailable: {exc})"
             if errors is not None:
                 errors.append(str(exc))
-        except Exception as exc:  # one missing source must not stop the analysis
+        except Exception as exc:  # noqa: BLE001 - one missing source must not stop the analysis
+            log.warning("agent context source failed: %s: %s", type(exc).__name__, redact(str(exc))[:200])
             body = f"(unavailable: {type(exc).__name__})"
             if errors is not None:
                 errors.append(f"{type(exc).__name__}: {redact(str(exc))[:200]}")

@@ -9,14 +9,14 @@ planner's estimate of the cold start, so the thread says "the model is starting"
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from skills.errors import UserFacingError
 
-if TYPE_CHECKING:  # openai is imported where used: a slow import a request may never need
-    pass
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Progress = Callable[[str], Awaitable[None]]
@@ -100,7 +100,10 @@ class ColdStart:
         if self._estimate is not None:
             try:
                 planned = await self._estimate()
-            except Exception:  # an estimate is a nicety; never fail the wait over it
+            except Exception as err:  # noqa: BLE001 - an estimate is a nicety; never fail the wait over it
+                log.warning(
+                    "cold-start estimate failed (%s: %s); using the typical time", type(err).__name__, str(err)[:200]
+                )
                 planned = None
             if planned:
                 minutes, source = planned, "the planner estimates"

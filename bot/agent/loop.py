@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,6 +27,8 @@ from .budget import estimate_tokens, message_tokens, truncate
 from .client import ModelClient
 from .textcalls import TextCall, parse_text_calls, strip_reasoning
 from .tools import ToolRegistry, compact_schema
+
+log = logging.getLogger(__name__)
 
 StopReason = Literal["answered", "step_cap", "time_budget", "no_answer"]
 MIN_STEP_S = 5.0  # with less time left than this, the next step is the final one
@@ -251,7 +254,8 @@ class Loop:
             out = await tool.run(args)
         except UserFacingError as exc:
             out = f"Error from {call.name}: {exc}"
-        except Exception as exc:  # a tool bug must not end the investigation; the model can try another way
+        except Exception as exc:
+            log.warning("agent tool %s failed: %s: %s", call.name, type(exc).__name__, str(exc)[:200], exc_info=True)
             out = f"Error from {call.name}: {type(exc).__name__}"
         res.executed.append(call.name)
         res.calls.append((call.name, "ran"))

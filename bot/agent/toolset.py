@@ -12,13 +12,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from skills.action_params import DeployParams, RedeployParams, RollbackParams, ScaleParams
 from skills.condense import condense
 from skills.diagnose import Diagnosis, diagnose
 from skills.errors import UserFacingError
 from skills.fit import FitRequest, plan_fit
 from skills.model_metrics import collect_model_metrics
 from skills.ports import LogEntry, LogQuery
-from skills.remediation import DeployParams, RedeployParams, RollbackParams, ScaleParams
 from skills.render_service import main_container
 from skills.status import collect_status
 

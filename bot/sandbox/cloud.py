@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 import threading
 import time
@@ -36,6 +37,8 @@ from .lifecycle import RevisionLifecycle, Startup
 from .monitoring_grpc import MonitoringStandIn, serve_monitoring
 from .server import serve
 from .vllm_sim import SimConfig, VllmSim
+
+log = logging.getLogger(__name__)
 
 BANNER = "sandbox: a simulated project on this machine; nothing real is touched"
 PROJECT = "sandbox-project"
@@ -245,7 +248,8 @@ class Sandbox:
         """Run a scenario by name, narrating failures of the sandbox itself instead of raising them."""
         try:
             await self.run_scenario(sc.SCENARIOS[name], on_event)
-        except Exception as exc:  # the sandbox's own trouble: say it where the user is looking
+        except Exception as exc:
+            log.warning("sandbox scenario %s failed: %s: %s", name, type(exc).__name__, str(exc)[:200], exc_info=True)
             await on_event(f":warning: The sandbox could not run `{name}`: {type(exc).__name__}: {exc}")
 
     async def run_scenario(self, scenario: sc.Scenario, on_event: Callable[[str], Awaitable[None]]) -> None:

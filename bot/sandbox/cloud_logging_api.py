@@ -1,8 +1,8 @@
 """A Cloud Logging API v2 stand-in: POST /v2/entries:list as the REST API speaks it.
 
 Request: {resourceNames, filter, orderBy, pageSize, pageToken}; response: {entries, nextPageToken}. It
-serves entries loaded from scenario files (JSON lines of LogEntry), applies the parts of the filter language
-the bot uses (service, revision, timestamp bounds, severity, logName list, request status), honours orderBy
+serves entries loaded from scenario files (JSON lines of LogEntry), parses the filter strictly
+(bot/sandbox/logging_filter.py: what the real API refuses is a 400 INVALID_ARGUMENT), honours orderBy
 and paging, and records every request so tests can check what the client sent (e.g. the timestamp bound).
 """
 
@@ -21,18 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-_SEV = ["DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY"]
-_SEVERITY_RANK = {s: i for i, s in enumerate(_SEV)}
-
-
-def _ts(value: str) -> datetime:
-    v = value.replace("Z", "+00:00")
-    if "." in v:
-        head, _, tail = v.partition(".")
-        frac = "".join(c for c in tail if c.isdigit())
-        v = f"{head}.{frac[:6].ljust(6, '0')}{tail[len(frac) :]}"
-    ts = datetime.fromisoformat(v)
-    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+from bot.sandbox.logging_filter import FilterError, compile_filter
+from bot.sandbox.logging_filter import parse_ts as _ts
 
 
 class CloudLoggingStandIn:
@@ -70,31 +60,6 @@ class CloudLoggingStandIn:
     def filters(self) -> list[str]:
         return [r.get("filter", "") for r in self.requests]
 
-    def _matches(self, e: dict[str, Any], flt: str) -> bool:
-        labels = (e.get("resource") or {}).get("labels") or {}
-        for key, label in (("service_name", "service_name"), ("revision_name", "revision_name")):
-            m = re.search(rf'resource\.labels\.{key}="([^"]*)"', flt)
-            if m and labels.get(label) != m.group(1):
-                return False
-        ts = _ts(e["timestamp"])
-        for op, value in re.findall(r'timestamp(>=|<=)"([^"]+)"', flt):
-            bound = _ts(value)
-            if (op == ">=" and ts < bound) or (op == "<=" and ts > bound):
-                return False
-        if m := re.search(r"severity>=(\w+)", flt):
-            if _SEVERITY_RANK.get(e.get("severity", "DEFAULT"), 0) < _SEVERITY_RANK.get(m.group(1), 0):
-                return False
-        names = re.findall(r'logName="([^"]+)"', flt)
-        if names:
-            log = e.get("logName", "")
-            if log not in names:
-                return False
-            if log.endswith("%2Frequests"):
-                status = int((e.get("httpRequest") or {}).get("status", 0))
-                if not (status >= 500 or status == 429):
-                    return False
-        return True
-
     async def list_entries(self, request: Request) -> JSONResponse:
         body = await request.json()
         if self.before_list is not None:
@@ -102,10 +67,20 @@ class CloudLoggingStandIn:
         with self._lock:
             self.requests.append(body)
         if not isinstance(body.get("resourceNames"), list) or not body["resourceNames"]:
-            return JSONResponse({"error": {"code": 400, "message": "resourceNames is required"}}, status_code=400)
-        flt = body.get("filter", "")
+            return JSONResponse(
+                {"error": {"code": 400, "message": "resourceNames is required", "status": "INVALID_ARGUMENT"}},
+                status_code=400,
+            )
+        try:
+            match = compile_filter(body.get("filter", ""))
+        except FilterError as exc:
+            # The API's error shape for a filter it cannot parse (google.rpc.Status over HTTP/JSON).
+            return JSONResponse(
+                {"error": {"code": 400, "message": f"Invalid filter: {exc}", "status": "INVALID_ARGUMENT"}},
+                status_code=400,
+            )
         with self._lock:
-            rows = [e for e in self.entries if self._matches(e, flt)]
+            rows = [e for e in self.entries if match(e)]
         rows.sort(key=lambda e: _ts(e["timestamp"]), reverse="desc" in body.get("orderBy", "").lower())
         size = min(int(body.get("pageSize") or self.max_page), self.max_page)
         start = int(body.get("pageToken") or 0)

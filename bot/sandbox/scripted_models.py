@@ -125,7 +125,9 @@ def ignores_evidence(body: dict[str, Any]) -> Turn:
         "likely_root_cause": "Upstream network latency.",
         "evidence": [{"text": "users report slowness", "source": "intuition"}],
         "steps": ["Add instances"],
-        "proposed_actions": [{"action": "scale", "params": {"max_instances": 3}, "reason": "more capacity"}],
+        "proposed_actions": [
+            {"action": "scale", "params": {"min_instances": 0, "max_instances": 3}, "reason": "more capacity"}
+        ],
         "confidence": "high",
     }
     return say(json.dumps(plan))

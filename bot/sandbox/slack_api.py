@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
+from slack_sdk.errors import SlackObjectFormationError
+from slack_sdk.models.basic_objects import JsonObject
+from slack_sdk.models.blocks import Block
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -30,6 +33,21 @@ from skills.clock import REAL_CLOCK, Clock
 
 MAX_BLOCKS = 50  # Block Kit: up to 50 blocks per message
 MAX_SECTION_TEXT = 3000  # a section block's text: at most 3,000 characters
+# The Web API methods this stand-in serves (apps.connections.open is the Socket Mode stand-in's route); any
+# other name gets Slack's `unknown_method` (e.g. the retired channels.history: slack-rs/slack-rs-api#110).
+KNOWN_METHODS = frozenset(
+    {
+        "auth.test",
+        "chat.postMessage",
+        "chat.postEphemeral",
+        "chat.update",
+        "usergroups.users.list",
+        "views.open",
+        "files.getUploadURLExternal",
+        "files.completeUploadExternal",
+        "conversations.info",
+    }
+)
 
 
 @dataclass
@@ -133,7 +151,11 @@ class SlackStandIn:
             return JSONResponse(
                 {"ok": False, "error": "ratelimited"}, status_code=429, headers={"Retry-After": str(retry_after)}
             )
-        if method in ("chat.postMessage", "chat.update") and not _blocks_ok(payload.get("blocks")):
+        if method not in KNOWN_METHODS:
+            return JSONResponse({"ok": False, "error": "unknown_method"})  # as Slack answers a misspelled method
+        if method in ("chat.postMessage", "chat.postEphemeral", "chat.update") and not _blocks_ok(
+            payload.get("blocks")
+        ):
             return JSONResponse({"ok": False, "error": "invalid_blocks"})
         answer = self._answer(method, payload)
         if method in ("chat.postMessage", "chat.update") and answer.get("ok"):
@@ -200,12 +222,33 @@ class SlackStandIn:
 
 
 def _blocks_ok(blocks: Any) -> bool:
+    """Block Kit's rules as slack-sdk's own models know them (types, required fields, lengths), plus the
+    per-message caps; what they refuse Slack answers with `invalid_blocks`."""
     if blocks is None:
         return True
     if not isinstance(blocks, list) or len(blocks) > MAX_BLOCKS:
         return False
     for b in blocks:
-        text = (b.get("text") or {}).get("text", "") if isinstance(b, dict) else ""
+        t = b.get("text") if isinstance(b, dict) else None
+        text = t.get("text", "") if isinstance(t, dict) else (t or "")
         if isinstance(b, dict) and b.get("type") == "section" and len(str(text)) > MAX_SECTION_TEXT:
             return False
+    try:
+        parsed = Block.parse_all(blocks)
+        for block in parsed:
+            if block is None or type(block) is Block:  # a type slack-sdk does not know
+                return False
+            validate_deep(block)
+    except (SlackObjectFormationError, AttributeError, KeyError, TypeError, ValueError):
+        return False
     return True
+
+
+def validate_deep(obj: JsonObject) -> None:
+    """validate_json on an object and every object inside it (a block's own check skips its elements')."""
+    obj.validate_json()
+    for name in obj.attributes:
+        value = getattr(obj, name, None)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, JsonObject):
+                validate_deep(item)

@@ -10,13 +10,13 @@ import math
 from datetime import UTC, datetime
 
 from handlers.context import CommandContext
-from handlers.conversation import answer_in_thread, escape
+from handlers.conversation import answer_in_thread
 from handlers.registry import command
-from handlers.reply import Reply, plan_button
+from handlers.remediation_render import render_remediation
+from handlers.reply import Reply
 from skills.errors import InvalidInput, UserFacingError
 from skills.logs import parse_since
 from skills.redact import redact
-from skills.remediation import RemediationPlan
 
 
 def _agent(ctx: CommandContext) -> object:
@@ -29,39 +29,6 @@ def _agent(ctx: CommandContext) -> object:
     if ctx.deps.agent is None:
         raise UserFacingError("The model agent is not configured.", "Set VLLM_BASE_URL or deploy the model first.")
     return ctx.deps.agent
-
-
-def render_remediation(plan: RemediationPlan, service: str, footer: str = "") -> Reply:
-    """A RemediationPlan as a Reply: model text escaped and redacted, evidence quoted, a button per action."""
-
-    def clean(s: str) -> str:
-        return escape(redact(s))
-
-    if plan.fallback_note:
-        reply = Reply(title=f":warning: {service}: deterministic findings (no model plan)")
-        reply.add(text=clean(plan.fallback_note))
-    else:
-        reply = Reply(title=f":clipboard: {service}: remediation plan ({plan.confidence} confidence)")
-    reply.add(heading="Summary", text=clean(plan.summary))
-    if plan.likely_root_cause:
-        reply.add(heading="Likely root cause", text=clean(plan.likely_root_cause))
-    if plan.evidence:
-        # Quoted in a code block: log text is shown as data, never rendered as mrkdwn.
-        lines = [f"[{e.source or 'evidence'}] {e.text}" for e in plan.evidence[:8]]
-        reply.add(heading="Evidence", code=redact("\n".join(lines))[:2800])
-    if plan.steps:
-        reply.add(heading="Steps", text="\n".join(f"{i}. {clean(s)}" for i, s in enumerate(plan.steps[:10], 1)))
-    for a in plan.proposed_actions:
-        params = ", ".join(f"{k}={v}" for k, v in a.params.items())
-        label = f"Plan {a.action}: {params}".rstrip(": ")[:75]
-        reply.buttons.append(plan_button(a.action, a.params, label))
-    if plan.proposed_actions:
-        reply.add(
-            heading="Proposed actions",
-            text="\n".join(f"• *{a.action}* {clean(str(a.params))} — {clean(a.reason)}" for a in plan.proposed_actions),
-        )
-    reply.context = footer or None
-    return reply
 
 
 def _since_minutes(args: list[str]) -> int:
@@ -89,7 +56,10 @@ async def analyze(ctx: CommandContext) -> Reply | None:
     minutes = _since_minutes(ctx.args)
     agent = _agent(ctx)
     service = ctx.deps.settings.vllm_service_name
-    ts = await ctx.responder.post(Reply(title=f":mag: Analyzing {service} (last {minutes} min) for <@{ctx.user_id}>…"))
+    started = Reply(
+        title=f":mag: Analyzing {service} (last {minutes} min) for <@{ctx.user_id}>…", mentions=[ctx.user_id]
+    )
+    ts = await ctx.responder.post(started)
 
     async def progress(text: str) -> None:
         await ctx.responder.post(Reply(title=text), thread_ts=ts)
@@ -115,7 +85,8 @@ async def ask(ctx: CommandContext) -> Reply | None:
     if not question:
         raise InvalidInput("Nothing to ask.", "Usage: `/gemma ask why is the model slow?`")
     agent = _agent(ctx)
-    ts = await ctx.responder.post(Reply(title=f":speech_balloon: <@{ctx.user_id}> asked: {escape(question)[:2800]}"))
+    asked = Reply(title=f":speech_balloon: <@{ctx.user_id}> asked: {question[:2800]}", mentions=[ctx.user_id])
+    ts = await ctx.responder.post(asked)
     await agent.conversations.start(ts)  # type: ignore[attr-defined]
     await answer_in_thread(ctx.deps, ctx.responder, ts, question)
     return None

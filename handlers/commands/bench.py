@@ -164,7 +164,9 @@ async def confirm(ctx: ActionContext) -> Reply | None:
         await lock.acquire(ctx.user_id, f"benchmark {plan.id}")
     except LockHeld as exc:
         raise UserFacingError(
-            f"Another benchmark is running: {exc}.", "Wait for it, or stop it with its Stop button."
+            f"Another benchmark is running: {exc}.",
+            "Wait for it, or stop it with its Stop button.",
+            (exc.holder.user_id,) if exc.holder else (),
         ) from None
     try:
         ts = await ctx.responder.post(_progress_reply(plan, Progress(phase="starting", cells=len(plan.cells))))

@@ -8,7 +8,6 @@ one-line score (skills/agent_eval.py).
 from __future__ import annotations
 
 from handlers.context import CommandContext
-from handlers.conversation import escape
 from handlers.registry import command
 from handlers.reply import Reply
 from skills.agent_eval import one_line, table
@@ -30,23 +29,23 @@ async def evaluate(ctx: CommandContext) -> Reply | None:
     names = [a for a in ctx.args if a]
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise InvalidInput(f"Unknown scenario {escape(unknown[0])!r}.", f"Known scenarios: {', '.join(known)}.")
+        raise InvalidInput(f"Unknown scenario {unknown[0]!r}.", f"Known scenarios: {', '.join(known)}.")
     if ctx.deps.endpoint is None:
         raise UserFacingError("The model endpoint is not configured.", "Set VLLM_BASE_URL or deploy the model first.")
     settings = ctx.deps.settings
     base = await ctx.deps.endpoint.base_url()
     model = await ctx.deps.endpoint.model_id()
     ts = await ctx.responder.post(
-        Reply(title=f":test_tube: Evaluating {escape(model)} on {len(names) or len(known)} scenario(s)…")
+        Reply(title=f":test_tube: Evaluating {model} on {len(names) or len(known)} scenario(s)…")
     )
 
     async def progress(text: str) -> None:
-        await ctx.responder.post(Reply(title=escape(text)), thread_ts=ts)
+        await ctx.responder.post(Reply(title=text), thread_ts=ts)
 
     scores = await run_eval(
         settings.model_copy(update={"vllm_base_url": base, "vllm_model_id": model}), names=names, progress=progress
     )
-    reply = Reply(title=f":bar_chart: {escape(one_line(model, scores))}")
+    reply = Reply(title=f":bar_chart: {one_line(model, scores)}")
     reply.add(code=table(scores))
     await ctx.responder.post(reply, thread_ts=ts)
     return None

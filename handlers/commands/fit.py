@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from handlers.context import CommandContext
 from handlers.fit_args import USAGE, parse_fit_args
 from handlers.registry import command
@@ -10,6 +12,8 @@ from skills.catalog import Catalog
 from skills.fit import FitReport, load_catalog, plan_fit
 from skills.profiles import load_profiles
 from skills.startup_log import StartupFigures, last_figures
+
+log = logging.getLogger(__name__)
 
 _VERDICT = {
     "fits": (":white_check_mark:", "fits"),
@@ -130,7 +134,10 @@ async def fit(ctx: CommandContext) -> Reply:
     service = ctx.deps.settings.vllm_service_name
     try:
         seen = await last_figures(ctx.deps.redis, ctx.deps.settings.key("startup"), service)
-    except Exception:  # the prediction stands on its own
+    except Exception as exc:  # noqa: BLE001 - the prediction stands on its own
+        log.warning(
+            "fit: last start-up figures unavailable for %s: %s: %s", service, type(exc).__name__, str(exc)[:200]
+        )
         seen = None
     return render_fit(report, (service, seen) if seen is not None else None)
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 
 from handlers.context import CommandContext
 from handlers.registry import command
-from handlers.reply import FileOut, Reply, plan_button
+from handlers.remediation_render import action_buttons
+from handlers.reply import FileOut, Reply
 from skills.condense import Digest
 from skills.diagnose import Diagnosis, diagnose_service
 from skills.errors import InvalidInput, UserFacingError
 from skills.logs import logs_digest, parse_severity, parse_since
 from skills.ports import LogQuery, Logs, ServiceInfo
+
+log = logging.getLogger(__name__)
 
 INLINE_CHARS = 2800  # longer digests go to the thread as a file (Slack sections hold ~3000 chars)
 
@@ -96,9 +100,7 @@ def render_diagnosis(service: str, d: Diagnosis) -> Reply:
             text=f"{f.remediation.summary}\n{steps}".strip(),
             code="\n".join(f.evidence) or None,  # log text stays in a code block: quoted, never instructions
         )
-        for a in f.remediation.actions:
-            label = f"Plan {a.action}: " + ", ".join(f"{k}={v}" for k, v in a.params.items())
-            reply.buttons.append(plan_button(a.action, a.params, label[:75]))
+        reply.buttons.extend(action_buttons(f.remediation.actions))
     reply.context = f"deterministic analyzers, {datetime.now(UTC):%H:%M} UTC"
     return reply
 
@@ -128,7 +130,8 @@ async def diagnose(ctx: CommandContext) -> Reply:
     service: ServiceInfo | None = None
     try:  # current settings make remediations concrete (max instances + 1); diagnosis works without them
         service = await ctx.deps.runtime.get_service(q.service)
-    except Exception:
+    except Exception as exc:  # noqa: BLE001 - diagnosis works without the current settings
+        log.warning("diagnose: settings of %s unavailable: %s: %s", q.service, type(exc).__name__, str(exc)[:200])
         service = None
     result = await diagnose_service(
         _logs_port(ctx), q, token_budget=ctx.deps.settings.log_token_budget, service=service

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from handlers.commands.plans import deploy_env, destroy_modal, make_plan, plan_store
 from handlers.context import CommandContext
 from handlers.registry import command
@@ -9,6 +11,8 @@ from handlers.reply import Reply
 from skills.audit import latest
 from skills.errors import InvalidInput
 from skills.operate import quota_advice, revisions
+
+log = logging.getLogger(__name__)
 
 _AUDIT_ICON = {
     "ok": ":white_check_mark:",
@@ -96,7 +100,10 @@ async def destroy(ctx: CommandContext) -> Reply:
         # Straight to the dialog while the slash command's trigger is fresh; the button stays as a fallback.
         try:
             await ctx.responder.open_modal(destroy_modal(plan, ctx.channel_id))
-        except Exception:
+        except Exception as exc:  # noqa: BLE001 - the Destroy… button stays as the fallback
+            log.warning(
+                "destroy: could not open the dialog for plan %s: %s: %s", plan.id, type(exc).__name__, str(exc)[:200]
+            )
             reply.context = (reply.context or "") + " · press Destroy… to type the name"
     return reply
 
@@ -126,7 +133,7 @@ async def audit(ctx: CommandContext) -> Reply:
     for e in entries:
         params = ", ".join(f"{k}={v}" for k, v in e.params.items()) or "—"
         lines.append(
-            f"{_AUDIT_ICON.get(e.result, '')} {e.when()} <@{e.user_id}> *{e.action}* `{e.service}` "
+            f"{_AUDIT_ICON.get(e.result, '')} {e.when()} {reply.mention(e.user_id)} *{e.action}* `{e.service}` "
             f"({params}) → "
             f"{e.result} in {e.duration_s:.0f} s" + (f": {e.detail[:150]}" if e.detail else "")
         )

@@ -19,6 +19,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from handlers.button_payloads import ButtonPayloads
 from handlers.context import ActionContext, Responder
 from handlers.incidents import incident_for_thread
 from handlers.registry import action, view_check
@@ -128,7 +129,7 @@ def render_plan(plan: Plan, *, with_buttons: bool = True) -> Reply:
             reply.add(text=f":no_entry: {blocked}")
         reply.buttons.append(Button(label="Cancel", action_id=CANCEL_ACTION, value=plan.id))
     mins = max(1, round((plan.expires_at - time.time()) / 60)) if plan.expires_at else 0
-    reply.context = f"plan `{plan.id}` · expires in {mins} min · asked by <@{plan.created_by}>"
+    reply.context = f"plan `{plan.id}` · expires in {mins} min · asked by {reply.mention(plan.created_by)}"
     return reply
 
 
@@ -157,8 +158,9 @@ def clicked_in_thread(ctx: ActionContext) -> str:
 
 @action(PLAN_ACTION)
 async def on_plan_button(ctx: ActionContext) -> Reply | None:
+    value = await ButtonPayloads(ctx.deps.redis, ctx.deps.settings.key).resolve(ctx.value)
     try:
-        data = json.loads(ctx.value)
+        data = json.loads(value)
         kind, params = data["action"], data.get("params") or {}
     except (ValueError, KeyError, TypeError):
         raise InvalidInput("This button carries no valid action.", "Ask for the plan again.") from None
@@ -169,7 +171,7 @@ async def on_plan_button(ctx: ActionContext) -> Reply | None:
         return reply
     try:
         ts = await ctx.responder.post(reply, thread_ts=thread)
-    except Exception:  # e.g. the bot is not in that channel: the response URL still reaches the user
+    except Exception:  # noqa: BLE001 - e.g. not in that channel: the response URL still works; logged
         log.warning("could not post plan %s in thread %s; answering via the response URL", plan.id, thread)
         return reply
     await plan_store(ctx.deps).set_message(plan, ts)
@@ -208,7 +210,7 @@ def progress_reply(plan: Plan, user_id: str, p: Progress) -> Reply:
         reply.add(heading="First error lines", code="\n".join(p.log_lines))
     if plan.kind in ("deploy", "redeploy") and not p.done and plan.cold_start_s:
         reply.add(text=f"Expected cold start ~{plan.cold_start_s / 60:.0f} min; traffic moves only when ready.")
-    reply.context = f"confirmed by <@{user_id}> · plan `{plan.id}`" + (
+    reply.context = f"confirmed by {reply.mention(user_id)} · plan `{plan.id}`" + (
         f" · revision `{p.revision}`" if p.revision else ""
     )
     return reply
@@ -237,7 +239,7 @@ def outcome_line(plan: Plan, user_id: str, result: ExecResult, elapsed_s: float)
         title = f":white_check_mark: Action done: {plan.kind} `{plan.service}` succeeded"
     else:
         title = f":x: Action failed: {plan.kind} `{plan.service}`: {redact(result.detail)[:300]}"
-    reply = Reply(title=title + f" ({_elapsed(elapsed_s)}, confirmed by <@{user_id}>)")
+    reply = Reply(title=title + f" ({_elapsed(elapsed_s)}, confirmed by <@{user_id}>)", mentions=[user_id])
     reply.context = f"plan `{plan.id}`: {plan.summary[:200]}"
     return reply
 
@@ -267,12 +269,12 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
     try:
         plan, lock = await claim(gate, plan_id, ctx.user_id, typed_name, where(ctx))
     except Refused as exc:
-        return error_reply(exc.message, exc.hint)  # ephemeral: only the person who clicked sees a refusal
+        return error_reply(exc.message, exc.hint, exc.mentions)  # ephemeral: only the person who clicked sees a refusal
     # The plan's own thread (asked from a thread) wins over the click's, which a modal does not have.
     thread = plan.thread_ts or ctx.thread_ts or None
     # The plan message loses its buttons, so nobody clicks a spent plan.
     spent = render_plan(plan, with_buttons=False)
-    spent.context = f"confirmed by <@{ctx.user_id}> · plan `{plan.id}`"
+    spent.context = f"confirmed by {spent.mention(ctx.user_id)} · plan `{plan.id}`"
     await _safe_update(ctx.responder, ctx.message_ts or plan.message_ts, spent)
     first = Progress(phase="submitted", elapsed_s=0.0, detail=plan.summary)
     t0 = time.monotonic()
@@ -304,7 +306,7 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
             line = outcome_line(plan, ctx.user_id, result, time.monotonic() - t0)
             try:
                 await ctx.responder.post(line, thread_ts=thread)
-            except Exception:  # the progress message already shows the outcome
+            except Exception:  # noqa: BLE001 - the progress message shows the outcome; logged
                 log.warning("could not post the outcome of plan %s in its incident thread", plan.id)
     if result.ok:
         # The planner checks itself: vLLM's start-up figures against the prediction, in the deploy's thread.
@@ -312,7 +314,7 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
         if report is not None:
             try:
                 await ctx.responder.post(report, thread_ts=thread or ts)
-            except Exception:  # the deploy itself succeeded and says so above
+            except Exception:  # noqa: BLE001 - the deploy succeeded and says so above; logged
                 log.warning("could not post the start-up comparison for plan %s", plan.id)
     return None
 
@@ -330,10 +332,10 @@ async def on_cancel(ctx: ActionContext) -> Reply:
     try:
         plan = await cancel(write_gate(ctx.deps), ctx.value, ctx.user_id, where(ctx))
     except Refused as exc:
-        return error_reply(exc.message, exc.hint)
+        return error_reply(exc.message, exc.hint, exc.mentions)
     done = render_plan(plan, with_buttons=False)
     done.title = f":no_entry_sign: Cancelled: {plan.summary}"
-    done.context = f"cancelled by <@{ctx.user_id}> · plan `{plan.id}`"
+    done.context = f"cancelled by {done.mention(ctx.user_id)} · plan `{plan.id}`"
     await _safe_update(ctx.responder, ctx.message_ts, done)
     return Reply(title=f"Cancelled plan `{plan.id}`; nothing changed.", ephemeral=True)
 
