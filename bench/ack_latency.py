@@ -100,6 +100,23 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def serve_env(secret: str, slack_url: str, cloud_run_url: str, model_url: str, name: str) -> dict[str, str]:
+    """The environment of a `gemma-sre serve` process wired to the stand-ins (its own Redis key prefix)."""
+    return {
+        **os.environ,
+        "SLACK_BOT_TOKEN": "xoxb-bench",
+        "SLACK_SIGNING_SECRET": secret,
+        "SLACK_API_URL": slack_url + "/api/",
+        "REDIS_URL": "redis://127.0.0.1:6379/0",
+        "KEY_PREFIX": f"gemma-sre-{name}-{uuid.uuid4().hex[:8]}",
+        "GOOGLE_CLOUD_PROJECT": "bench",
+        "GOOGLE_ANONYMOUS_CREDENTIALS": "true",
+        "CLOUD_RUN_API_ENDPOINT": cloud_run_url,
+        "VLLM_BASE_URL": model_url,
+        "LOG_LEVEL": "WARNING",
+    }
+
+
 def wait_up(url: str, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -126,19 +143,7 @@ def main() -> int:
         slack.base_url = slack_url
         cloud_run.seed_service("vllm-gemma4")
         port = free_port()
-        env = {
-            **os.environ,
-            "SLACK_BOT_TOKEN": "xoxb-bench",
-            "SLACK_SIGNING_SECRET": SECRET,
-            "SLACK_API_URL": slack_url + "/api/",
-            "REDIS_URL": "redis://127.0.0.1:6379/0",
-            "KEY_PREFIX": f"gemma-sre-bench-{uuid.uuid4().hex[:8]}",
-            "GOOGLE_CLOUD_PROJECT": "bench",
-            "GOOGLE_ANONYMOUS_CREDENTIALS": "true",
-            "CLOUD_RUN_API_ENDPOINT": cr_url,
-            "VLLM_BASE_URL": model_url,
-            "LOG_LEVEL": "WARNING",
-        }
+        env = serve_env(SECRET, slack_url, cr_url, model_url, "bench")
         proc = subprocess.Popen(
             [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT, env=env
         )

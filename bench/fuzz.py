@@ -15,13 +15,11 @@ import argparse
 import asyncio
 import collections
 import json
-import os
 import random
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import aiohttp
@@ -29,7 +27,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.ack_latency import free_port, wait_up  # noqa: E402
+from bench.ack_latency import free_port, serve_env, wait_up  # noqa: E402
 from bot.sandbox.cloud_run_api import CloudRunStandIn  # noqa: E402
 from bot.sandbox.examples import ALERTS  # noqa: E402
 from bot.sandbox.fuzz import alert_cases, slack_cases  # noqa: E402
@@ -92,21 +90,10 @@ def main() -> int:
             cases += list(alert_cases(rng, args.bodies, gcp, am, creds, paths=(path,)))
         rng.shuffle(cases)
         port = free_port()
-        env = {
-            **os.environ,
-            "SLACK_BOT_TOKEN": "xoxb-bench",
-            "SLACK_SIGNING_SECRET": SECRET,
-            "SLACK_API_URL": slack_url + "/api/",
-            "REDIS_URL": "redis://127.0.0.1:6379/0",
-            "KEY_PREFIX": f"gemma-sre-fuzz-{uuid.uuid4().hex[:8]}",
-            "GOOGLE_CLOUD_PROJECT": "bench",
-            "GOOGLE_ANONYMOUS_CREDENTIALS": "true",
-            "CLOUD_RUN_API_ENDPOINT": cr_url,
-            "VLLM_BASE_URL": model_url,
+        env = serve_env(SECRET, slack_url, cr_url, model_url, "fuzz") | {
             "ALERT_WEBHOOK_USER": USER,
             "ALERT_WEBHOOK_PASSWORD": PASSWORD,
             "ALERT_WEBHOOK_TOKEN": TOKEN,
-            "LOG_LEVEL": "WARNING",
         }
         proc = subprocess.Popen(
             [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],

@@ -21,13 +21,15 @@ def _tracked(*patterns: str) -> list[Path]:
     return [REPO / line for line in out.stdout.splitlines()]
 
 
+# The team's example-data folder beside the checkout, in the spellings code would use to reach it.
+_BESIDE = ("/".join(("..", "shared")), " / ".join(('"shared"', '"data"')), "_".join(("GEMMA_SRE", "SHARED", "DATA")))
+
+
 def test_nothing_reads_beside_the_checkout() -> None:
     offenders = []
     for path in _tracked("*.py", "*.sh", "*.toml", "*.yaml", "*.yml", "dev", ".ci/run"):
-        if path == Path(__file__).resolve():
-            continue
         text = path.read_text(errors="replace")
-        if "../shared" in text or '"shared" / "data"' in text or "GEMMA_SRE_SHARED_DATA" in text:
+        if any(needle in text for needle in _BESIDE):
             offenders.append(str(path.relative_to(REPO)))
     assert offenders == []
 

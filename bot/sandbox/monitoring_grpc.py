@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
-from concurrent import futures
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import grpc
 from google.cloud import monitoring_v3
 from google.cloud.monitoring_v3.types import metric_service
+
+from .grpc_server import serve_grpc
 
 
 class MonitoringStandIn:
@@ -102,22 +103,13 @@ class MonitoringStandIn:
 @contextmanager
 def serve_monitoring(standin: MonitoringStandIn, workers: int = 4) -> Iterator[str]:
     """Yield '127.0.0.1:PORT' while a gRPC server answers ListTimeSeries."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
-    handler = grpc.method_handlers_generic_handler(
-        "google.monitoring.v3.MetricService",
-        {
-            "ListTimeSeries": grpc.unary_unary_rpc_method_handler(
-                standin._list,
-                request_deserializer=metric_service.ListTimeSeriesRequest.deserialize,
-                response_serializer=metric_service.ListTimeSeriesResponse.serialize,
-            )
-        },
+    list_series = grpc.unary_unary_rpc_method_handler(
+        standin._list,
+        request_deserializer=metric_service.ListTimeSeriesRequest.deserialize,
+        response_serializer=metric_service.ListTimeSeriesResponse.serialize,
     )
-    server.add_generic_rpc_handlers((handler,))
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
     try:
-        yield f"127.0.0.1:{port}"
+        with serve_grpc("google.monitoring.v3.MetricService", {"ListTimeSeries": list_series}, workers) as target:
+            yield target
     finally:
         standin.release()
-        server.stop(grace=None)

@@ -23,13 +23,14 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import grpc
 from google.protobuf import empty_pb2, timestamp_pb2
 from google.pubsub_v1 import types
+
+from .grpc_server import serve_grpc
 
 _NAME = re.compile(r"^projects/[^/]+/subscriptions/[^/]+$")
 
@@ -166,30 +167,21 @@ class PubSubStandIn:
 @contextmanager
 def serve_pubsub(standin: PubSubStandIn) -> Iterator[str]:
     """Yield '127.0.0.1:PORT' (a PUBSUB_EMULATOR_HOST value) while the Subscriber service answers."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     empty = empty_pb2.Empty.SerializeToString
-    handler = grpc.method_handlers_generic_handler(
-        "google.pubsub.v1.Subscriber",
-        {
-            "Pull": grpc.unary_unary_rpc_method_handler(
-                standin._pull,
-                request_deserializer=types.PullRequest.deserialize,
-                response_serializer=types.PullResponse.serialize,
-            ),
-            "Acknowledge": grpc.unary_unary_rpc_method_handler(
-                standin._ack, request_deserializer=types.AcknowledgeRequest.deserialize, response_serializer=empty
-            ),
-            "ModifyAckDeadline": grpc.unary_unary_rpc_method_handler(
-                standin._modack,
-                request_deserializer=types.ModifyAckDeadlineRequest.deserialize,
-                response_serializer=empty,
-            ),
-        },
-    )
-    server.add_generic_rpc_handlers((handler,))
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        server.stop(grace=None)
+    methods = {
+        "Pull": grpc.unary_unary_rpc_method_handler(
+            standin._pull,
+            request_deserializer=types.PullRequest.deserialize,
+            response_serializer=types.PullResponse.serialize,
+        ),
+        "Acknowledge": grpc.unary_unary_rpc_method_handler(
+            standin._ack, request_deserializer=types.AcknowledgeRequest.deserialize, response_serializer=empty
+        ),
+        "ModifyAckDeadline": grpc.unary_unary_rpc_method_handler(
+            standin._modack,
+            request_deserializer=types.ModifyAckDeadlineRequest.deserialize,
+            response_serializer=empty,
+        ),
+    }
+    with serve_grpc("google.pubsub.v1.Subscriber", methods, workers=8) as target:
+        yield target

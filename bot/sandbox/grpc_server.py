@@ -1,0 +1,22 @@
+"""Serve a gRPC service on 127.0.0.1 (random port) for the sandbox's gRPC stand-ins (Monitoring, Pub/Sub)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent import futures
+from contextlib import contextmanager
+
+import grpc
+
+
+@contextmanager
+def serve_grpc(service: str, methods: dict[str, grpc.RpcMethodHandler], workers: int = 4) -> Iterator[str]:
+    """Yield '127.0.0.1:PORT' while `service` (its full proto name) answers `methods`; stop at once after."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, methods),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.stop(grace=None)
