@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-import re
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from .errors import InvalidInput
 from .loadgen import BenchSpec, fit_contexts
+from .vllm_flags import VllmFlags
 
 if TYPE_CHECKING:  # openai is imported where used: a slow import a request may never need
     import openai
@@ -51,12 +51,8 @@ async def server_max_model_len(client: openai.AsyncOpenAI, model: str) -> int | 
 
 
 def max_model_len_from_args(args: list[str]) -> int | None:
-    for i, a in enumerate(args):
-        m = re.fullmatch(r"--max-model-len(?:=(\d+))?", a)
-        if m:
-            val = m.group(1) or (args[i + 1] if i + 1 < len(args) else "")
-            return int(val) if val.isdigit() else None
-    return None
+    flags = VllmFlags.parse_or_none(args)
+    return flags.max_model_len if flags else None
 
 
 def estimate_duration_s(spec: BenchSpec, stream_tok_s: float, prefill_tok_s: float = DEFAULT_PREFILL_TOK_S) -> float:

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from . import kv_accounting as kva
 from .catalog import Catalog, GpuProfile, ModelProfile, load_catalog
+from .vllm_flags import VllmFlags, kv_flag
 
 __all__ = [
     "Catalog",
@@ -378,23 +379,19 @@ def _cold_start(cat: Catalog, m: ModelProfile, r: FitRequest) -> float:
 
 
 def _vllm_args(m: ModelProfile, r: FitRequest) -> list[str]:
-    args = [*m.vllm_args, "--max-model-len", str(r.max_model_len)]
-    args += ["--gpu-memory-utilization", f"{r.gpu_memory_utilization:g}"]
-    if r.kv_cache_dtype == "fp8":
-        args += ["--kv-cache-dtype", "fp8"]
-    if r.dtype == "half":
-        args += ["--dtype", "half"]
-    if r.enforce_eager:
-        args.append("--enforce-eager")
-    if r.cpu_offload_gb:
-        args += ["--cpu-offload-gb", f"{r.cpu_offload_gb:g}"]
-    if r.gpu_count > 1:
-        args += ["--tensor-parallel-size", str(r.gpu_count)]
-    if r.max_num_seqs:
-        args += ["--max-num-seqs", str(r.max_num_seqs)]
-    if r.max_num_batched_tokens:
-        args += ["--max-num-batched-tokens", str(r.max_num_batched_tokens)]
-    return args
+    """The flags the effective config implies, rendered by the same model as a deployed service's."""
+    flags = VllmFlags(
+        max_model_len=r.max_model_len,
+        gpu_memory_utilization=r.gpu_memory_utilization,
+        kv_cache_dtype=kv_flag(r.kv_cache_dtype),
+        dtype="half" if r.dtype == "half" else "auto",
+        enforce_eager=r.enforce_eager,
+        cpu_offload_gb=r.cpu_offload_gb,
+        tensor_parallel_size=r.gpu_count,
+        max_num_seqs=r.max_num_seqs,
+        max_num_batched_tokens=r.max_num_batched_tokens,
+    )
+    return flags.merged(VllmFlags.parse(m.vllm_args)).to_args()
 
 
 def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool) -> FitReport:

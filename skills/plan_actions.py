@@ -44,16 +44,15 @@ from .render_service import (
     render_service,
     replace_container,
     secret_env_of,
-    set_dtype,
     set_env,
-    set_flag,
-    set_model_args,
+    set_model,
     set_secret_env,
-    set_tool_calling,
     strip_output_only,
+    with_tool_calling,
 )
-from .service_diff import diff_specs, fingerprint, parse_flags
+from .service_diff import diff_specs, fingerprint
 from .service_merge import merge_onto
+from .vllm_flags import VllmFlags, kv_flag, planner_dtype, planner_kv
 
 ActionKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy"]
 # After the probe budget runs out Cloud Run reports the failure; wait a little longer than that.
@@ -294,13 +293,13 @@ def _pick_image(env: DeployEnv, profile: DeployProfile, gpu: str) -> tuple[str, 
     return default_image(gpu), f"the default for {gpu}"
 
 
-def _model_of(spec: dict[str, Any], args: dict[str, str]) -> str | None:
+def _model_of(spec: dict[str, Any], flags: VllmFlags | None) -> str | None:
     """The catalog model a running service serves: our annotation, else its --model path/Hub id."""
     named = (spec.get("annotations") or {}).get(ANNOTATION_MODEL)
     catalog = load_catalog()
     if named and named in catalog.models:
         return str(named)
-    path = args.get("--model") or args.get("arg[0]")
+    path = flags.model_path if flags else None
     if not path:
         return None
     tail = path.rstrip("/").rsplit("/", 1)[-1].lower()
@@ -310,13 +309,13 @@ def _model_of(spec: dict[str, Any], args: dict[str, str]) -> str | None:
     return None
 
 
-_ARG_FLAGS = {
-    "max_model_len": "--max-model-len",
-    "gpu_memory_utilization": "--gpu-memory-utilization",
-    "kv_cache_dtype": "--kv-cache-dtype",
-    "max_num_seqs": "--max-num-seqs",
-    "cpu_offload_gb": "--cpu-offload-gb",
-}
+def container_flags(container: dict[str, Any]) -> VllmFlags:
+    """The vLLM flags a container runs with (InvalidInput naming the flag if one cannot be read)."""
+    return VllmFlags.parse([str(a) for a in container.get("args") or []])
+
+
+# Override fields that are vLLM flags of the same name (skills/vllm_flags.py VllmFlags).
+_FLAG_FIELDS = ("max_model_len", "gpu_memory_utilization", "max_num_seqs", "cpu_offload_gb", "enforce_eager")
 
 
 async def _current(runtime: Runtime, service: str) -> dict[str, Any]:
@@ -329,25 +328,16 @@ async def _current(runtime: Runtime, service: str) -> dict[str, Any]:
 def _patch(spec: dict[str, Any], o: dict[str, Any]) -> dict[str, Any]:
     """Apply override fields to a copy of a running service's spec; returns the main container (patched)."""
     container = copy.deepcopy(main_container(spec))
-    args = [str(a) for a in container.get("args") or []]
-    for field, flag in _ARG_FLAGS.items():
-        if field not in o:
-            continue
-        value = o[field]
-        if field == "kv_cache_dtype":
-            value = "fp8" if value == "fp8" else "auto"
-        elif field == "cpu_offload_gb" and not value:
-            value = None
-        elif isinstance(value, float):
-            value = f"{value:g}"
-        args = set_flag(args, flag, value)
-    if "enforce_eager" in o:
-        args = set_flag(args, "--enforce-eager", bool(o["enforce_eager"]))
+    changes: dict[str, Any] = {f: o[f] for f in _FLAG_FIELDS if f in o}
+    if "kv_cache_dtype" in o:
+        changes["kv_cache_dtype"] = kv_flag(o["kv_cache_dtype"])
     if "dtype" in o:
-        args = set_dtype(args, o["dtype"])
+        changes["dtype"] = o["dtype"]
+    flags = VllmFlags.parse([str(a) for a in container.get("args") or []], replacing=frozenset(changes))
+    flags = flags.with_(**changes)
     if "enable_tool_calling" in o:
-        args = set_tool_calling(args, bool(o["enable_tool_calling"]))
-    container["args"] = args
+        flags = with_tool_calling(flags, bool(o["enable_tool_calling"]))
+    container["args"] = flags.to_args()
     tmpl = spec.setdefault("template", {})
     if "max_num_seqs" in o:
         tmpl["maxInstanceRequestConcurrency"] = o["max_num_seqs"]  # keep Cloud Run and vLLM in agreement
@@ -384,39 +374,31 @@ def _patch(spec: dict[str, Any], o: dict[str, Any]) -> dict[str, Any]:
 
 def _effective(spec: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
     """The planner's view of a service spec: GPU, memory and the vLLM flags it runs with."""
-    flags = parse_flags([str(a) for a in container.get("args") or []])
+    flags = container_flags(container)
     limits = container.get("resources", {}).get("limits", {})
     out: dict[str, Any] = {
         "gpu": spec.get("template", {}).get("nodeSelector", {}).get("accelerator") or "nvidia-l4",
         "gpu_count": int(limits.get("nvidia.com/gpu") or 1),
-        "enforce_eager": "--enforce-eager" in flags,
-        "dtype": {"half": "half", "float16": "half", "bfloat16": "bfloat16"}.get(flags.get("--dtype", ""), "auto"),
+        "enforce_eager": flags.enforce_eager,
+        "dtype": planner_dtype(flags),
+        "kv_cache_dtype": planner_kv(flags),
+        "cpu_offload_gb": flags.cpu_offload_gb,
     }
-    for field, flag in _ARG_FLAGS.items():
-        if flag not in flags:
-            continue
-        raw = flags[flag]
-        if field == "kv_cache_dtype":
-            out[field] = "fp8" if raw.startswith("fp8") else "auto"
-        else:
-            try:
-                out[field] = float(raw) if field in ("gpu_memory_utilization", "cpu_offload_gb") else int(raw)
-            except ValueError:
-                continue
+    for field in ("max_model_len", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens"):
+        if getattr(flags, field) is not None:
+            out[field] = getattr(flags, field)
     return out
 
 
 def _apply_fixes(spec: dict[str, Any], o: dict[str, Any], env: DeployEnv, notes: list[str]) -> dict[str, Any]:
     """The spec-level fixes (FUSE mount options, HF token, model and its source) on the main container."""
     container = copy.deepcopy(main_container(spec))
-    args = [str(a) for a in container.get("args") or []]
     if o.get("fix_fuse_mount_options"):
         fix_fuse_mounts(spec, container)
     if "model" in o or "model_source" in o:
-        args = _switch_model(spec, container, args, o, env, notes)
+        container["args"] = _switch_model(spec, container, container_flags(container), o, env, notes).to_args()
     if o.get("hf_token_from_secret"):
         _token_from_secret(container, env, notes)
-    container["args"] = args
     replace_container(spec, container)
     notes[:] = list(dict.fromkeys(notes))
     return container
@@ -437,14 +419,13 @@ def _token_from_secret(container: dict[str, Any], env: DeployEnv, notes: list[st
 def _switch_model(
     spec: dict[str, Any],
     container: dict[str, Any],
-    args: list[str],
+    flags: VllmFlags,
     o: dict[str, Any],
     env: DeployEnv,
     notes: list[str],
-) -> list[str]:
+) -> VllmFlags:
     """--model from the catalog (its Hub id, or its folder on the bucket mount), with matching env."""
-    flags = parse_flags(args)
-    current_path = flags.get("--model", "")
+    current_path = flags.model_path or ""
     old = _model_of(spec, flags)
     name = o.get("model") or old
     if name is None:
@@ -482,7 +463,7 @@ def _switch_model(
         _token_from_secret(container, env, notes)
     old_args = catalog.models[old].vllm_args if old in catalog.models else []
     spec.setdefault("annotations", {})[ANNOTATION_MODEL] = m.name
-    return set_model_args(args, path, old_args, m.vllm_args)
+    return set_model(flags, path, old_args, m.vllm_args)
 
 
 def _probe_budget(container: dict[str, Any]) -> int:
@@ -510,7 +491,7 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
     # A redeploy moves traffic to the new revision once it is ready (not before), even after a rollback pin.
     new["traffic"] = [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "percent": 100}]
     report: FitReport | None = None
-    model = _model_of(new, parse_flags([str(a) for a in container.get("args") or []]))
+    model = _model_of(new, container_flags(container))
     if model is None:
         notes.append("Could not tell which catalog model this service runs, so the capacity check was skipped.")
     else:

@@ -19,7 +19,8 @@ from .catalog import GpuProfile
 from .errors import InvalidInput
 from .image_compat import load_image_data
 from .profiles import KvDtype
-from .service_diff import OUTPUT_ONLY_FIELDS, parse_flags
+from .service_diff import OUTPUT_ONLY_FIELDS
+from .vllm_flags import VllmFlags, kv_flag
 
 PORT = 8080
 MOUNT_PATH = "/mnt/models"
@@ -160,53 +161,41 @@ class DeployConfig(BaseModel):
         return f"{MOUNT_PATH}/{self.model_dir}" if self.model_bucket else self.hf_repo
 
 
+def vllm_flags(cfg: DeployConfig) -> VllmFlags:
+    """The vLLM flags a resolved deployment runs with, the catalog's checkpoint flags merged in."""
+    flags = VllmFlags(
+        model=cfg.model_path,
+        host="0.0.0.0",
+        port=PORT,
+        max_model_len=cfg.max_model_len,
+        gpu_memory_utilization=cfg.gpu_memory_utilization,
+        kv_cache_dtype=kv_flag(cfg.kv_cache_dtype),
+        max_num_seqs=cfg.max_num_seqs,
+        enable_chunked_prefill=True,
+        max_num_batched_tokens=cfg.max_num_batched_tokens,
+        dtype="half" if cfg.dtype == "half" else "auto",
+        tensor_parallel_size=cfg.gpu_count,
+        enforce_eager=cfg.enforce_eager,
+        cpu_offload_gb=cfg.cpu_offload_gb,
+    )
+    return with_tool_calling(flags, True).merged(VllmFlags.parse(cfg.model_args))
+
+
 def vllm_args(cfg: DeployConfig) -> list[str]:
-    args = [
-        "--model",
-        cfg.model_path,
-        "--host",
-        "0.0.0.0",
-        "--port",
-        str(PORT),
-        "--max-model-len",
-        str(cfg.max_model_len),
-        "--gpu-memory-utilization",
-        f"{cfg.gpu_memory_utilization:g}",
-        # vLLM names: fp8, or auto (= the activation dtype, which is what the planner's bf16/fp16 mean).
-        "--kv-cache-dtype",
-        "fp8" if cfg.kv_cache_dtype == "fp8" else "auto",
-        "--max-num-seqs",
-        str(cfg.max_num_seqs),
-        "--enable-chunked-prefill",
-        "--max-num-batched-tokens",
-        str(cfg.max_num_batched_tokens),
-        *tool_args(),
-    ]
-    args += cfg.model_args
-    if cfg.dtype == "half":
-        args += ["--dtype", "half"]
-    if cfg.gpu_count > 1:
-        args += ["--tensor-parallel-size", str(cfg.gpu_count)]
-    if cfg.enforce_eager:
-        args.append("--enforce-eager")
-    if cfg.cpu_offload_gb:
-        args += ["--cpu-offload-gb", f"{cfg.cpu_offload_gb:g}"]
-    return args
+    return vllm_flags(cfg).to_args()
 
 
-def tool_args() -> list[str]:
+def with_tool_calling(flags: VllmFlags, on: bool) -> VllmFlags:
     """Tool calling and reasoning as vLLM's Gemma 4 recipe configures them (skills/data/vllm_images.yaml):
-    the gemma4 parsers and the recipe's chat template, which the official image ships under /vllm-workspace."""
+    the gemma4 parsers and the recipe's chat template, which the official image ships under /vllm-workspace.
+    Off removes all of them."""
     serving = load_image_data().serving
-    return [
-        "--enable-auto-tool-choice",
-        "--tool-call-parser",
-        serving.tool_call_parser,
-        "--reasoning-parser",
-        serving.reasoning_parser,
-        "--chat-template",
-        serving.chat_template,
-    ]
+    return flags.with_(
+        enable_auto_tool_choice=True if on else None,
+        tool_call_parser=serving.tool_call_parser if on else None,
+        reasoning_parser=serving.reasoning_parser if on else None,
+        chat_template=serving.chat_template if on else None,
+    )
 
 
 GIB = 2**30
@@ -311,49 +300,10 @@ def render_service(cfg: DeployConfig) -> dict[str, Any]:
     return service
 
 
-# --- patching a running service (redeploy with overrides, scale, rollback) ------------------------------
-
-
-def set_flag(args: list[str], flag: str, value: str | bool | None) -> list[str]:
-    """Return args with `flag` set to value (True: bare flag; False/None: removed). Handles --flag=value."""
-    out: list[str] = []
-    i = 0
-    while i < len(args):
-        a = str(args[i])
-        if a == flag:
-            if i + 1 < len(args) and not str(args[i + 1]).startswith("--"):
-                i += 1
-        elif not a.startswith(flag + "="):
-            out.append(a)
-        i += 1
-    if value is True:
-        out.append(flag)
-    elif value not in (None, False):
-        out += [flag, str(value)]
-    return out
-
-
 # --- the fixes a redeploy may apply (skills/remediation.py RedeployFixes), as edits of a running spec -----
 
 
-def tool_flags() -> list[tuple[str, str | bool]]:
-    a = tool_args()
-    return [(a[0], True), (a[1], a[2]), (a[3], a[4]), (a[5], a[6])]
-
-
 OFFLINE_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-
-
-def set_tool_calling(args: list[str], on: bool) -> list[str]:
-    """Gemma 4 tool calling: the recipe's flags on (gemma4 parsers, its chat template), or all of them off."""
-    for flag, value in tool_flags():
-        args = set_flag(args, flag, value if on else None)
-    return args
-
-
-def set_dtype(args: list[str], dtype: str) -> list[str]:
-    """vLLM --dtype; `auto` is vLLM's default, so it removes the flag."""
-    return set_flag(args, "--dtype", None if dtype == "auto" else dtype)
 
 
 def fuse_mount_options(current: list[str] | None) -> list[str]:
@@ -425,16 +375,9 @@ def secret_env_of(container: dict[str, Any], name: str) -> str | None:
     return None
 
 
-def set_model_args(args: list[str], path: str, old_model_args: list[str], new_model_args: list[str]) -> list[str]:
+def set_model(flags: VllmFlags, path: str, old_model_args: list[str], new_model_args: list[str]) -> VllmFlags:
     """--model `path`, and the catalog flags of the new checkpoint instead of the old one's."""
-    old, new = parse_flags(old_model_args), parse_flags(new_model_args)
-    for flag in old.keys() - new.keys():
-        args = set_flag(args, flag, None)
-    for flag, value in new.items():
-        args = set_flag(args, flag, True if value == "true" else value)
-    if any(a == "--model" or a.startswith("--model=") for a in args):
-        return set_flag(args, "--model", path)
-    return ["--model", path, *args]
+    return flags.without(VllmFlags.parse(old_model_args)).merged(VllmFlags.parse(new_model_args)).with_(model=path)
 
 
 def main_container(spec: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Both sides are v2 JSON, but the running one comes back from the API with every default filled in and enums
 as integers, while a rendered one is sparse with enum names. Normalising both (drop empty/zero values, enum
-numbers to names, output-only fields away) and flattening to readable paths — container args by flag, env
+numbers to names, output-only fields away) and flattening to readable paths — container args by flag (read
+through skills/vllm_flags.py, so vLLM defaults written or left out compare equal), env
 and volumes by name — gives a diff a human can check at a glance.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .redact import MARK, redact
+from .vllm_flags import VllmFlags, pair_tokens
 
 # Set by Cloud Run, never by a request: stripped before an apply and never part of what a plan changes.
 OUTPUT_ONLY_FIELDS = frozenset(
@@ -71,25 +73,12 @@ def _enum(key: str, v: Any) -> Any:
     return v
 
 
-def parse_flags(args: list[str]) -> dict[str, str]:
-    """vLLM-style args -> {flag: value}; bare flags get 'true'; positionals keep their position."""
-    out: dict[str, str] = {}
-    i = 0
-    while i < len(args):
-        a = str(args[i])
-        if a.startswith("--"):
-            if "=" in a:
-                k, v = a.split("=", 1)
-                out[k] = v
-            elif i + 1 < len(args) and not str(args[i + 1]).startswith("--"):
-                out[a] = str(args[i + 1])
-                i += 1
-            else:
-                out[a] = "true"
-        else:
-            out[f"arg[{i}]"] = a
-        i += 1
-    return out
+def arg_items(args: list[str]) -> list[tuple[str, str]]:
+    """Container args as (flag, value) through the one flags model (skills/vllm_flags.py): a flag at vLLM's
+    default, written or not (`--kv-cache-dtype auto`), is the same configuration and shows no change. Args
+    the model cannot read are shown token by token, so the diff still says what differs."""
+    flags = VllmFlags.parse_or_none(args)
+    return flags.display_items() if flags is not None else pair_tokens(args)
 
 
 def _scalar(v: Any) -> str:
@@ -115,7 +104,7 @@ def flatten(spec: dict[str, Any] | None) -> dict[str, str]:
                 walk(path, k, sub)
         elif isinstance(v, list):
             if key == "args":
-                for flag, val in parse_flags(v).items():
+                for flag, val in arg_items([str(x) for x in v]):
                     flat[f"{path} {flag}"] = val
             elif key in ("command", "mountOptions"):
                 flat[path] = " ".join(str(x) for x in v)

@@ -18,8 +18,8 @@ from .fit import FitReport, FitRequest, plan_fit
 from .plan_actions import _effective, _model_of, _probe_budget
 from .ports import LogQuery, Logs
 from .render_service import main_container
-from .service_diff import parse_flags
 from .startup_log import StartupFigures, cold_start_lines, comparison_lines, parse_startup, save_figures
+from .vllm_flags import VllmFlags
 
 
 class StartupCheck(BaseModel):
@@ -38,12 +38,11 @@ class StartupCheck(BaseModel):
 def fit_for_spec(spec: dict[str, Any]) -> tuple[str, FitReport] | None:
     """(image, the planner's report for the configuration a rendered service spec runs), or None if unknown."""
     container = main_container(spec)
-    flags = parse_flags([str(a) for a in container.get("args") or []])
+    flags = VllmFlags.parse_or_none([str(a) for a in container.get("args") or []])
     model = _model_of(spec, flags)
-    if model is None:
+    if model is None or flags is None:
         return None
     o = _effective(spec, container)
-    mnbt = flags.get("--max-num-batched-tokens", "")
     req = FitRequest(
         model=model,
         gpu=o["gpu"],
@@ -55,7 +54,7 @@ def fit_for_spec(spec: dict[str, Any]) -> tuple[str, FitReport] | None:
         enforce_eager=o["enforce_eager"],
         max_num_seqs=o.get("max_num_seqs"),
         dtype=o["dtype"],
-        max_num_batched_tokens=int(mnbt) if mnbt.isdigit() else None,
+        max_num_batched_tokens=o.get("max_num_batched_tokens"),
     )
     return str(container.get("image", "")), plan_fit(req)
 

@@ -13,10 +13,10 @@ from skills.render_service import (
     fuse_mount_options,
     probe_for,
     render_service,
-    set_dtype,
-    set_model_args,
-    set_tool_calling,
+    set_model,
+    with_tool_calling,
 )
+from skills.vllm_flags import VllmFlags
 
 
 def _cfg(**kw: object) -> DeployConfig:
@@ -81,18 +81,19 @@ def test_probe_override_beyond_caps_is_refused() -> None:
 
 
 def test_fix_helpers_render_fixed_flags_idempotently() -> None:
-    args = ["--model", "/mnt/models/x", "--tool-call-parser=hermes", "--dtype", "bfloat16"]
-    on = set_tool_calling(args, True)
+    flags = VllmFlags.parse(["--model", "/mnt/models/x", "--tool-call-parser=hermes", "--dtype", "bfloat16"])
+    on = with_tool_calling(flags, True).to_args()
     assert on.count("--tool-call-parser") == 1 and on[on.index("--tool-call-parser") + 1] == "gemma4"
     assert "--tool-call-parser=hermes" not in on and "--enable-auto-tool-choice" in on
-    assert set_tool_calling(on, True) == on
+    assert with_tool_calling(VllmFlags.parse(on), True).to_args() == on
     tool_flags = {"--enable-auto-tool-choice", "--tool-call-parser", "--reasoning-parser"}
-    assert not tool_flags & set(set_tool_calling(on, False))
-    assert set_dtype(args, "half")[-2:] == ["--dtype", "half"] and "--dtype" not in set_dtype(args, "auto")
+    assert not tool_flags & set(with_tool_calling(VllmFlags.parse(on), False).to_args())
+    assert flags.with_(dtype="half").to_args()[-2:] == ["--dtype", "half"]
+    assert "--dtype" not in flags.with_(dtype="auto").to_args()
     qat = ["--quantization", "compressed-tensors"]
-    swapped = set_model_args(["--model", "/mnt/models/a", *qat], "/mnt/models/b", qat, [])
-    assert swapped == ["--model", "/mnt/models/b"]
-    assert set_model_args(["--port", "8080"], "google/m", [], [])[:2] == ["--model", "google/m"]
+    swapped = set_model(VllmFlags.parse(["--model", "/mnt/models/a", *qat]), "/mnt/models/b", qat, [])
+    assert swapped.to_args() == ["--model", "/mnt/models/b"]
+    assert set_model(VllmFlags.parse(["--port", "8080"]), "google/m", [], []).to_args()[:2] == ["--model", "google/m"]
 
 
 def test_fuse_options_force_uid_gid_and_keep_the_rest() -> None:

@@ -18,9 +18,8 @@ FLAGS = ("--max-model-len", "--kv-cache-dtype", "--max-num-seqs", "--max-num-bat
 
 
 def _flags(args: list[str]) -> dict[str, str]:
-    out = {f: args[args.index(f) + 1] for f in FLAGS if f in args}
-    out.setdefault("--kv-cache-dtype", "auto")  # fit names only fp8; vLLM's auto is the activation dtype
-    return out
+    # No default filled in: fit and the renderer write the same flags (skills/vllm_flags.py's one rule).
+    return {f: args[args.index(f) + 1] for f in FLAGS if f in args}
 
 
 def _container(spec: dict[str, Any]) -> tuple[list[str], int]:

@@ -454,3 +454,30 @@ async def test_diagnose_command_offers_the_fixes_as_plan_buttons(
         assert opts[:2] == ["uid=1001", "gid=1001"]
     finally:
         await close_deps(deps)
+
+
+async def test_redeploy_reads_vllm_defaults_through_the_flags_model(deps: Deps) -> None:
+    """A service deployed by hand from fit's args has no `--kv-cache-dtype` (vLLM's auto): asking for auto
+    changes nothing, where the old hand-written patch wrote `--kv-cache-dtype auto` as a change."""
+    spec = spec_for()
+    c = spec["template"]["containers"][0]
+    assert "--kv-cache-dtype" not in c["args"]  # auto is vLLM's default: not written
+    c["args"] = [*c["args"], "--swap-space", "8", "--seed=7"]  # the operator's own flags
+    await seed(deps, spec)
+    with pytest.raises(InvalidInput, match="would change nothing"):
+        await build_plan("redeploy", {"kv_cache_dtype": "auto"}, deps.runtime, deploy_env(deps))
+    plan = await build_plan("redeploy", {"max_model_len": 8192}, deps.runtime, deploy_env(deps))
+    assert arg(plan.spec or {}, "--max-model-len") == "8192"
+    assert container(plan.spec or {})["args"][-3:] == ["--swap-space", "8", "--seed=7"]  # kept, in order
+    assert [p for p in changed(plan) if " --" in p] == ["template.containers[0].args --max-model-len"]
+
+
+async def test_redeploy_repairs_a_malformed_flag_and_names_one_it_cannot(deps: Deps) -> None:
+    spec = spec_for()
+    c = spec["template"]["containers"][0]
+    c["args"][c["args"].index("--max-model-len") + 1] = "lots"
+    await seed(deps, spec)
+    with pytest.raises(InvalidInput, match="--max-model-len lots"):
+        await build_plan("redeploy", {"max_num_seqs": 4}, deps.runtime, deploy_env(deps))
+    plan = await build_plan("redeploy", {"max_model_len": 8192}, deps.runtime, deploy_env(deps))
+    assert changed(plan)["template.containers[0].args --max-model-len"] == ("lots", "8192")

@@ -26,7 +26,7 @@ from pydantic import SecretStr
 from bot.settings import Settings
 from skills.deploy_env import DeployEnv
 from skills.plan_actions import build_plan
-from skills.service_diff import parse_flags
+from skills.vllm_flags import VllmFlags
 
 from . import scenarios as sc
 from . import startup_lines as sl
@@ -70,8 +70,9 @@ class Sandbox:
         self.monitoring = MonitoringStandIn()
         self._spec = self._render_seed()
         args = [str(a) for a in self._spec["template"]["containers"][0].get("args") or []]
-        flags = parse_flags(args)  # the simulator serves what the seeded service runs
-        self.vllm = VllmSim(SimConfig(model_id=flags["--model"], max_model_len=int(flags["--max-model-len"])))
+        flags = VllmFlags.parse(args)  # the simulator serves what the seeded service runs
+        assert flags.model and flags.max_model_len, "the seeded service names its model and context"
+        self.vllm = VllmSim(SimConfig(model_id=flags.model, max_model_len=flags.max_model_len))
         self.lifecycle = RevisionLifecycle(
             self.clock, self.logging, PROJECT, LOCATION, self.cloud_run.complete_revision
         )

@@ -23,7 +23,7 @@ from typing import Any
 from skills.catalog import load_catalog
 from skills.fit import FitRequest, check_as_deployed
 from skills.render_service import ANNOTATION_MODEL, gib
-from skills.service_diff import parse_flags
+from skills.vllm_flags import VllmFlags, planner_kv
 
 from . import startup_lines as sl
 from .clock import SandboxClock
@@ -55,11 +55,11 @@ def _container(template: dict[str, Any]) -> dict[str, Any]:
     return next((c for c in containers if c.get("ports")), containers[0])
 
 
-def _model(svc: dict[str, Any], flags: dict[str, str]) -> tuple[str, str]:
+def _model(svc: dict[str, Any], flags: VllmFlags) -> tuple[str, str]:
     """(catalog model name, the --model path vLLM was given). The path is what actually loads; the bot's
     annotation only helps when the path names no catalog model (a hand deploy may not have updated it)."""
     catalog = load_catalog()
-    path = flags.get("--model") or ""
+    path = flags.model_path or ""
     tail = path.rstrip("/").rsplit("/", 1)[-1].lower()
     for m in catalog.models.values():
         if tail and (m.hf_repo.lower() == path.lower() or m.hf_repo.rsplit("/", 1)[-1].lower() == tail):
@@ -74,7 +74,8 @@ def deployed_config(svc: dict[str, Any]) -> dict[str, Any]:
     """What vLLM and Cloud Run will run with, read from the service JSON the way the runtime would."""
     template = svc.get("template") or {}
     c = _container(template)
-    flags = parse_flags([str(a) for a in c.get("args") or []])
+    # Args vLLM would refuse read as its defaults here (a stand-in must not crash on an operator's typo).
+    flags = VllmFlags.parse_or_none([str(a) for a in c.get("args") or []]) or VllmFlags()
     limits = (c.get("resources") or {}).get("limits") or {}
     model, path = _model(svc, flags)
     probe = c.get("startupProbe") or {}
@@ -88,11 +89,11 @@ def deployed_config(svc: dict[str, Any]) -> dict[str, Any]:
         "gpu": (template.get("nodeSelector") or {}).get("accelerator") or "nvidia-l4",
         "gpu_count": int(limits.get("nvidia.com/gpu") or 1),
         "memory_gib": gib(str(limits.get("memory") or "16Gi")),
-        "max_model_len": int(flags.get("--max-model-len") or 0) or None,
-        "gpu_memory_utilization": float(flags.get("--gpu-memory-utilization") or 0.9),
-        "kv_cache_dtype": "fp8" if flags.get("--kv-cache-dtype", "auto").startswith("fp8") else "auto",
-        "enforce_eager": "--enforce-eager" in flags,
-        "cpu_offload_gb": float(flags.get("--cpu-offload-gb") or 0),
+        "max_model_len": flags.max_model_len,
+        "gpu_memory_utilization": flags.gpu_memory_utilization or 0.9,
+        "kv_cache_dtype": planner_kv(flags),
+        "enforce_eager": flags.enforce_eager,
+        "cpu_offload_gb": flags.cpu_offload_gb,
         # Without one, Cloud Run's default TCP startup probe: timeoutSeconds 240, periodSeconds 240,
         # failureThreshold 1 (https://cloud.google.com/run/docs/configuring/healthchecks, "The default TCP
         # startup probe").

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from skills.render_service import CONTAINER, MOUNT_PATH, VOLUME, set_flag
+from skills.render_service import CONTAINER, MOUNT_PATH, VOLUME
+from skills.vllm_flags import VllmFlags
 
 from .examples import ALERTS
 
@@ -42,10 +43,7 @@ def _main(template: dict[str, Any]) -> dict[str, Any]:
 
 def _args(template: dict[str, Any], **flags: str | bool | None) -> None:
     c = _main(template)
-    args = [str(a) for a in c.get("args") or []]
-    for flag, value in flags.items():
-        args = set_flag(args, "--" + flag.replace("_", "-"), value)
-    c["args"] = args
+    c["args"] = VllmFlags.parse([str(a) for a in c.get("args") or []]).with_(**flags).to_args()
 
 
 def _kv(t: dict[str, Any]) -> None:

@@ -13,10 +13,12 @@ from skills.gcloud_cmd import deploy_command
 from skills.plan_actions import DeployParams, build_plan
 from skills.profiles import load_profiles
 from skills.render_service import strip_output_only
+from skills.vllm_flags import SPECS
 
 # Flags a user may pass; each maps to a field of skills.plan_actions.Overrides (plus --service).
 _FLAGS = {name.replace("_", "-") for name in DeployParams.model_fields if name != "profile"}
-_BOOL_FLAGS = {"enforce-eager"}
+# vLLM's boolean flags among them (`--x` / `--no-x`), named as skills/vllm_flags.py names them.
+_BOOL_FLAGS = {s.flag.removeprefix("--") for s in SPECS if s.boolean} & _FLAGS
 
 
 def parse_overrides(args: list[str]) -> tuple[list[str], dict[str, str | bool]]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from skills.catalog import ModelProfile, load_catalog
 from skills.errors import UserFacingError
 from skills.fit import FitRequest, plan_fit
+from skills.vllm_flags import VllmFlags
 
 from .base import LogView
 
@@ -41,8 +42,9 @@ def catalog_model(view: LogView, at: int | None = None) -> ModelProfile | None:
     if model:
         names.append(str(model))
     svc = view.service
-    if svc and "--model" in svc.args[:-1]:
-        names.append(svc.args[svc.args.index("--model") + 1])
+    flags = VllmFlags.parse_or_none(svc.args) if svc else None
+    if flags and flags.model_path:
+        names.append(flags.model_path)
     catalog = load_catalog()
     for name in names:
         for part in [name, *name.strip("/").split("/")]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from skills.diagnose import Finding, Remediation
+from skills.vllm_flags import BY_FIELD
 
 from .base import Line, LogView, analyzer, first_seen
 from .startup import _PROBE_FAIL
@@ -54,7 +55,7 @@ def _first_exit(view: LogView) -> tuple[Line, str, str, list[str]] | None:
             flag = _CHOICE_FLAG.search(m.group(2))
             bad = _BAD_CHOICE.search(m.group(2))
             name = flag.group(1) if flag else ""
-            if bad and name in ("--tool-call-parser", "--reasoning-parser"):
+            if bad and name in (BY_FIELD["tool_call_parser"].flag, BY_FIELD["reasoning_parser"].flag):
                 return (
                     line,
                     "cli",
