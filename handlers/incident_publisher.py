@@ -1,6 +1,7 @@
 """The publisher: turns recorded incident state into Slack messages, within Slack's rate limits.
 
-Workers only record (skills/incident_store.py); this loop, one per process, makes every Slack call. For each
+Workers only record (skills/incident_store.py); this loop, one per process, makes every Slack call. What it
+reads and records in Redis goes through skills/incident_outbox.py; this module decides and calls Slack. For each
 channel with work it holds a fenced lease (skills/leases.py), so one instance at a time posts into a channel:
 a storm split across instances still yields one thread per incident and no duplicate line, and a killed
 instance's channel is taken over when its lease lapses (`alert_channel_lease_ms`).
