@@ -26,14 +26,12 @@ from handlers.context import Responder
 from handlers.incident_render import header_reply, lines_reply
 from handlers.reply import Reply
 from skills.clock import Clock
-from skills.incident_store import IncidentStore
+from skills.incident_outbox import IncidentOutbox, Record
 from skills.incidents import Alert, Incident
 from skills.leases import Lease
 from skills.redact import redact
 
 if TYPE_CHECKING:
-    import redis.asyncio as redis
-
     from bot.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -61,15 +59,14 @@ class Effect:
 class SlackEffects:
     """Mixin: the effects themselves. The publisher provides the attributes below."""
 
-    r: redis.Redis
     s: Settings
     clock: Clock
-    store: IncidentStore
+    outbox: IncidentOutbox
     responder_for: ResponderFor
     on_dead: DeadNotice | None
     stats: Counter[str]
     retry_at: dict[str, float]
-    _unsaved: list[tuple[Lease, str, dict[str, str]]]
+    _unsaved: list[tuple[Lease, Record, dict[str, str]]]
 
     async def _do(self, ch: str, lease: Lease, eff: Effect) -> None:
         try:
@@ -90,7 +87,7 @@ class SlackEffects:
             await self._failed(lease, eff, exc)
 
     async def _once(
-        self, lease: Lease, key: str, state: dict[str, str], fx: str, call: Callable[[], Awaitable[str]]
+        self, lease: Lease, rec: Record, state: dict[str, str], fx: str, call: Callable[[], Awaitable[str]]
     ) -> str | None:
         """Post once: record the intent, make the call, record the result (with `after(ts)` state)."""
         prior = state.get(f"fx:{fx}", "")
@@ -99,45 +96,45 @@ class SlackEffects:
         if prior.startswith("intent:") and prior != f"intent:{lease.value}":
             # Another holder meant to post this and died or was fenced before recording Slack's answer.
             self.stats["ambiguous"] += 1
-            await self.r.incr(self.s.key("alerts", "ambiguous"))
+            await self.outbox.count_ambiguous()
             log.warning("re-posting %s after an unfinished attempt by another holder (possible duplicate)", fx)
-        if not await lease.guarded_hset(key, {f"fx:{fx}": f"intent:{lease.value}"}):
+        if not await self.outbox.write(lease, rec, {f"fx:{fx}": f"intent:{lease.value}"}):
             return None
         try:
             ts = await call()
         except SlackApiError:
-            await lease.guarded_hset(key, {f"fx:{fx}": "failed"})  # Slack answered: it was not posted
+            await self.outbox.write(lease, rec, {f"fx:{fx}": "failed"})  # Slack answered: it was not posted
             raise
         self.stats["posts"] += 1
         return ts
 
-    async def _save(self, lease: Lease, key: str, state: dict[str, str]) -> bool:
+    async def _save(self, lease: Lease, rec: Record, state: dict[str, str]) -> bool:
         """Record what Slack answered. If Redis is away right now, keep it in memory and write it first thing
         when Redis is back (`_flush`): an outage between the post and this write must not cause a re-post."""
         try:
-            return await lease.guarded_hset(key, state)
+            return await self.outbox.write(lease, rec, state)
         except REDIS_DOWN:
-            self._unsaved.append((lease, key, state))
+            self._unsaved.append((lease, rec, state))
             raise
 
     async def _flush(self) -> None:
         while self._unsaved:
-            lease, key, state = self._unsaved[0]
+            lease, rec, state = self._unsaved[0]
             if not lease.held:
                 await lease.acquire()  # ours again after the outage (or another holder's: then it counts)
-            await lease.guarded_hset(key, state)
+            await self.outbox.write(lease, rec, state)
             self._unsaved.pop(0)
 
     async def _header(self, ch: str, lease: Lease, eff: Effect) -> None:
         inc = eff.inc
         assert inc is not None
         slack = self.responder_for(ch)
-        key = self.store.k_pub(inc.id)
+        rec = self.outbox.incident(inc.id)
 
         async def post() -> str:
             return await slack.post(header_reply(inc, self.s.vllm_service_name))
 
-        ts = await self._once(lease, key, eff.pub, "header", post)
+        ts = await self._once(lease, rec, eff.pub, "header", post)
         if ts is None:
             return
         now = repr(self.clock.now())
@@ -150,26 +147,25 @@ class SlackEffects:
             "line_at": "",
             "edit_at": now,
         }
-        if await self._save(lease, key, done):
-            # the by-thread index: a button clicked in the thread finds its incident
-            await self.r.set(self.s.key("incident", "by-thread", done["channel"], ts), inc.id, ex=30 * 86400)
+        if await self._save(lease, rec, done):
+            await self.outbox.bind_thread(done["channel"], ts, inc.id)  # a button clicked there finds it
             log.info("incident %s opened for %s (thread %s)", inc.id, inc.service, ts)
 
     async def _reply(self, lease: Lease, eff: Effect) -> None:
         inc = eff.inc
         assert inc is not None
         i = int(eff.arg)
-        raw = await self.r.hget(self.store.k_replies(inc.id), str(i))
+        raw = await self.outbox.reply(inc.id, i)
         reply = Reply.model_validate_json(raw) if raw else Reply(title="(missing reply)")
         slack = self.responder_for(eff.pub["channel"])
-        key = self.store.k_pub(inc.id)
+        rec = self.outbox.incident(inc.id)
 
         async def post() -> str:
             return await slack.post(reply, thread_ts=eff.pub["ts"])
 
-        ts = await self._once(lease, key, eff.pub, f"reply:{i}", post)
+        ts = await self._once(lease, rec, eff.pub, f"reply:{i}", post)
         if ts is not None:
-            await self._save(lease, key, {f"fx:reply:{i}": f"done:{ts}", "replies": str(i + 1)})
+            await self._save(lease, rec, {f"fx:reply:{i}": f"done:{ts}", "replies": str(i + 1)})
 
     async def _lines(self, lease: Lease, eff: Effect) -> None:
         inc = eff.inc
@@ -177,15 +173,15 @@ class SlackEffects:
         events = eff.arg
         last = events[-1].seq
         slack = self.responder_for(eff.pub["channel"])
-        key = self.store.k_pub(inc.id)
+        rec = self.outbox.incident(inc.id)
 
         async def post() -> str:
             return await slack.post(lines_reply(events, inc.service), thread_ts=eff.pub["ts"])
 
-        ts = await self._once(lease, key, eff.pub, f"lines:{last}", post)
+        ts = await self._once(lease, rec, eff.pub, f"lines:{last}", post)
         if ts is not None:
             state = {f"fx:lines:{last}": f"done:{ts}", "through": str(last), "line_at": repr(self.clock.now())}
-            await self._save(lease, key, state)
+            await self._save(lease, rec, state)
 
     async def _edit(self, lease: Lease, eff: Effect) -> None:
         inc = eff.inc
@@ -193,31 +189,32 @@ class SlackEffects:
         slack = self.responder_for(eff.pub["channel"])
         await slack.update(eff.pub["ts"], header_reply(inc, self.s.vllm_service_name))  # idempotent: no intent
         self.stats["updates"] += 1
-        await lease.guarded_hset(self.store.k_pub(inc.id), {"rev": str(inc.rev), "edit_at": repr(self.clock.now())})
+        state = {"rev": str(inc.rev), "edit_at": repr(self.clock.now())}
+        await self.outbox.write(lease, self.outbox.incident(inc.id), state)
 
     async def _summary(self, ch: str, lease: Lease, eff: Effect) -> None:
-        storm_key, reply, digest = eff.arg
+        storm, reply, digest = eff.arg
         now = repr(self.clock.now())
         if eff.kind == "summary-edit":
             slack = self.responder_for(eff.pub["channel"])
             await slack.update(eff.pub["ts"], reply)
             self.stats["updates"] += 1
-            await lease.guarded_hset(storm_key, {"digest": digest, "edit_at": now})
+            await self.outbox.write(lease, storm, {"digest": digest, "edit_at": now})
             return
         slack = self.responder_for(ch)
 
         async def post() -> str:
             return await slack.post(reply)
 
-        ts = await self._once(lease, storm_key, eff.pub, "summary", post)
+        ts = await self._once(lease, storm, eff.pub, "summary", post)
         if ts is not None:
             state = {"fx:summary": f"done:{ts}", "ts": ts, "channel": slack.channel, "digest": digest, "edit_at": now}
-            await self._save(lease, storm_key, state)
+            await self._save(lease, storm, state)
 
     async def _failed(self, lease: Lease, eff: Effect, exc: Exception) -> None:
         err = redact(f"{type(exc).__name__}: {exc}")[:500]
-        key = eff.arg[0] if eff.inc is None else self.store.k_pub(eff.inc.id)
-        attempts = int(await self.r.hincrby(key, f"fail:{eff.kind}", 1))
+        rec: Record = eff.arg[0] if eff.inc is None else self.outbox.incident(eff.inc.id)
+        attempts = await self.outbox.record_failure(rec, eff.kind)
         self.stats["failures"] += 1
         if attempts < self.s.alert_max_attempts:
             # Back off well under the queue's reclaim idle time: the next step retries, other work goes first.
@@ -226,21 +223,21 @@ class SlackEffects:
             log.warning("Slack effect %s failed (attempt %d): %s; retrying in %.1fs", eff.name, attempts, err, delay)
             return
         self.retry_at.pop(eff.name, None)
-        await self.r.hdel(key, f"fail:{eff.kind}")
+        await self.outbox.clear_failures(rec, eff.kind)
         log.error("Slack effect %s given up after %d attempts: %s", eff.name, attempts, err)
         inc = eff.inc
         if inc is None:
-            await lease.guarded_hset(key, {"digest": "given-up", "edit_at": repr(self.clock.now() + 60)})
+            await self.outbox.write(lease, rec, {"digest": "given-up", "edit_at": repr(self.clock.now() + 60)})
             return
         if eff.kind == "header":
-            await lease.guarded_hset(key, {"dead": "1"})
+            await self.outbox.write(lease, rec, {"dead": "1"})
             await self._dead_letter(inc, err, attempts)
         elif eff.kind == "lines":
-            await lease.guarded_hset(key, {"through": str(eff.arg[-1].seq)})
+            await self.outbox.write(lease, rec, {"through": str(eff.arg[-1].seq)})
         elif eff.kind == "reply":
-            await lease.guarded_hset(key, {"replies": str(int(eff.arg) + 1)})
+            await self.outbox.write(lease, rec, {"replies": str(int(eff.arg) + 1)})
         else:
-            await lease.guarded_hset(key, {"rev": str(inc.rev)})
+            await self.outbox.write(lease, rec, {"rev": str(inc.rev)})
 
     async def _dead_letter(self, inc: Incident, error: str, attempts: int) -> None:
         lead = inc.lead
@@ -256,8 +253,7 @@ class SlackEffects:
             url=lead.url,
         )
         entry = inc.id.removeprefix("inc-")
-        fields = {"entry": entry, "alert": alert.model_dump_json(), "error": error, "attempts": str(attempts)}
-        await self.r.xadd(self.s.key("alerts", "dead"), fields)  # type: ignore[arg-type]
+        await self.outbox.dead_letter(entry, alert.model_dump_json(), error, attempts)
         if self.on_dead is not None:
             try:
                 await self.on_dead(entry, alert, error, attempts)

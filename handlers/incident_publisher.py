@@ -1,6 +1,7 @@
 """The publisher: turns recorded incident state into Slack messages, within Slack's rate limits.
 
-Workers only record (skills/incident_store.py); this loop, one per process, makes every Slack call. For each
+Workers only record (skills/incident_store.py); this loop, one per process, makes every Slack call. What it
+reads and records in Redis goes through skills/incident_outbox.py; this module decides and calls Slack. For each
 channel with work it holds a fenced lease (skills/leases.py), so one instance at a time posts into a channel:
 a storm split across instances still yields one thread per incident and no duplicate line, and a killed
 instance's channel is taken over when its lease lapses (`alert_channel_lease_ms`).
@@ -27,12 +28,13 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from handlers.incident_effects import REDIS_DOWN as _REDIS_DOWN
 from handlers.incident_effects import DeadNotice, Effect, ResponderFor, SlackEffects
 from handlers.incident_render import storm_reply
 from skills.clock import Clock
+from skills.incident_outbox import IncidentOutbox, Loaded, Record
 from skills.incident_store import IncidentStore
 from skills.incidents import Incident, severity_rank
 from skills.leases import Lease
@@ -72,9 +74,8 @@ class IncidentPublisher(SlackEffects):
     ) -> None:
         self.deps = deps
         self.s = deps.settings
-        self.r = deps.redis
         self.clock = clock
-        self.store = IncidentStore(deps.redis, self.s.key_prefix, clock)
+        self.outbox = IncidentOutbox(IncidentStore(deps.redis, self.s.key_prefix, clock))
         self.responder_for = responder_for
         self.on_dead = on_dead
         self.owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -82,8 +83,7 @@ class IncidentPublisher(SlackEffects):
         self.post_buckets: dict[str, _Bucket] = {}
         self.update_bucket = _Bucket(self.s.slack_update_per_min / 60, 5)
         self.retry_at: dict[str, float] = {}
-        self._unsaved: list[tuple[Lease, str, dict[str, str]]] = []
-        self._parsed: dict[str, tuple[str, Incident]] = {}
+        self._unsaved: list[tuple[Lease, Record, dict[str, str]]] = []
         self.stats: Counter[str] = Counter()
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -110,10 +110,7 @@ class IncidentPublisher(SlackEffects):
 
     async def pending(self) -> int:
         """Incidents with Slack work not yet done (tests and the bench wait for 0)."""
-        total = 0
-        for ch in await self.r.smembers(self.store.k_channels):
-            total += int(await self.r.zcard(self.store.k_outbox(str(ch))))
-        return total
+        return await self.outbox.pending()
 
     async def _run(self) -> None:
         backoff = 0.2
@@ -153,7 +150,7 @@ class IncidentPublisher(SlackEffects):
         await self._flush()
         did = False
         due: float | None = None
-        for ch in sorted(str(c) for c in await self.r.smembers(self.store.k_channels)):
+        for ch in await self.outbox.channels():
             d, n = await self._channel_step(ch)
             did = did or d
             if n is not None:
@@ -162,18 +159,15 @@ class IncidentPublisher(SlackEffects):
 
     def _lease(self, channel: str) -> Lease:
         if channel not in self.leases:
-            key = self.s.key("outbox", channel, "lease")
-            self.leases[channel] = Lease(self.r, key, self.s.alert_channel_lease_ms, owner=self.owner)
+            self.leases[channel] = self.outbox.lease(channel, self.s.alert_channel_lease_ms, self.owner)
         return self.leases[channel]
 
     async def _channel_step(self, ch: str) -> tuple[bool, float | None]:
-        store = self.store
-        raw: Any = await self.r.zrange(store.k_outbox(ch), 0, -1, withscores=True)
-        entries: list[tuple[str, float]] = [(str(m), float(sc)) for m, sc in raw]
-        storm_key = self.s.key("outbox", ch, "storm")
+        outbox = self.outbox
+        entries = await outbox.entries(ch)
         now = self.clock.now()
-        recent = int(await self.r.zcount(store.k_opens(ch), now - STORM_WINDOW_S, "+inf"))
-        storm = {str(k): str(v) for k, v in (await self.r.hgetall(storm_key)).items()}
+        recent = await outbox.opened_count(ch, now - STORM_WINDOW_S)
+        storm = await outbox.storm_state(ch)
         if not entries and not storm:
             return False, None
         lease = self._lease(ch)
@@ -183,12 +177,12 @@ class IncidentPublisher(SlackEffects):
             since = now - STORM_WINDOW_S
             wall = datetime.now(UTC) - timedelta(seconds=STORM_WINDOW_S)
             storm = {"since": repr(since), "since_wall": wall.isoformat(), "edit_at": "0"}
-            if not await lease.guarded_hset(storm_key, storm):
+            if not await outbox.write(lease, outbox.storm(ch), storm):
                 return False, None
             log.warning("alert storm on %s: %d new incidents in the last minute", ch, recent)
         effects: list[Effect] = []
-        loaded = await self._load([str(m) for m, _ in entries])
-        scores = {str(m): s for m, s in entries}
+        loaded = await outbox.load([m for m, _ in entries])
+        scores = dict(entries)
         clean: list[str] = []
         for inc_id, (inc, pub, n_replies) in loaded.items():
             fx = self._effects(inc, pub, n_replies, now) if inc else []
@@ -197,41 +191,12 @@ class IncidentPublisher(SlackEffects):
             else:
                 clean.append(inc_id)
         if storm:
-            effects += await self._storm_effects(ch, storm_key, storm, recent, now)
+            effects += await self._storm_effects(ch, storm, recent, now)
         for inc_id in clean:
-            await store.clean(ch, inc_id, scores[inc_id])
+            await outbox.clean(ch, inc_id, scores[inc_id])
         if not effects:
             return False, None
         return await self._run_best(ch, lease, sorted(effects), now)
-
-    async def _load(self, ids: list[str]) -> dict[str, tuple[Incident | None, dict[str, str], int]]:
-        if not ids:
-            return {}
-        async with self.r.pipeline(transaction=False) as p:
-            for i in ids:
-                p.get(self.store.k_incident(i))
-                p.hgetall(self.store.k_pub(i))
-                p.hlen(self.store.k_replies(i))
-            res = await p.execute()
-        out = {}
-        for n, i in enumerate(ids):
-            raw, pub, replies = res[3 * n : 3 * n + 3]
-            out[i] = (self._parse(i, raw), {str(k): str(v) for k, v in pub.items()}, int(replies))
-        return out
-
-    def _parse(self, inc_id: str, raw: str | None) -> Incident | None:
-        """Parse an incident record, reusing the last parse while the record is unchanged (a storm's step
-        looks at every incident in the outbox, a few times a second)."""
-        if not raw:
-            return None
-        hit = self._parsed.get(inc_id)
-        if hit is not None and hit[0] == raw:
-            return hit[1]
-        if len(self._parsed) > 5000:
-            self._parsed.clear()
-        inc = Incident.model_validate_json(raw)
-        self._parsed[inc_id] = (raw, inc)
-        return inc
 
     def _effects(self, inc: Incident, pub: dict[str, str], n_replies: int, now: float) -> list[Effect]:
         if pub.get("dead"):
@@ -258,25 +223,22 @@ class IncidentPublisher(SlackEffects):
             out.append(Effect((2 if resolved else 4, sev, opened), due, "edit", "update", inc, pub))
         return out
 
-    async def _storm_effects(
-        self, ch: str, storm_key: str, storm: dict[str, str], recent: int, now: float
-    ) -> list[Effect]:
+    async def _storm_effects(self, ch: str, storm: dict[str, str], recent: int, now: float) -> list[Effect]:
         due = float(storm.get("edit_at", 0)) + self.s.alert_storm_edit_interval_s
         if storm.get("ts") and due > now:  # not time to edit yet: skip rendering 100s of rows on every step
             return [Effect((0,), due, "summary-wait", "update", None, storm)]
-        ids = [str(i) for i in await self.r.zrangebyscore(self.store.k_opens(ch), float(storm["since"]), "+inf")]
-        loaded = await self._load(ids)
-        incs = [inc for inc, _, _ in loaded.values() if inc is not None]
-        threads = {i for i, (_, pub, _) in loaded.items() if pub.get("ts")}
+        loaded: dict[str, Loaded] = await self.outbox.load(await self.outbox.opened_since(ch, float(storm["since"])))
+        incs = [x.inc for x in loaded.values() if x.inc is not None]
+        threads = {i for i, x in loaded.items() if x.pub.get("ts")}
         since = datetime.fromisoformat(storm["since_wall"])
         reply = storm_reply(incs, threads, ch, since)
         digest = hashlib.sha256(reply.model_dump_json().encode()).hexdigest()[:16]
         if not storm.get("ts"):
-            return [Effect((0,), now, "summary", "post", None, storm, (storm_key, reply, digest))]
+            return [Effect((0,), now, "summary", "post", None, storm, (self.outbox.storm(ch), reply, digest))]
         if storm.get("digest") != digest:
-            return [Effect((0,), due, "summary-edit", "update", None, storm, (storm_key, reply, digest))]
+            return [Effect((0,), due, "summary-edit", "update", None, storm, (self.outbox.storm(ch), reply, digest))]
         if recent == 0 and len(threads) == len(incs):  # quiet, every thread open, summary final: storm over
-            await self.r.delete(storm_key)
+            await self.outbox.end_storm(ch)
             log.info("alert storm on %s is over (%d incidents)", ch, len(incs))
         return []
 

@@ -31,7 +31,6 @@ from skills.remediation import RemediationPlan
 
 if TYPE_CHECKING:
     from bot.deps import Deps
-    from bot.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -39,19 +38,12 @@ ResponderFor = Callable[[str], Responder]  # channel -> responder (bot.slack_app
 # (incident, alert) -> replies for the thread as each becomes ready (findings first, then the plan).
 Investigator = Callable[[Incident, Alert], AsyncIterator[Reply]]
 
-__all__ = ["IncidentThreads", "event_line", "header_reply", "incident_for_thread", "lines_reply", "thread_key"]
-
-
-def thread_key(settings: Settings, channel: str, ts: str) -> str:
-    return settings.key("incident", "by-thread", channel, ts)
+__all__ = ["IncidentThreads", "event_line", "header_reply", "incident_for_thread", "lines_reply"]
 
 
 async def incident_for_thread(deps: Deps, channel: str, thread_ts: str) -> str:
     """The id of the incident whose thread this is ('' for any other thread)."""
-    if not channel or not thread_ts:
-        return ""
-    found = await deps.redis.get(thread_key(deps.settings, channel, thread_ts))
-    return str(found) if found else ""
+    return await IncidentStore(deps.redis, deps.settings.key_prefix).thread_incident(channel, thread_ts)
 
 
 class IncidentThreads:
@@ -115,7 +107,7 @@ class IncidentThreads:
         what = f"*{alert.name}* on `{alert.service or 'unknown'}`" if alert else f"queue entry {entry_id}"
         reply = Reply(title=f":skull: An alert could not be processed after {attempts} attempts: {what}")
         reply.add(text=f"Last error: `{redact(error)[:400]}`")
-        reply.context = f"kept in the dead-letter stream {self.s.key('alerts', 'dead')} (entry {entry_id})"
+        reply.context = f"kept in the dead-letter stream {self.publisher.outbox.dead_letter_stream} (entry {entry_id})"
         slack = self.responder_for(self.s.slack_alerts_channel)
         inc_id = await self.store.find_id(alert) if alert else ""
         ts = (await self.store.pub(inc_id)).get("ts") if inc_id else None

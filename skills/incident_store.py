@@ -11,6 +11,8 @@ Per incident:
                          posted), line_at / edit_at (clock seconds), fx:<effect> intent records
   incident:<id>:replies  investigation replies (index -> JSON), posted in order under the thread
   incident:<id>:investigation  the entry id that runs the incident's one investigation
+  incident:by-thread:<channel>:<ts>  the incident whose Slack thread that is
+The publisher's keys (outbox, storm, dead letters) are in skills/incident_outbox.py.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import redis.asyncio as redis
 from redis.exceptions import WatchError
 
-from skills.clock import Clock
+from skills.clock import REAL_CLOCK, Clock
 from skills.incidents import Alert, Change, Incident, group_key, is_known_service, new_incident
 
 RECORD_TTL_S = 30 * 86400
@@ -42,7 +44,7 @@ return 0
 
 
 class IncidentStore:
-    def __init__(self, r: redis.Redis, prefix: str, clock: Clock) -> None:
+    def __init__(self, r: redis.Redis, prefix: str, clock: Clock = REAL_CLOCK) -> None:
         self.r = r
         self.prefix = prefix
         self.clock = clock
@@ -78,6 +80,9 @@ class IncidentStore:
     def k_channels(self) -> str:
         return self.key("outbox", "channels")
 
+    def k_thread(self, channel: str, ts: str) -> str:
+        return self.key("incident", "by-thread", channel, ts)
+
     # --- reads -----------------------------------------------------------------------------------------
     async def load(self, inc_id: str) -> Incident | None:
         raw = await self.r.get(self.k_incident(inc_id))
@@ -88,6 +93,15 @@ class IncidentStore:
 
     async def find_id(self, alert: Alert) -> str:
         return str(await self.r.get(self.k_by_alert(alert)) or "")
+
+    async def thread_incident(self, channel: str, ts: str) -> str:
+        """The id of the incident whose Slack thread this is ('' for any other thread)."""
+        if not channel or not ts:
+            return ""
+        return str(await self.r.get(self.k_thread(channel, ts)) or "")
+
+    async def bind_thread(self, channel: str, ts: str, inc_id: str) -> None:
+        await self.r.set(self.k_thread(channel, ts), inc_id, ex=RECORD_TTL_S)
 
     # --- the worker's write ----------------------------------------------------------------------------
     async def record(

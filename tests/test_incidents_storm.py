@@ -309,7 +309,7 @@ async def test_an_unfinished_post_of_another_holder_is_redone_once_and_counted(
         await bot.deps.redis.hset(store.k_pub(inc.id), "fx:header", "intent:dead-host-1-abcdef:7")
         while (await threads_pub.step())[0]:
             pass
-        ambiguous = int(await bot.deps.redis.get(s.key("alerts", "ambiguous")) or 0)
+        ambiguous = await threads_pub.outbox.ambiguous()
         pub = await store.pub(inc.id)
     finally:
         await close(bot)

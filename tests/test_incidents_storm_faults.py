@@ -22,6 +22,8 @@ from bot.sandbox.server import serve
 from bot.sandbox.slack_limits import RateLimits
 from bot.settings import Settings
 from skills.clock import REAL_CLOCK
+from skills.incident_outbox import IncidentOutbox
+from skills.incident_store import IncidentStore
 from tests.alerts_fixtures import PostsSlack, eventually, tuned
 from tests.test_incidents_faults import OwnRedis, _env
 from tests.test_incidents_storm import am, close, drained, incident_headers, service_of, start
@@ -81,7 +83,7 @@ async def test_one_instance_killed_mid_storm_the_other_finishes_it(
         victim.wait(timeout=10)
         await survivor.queue.start()  # reclaims the victim's entries, takes its channel once the lease lapses
         assert await drained(survivor, timeout=30)
-        ambiguous = int(await redis_client.get(s.key("alerts", "ambiguous")) or 0)
+        ambiguous = await IncidentOutbox(IncidentStore(redis_client, s.key_prefix)).ambiguous()
     finally:
         if victim.poll() is None:
             victim.kill()
@@ -115,7 +117,7 @@ async def test_redis_restart_mid_storm_loses_nothing_and_posts_nothing_twice(
                     break
             except (OSError, RedisError):  # a pooled connection from before the restart fails once
                 await asyncio.sleep(0.05)
-        ambiguous = int(await bot.deps.redis.get(s.key("alerts", "ambiguous")) or 0)
+        ambiguous = await IncidentOutbox(IncidentStore(bot.deps.redis, s.key_prefix)).ambiguous()
     finally:
         await close(bot)
         own.stop()

@@ -18,6 +18,7 @@ from handlers.registry import action, command
 from handlers.reply import Button, FileOut, Reply
 from skills import bench_report as report
 from skills.bench_plan import BenchPlan, make_plan, max_model_len_from_args, server_max_model_len
+from skills.bench_store import BenchStore
 from skills.cost import hourly_cost
 from skills.errors import InvalidInput, UserFacingError
 from skills.loadgen import BenchSpec, Progress, SweepResult, run_sweep
@@ -106,18 +107,17 @@ async def _plan(ctx: CommandContext) -> Reply:
         max_len = max_len or max_model_len_from_args(info.args)
     except UserFacingError:
         pass  # no Cloud Run access (e.g. VLLM_BASE_URL only): plan without a cost
-    last = await report.recent_sweeps(d.redis, d.settings.key("bench", "history"), 1)
+    last = await _store(ctx).recent_sweeps(1)
     single = report.best_throughput(last[0])[0] if last else None
     stream_tok_s = single.output_tok_per_s if single else None
     plan = make_plan(secrets.token_hex(6), spec, model, max_len, usd_h, stream_tok_s)
     plan.user_id, plan.channel_id = ctx.user_id, ctx.channel_id
-    await d.redis.set(d.settings.key("bench", "plan", plan.id), plan.model_dump_json(), ex=d.settings.plan_ttl_s)
+    await _store(ctx).save_plan(plan)
     return render_plan(plan)
 
 
 async def _compare(ctx: CommandContext) -> Reply:
-    d = ctx.deps
-    sweeps = await report.recent_sweeps(d.redis, d.settings.key("bench", "history"), 2)
+    sweeps = await _store(ctx).recent_sweeps(2)
     if len(sweeps) < 2:
         raise UserFacingError("`bench compare` needs two stored sweeps.", "Run `/gemma bench` (twice) first.")
     new, old = sweeps
@@ -139,6 +139,10 @@ async def bench(ctx: CommandContext) -> Reply:
     return await _plan(ctx)
 
 
+def _store(ctx: CommandContext | ActionContext) -> BenchStore:
+    return BenchStore(ctx.deps.redis, ctx.deps.settings.key, ctx.deps.settings.plan_ttl_s)
+
+
 def _allowed(ctx: ActionContext) -> bool:
     deployers = ctx.deps.settings.deployers
     return not deployers or ctx.user_id in deployers
@@ -146,20 +150,19 @@ def _allowed(ctx: ActionContext) -> bool:
 
 @action(DISMISS)
 async def dismiss(ctx: ActionContext) -> Reply:
-    await ctx.deps.redis.delete(ctx.deps.settings.key("bench", "plan", ctx.value))
+    await _store(ctx).drop_plan(ctx.value)
     return Reply(title="Benchmark cancelled; nothing was run.", ephemeral=True)
 
 
 @action(CONFIRM)
 async def confirm(ctx: ActionContext) -> Reply | None:
-    d, st = ctx.deps, ctx.deps.settings
+    d = ctx.deps
     if not _allowed(ctx):
         raise UserFacingError("Only deployers can run a benchmark (it loads the live model).", "Ask a deployer.")
-    raw = await d.redis.getdel(st.key("bench", "plan", ctx.value))  # single use: a double click runs once
-    if not raw:
+    plan = await _store(ctx).take_plan(ctx.value)  # single use: a double click runs once
+    if plan is None:
         raise UserFacingError("This benchmark plan has expired or was already used.", "Run `/gemma bench` again.")
-    plan = BenchPlan.model_validate_json(raw)
-    lock = ServiceLock(d.redis, st.key("bench", "lock"), int(plan.spec.max_duration_s) + 600)
+    lock = _store(ctx).lock(int(plan.spec.max_duration_s) + 600)
     try:
         await lock.acquire(ctx.user_id, f"benchmark {plan.id}")
     except LockHeld as exc:
@@ -179,7 +182,7 @@ async def confirm(ctx: ActionContext) -> Reply | None:
 
 @action(STOP)
 async def stop(ctx: ActionContext) -> Reply:
-    await ctx.deps.redis.set(ctx.deps.settings.key("bench", "stop", ctx.value), ctx.user_id, ex=3600)
+    await _store(ctx).request_stop(ctx.value, ctx.user_id)
     return Reply(title="Stopping the benchmark after the requests in flight…", ephemeral=True)
 
 
@@ -221,14 +224,13 @@ def result_reply(result: SweepResult) -> Reply:
 
 
 async def run_and_report(ctx: ActionContext, plan: BenchPlan, lock: ServiceLock, ts: str) -> None:
-    d, st = ctx.deps, ctx.deps.settings
+    d, store = ctx.deps, _store(ctx)
     responder: Responder = ctx.responder
     stop_event = asyncio.Event()
-    stop_key = st.key("bench", "stop", plan.id)
 
     async def watch_stop() -> None:
         while not stop_event.is_set():
-            if await d.redis.exists(stop_key):
+            if await store.stop_requested(plan.id):
                 stop_event.set()
             await asyncio.sleep(0.5)
 
@@ -257,7 +259,7 @@ async def run_and_report(ctx: ActionContext, plan: BenchPlan, lock: ServiceLock,
             on_progress=progress,
             progress_every_s=3.0,
         )
-        await report.save_sweep(d.redis, st.key("bench", "history"), result)
+        await store.save_sweep(result)
         final = Reply(title=f":checkered_flag: Benchmark {plan.id}: {result.stopped or 'done'}; results in the thread")
         await responder.update(ts, final)
         await responder.post(result_reply(result), thread_ts=ts)
@@ -274,5 +276,5 @@ async def run_and_report(ctx: ActionContext, plan: BenchPlan, lock: ServiceLock,
         stop_event.set()
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
-        await d.redis.delete(stop_key)
+        await store.clear_stop(plan.id)
         await lock.release()

@@ -19,12 +19,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from handlers.button_payloads import ButtonPayloads
 from handlers.context import ActionContext, Responder
 from handlers.incidents import incident_for_thread
 from handlers.registry import action, view_check
 from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION, PLAN_ACTION, Button, Reply, error_reply
 from handlers.startup_report import startup_report
+from skills.button_payloads import PayloadStore
 from skills.confirm import Refused, Where, WriteGate, cancel, claim, precheck, run_claimed
 from skills.deploy import ExecResult, Progress
 from skills.deploy_env import DeployEnv
@@ -32,6 +32,7 @@ from skills.errors import InvalidInput
 from skills.plan_actions import build_plan
 from skills.plans import Plan, PlanStore
 from skills.redact import redact
+from skills.short_cache import ShortCache
 
 if TYPE_CHECKING:  # handlers never import bot/ at run time; bot/ passes its Deps in
     from bot.deps import Deps
@@ -86,14 +87,15 @@ def _usergroup_port(deps: Deps) -> Any:
     if deps.chat is None:
         return None
 
+    cache = ShortCache(deps.redis, deps.settings.key, "usergroup", _GROUP_CACHE_S)
+
     async def members(group: str) -> list[str]:
-        key = deps.settings.key("usergroup", group)
-        cached = await deps.redis.get(key)
+        cached = await cache.get(group)
         if cached is not None:
-            return list(json.loads(cached))
+            return [str(u) for u in cached]
         resp = await deps.chat.usergroups_users_list(usergroup=group)
         users = [str(u) for u in resp.get("users") or []]
-        await deps.redis.set(key, json.dumps(users), ex=_GROUP_CACHE_S)
+        await cache.put(group, users)
         return users
 
     return members
@@ -158,7 +160,7 @@ def clicked_in_thread(ctx: ActionContext) -> str:
 
 @action(PLAN_ACTION)
 async def on_plan_button(ctx: ActionContext) -> Reply | None:
-    value = await ButtonPayloads(ctx.deps.redis, ctx.deps.settings.key).resolve(ctx.value)
+    value = await PayloadStore(ctx.deps.redis, ctx.deps.settings.key).resolve(ctx.value)
     try:
         data = json.loads(value)
         kind, params = data["action"], data.get("params") or {}
