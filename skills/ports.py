@@ -5,6 +5,7 @@ Adapters live in bot/adapters (real) and bot/sandbox (wire-level stand-ins the r
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -194,3 +195,88 @@ class StreamClients(Protocol):
     """Opens a StreamExchange to the model endpoint (its URL and auth resolved now), sized for a concurrency."""
 
     async def open(self, max_concurrency: int) -> StreamExchange: ...
+
+
+# --- The key-value store (Redis) ---------------------------------------------------------------------------
+# Exactly the commands the skills use, with redis-py's asyncio signatures (redis.asyncio.Redis satisfies these
+# structurally; bot/wiring.py checks it where the real client is handed over). Values come back as bytes or
+# str depending on the client's decode_responses.
+
+
+StoreValue = bytes | bytearray | memoryview | str | int | float  # what a stream entry's fields may hold
+
+
+class StoreScript(Protocol):
+    """A server-side Lua script registered once and run by its hash (EVALSHA, loading it when missing)."""
+
+    def __call__(
+        self, keys: Sequence[str] | None = None, args: Sequence[str | int | float] | None = None
+    ) -> Awaitable[Any]: ...
+
+
+class StorePipeline(Protocol):
+    """A WATCH/MULTI transaction: reads run at once until multi(), then writes are queued for EXEC."""
+
+    async def watch(self, *names: str) -> None: ...
+
+    def multi(self) -> None: ...
+
+    # Before multi() these return the value; after, they queue and return the pipeline (awaited only before).
+    def get(self, name: str) -> Any: ...
+
+    def hget(self, name: str, key: str) -> Any: ...
+
+    def set(self, name: str, value: str, *, ex: int | None = None) -> Any: ...
+
+    def zadd(self, name: str, mapping: Mapping[str, float]) -> Any: ...
+
+    def zremrangebyscore(self, name: str, min: float | str, max: float | str) -> Any: ...
+
+
+class Store(Protocol):
+    """The shared store: plans, confirmations, leases, locks, incidents, audit stream, caches.
+
+    Outages surface as the client's own exceptions; a skill that must ride one out (a lease's renewer) treats
+    any failed call as "the store is away" rather than naming a client library's exception classes."""
+
+    def get(self, name: str) -> Awaitable[bytes | str | None]: ...
+
+    def set(
+        self, name: str, value: str, *, ex: int | None = None, px: int | None = None, nx: bool = False, xx: bool = False
+    ) -> Awaitable[bool | str | bytes | None]: ...
+
+    def delete(self, *names: str) -> Awaitable[int]: ...
+
+    def expire(self, name: str, time: int) -> Awaitable[bool]: ...
+
+    def hgetall(self, name: str) -> Awaitable[dict[bytes | str, bytes | str]]: ...
+
+    def hsetnx(self, name: str, key: str, value: str) -> Awaitable[int]: ...
+
+    def lpush(self, name: str, *values: str) -> Awaitable[int]: ...
+
+    def ltrim(self, name: str, start: int, end: int) -> Awaitable[bool]: ...
+
+    def lrange(self, name: str, start: int, end: int) -> Awaitable[list[Any]]: ...
+
+    def xadd(
+        self, name: str, fields: dict[StoreValue, StoreValue], *, maxlen: int | None = None, approximate: bool = True
+    ) -> Awaitable[bytes | str]: ...
+
+    def xrevrange(
+        self, name: str, *, count: int | None = None
+    ) -> Awaitable[list[tuple[bytes | str | None, dict[bytes | str, bytes | str] | None]] | None]: ...
+
+    def eval(self, script: str, numkeys: int, *keys_and_args: str | int | float) -> Awaitable[Any]: ...
+
+    def register_script(self, script: str) -> StoreScript: ...
+
+    async def transaction(
+        self,
+        func: Callable[[StorePipeline], Awaitable[Any]],
+        *watches: str,
+        value_from_callable: bool = False,
+    ) -> Any:
+        """Run `func` on a pipeline watching `watches` (func may watch more), then EXEC; rerun from the start
+        whenever a watched key changed before EXEC. Returns func's value with value_from_callable."""
+        ...
