@@ -5,7 +5,7 @@ Adapters live in bot/adapters (real) and bot/sandbox (wire-level stand-ins the r
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -280,3 +280,77 @@ class Store(Protocol):
         """Run `func` on a pipeline watching `watches` (func may watch more), then EXEC; rerun from the start
         whenever a watched key changed before EXEC. Returns func's value with value_from_callable."""
         ...
+
+
+# --- The model's OpenAI-compatible API (vLLM's /v1/chat/completions and /v1/models) -------------------------
+
+
+class ModelAPIError(Exception):
+    """A failed call to the model's API; str() is the client's own description."""
+
+
+class ModelTimeout(ModelAPIError):
+    """The server did not answer in time."""
+
+
+class ModelUnreachable(ModelAPIError):
+    """No connection to the server."""
+
+
+class ModelHTTPError(ModelAPIError):
+    """The server answered with an error status; `message` is its own error message, when it sent one."""
+
+    def __init__(self, text: str, status_code: int, message: str) -> None:
+        super().__init__(text)
+        self.status_code = status_code
+        self.message = message
+
+
+class ChatReply(BaseModel):
+    content: str = ""
+    tool_calls: int = 0  # how many tool calls the model answered with
+
+
+@dataclass(slots=True)
+class ChatChunk:
+    """One piece of a streamed chat completion: a choice's delta, or the closing usage (text empty)."""
+
+    content: str = ""
+    reasoning: str = ""  # reasoning text (vLLM's reasoning parser), kept apart from the answer
+    tool_call: bool = False
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None  # set on the usage chunk only (stream_options.include_usage)
+    completion_tokens: int | None = None
+
+
+class ModelCard(BaseModel):
+    id: str
+    max_model_len: int | None = None  # vLLM lists it on each card of /v1/models
+
+
+class ModelAPI(Protocol):
+    """Chat completions and the model list; failures raise ModelAPIError (or a subclass)."""
+
+    async def chat(
+        self, model: str, messages: list[dict[str, Any]], *, max_tokens: int, tools: list[dict[str, Any]] | None = None
+    ) -> ChatReply:
+        """One completion; with `tools`, tool_choice is "auto"."""
+        ...
+
+    def chat_stream(self, model: str, messages: list[dict[str, Any]], *, max_tokens: int) -> AsyncIterator[ChatChunk]:
+        """A streamed completion that ends with a usage chunk (when the server sends one)."""
+        ...
+
+    async def models(self) -> list[ModelCard]: ...
+
+
+class ModelEndpoint(Protocol):
+    """Where the model is (VLLM_BASE_URL or the Cloud Run service's URL) and its chat API, with auth."""
+
+    async def base_url(self) -> str:
+        """The server root (no /v1)."""
+        ...
+
+    async def model_id(self) -> str: ...
+
+    async def client(self, *, timeout_s: float | None = None) -> ModelAPI: ...
