@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import Any
+
+import redis.asyncio as redis
 
 from skills.errors import InvalidInput
 
@@ -20,8 +21,8 @@ TTL_S = 14 * 24 * 3600  # a proposal older than two weeks is stale anyway: ask a
 
 
 class ButtonPayloads:
-    def __init__(self, redis: Any, key: Callable[..., str]) -> None:
-        self.redis = redis
+    def __init__(self, store: redis.Redis, key: Callable[..., str]) -> None:
+        self.redis = store
         self.key = key
 
     async def stash(self, reply: Reply) -> Reply:

@@ -34,7 +34,7 @@ from skills.redact import redact
 if TYPE_CHECKING:
     import redis.asyncio as redis
 
-    from bot.settings import Settings
+    from handlers.deps import HandlerSettings
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class SlackEffects:
     """Mixin: the effects themselves. The publisher provides the attributes below."""
 
     r: redis.Redis
-    s: Settings
+    s: HandlerSettings
     clock: Clock
     store: IncidentStore
     responder_for: ResponderFor

@@ -30,8 +30,7 @@ from skills.redact import redact
 from skills.remediation import RemediationPlan
 
 if TYPE_CHECKING:
-    from bot.deps import Deps
-    from bot.settings import Settings
+    from handlers.deps import HandlerDeps, HandlerSettings
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +41,11 @@ Investigator = Callable[[Incident, Alert], AsyncIterator[Reply]]
 __all__ = ["IncidentThreads", "event_line", "header_reply", "incident_for_thread", "lines_reply", "thread_key"]
 
 
-def thread_key(settings: Settings, channel: str, ts: str) -> str:
+def thread_key(settings: HandlerSettings, channel: str, ts: str) -> str:
     return settings.key("incident", "by-thread", channel, ts)
 
 
-async def incident_for_thread(deps: Deps, channel: str, thread_ts: str) -> str:
+async def incident_for_thread(deps: HandlerDeps, channel: str, thread_ts: str) -> str:
     """The id of the incident whose thread this is ('' for any other thread)."""
     if not channel or not thread_ts:
         return ""
@@ -57,7 +56,7 @@ async def incident_for_thread(deps: Deps, channel: str, thread_ts: str) -> str:
 class IncidentThreads:
     def __init__(
         self,
-        deps: Deps,
+        deps: HandlerDeps,
         responder_for: ResponderFor,
         investigate: Investigator | None = None,
         clock: Clock = REAL_CLOCK,
@@ -130,12 +129,12 @@ def render_plan(plan: RemediationPlan, service: str) -> Reply:
     return render_remediation(plan, service)
 
 
-async def _model_reachable(deps: Deps) -> bool:
+async def _model_reachable(deps: HandlerDeps) -> bool:
     """A quick /health probe: an alert thread should not sit behind a 10-minute cold start."""
     return not await _model_problem(deps)
 
 
-async def _model_problem(deps: Deps) -> str:
+async def _model_problem(deps: HandlerDeps) -> str:
     """Why the model cannot be asked now ('' when it can). Configuration problems (no credentials, no URL)
     are said as such: calling those 'scaled to zero' would send people to the wrong fix."""
     if deps.agent is None or deps.endpoint is None:
@@ -158,7 +157,7 @@ async def _model_problem(deps: Deps) -> str:
 _ZZZ = "scaled to zero or down"
 
 
-def make_investigator(deps: Deps) -> Investigator:
+def make_investigator(deps: HandlerDeps) -> Investigator:
     s = deps.settings
 
     async def investigate(inc: Incident, alert: Alert) -> AsyncIterator[Reply]:

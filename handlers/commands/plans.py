@@ -25,7 +25,7 @@ from handlers.incidents import incident_for_thread
 from handlers.registry import action, view_check
 from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION, PLAN_ACTION, Button, Reply, error_reply
 from handlers.startup_report import startup_report
-from skills.confirm import Refused, Where, WriteGate, cancel, claim, precheck, run_claimed
+from skills.confirm import Refused, UsergroupMembers, Where, WriteGate, cancel, claim, precheck, run_claimed
 from skills.deploy import ExecResult, Progress
 from skills.deploy_env import DeployEnv
 from skills.errors import InvalidInput
@@ -33,8 +33,8 @@ from skills.plan_actions import build_plan
 from skills.plans import Plan, PlanStore
 from skills.redact import redact
 
-if TYPE_CHECKING:  # handlers never import bot/ at run time; bot/ passes its Deps in
-    from bot.deps import Deps
+if TYPE_CHECKING:
+    from handlers.deps import HandlerDeps
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ _MAX_DIFF_LINES = 40
 _GROUP_CACHE_S = 60
 
 
-def deploy_env(deps: Deps) -> DeployEnv:
+def deploy_env(deps: HandlerDeps) -> DeployEnv:
     st = deps.settings
     return DeployEnv(
         service=st.vllm_service_name,
@@ -63,11 +63,11 @@ def deploy_env(deps: Deps) -> DeployEnv:
     )
 
 
-def plan_store(deps: Deps) -> PlanStore:
+def plan_store(deps: HandlerDeps) -> PlanStore:
     return PlanStore(deps.redis, deps.settings.key("plan"), deps.settings.plan_ttl_s)
 
 
-def write_gate(deps: Deps) -> WriteGate:
+def write_gate(deps: HandlerDeps) -> WriteGate:
     st = deps.settings
     return WriteGate(
         store=deps.redis,
@@ -81,9 +81,10 @@ def write_gate(deps: Deps) -> WriteGate:
     )
 
 
-def _usergroup_port(deps: Deps) -> Any:
+def _usergroup_port(deps: HandlerDeps) -> UsergroupMembers | None:
     """Slack usergroups.users.list behind a plain callable (cached briefly: the API is rate-limited)."""
-    if deps.chat is None:
+    chat = deps.chat
+    if chat is None:
         return None
 
     async def members(group: str) -> list[str]:
@@ -91,7 +92,7 @@ def _usergroup_port(deps: Deps) -> Any:
         cached = await deps.redis.get(key)
         if cached is not None:
             return list(json.loads(cached))
-        resp = await deps.chat.usergroups_users_list(usergroup=group)
+        resp = await chat.usergroups_users_list(usergroup=group)
         users = [str(u) for u in resp.get("users") or []]
         await deps.redis.set(key, json.dumps(users), ex=_GROUP_CACHE_S)
         return users
@@ -134,7 +135,7 @@ def render_plan(plan: Plan, *, with_buttons: bool = True) -> Reply:
 
 
 async def store_plan(
-    deps: Deps, user_id: str, channel_id: str, kind: str, params: dict[str, Any], thread_ts: str = ""
+    deps: HandlerDeps, user_id: str, channel_id: str, kind: str, params: dict[str, Any], thread_ts: str = ""
 ) -> Plan:
     """Compute and store a plan (the one entry point for commands and plan buttons)."""
     plan = await build_plan(kind, params, deps.runtime, deploy_env(deps), user_id=user_id, channel_id=channel_id)
@@ -145,7 +146,7 @@ async def store_plan(
     return plan
 
 
-async def make_plan(deps: Deps, user_id: str, channel_id: str, kind: str, params: dict[str, Any]) -> Reply:
+async def make_plan(deps: HandlerDeps, user_id: str, channel_id: str, kind: str, params: dict[str, Any]) -> Reply:
     """Compute, store and render a plan (the command path: the reply is the command's answer)."""
     return render_plan(await store_plan(deps, user_id, channel_id, kind, params))
 
