@@ -1,12 +1,15 @@
-"""The layers, checked on the source: skills talk to the outside only through skills/ports.py, and handlers
-never reach into bot/ (bot/ wires; handlers get what they need through ports and the deps they are handed).
-
-Every import counts: top-level, under `if TYPE_CHECKING:`, and inside functions.
+"""The layers (issue 18): bot/ wires, handlers parse and render, skills do the work and talk to the outside only
+through skills/ports.py. Checked on the source, where every import counts (top-level, under
+`if TYPE_CHECKING:`, inside functions), and at run time in a fresh interpreter that loads every handler module
+the registry knows.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,3 +74,22 @@ def test_skills_never_import_handlers_or_bot() -> None:
 
 def test_handlers_never_import_bot() -> None:
     assert _hits("handlers", ("bot",)) == []
+
+
+_LOAD = """
+import json, pkgutil, importlib, sys
+import handlers, skills
+from handlers.registry import load_all
+load_all()
+for pkg in (handlers, skills):
+    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+        importlib.import_module(m.name)
+print(json.dumps(sorted(m for m in sys.modules if m == "bot" or m.startswith("bot."))))
+"""
+
+
+def test_handlers_and_skills_load_without_bot() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _LOAD], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    assert json.loads(out.splitlines()[-1]) == []
