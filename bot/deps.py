@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as redis
 
@@ -14,23 +14,34 @@ from bot.settings import Settings
 from bot.telemetry import Telemetry
 from skills.ports import Logs, Metrics, ModelServer, Runtime, StreamClients
 
+if TYPE_CHECKING:  # annotations only: these pull in openai, slack_sdk and the sandbox's stand-ins
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.adapters.llm import LLMEndpoint
+    from bot.agent import Agent
+    from bot.agent_evals import ScenarioEvals
+    from bot.sandbox.cloud import Sandbox
+
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Deps:
+    """Satisfies handlers.deps.HandlerDeps (what handlers see of it)."""
+
     settings: Settings
     redis: redis.Redis
     runtime: Runtime
     model_server: ModelServer
     telemetry: Telemetry
-    endpoint: Any = None  # bot.adapters.llm.LLMEndpoint: the model's OpenAI-compatible API
-    chat: Any = None  # slack_sdk AsyncWebClient for posts outside a command (alerts); None in the console
+    endpoint: LLMEndpoint  # the model's OpenAI-compatible API
+    evals: ScenarioEvals  # `/gemma eval`: the agent scored over the sandbox's recorded scenarios
+    chat: AsyncWebClient | None = None  # Slack, for posts outside a command (alerts); None in the console
     logs: Logs | None = None
     metrics: Metrics | None = None
-    agent: Any = None  # the agent (tool-calling loop), when wired
+    agent: Agent | None = None  # the agent (tool-calling loop), when wired
     streams: StreamClients | None = None  # the bench load generator's connections to the model endpoint
-    sandbox: Any = None  # bot.sandbox.cloud.Sandbox when the bot runs on the simulated project
+    sandbox: Sandbox | None = None  # when the bot runs on the simulated project
     max_background: int = 16
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _slots: asyncio.Semaphore | None = None

@@ -10,6 +10,7 @@ from bot.adapters.llm import LLMEndpoint
 from bot.adapters.model_server import HttpModelServer
 from bot.adapters.stream_client import EndpointStreams
 from bot.agent import Agent
+from bot.agent_evals import ScenarioEvals
 from bot.deps import Deps
 from bot.settings import Settings
 from bot.state import make_redis
@@ -28,6 +29,7 @@ def build_deps(settings: Settings) -> Deps:
         model_server=model_server,
         telemetry=Telemetry(),
         endpoint=LLMEndpoint(settings, runtime, model_server, tokens),
+        evals=ScenarioEvals(settings),
         metrics=make_metrics(settings),
         logs=CloudLoggingLogs(settings),
     )
@@ -38,8 +40,8 @@ def build_deps(settings: Settings) -> Deps:
 
 async def close_deps(deps: Deps) -> None:
     await deps.drain()
-    for part in (deps.model_server, deps.endpoint):
-        close = getattr(part, "aclose", None)
-        if close is not None:
-            await close()
+    close = getattr(deps.model_server, "aclose", None)
+    if close is not None:
+        await close()
+    await deps.endpoint.aclose()
     await deps.redis.aclose()

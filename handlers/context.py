@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 from .reply import FileOut, Reply
 
 if TYPE_CHECKING:
-    from bot.deps import Deps
+    from handlers.deps import HandlerDeps
 
 
 class Responder(Protocol):
@@ -37,7 +37,7 @@ class Responder(Protocol):
 
 @dataclass
 class CommandContext:
-    deps: Deps
+    deps: HandlerDeps
     responder: Responder
     user_id: str
     channel_id: str
@@ -50,7 +50,7 @@ class CommandContext:
 class ActionContext:
     """A button click or a modal submission."""
 
-    deps: Deps
+    deps: HandlerDeps
     responder: Responder
     user_id: str
     channel_id: str

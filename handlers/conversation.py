@@ -5,19 +5,24 @@ The lead wires Slack `message` events (thread replies from people, not bots) to 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from skills.errors import UserFacingError
 from skills.redact import redact
+from skills.remediation import ProposedAction
 
 from .remediation_render import action_buttons
 from .reply import Reply
+
+if TYPE_CHECKING:
+    from .context import Responder
+    from .deps import HandlerDeps
 
 MAX_QUESTION_CHARS = 4000
 NOT_CONFIGURED = ("The model agent is not configured.", "Set VLLM_BASE_URL or deploy the model first.")
 
 
-def answer_reply(text: str, proposed: list[Any]) -> Reply:
+def answer_reply(text: str, proposed: list[ProposedAction]) -> Reply:
     # Model text as it is: the Slack renderer escapes it (no <!channel> pings or disguised links).
     reply = Reply(title=":robot_face: Gemma").add(text=redact(text))
     reply.buttons.extend(action_buttons(proposed))
@@ -26,7 +31,7 @@ def answer_reply(text: str, proposed: list[Any]) -> Reply:
     return reply
 
 
-async def answer_in_thread(deps: Any, responder: Any, thread_ts: str, question: str) -> None:
+async def answer_in_thread(deps: HandlerDeps, responder: Responder, thread_ts: str, question: str) -> None:
     """Answer `question` in the thread with the conversation so far, and remember the exchange."""
     question = redact(question)  # before it is stored in Redis or sent to the model
     if deps.agent is None:
@@ -50,7 +55,9 @@ async def answer_in_thread(deps: Any, responder: Any, thread_ts: str, question: 
     await responder.post(answer_reply(answer.text, answer.proposed), thread_ts=thread_ts)
 
 
-async def on_thread_reply(deps: Any, responder: Any, channel_id: str, thread_ts: str, user_id: str, text: str) -> None:
+async def on_thread_reply(
+    deps: HandlerDeps, responder: Responder, channel_id: str, thread_ts: str, user_id: str, text: str
+) -> None:
     """A message in a thread: answer it if the thread is a conversation with the bot, else ignore it."""
     if deps.agent is None or not text.strip():
         return

@@ -32,7 +32,7 @@ from skills.leases import Lease
 from skills.redact import redact
 
 if TYPE_CHECKING:
-    from bot.settings import Settings
+    from handlers.deps import HandlerSettings
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class Effect:
 class SlackEffects:
     """Mixin: the effects themselves. The publisher provides the attributes below."""
 
-    s: Settings
+    s: HandlerSettings
     clock: Clock
     outbox: IncidentOutbox
     responder_for: ResponderFor

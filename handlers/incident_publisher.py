@@ -40,7 +40,7 @@ from skills.incidents import Incident, severity_rank
 from skills.leases import Lease
 
 if TYPE_CHECKING:
-    from bot.deps import Deps
+    from handlers.deps import HandlerDeps
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class _Bucket:
 
 class IncidentPublisher(SlackEffects):
     def __init__(
-        self, deps: Deps, responder_for: ResponderFor, clock: Clock, on_dead: DeadNotice | None = None
+        self, deps: HandlerDeps, responder_for: ResponderFor, clock: Clock, on_dead: DeadNotice | None = None
     ) -> None:
         self.deps = deps
         self.s = deps.settings

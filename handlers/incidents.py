@@ -30,7 +30,7 @@ from skills.redact import redact
 from skills.remediation import RemediationPlan
 
 if TYPE_CHECKING:
-    from bot.deps import Deps
+    from handlers.deps import HandlerDeps
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ Investigator = Callable[[Incident, Alert], AsyncIterator[Reply]]
 __all__ = ["IncidentThreads", "event_line", "header_reply", "incident_for_thread", "lines_reply"]
 
 
-async def incident_for_thread(deps: Deps, channel: str, thread_ts: str) -> str:
+async def incident_for_thread(deps: HandlerDeps, channel: str, thread_ts: str) -> str:
     """The id of the incident whose thread this is ('' for any other thread)."""
     return await IncidentStore(deps.redis, deps.settings.key_prefix).thread_incident(channel, thread_ts)
 
@@ -49,7 +49,7 @@ async def incident_for_thread(deps: Deps, channel: str, thread_ts: str) -> str:
 class IncidentThreads:
     def __init__(
         self,
-        deps: Deps,
+        deps: HandlerDeps,
         responder_for: ResponderFor,
         investigate: Investigator | None = None,
         clock: Clock = REAL_CLOCK,
@@ -122,12 +122,12 @@ def render_plan(plan: RemediationPlan, service: str) -> Reply:
     return render_remediation(plan, service)
 
 
-async def _model_reachable(deps: Deps) -> bool:
+async def _model_reachable(deps: HandlerDeps) -> bool:
     """A quick /health probe: an alert thread should not sit behind a 10-minute cold start."""
     return not await _model_problem(deps)
 
 
-async def _model_problem(deps: Deps) -> str:
+async def _model_problem(deps: HandlerDeps) -> str:
     """Why the model cannot be asked now ('' when it can). Configuration problems (no credentials, no URL)
     are said as such: calling those 'scaled to zero' would send people to the wrong fix."""
     if deps.agent is None or deps.endpoint is None:
@@ -150,7 +150,7 @@ async def _model_problem(deps: Deps) -> str:
 _ZZZ = "scaled to zero or down"
 
 
-def make_investigator(deps: Deps) -> Investigator:
+def make_investigator(deps: HandlerDeps) -> Investigator:
     s = deps.settings
 
     async def investigate(inc: Incident, alert: Alert) -> AsyncIterator[Reply]:

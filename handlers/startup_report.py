@@ -10,8 +10,8 @@ from handlers.reply import Reply
 from skills.plans import Plan
 from skills.startup_check import StartupCheck, check_startup
 
-if TYPE_CHECKING:  # handlers never import bot/ at run time; bot/ passes its Deps in
-    from bot.deps import Deps
+if TYPE_CHECKING:
+    from handlers.deps import HandlerDeps
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,9 @@ def render_startup(check: StartupCheck) -> Reply:
     return reply
 
 
-async def startup_report(deps: Deps, plan: Plan, revision: str, since: datetime, ready_after_s: float) -> Reply | None:
+async def startup_report(
+    deps: HandlerDeps, plan: Plan, revision: str, since: datetime, ready_after_s: float
+) -> Reply | None:
     """The comparison for a deploy that turned ready; None when there is nothing to say or logs are off."""
     if plan.kind not in ("deploy", "redeploy") or plan.spec is None or deps.logs is None:
         return None

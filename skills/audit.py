@@ -7,9 +7,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-import redis.asyncio as redis
 from pydantic import BaseModel, Field
 
+from .ports import Store, StoreValue
 from .redact import redact, redact_obj
 
 MAXLEN = 5000  # keep the stream bounded; approximate trimming is cheap
@@ -31,16 +31,16 @@ class AuditEntry(BaseModel):
         return datetime.fromtimestamp(self.at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-async def record(store: redis.Redis, key: str, entry: AuditEntry) -> str:
+async def record(store: Store, key: str, entry: AuditEntry) -> str:
     """Append `entry`; its parameters and detail are redacted first (a pasted token, an error quoting one)."""
     fields = entry.model_dump(exclude={"id"})
     fields["params"] = json.dumps(redact_obj(entry.params), sort_keys=True, default=str)
     fields["detail"] = redact(entry.detail)
-    flat = {k: str(v) for k, v in fields.items()}
-    return str(await store.xadd(key, flat, maxlen=MAXLEN, approximate=True))  # type: ignore[arg-type]
+    flat: dict[StoreValue, StoreValue] = {k: str(v) for k, v in fields.items()}
+    return str(await store.xadd(key, flat, maxlen=MAXLEN, approximate=True))
 
 
-async def latest(store: redis.Redis, key: str, count: int = 10) -> list[AuditEntry]:
+async def latest(store: Store, key: str, count: int = 10) -> list[AuditEntry]:
     rows: list[Any] = await store.xrevrange(key, count=count) or []
     out = []
     for entry_id, fields in rows:

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from .errors import InvalidInput
 from .loadgen import BenchSpec, fit_contexts
+from .ports import ModelAPI, ModelAPIError
 from .vllm_flags import VllmFlags
-
-if TYPE_CHECKING:  # openai is imported where used: a slow import a request may never need
-    import openai
 
 # Rough figures for the estimate when no sweep has been measured yet (12B QAT on one L4, FIELD_NOTES).
 DEFAULT_STREAM_TOK_S = 60.0
@@ -35,19 +32,13 @@ class BenchPlan(BaseModel):
     channel_id: str = ""
 
 
-async def server_max_model_len(client: openai.AsyncOpenAI, model: str) -> int | None:
+async def server_max_model_len(client: ModelAPI, model: str) -> int | None:
     """vLLM lists `max_model_len` on each model card of /v1/models."""
-    import openai
-
     try:
-        page = await client.models.list()
-    except openai.OpenAIError:
+        cards = await client.models()
+    except ModelAPIError:
         return None
-    for m in page.data:
-        if m.id == model:
-            value = (m.model_extra or {}).get("max_model_len")
-            return int(value) if value else None
-    return None
+    return next((card.max_model_len for card in cards if card.id == model), None)
 
 
 def max_model_len_from_args(args: list[str]) -> int | None:

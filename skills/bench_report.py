@@ -6,9 +6,8 @@ import csv
 import io
 from collections.abc import Callable
 
-import redis.asyncio as redis
-
 from .loadgen import CellResult, SweepResult
+from .ports import Store
 
 HISTORY_KEEP = 20
 
@@ -150,14 +149,14 @@ def _png(fig: object) -> bytes:
 # --- history -----------------------------------------------------------------------------------------------
 
 
-async def save_sweep(store: redis.Redis, key: str, result: SweepResult) -> None:
+async def save_sweep(store: Store, key: str, result: SweepResult) -> None:
     """Newest first, capped list of sweeps."""
-    await store.lpush(key, result.model_dump_json())  # type: ignore[misc]
-    await store.ltrim(key, 0, HISTORY_KEEP - 1)  # type: ignore[misc]
+    await store.lpush(key, result.model_dump_json())
+    await store.ltrim(key, 0, HISTORY_KEEP - 1)
 
 
-async def recent_sweeps(store: redis.Redis, key: str, n: int = 2) -> list[SweepResult]:
-    raw = await store.lrange(key, 0, n - 1)  # type: ignore[misc]
+async def recent_sweeps(store: Store, key: str, n: int = 2) -> list[SweepResult]:
+    raw = await store.lrange(key, 0, n - 1)
     return [SweepResult.model_validate_json(r) for r in raw]
 
 

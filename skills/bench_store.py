@@ -5,18 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import redis.asyncio as redis
-
 from skills import bench_report as report
 from skills.bench_plan import BenchPlan
 from skills.loadgen import SweepResult
 from skills.locks import ServiceLock
+from skills.ports import Store
 
 STOP_TTL_S = 3600
 
 
 class BenchStore:
-    def __init__(self, r: redis.Redis, key: Callable[..., str], plan_ttl_s: int) -> None:
+    def __init__(self, r: Store, key: Callable[..., str], plan_ttl_s: int) -> None:
         self.r = r
         self.key = key
         self.plan_ttl_s = plan_ttl_s

@@ -11,9 +11,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
-import redis.asyncio as redis
-
 from skills.errors import InvalidInput
+from skills.ports import Store
 
 ID_PREFIX = "pb:"
 TTL_S = 14 * 24 * 3600  # a proposal older than two weeks is stale anyway: ask again
@@ -24,7 +23,7 @@ def is_id(value: str) -> bool:
 
 
 class PayloadStore:
-    def __init__(self, redis: redis.Redis, key: Callable[..., str]) -> None:
+    def __init__(self, redis: Store, key: Callable[..., str]) -> None:
         self.redis = redis
         self.key = key
 

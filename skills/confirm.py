@@ -13,14 +13,12 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
-import redis.asyncio as redis
-
 from .audit import AuditEntry, record
 from .deploy import ExecResult, ProgressFn, execute
 from .errors import UserFacingError
 from .locks import LockHeld, ServiceLock
 from .plans import Plan, PlanStore
-from .ports import Logs, Runtime
+from .ports import Logs, Runtime, Store
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +33,7 @@ class Refused(UserFacingError):
 class WriteGate:
     """Everything confirm needs besides the plan: stores, policy and where the audit goes."""
 
-    store: redis.Redis
+    store: Store
     plans: PlanStore
     lock_prefix: str  # settings.key("lock")
     lock_ttl_s: int

@@ -19,13 +19,10 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
-
-import redis.asyncio as redis
-from redis.exceptions import WatchError
 
 from skills.clock import REAL_CLOCK, Clock
 from skills.incidents import Alert, Change, Incident, group_key, is_known_service, new_incident
+from skills.ports import Store, StorePipeline
 
 RECORD_TTL_S = 30 * 86400
 
@@ -44,7 +41,7 @@ return 0
 
 
 class IncidentStore:
-    def __init__(self, r: redis.Redis, prefix: str, clock: Clock = REAL_CLOCK) -> None:
+    def __init__(self, r: Store, prefix: str, clock: Clock = REAL_CLOCK) -> None:
         self.r = r
         self.prefix = prefix
         self.clock = clock
@@ -116,37 +113,36 @@ class IncidentStore:
     ) -> tuple[Incident, Change]:
         """Fold one queued alert into its incident (opening one if needed) and mark it for the publisher."""
         by_alert, by_group = self.k_by_alert(alert), self.k_by_group(alert)
-        async with self.r.pipeline(transaction=True) as p:
-            while True:
-                try:
-                    await p.watch(by_alert, by_group)
-                    inc = await self._find(p, entry_id, alert, now, window_s)
-                    if inc is None:
-                        inc = new_incident(entry_id, alert, channel, is_known_service(alert.service, known), now)
-                    await p.watch(self.k_incident(inc.id))
-                    fresh = await p.get(self.k_incident(inc.id))  # re-read under WATCH
-                    if fresh:
-                        inc = Incident.model_validate_json(fresh)
-                    opened = not fresh
-                    through = int(await p.hget(self.k_pub(inc.id), "through") or 0)
-                    change = inc.apply(entry_id, alert, now, posted_through=through)
-                    p.multi()
-                    p.set(self.k_incident(inc.id), inc.model_dump_json(), ex=RECORD_TTL_S)
-                    p.set(by_alert, inc.id, ex=RECORD_TTL_S)
-                    p.set(by_group, inc.id, ex=RECORD_TTL_S)
-                    if opened:  # the storm detector counts these (an hour is kept)
-                        now_s = self.clock.now()
-                        p.zadd(self.k_opens(inc.channel), {inc.id: now_s})
-                        p.zremrangebyscore(self.k_opens(inc.channel), "-inf", now_s - 3600)
-                    await p.execute()
-                    break
-                except WatchError:
-                    continue
+
+        async def fold(p: StorePipeline) -> tuple[Incident, Change]:
+            inc = await self._find(p, entry_id, alert, now, window_s)
+            if inc is None:
+                inc = new_incident(entry_id, alert, channel, is_known_service(alert.service, known), now)
+            await p.watch(self.k_incident(inc.id))
+            fresh = await p.get(self.k_incident(inc.id))  # re-read under WATCH
+            if fresh:
+                inc = Incident.model_validate_json(fresh)
+            opened = not fresh
+            through = int(await p.hget(self.k_pub(inc.id), "through") or 0)
+            change = inc.apply(entry_id, alert, now, posted_through=through)
+            p.multi()
+            p.set(self.k_incident(inc.id), inc.model_dump_json(), ex=RECORD_TTL_S)
+            p.set(by_alert, inc.id, ex=RECORD_TTL_S)
+            p.set(by_group, inc.id, ex=RECORD_TTL_S)
+            if opened:  # the storm detector counts these (an hour is kept)
+                now_s = self.clock.now()
+                p.zadd(self.k_opens(inc.channel), {inc.id: now_s})
+                p.zremrangebyscore(self.k_opens(inc.channel), "-inf", now_s - 3600)
+            return inc, change
+
+        # WATCH the alert's and group's pointers (fold watches the incident too); EXEC fails if any changed
+        # meanwhile, and the transaction reruns fold from a fresh read.
+        inc, change = await self.r.transaction(fold, by_alert, by_group, value_from_callable=True)
         if change is not Change.STALE:
             await self.mark(inc.id, inc.channel)
         return inc, change
 
-    async def _find(self, p: Any, entry_id: str, alert: Alert, now: datetime, window: int) -> Incident | None:
+    async def _find(self, p: StorePipeline, entry_id: str, alert: Alert, now: datetime, window: int) -> Incident | None:
         """Its own incident (a resolve or a retry always finds it; a re-fire while active), else the service's
         active incident when grouping is on, else none."""
         inc_id = await p.get(self.k_by_alert(alert))

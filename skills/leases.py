@@ -9,13 +9,11 @@ long Retry-After) cannot overwrite what the new holder recorded.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 from typing import Any
 
-import redis.asyncio as redis
-from redis.exceptions import RedisError
+from .ports import Store
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +49,7 @@ return 1
 
 
 class Lease:
-    def __init__(self, store: redis.Redis, key: str, ttl_ms: int, owner: str | None = None) -> None:
+    def __init__(self, store: Store, key: str, ttl_ms: int, owner: str | None = None) -> None:
         self.store = store
         self.key = key
         self.ttl_ms = ttl_ms
@@ -68,21 +66,29 @@ class Lease:
         return self.value is not None
 
     async def acquire(self) -> bool:
-        got: Any = await self.store.eval(_ACQUIRE, 2, self.key, self.key + ":fence", self.owner, self.ttl_ms)  # type: ignore[misc]
+        got: Any = await self.store.eval(_ACQUIRE, 2, self.key, self.key + ":fence", self.owner, self.ttl_ms)
         self.value = str(got) if got else None
         if self.value and self._renewer is None:
             self._renewer = asyncio.get_running_loop().create_task(self._renew_loop())
         return self.value is not None
 
     async def _renew_loop(self) -> None:
+        period = self.ttl_ms / 3000
+        failing = False
         while self.value is not None:
-            await asyncio.sleep(self.ttl_ms / 3000)
+            await asyncio.sleep(period)
             if self.value is None:
                 break
             try:
-                ok = await self.store.eval(_RENEW, 1, self.key, self.value, self.ttl_ms)  # type: ignore[misc]
-            except RedisError:
-                continue  # Redis away: keep trying; if it lapses, the guarded writes will say so
+                ok = await self.store.eval(_RENEW, 1, self.key, self.value, self.ttl_ms)
+            except Exception:
+                # The store away (or any failed call): keep trying; if it lapses, the guarded writes will say so.
+                # Said once per outage, not on every tick.
+                if not failing:
+                    log.warning("lease %s: renewal failed; retrying every %.1f s", self.key, period, exc_info=True)
+                failing = True
+                continue
+            failing = False
             if not ok:
                 log.warning("lease %s lost (expired or taken over)", self.key)
                 self.value = None
@@ -94,8 +100,11 @@ class Lease:
             self._renewer.cancel()
             self._renewer = None
         if value:
-            with contextlib.suppress(RedisError):
-                await self.store.eval(_RELEASE, 1, self.key, value)  # type: ignore[misc]
+            try:
+                await self.store.eval(_RELEASE, 1, self.key, value)
+            except Exception:
+                # Unreleased, the lease lapses after its TTL: a slower hand-over, not a failure.
+                log.warning("lease %s: release failed; it lapses in %d ms", self.key, self.ttl_ms, exc_info=True)
 
     def drop(self) -> None:
         """Forget the lease without telling Redis (it lapses): for a holder that found itself fenced."""
@@ -108,7 +117,7 @@ class Lease:
         args: list[str] = [self.value]
         for k, v in mapping.items():
             args += [k, v]
-        ok = await self.store.eval(_GUARDED_HSET, 2, self.key, key, *args)  # type: ignore[misc]
+        ok = await self.store.eval(_GUARDED_HSET, 2, self.key, key, *args)
         if not ok:
             self.drop()
         return bool(ok)

@@ -11,8 +11,9 @@ import secrets
 import time
 from datetime import UTC, datetime
 
-import redis.asyncio as redis
 from pydantic import BaseModel
+
+from .ports import Store
 
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -41,7 +42,7 @@ class LockHeld(Exception):
 
 
 class ServiceLock:
-    def __init__(self, store: redis.Redis, key: str, ttl_s: int) -> None:
+    def __init__(self, store: Store, key: str, ttl_s: int) -> None:
         self._store = store
         self._key = key
         self._ttl_ms = int(ttl_s * 1000)
@@ -63,7 +64,7 @@ class ServiceLock:
     async def release(self) -> bool:
         if self._value is None:
             return False
-        released = await self._store.eval(_RELEASE, 1, self._key, self._value)  # type: ignore[misc]
+        released = await self._store.eval(_RELEASE, 1, self._key, self._value)
         self._value = None
         return bool(released)
 

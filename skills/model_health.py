@@ -8,18 +8,15 @@ request carrying `tools` gets HTTP 400 '"auto" tool choice requires --enable-aut
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from .ports import ModelServer, ProbeResult
-from .query import explain_openai_error
-
-if TYPE_CHECKING:  # openai is imported where used: a slow import a request may never need
-    import openai
+from .ports import ModelAPI, ModelAPIError, ModelHTTPError, ModelServer, ProbeResult
+from .query import explain_model_error
 
 TOOL_FLAGS = "--enable-auto-tool-choice --tool-call-parser gemma4"
-_TRIVIAL_TOOL: Any = {
+_TRIVIAL_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "get_current_time",
@@ -48,25 +45,19 @@ class DeepHealth(BaseModel):
 
 
 async def deep_health(
-    client: openai.AsyncOpenAI, model: str, base_url: str, model_server: ModelServer | None = None
+    client: ModelAPI, model: str, base_url: str, model_server: ModelServer | None = None
 ) -> DeepHealth:
-    import openai
-
     h = DeepHealth(base_url=base_url, model=model)
     if model_server is not None:
         h.http_health = await model_server.health(base_url)
 
     t0 = time.perf_counter()
     try:
-        resp = await client.chat.completions.create(
-            model=model,
-            messages=[{"role": "user", "content": "Reply with the single word OK."}],
-            max_tokens=8,
-        )
+        reply = await client.chat(model, [{"role": "user", "content": "Reply with the single word OK."}], max_tokens=8)
         h.chat_ok = True
-        h.chat_reply = (resp.choices[0].message.content or "").strip()[:200] if resp.choices else ""
-    except openai.OpenAIError as exc:
-        err = explain_openai_error(exc, "chat completion")
+        h.chat_reply = reply.content.strip()[:200]
+    except ModelAPIError as exc:
+        err = explain_model_error(exc, "chat completion")
         h.chat_error = err.message
         if err.hint:
             h.hints.append(err.hint)
@@ -76,29 +67,27 @@ async def deep_health(
         return h
 
     try:
-        resp = await client.chat.completions.create(
-            model=model,
-            messages=[{"role": "user", "content": "What time is it? Use the tool."}],
-            tools=[_TRIVIAL_TOOL],
-            tool_choice="auto",
-            max_tokens=64,
+        reply = await client.chat(
+            model, [{"role": "user", "content": "What time is it? Use the tool."}], max_tokens=64, tools=[_TRIVIAL_TOOL]
         )
         h.tools = "enabled"
-        msg = resp.choices[0].message if resp.choices else None
-        h.tool_called = bool(msg and msg.tool_calls)
+        h.tool_called = reply.tool_calls > 0
         h.tools_detail = (
             "the model answered with a tool call"
             if h.tool_called
             else "accepted; the model answered in text (fine for a trivial prompt; check --tool-call-parser)"
         )
-    except openai.BadRequestError as exc:
+    except ModelHTTPError as exc:
+        if exc.status_code != 400:
+            h.tools_detail = explain_model_error(exc, "tool call").message
+            return h
         text = str(exc)
         if "tool choice requires" in text or "enable-auto-tool-choice" in text:
             h.tools = "disabled"
             h.tools_detail = "HTTP 400: auto tool choice is not enabled on the server"
             h.hints.append(f"Add `{TOOL_FLAGS}` to the vLLM args (and `--reasoning-parser gemma4` for Gemma 4).")
         else:
-            h.tools_detail = f"HTTP 400: {explain_openai_error(exc, 'tool call').message}"
-    except openai.OpenAIError as exc:
-        h.tools_detail = explain_openai_error(exc, "tool call").message
+            h.tools_detail = f"HTTP 400: {explain_model_error(exc, 'tool call').message}"
+    except ModelAPIError as exc:
+        h.tools_detail = explain_model_error(exc, "tool call").message
     return h

@@ -13,12 +13,11 @@ import math
 import time
 from collections import defaultdict
 
-import redis.asyncio as redis
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, Field
 
 from .errors import UserFacingError
-from .ports import ModelServer
+from .ports import ModelServer, Store
 
 KV_USAGE_WARN = 0.85
 
@@ -286,7 +285,7 @@ def _dur(s: float) -> str:
 async def collect_model_metrics(
     model_server: ModelServer,
     base_url: str,
-    store: redis.Redis | None = None,
+    store: Store | None = None,
     key: str = "",
     max_window_s: float = 900.0,
 ) -> ModelMetrics:

@@ -11,9 +11,9 @@ import secrets
 import time
 from typing import Any, Literal
 
-import redis.asyncio as redis
 from pydantic import BaseModel, Field
 
+from .ports import Store
 from .service_diff import FieldChange
 
 PlanKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy"]
@@ -61,7 +61,7 @@ class Plan(BaseModel):
 
 
 class PlanStore:
-    def __init__(self, store: redis.Redis, key_prefix: str, ttl_s: int) -> None:
+    def __init__(self, store: Store, key_prefix: str, ttl_s: int) -> None:
         self._store = store
         self._prefix = key_prefix  # e.g. settings.key("plan")
         self.ttl_s = ttl_s

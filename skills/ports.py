@@ -5,6 +5,8 @@ Adapters live in bot/adapters (real) and bot/sandbox (wire-level stand-ins the r
 
 from __future__ import annotations
 
+import builtins
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -194,3 +196,204 @@ class StreamClients(Protocol):
     """Opens a StreamExchange to the model endpoint (its URL and auth resolved now), sized for a concurrency."""
 
     async def open(self, max_concurrency: int) -> StreamExchange: ...
+
+
+# --- The key-value store (Redis) ---------------------------------------------------------------------------
+# Exactly the commands the skills use, with redis-py's asyncio signatures (redis.asyncio.Redis satisfies these
+# structurally; bot/wiring.py checks it where the real client is handed over). Values come back as bytes or
+# str depending on the client's decode_responses.
+
+
+StoreValue = bytes | bytearray | memoryview | str | int | float  # what a stream entry's fields may hold
+
+
+class StoreScript(Protocol):
+    """A server-side Lua script registered once and run by its hash (EVALSHA, loading it when missing)."""
+
+    def __call__(
+        self, keys: Sequence[str] | None = None, args: Sequence[str | int | float] | None = None
+    ) -> Awaitable[Any]: ...
+
+
+class StorePipeline(Protocol):
+    """A WATCH/MULTI transaction: reads run at once until multi(), then writes are queued for EXEC."""
+
+    async def watch(self, *names: str) -> None: ...
+
+    def multi(self) -> None: ...
+
+    # Before multi() these return the value; after, they queue and return the pipeline (awaited only before).
+    def get(self, name: str) -> Any: ...
+
+    def hget(self, name: str, key: str) -> Any: ...
+
+    def set(self, name: str, value: str, *, ex: int | None = None) -> Any: ...
+
+    def zadd(self, name: str, mapping: Mapping[str, float]) -> Any: ...
+
+    def zremrangebyscore(self, name: str, min: float | str, max: float | str) -> Any: ...
+
+
+class StoreBatch(Protocol):
+    """A pipeline without a transaction: commands are queued, then sent in one round trip by execute()."""
+
+    async def __aenter__(self) -> StoreBatch: ...
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> object: ...
+
+    def get(self, name: str) -> Any: ...
+
+    def hgetall(self, name: str) -> Any: ...
+
+    def hlen(self, name: str) -> Any: ...
+
+    async def execute(self) -> list[Any]: ...
+
+
+class Store(Protocol):
+    """The shared store: plans, confirmations, leases, locks, incidents, audit stream, caches.
+
+    Outages surface as the client's own exceptions; a skill that must ride one out (a lease's renewer) treats
+    any failed call as "the store is away" rather than naming a client library's exception classes."""
+
+    def get(self, name: str) -> Awaitable[bytes | str | None]: ...
+
+    def set(
+        self, name: str, value: str, *, ex: int | None = None, px: int | None = None, nx: bool = False, xx: bool = False
+    ) -> Awaitable[bool | str | bytes | None]: ...
+
+    def delete(self, *names: str) -> Awaitable[int]: ...
+
+    def expire(self, name: str, time: int) -> Awaitable[bool]: ...
+
+    def hgetall(self, name: str) -> Awaitable[dict[bytes | str, bytes | str]]: ...
+
+    def hsetnx(self, name: str, key: str, value: str) -> Awaitable[int]: ...
+
+    def lpush(self, name: str, *values: str) -> Awaitable[int]: ...
+
+    def ltrim(self, name: str, start: int, end: int) -> Awaitable[bool]: ...
+
+    def lrange(self, name: str, start: int, end: int) -> Awaitable[list[Any]]: ...
+
+    def xadd(
+        self, name: str, fields: dict[StoreValue, StoreValue], *, maxlen: int | None = None, approximate: bool = True
+    ) -> Awaitable[bytes | str]: ...
+
+    def xrevrange(
+        self, name: str, *, count: int | None = None
+    ) -> Awaitable[list[tuple[bytes | str | None, dict[bytes | str, bytes | str] | None]] | None]: ...
+
+    def getdel(self, name: str) -> Awaitable[bytes | str | None]: ...
+
+    def exists(self, *names: str) -> Awaitable[int]: ...
+
+    def incr(self, name: str, amount: int = 1) -> Awaitable[int]: ...
+
+    def hget(self, name: str, key: str) -> Awaitable[bytes | str | None]: ...
+
+    def hincrby(self, name: str, key: str, amount: int = 1) -> Awaitable[int]: ...
+
+    def hdel(self, name: str, *keys: str) -> Awaitable[int]: ...
+
+    def smembers(self, name: str) -> Awaitable[builtins.set[Any]]: ...
+
+    def zcard(self, name: str) -> Awaitable[int]: ...
+
+    def zcount(self, name: str, min: float | str, max: float | str) -> Awaitable[int]: ...
+
+    def zrange(self, name: str, start: int, end: int, *, withscores: bool = False) -> Awaitable[list[Any]]: ...
+
+    def zrangebyscore(self, name: str, min: float | str, max: float | str) -> Awaitable[list[Any]]: ...
+
+    def pipeline(self, transaction: bool = True) -> StoreBatch: ...
+
+    def eval(self, script: str, numkeys: int, *keys_and_args: str | int | float) -> Awaitable[Any]: ...
+
+    def register_script(self, script: str) -> StoreScript: ...
+
+    async def transaction(
+        self,
+        func: Callable[[StorePipeline], Awaitable[Any]],
+        *watches: str,
+        value_from_callable: bool = False,
+    ) -> Any:
+        """Run `func` on a pipeline watching `watches` (func may watch more), then EXEC; rerun from the start
+        whenever a watched key changed before EXEC. Returns func's value with value_from_callable."""
+        ...
+
+
+# --- The model's OpenAI-compatible API (vLLM's /v1/chat/completions and /v1/models) -------------------------
+
+
+class ModelAPIError(Exception):
+    """A failed call to the model's API; str() is the client's own description."""
+
+
+class ModelTimeout(ModelAPIError):
+    """The server did not answer in time."""
+
+
+class ModelUnreachable(ModelAPIError):
+    """No connection to the server."""
+
+
+class ModelHTTPError(ModelAPIError):
+    """The server answered with an error status; `message` is its own error message, when it sent one."""
+
+    def __init__(self, text: str, status_code: int, message: str) -> None:
+        super().__init__(text)
+        self.status_code = status_code
+        self.message = message
+
+
+class ChatReply(BaseModel):
+    content: str = ""
+    tool_calls: int = 0  # how many tool calls the model answered with
+
+
+@dataclass(slots=True)
+class ChatChunk:
+    """One piece of a streamed chat completion: a choice's delta, or the closing usage (text empty)."""
+
+    content: str = ""
+    reasoning: str = ""  # reasoning text (vLLM's reasoning parser), kept apart from the answer
+    tool_call: bool = False
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None  # set on the usage chunk only (stream_options.include_usage)
+    completion_tokens: int | None = None
+
+
+class ModelCard(BaseModel):
+    id: str
+    max_model_len: int | None = None  # vLLM lists it on each card of /v1/models
+
+
+class ModelAPI(Protocol):
+    """Chat completions and the model list; failures raise ModelAPIError (or a subclass)."""
+
+    async def chat(
+        self, model: str, messages: list[dict[str, Any]], *, max_tokens: int, tools: list[dict[str, Any]] | None = None
+    ) -> ChatReply:
+        """One completion; with `tools`, tool_choice is "auto"."""
+        ...
+
+    def chat_stream(self, model: str, messages: list[dict[str, Any]], *, max_tokens: int) -> AsyncIterator[ChatChunk]:
+        """A streamed completion that ends with a usage chunk (when the server sends one)."""
+        ...
+
+    async def models(self) -> list[ModelCard]: ...
+
+
+class ModelEndpoint(Protocol):
+    """Where the model is (VLLM_BASE_URL or the Cloud Run service's URL) and its chat API, with auth."""
+
+    async def base_url(self) -> str:
+        """The server root (no /v1)."""
+        ...
+
+    async def model_id(self) -> str: ...
+
+    async def client(self, *, timeout_s: float | None = None) -> ModelAPI: ...

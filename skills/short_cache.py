@@ -7,11 +7,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import redis.asyncio as redis
+from skills.ports import Store
 
 
 class ShortCache:
-    def __init__(self, r: redis.Redis, key: Callable[..., str], namespace: str, ttl_s: int) -> None:
+    def __init__(self, r: Store, key: Callable[..., str], namespace: str, ttl_s: int) -> None:
         self.r = r
         self.key = key
         self.namespace = namespace

@@ -10,13 +10,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import redis.asyncio as redis
 from pydantic import BaseModel, Field
 
 from .errors import UserFacingError
 from .fit import FitReport, FitRequest, plan_fit
 from .plan_actions import _effective, _model_of, _probe_budget
-from .ports import LogQuery, Logs
+from .ports import LogQuery, Logs, Store
 from .render_service import main_container
 from .startup_log import StartupFigures, cold_start_lines, comparison_lines, parse_startup, save_figures
 from .vllm_flags import VllmFlags
@@ -61,7 +60,7 @@ def fit_for_spec(spec: dict[str, Any]) -> tuple[str, FitReport] | None:
 
 async def check_startup(
     logs: Logs,
-    store: redis.Redis,
+    store: Store,
     key_prefix: str,
     service: str,
     spec: dict[str, Any],

@@ -20,10 +20,10 @@ import re
 import time
 from collections.abc import Iterable
 
-import redis.asyncio as redis
 from pydantic import BaseModel
 
 from .fit import FitReport
+from .ports import Store
 
 _NUM = r"(\d[\d,]*(?:\.\d+)?)"
 _PATTERNS: dict[str, re.Pattern[str]] = {
@@ -144,7 +144,7 @@ def _key(prefix: str, service: str, model: str, gpu: str, image: str) -> str:
 
 
 async def save_figures(
-    r: redis.Redis, prefix: str, service: str, model: str, gpu: str, image: str, seen: StartupFigures
+    r: Store, prefix: str, service: str, model: str, gpu: str, image: str, seen: StartupFigures
 ) -> None:
     """Keep the figures per service/model/GPU/image, and which was last for the service."""
     seen = seen.model_copy(
@@ -155,14 +155,12 @@ async def save_figures(
     await r.set(f"{prefix}:last:{service}", key)
 
 
-async def load_figures(
-    r: redis.Redis, prefix: str, service: str, model: str, gpu: str, image: str
-) -> StartupFigures | None:
+async def load_figures(r: Store, prefix: str, service: str, model: str, gpu: str, image: str) -> StartupFigures | None:
     raw = await r.get(_key(prefix, service, model, gpu, image))
     return StartupFigures.model_validate_json(raw) if raw else None
 
 
-async def last_figures(r: redis.Redis, prefix: str, service: str) -> StartupFigures | None:
+async def last_figures(r: Store, prefix: str, service: str) -> StartupFigures | None:
     """The figures last measured on a service (with the model, GPU and image they were measured with)."""
     key = await r.get(f"{prefix}:last:{service}")
     if not key:

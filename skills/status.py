@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-import redis.asyncio as redis
 from pydantic import BaseModel
 
-from .ports import Metrics, ModelServer, ProbeResult, Runtime, ServiceInfo
+from .ports import Metrics, ModelServer, ProbeResult, Runtime, ServiceInfo, Store
 from .service_metrics import ServiceMetrics, service_metrics
 
 
@@ -93,7 +92,7 @@ async def collect_status(
 async def service_status(
     runtime: Runtime,
     model_server: ModelServer,
-    store: redis.Redis,
+    store: Store,
     cache_key: str,
     ttl_s: int,
     service: str,

@@ -1,14 +1,80 @@
-"""handlers/ and skills/ do not import bot/ (issue 18: bot/ wires, handlers parse and render, skills do the
-work). Checked in a fresh interpreter that loads every handler module the registry knows."""
+"""The layers (issue 18): bot/ wires, handlers parse and render, skills do the work and talk to the outside only
+through skills/ports.py. Checked on the source, where every import counts (top-level, under
+`if TYPE_CHECKING:`, inside functions), and at run time in a fresh interpreter that loads every handler module
+the registry knows.
+"""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Client libraries of the outside world: only bot/ (adapters, wiring) may use them.
+OUTSIDE = ("redis", "openai", "slack_sdk", "slack_bolt", "google.cloud", "google.api_core", "google.auth", "httpx")
+
+
+def _modules(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module name) for every import in the file; relative imports resolved to the package."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = ".".join(path.relative_to(ROOT).parts[:-1]) if path.is_relative_to(ROOT) else ""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            found.append((node.lineno, module))
+            # `from google import cloud` names the package only in the alias
+            found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names]
+    return found
+
+
+def _hits(package: str, forbidden: tuple[str, ...]) -> list[str]:
+    bad = []
+    for path in _modules(package):
+        for line, module in _imports(path):
+            if any(module == f or module.startswith(f + ".") for f in forbidden):
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    return sorted(set(bad))
+
+
+def test_the_walker_sees_every_form_of_import(tmp_path: Path) -> None:
+    """The checks below would pass vacuously if the walker missed guarded or function-local imports."""
+    src = tmp_path / "m.py"
+    src.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from bot.deps import Deps\n"
+        "def f():\n    import redis.asyncio as r\n    from google import cloud\n"
+    )
+    names = {m for _, m in _imports(src)}
+    assert {"bot.deps", "redis.asyncio", "google.cloud"} <= names
+
+
+def test_skills_use_ports_not_client_libraries() -> None:
+    assert _hits("skills", OUTSIDE) == []
+
+
+def test_skills_never_import_handlers_or_bot() -> None:
+    assert _hits("skills", ("handlers", "bot")) == []
+
+
+def test_handlers_never_import_bot() -> None:
+    assert _hits("handlers", ("bot",)) == []
+
 
 _LOAD = """
 import json, pkgutil, importlib, sys

@@ -7,18 +7,124 @@ the service is private.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx2  # the HTTP client the openai SDK (3.x) is built on
 
 from bot.settings import Settings
 from skills.errors import UserFacingError
-from skills.ports import ModelServer, Runtime
+from skills.ports import (
+    ChatChunk,
+    ChatReply,
+    ModelAPIError,
+    ModelCard,
+    ModelHTTPError,
+    ModelServer,
+    ModelTimeout,
+    ModelUnreachable,
+    Runtime,
+)
 
 from .google_auth import IdentityTokens
 
 if TYPE_CHECKING:  # openai is imported where used: a slow import (~0.5 s) a request may never need
+    import openai
     from openai import AsyncOpenAI
+    from openai.types.chat import ChatCompletionMessageParam
+
+
+def model_api_error(exc: openai.OpenAIError) -> ModelAPIError:
+    """The port's view of an openai SDK error (the timeout check first: APITimeoutError is a connection error)."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelTimeout(str(exc))
+    if isinstance(exc, openai.APIConnectionError):
+        return ModelUnreachable(str(exc))
+    if isinstance(exc, openai.APIStatusError):
+        return ModelHTTPError(str(exc), exc.status_code, _status_message(exc))
+    return ModelAPIError(str(exc))
+
+
+def _status_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        msg = body.get("message") or (body.get("error") or {}).get("message")
+        if msg:
+            return str(msg)[:300]
+    return str(exc.message)[:300]
+
+
+def _reasoning(delta: Any) -> str:
+    """vLLM's reasoning parser fills `reasoning_content` (older) or `reasoning` (newer), outside the SDK's model."""
+    extra = getattr(delta, "model_extra", None) or {}
+    return getattr(delta, "reasoning_content", None) or extra.get("reasoning_content") or extra.get("reasoning") or ""
+
+
+class OpenAIModelAPI:
+    """The ModelAPI port over the openai SDK's AsyncOpenAI (vLLM's OpenAI-compatible server)."""
+
+    def __init__(self, client: AsyncOpenAI) -> None:
+        self.openai = client
+
+    async def chat(
+        self, model: str, messages: list[dict[str, Any]], *, max_tokens: int, tools: list[dict[str, Any]] | None = None
+    ) -> ChatReply:
+        import openai
+
+        extra: dict[str, Any] = {"tools": tools, "tool_choice": "auto"} if tools else {}
+        try:
+            resp = await self.openai.chat.completions.create(
+                model=model, messages=cast("list[ChatCompletionMessageParam]", messages), max_tokens=max_tokens, **extra
+            )
+        except openai.OpenAIError as exc:
+            raise model_api_error(exc) from exc
+        msg = resp.choices[0].message if resp.choices else None
+        return ChatReply(content=(msg.content or "") if msg else "", tool_calls=len(msg.tool_calls or []) if msg else 0)
+
+    async def chat_stream(
+        self, model: str, messages: list[dict[str, Any]], *, max_tokens: int
+    ) -> AsyncIterator[ChatChunk]:
+        import openai
+
+        try:
+            stream = await self.openai.chat.completions.create(
+                model=model,
+                messages=cast("list[ChatCompletionMessageParam]", messages),
+                max_tokens=max_tokens,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    yield ChatChunk(
+                        prompt_tokens=int(chunk.usage.prompt_tokens),
+                        completion_tokens=int(chunk.usage.completion_tokens),
+                    )
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    yield ChatChunk(
+                        content=delta.content or "",
+                        reasoning=_reasoning(delta),
+                        tool_call=bool(delta.tool_calls),
+                        finish_reason=choice.finish_reason,
+                    )
+        except openai.OpenAIError as exc:
+            raise model_api_error(exc) from exc
+
+    async def models(self) -> list[ModelCard]:
+        import openai
+
+        try:
+            page = await self.openai.models.list()
+        except openai.OpenAIError as exc:
+            raise model_api_error(exc) from exc
+        cards = []
+        for m in page.data:
+            value = (m.model_extra or {}).get("max_model_len")
+            cards.append(ModelCard(id=m.id, max_model_len=int(value) if value else None))
+        return cards
 
 
 class LLMEndpoint:
@@ -45,7 +151,11 @@ class LLMEndpoint:
             )
         return info.uri.rstrip("/")
 
-    async def client(self, *, timeout_s: float | None = None) -> AsyncOpenAI:
+    async def client(self, *, timeout_s: float | None = None) -> OpenAIModelAPI:
+        """The ModelAPI port (what skills speak); `.openai` is the SDK client for the agent's own calls."""
+        return OpenAIModelAPI(await self.openai_client(timeout_s=timeout_s))
+
+    async def openai_client(self, *, timeout_s: float | None = None) -> AsyncOpenAI:
         from openai import AsyncOpenAI
 
         base = await self.base_url()

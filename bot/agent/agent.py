@@ -11,7 +11,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -29,6 +29,9 @@ from .history import ConversationStore
 from .loop import Guards, Loop, LoopResult
 from .textcalls import strip_reasoning
 from .toolset import Toolset, findings_text
+
+if TYPE_CHECKING:
+    from bot.deps import Deps
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +57,7 @@ class Answer:
 
 
 class Agent:
-    def __init__(self, deps: Any, *, initial_backoff_s: float = 2.0, max_backoff_s: float = 30.0) -> None:
+    def __init__(self, deps: Deps, *, initial_backoff_s: float = 2.0, max_backoff_s: float = 30.0) -> None:
         self.deps = deps
         self.settings = deps.settings
         self._backoff = (initial_backoff_s, max_backoff_s)
@@ -244,7 +247,7 @@ def parse_plan(text: str) -> tuple[RemediationPlan | None, str]:
     return None, err
 
 
-async def cold_start_estimate_min(deps: Any) -> float | None:
+async def cold_start_estimate_min(deps: Deps) -> float | None:
     """The capacity planner's cold-start estimate for the model the service runs (from its annotation)."""
     info = await deps.runtime.get_service(deps.settings.vllm_service_name)
     model = (info.spec.get("annotations") or {}).get(ANNOTATION_MODEL)

@@ -20,12 +20,15 @@ import httpx
 from skills.bench_plan import server_max_model_len
 from skills.errors import UserFacingError
 from skills.image_compat import load_image_data
-from skills.query import explain_openai_error
+from skills.query import explain_model_error
 
+from ..adapters.llm import OpenAIModelAPI, model_api_error
 from .coldstart import ColdStart
 
 if TYPE_CHECKING:  # openai is imported where used: a slow import a request may never need
     import openai
+
+    from ..adapters.llm import LLMEndpoint
 
 TOOL_FLAGS = "--enable-auto-tool-choice --tool-call-parser gemma4"
 
@@ -55,7 +58,9 @@ class Completion:
 
 
 class ModelClient:
-    def __init__(self, endpoint: Any, cold: ColdStart, max_tokens: int = 1500, temperature: float = 0.2) -> None:
+    def __init__(
+        self, endpoint: LLMEndpoint, cold: ColdStart, max_tokens: int = 1500, temperature: float = 0.2
+    ) -> None:
         self._endpoint = endpoint
         self._cold = cold
         self._max_tokens = max_tokens
@@ -72,12 +77,12 @@ class ModelClient:
 
     async def _connect(self) -> openai.AsyncOpenAI:
         if self._client is None:
-            self._client = await self._endpoint.client()
+            self._client = await self._endpoint.openai_client()
             self._model = await self._endpoint.model_id()
             self._root = str(self._client.base_url).rstrip("/").removesuffix("/v1")
             # vLLM puts the served --max-model-len on each model card of /v1/models (ModelCard.max_model_len in
             # vllm/entrypoints/openai/protocol.py); other servers may not, and then no limit is enforced here.
-            self._context = await server_max_model_len(self._client, self._model)
+            self._context = await server_max_model_len(OpenAIModelAPI(self._client), self._model)
         return self._client
 
     async def context_limit(self) -> int | None:
@@ -128,7 +133,7 @@ class ModelClient:
         except openai.BadRequestError as exc:
             raise _bad_request(exc) from None
         except openai.OpenAIError as exc:
-            raise explain_openai_error(exc, "The model could not answer") from None
+            raise explain_model_error(model_api_error(exc), "The model could not answer") from None
         result.model_s = time.perf_counter() - t0
         return result
 
@@ -191,4 +196,4 @@ def _bad_request(exc: openai.BadRequestError) -> UserFacingError:
             "The request was longer than the model's context window (HTTP 400).",
             "Use a shorter log window (`--since`), or raise --max-model-len if KV cache allows.",
         )
-    return explain_openai_error(exc, "The model rejected the request")
+    return explain_model_error(model_api_error(exc), "The model rejected the request")

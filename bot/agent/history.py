@@ -4,13 +4,18 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
+
+from skills.ports import Store
 
 from .budget import HISTORY_TOKENS, trim_history
 
+if TYPE_CHECKING:
+    from bot.settings import Settings
+
 
 class ConversationStore:
-    def __init__(self, store: Any, settings: Any) -> None:
+    def __init__(self, store: Store, settings: Settings) -> None:
         self._store = store
         self._settings = settings
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +23,9 @@ from skills.render_service import main_container
 from skills.status import collect_status
 
 from .tools import Tool, ToolRegistry
+
+if TYPE_CHECKING:
+    from bot.deps import Deps
 
 Severity = Literal["DEFAULT", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
@@ -87,7 +90,7 @@ class DeployTool(DeployParams, _Proposal):
 class Toolset:
     """Read-only views of one service for one investigation (log fetches are shared between tools)."""
 
-    def __init__(self, deps: Any, service: str | None = None) -> None:
+    def __init__(self, deps: Deps, service: str | None = None) -> None:
         self.deps = deps
         self.settings = deps.settings
         self.service = service or deps.settings.vllm_service_name

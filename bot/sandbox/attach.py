@@ -57,7 +57,9 @@ async def attach_console(deps: Deps, responder: Any) -> None:
     from handlers.alerts.web import alert_routes
     from handlers.incidents import IncidentThreads, make_investigator
 
-    sandbox: Sandbox = deps.sandbox
+    sandbox = deps.sandbox
+    if sandbox is None:
+        raise RuntimeError("attach_console needs the sandbox wired (deps.sandbox)")
     threads = IncidentThreads(deps, lambda channel: responder, make_investigator(deps))
     queue = AlertQueue(deps, threads.handle, threads.on_dead, concurrency=2, publisher=threads.publisher)
     await queue.start()

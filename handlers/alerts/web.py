@@ -27,7 +27,7 @@ from skills.incidents import Alert, is_known_service
 from . import alertmanager, gcp
 
 if TYPE_CHECKING:
-    from bot.deps import Deps
+    from handlers.deps import HandlerDeps
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 Enqueue = Callable[[list[Alert]], Awaitable[tuple[int, int]]]
 
 
-def known_services(deps: Deps) -> frozenset[str]:
+def known_services(deps: HandlerDeps) -> frozenset[str]:
     """Services this bot manages (diagnosis, actions); alerts for others are posted with a note."""
     return frozenset({deps.settings.vllm_service_name})
 
@@ -44,7 +44,7 @@ def _eq(a: str, b: str) -> bool:
     return hmac.compare_digest(a.encode(), b.encode())
 
 
-def check_auth(request: Request, deps: Deps, *, query_token: bool, bearer: bool) -> None:
+def check_auth(request: Request, deps: HandlerDeps, *, query_token: bool, bearer: bool) -> None:
     """Basic (user + password) or the token (GCP: `auth_token` query; Alertmanager: Bearer), constant time."""
     s = deps.settings
     password = s.alert_webhook_password.get_secret_value() if s.alert_webhook_password else ""
@@ -119,7 +119,7 @@ async def _accept(alerts: list[Alert], enqueue: Enqueue, known: frozenset[str]) 
     return JSONResponse(body, 202)
 
 
-def alert_routes(deps: Deps, enqueue: Enqueue) -> list[Route]:
+def alert_routes(deps: HandlerDeps, enqueue: Enqueue) -> list[Route]:
     """`POST /alerts/gcp` and `POST /alerts/alertmanager` for the app in bot/web.py."""
     limit = deps.settings.alert_max_body_bytes
     known = known_services(deps)

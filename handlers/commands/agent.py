@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from handlers.context import CommandContext
 from handlers.conversation import answer_in_thread
+from handlers.deps import Agent
 from handlers.registry import command
 from handlers.remediation_render import render_remediation
 from handlers.reply import Reply
@@ -19,7 +20,7 @@ from skills.logs import parse_since
 from skills.redact import redact
 
 
-def _agent(ctx: CommandContext) -> object:
+def _agent(ctx: CommandContext) -> Agent:
     if ctx.deps.agent is None and ctx.deps.sandbox is not None:
         raise UserFacingError(
             "The sandbox has no model to think with, so agent commands are off here.",
@@ -64,7 +65,7 @@ async def analyze(ctx: CommandContext) -> Reply | None:
     async def progress(text: str) -> None:
         await ctx.responder.post(Reply(title=text), thread_ts=ts)
 
-    result = await agent.analyze(since_minutes=minutes, progress=progress)  # type: ignore[attr-defined]
+    result = await agent.analyze(since_minutes=minutes, progress=progress)
     footer = ""
     if result.loop is not None:
         lr = result.loop
@@ -87,6 +88,6 @@ async def ask(ctx: CommandContext) -> Reply | None:
     agent = _agent(ctx)
     asked = Reply(title=f":speech_balloon: <@{ctx.user_id}> asked: {question[:2800]}", mentions=[ctx.user_id])
     ts = await ctx.responder.post(asked)
-    await agent.conversations.start(ts)  # type: ignore[attr-defined]
+    await agent.conversations.start(ts)
     await answer_in_thread(ctx.deps, ctx.responder, ts, question)
     return None

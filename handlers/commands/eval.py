@@ -1,8 +1,8 @@
 """/gemma eval [SCENARIO ...]: score the served model as the on-call agent, over the bundled scenarios.
 
 The model is the one the bot talks to; the logs and the service it investigates are the sandbox's recorded
-scenarios (bot/agent_eval_run.py), so nothing real is read or changed. Posts the scorecard table and the
-one-line score (skills/agent_eval.py).
+scenarios (the deps' `evals`), so nothing real is read or changed. Posts the scorecard table and the one-line
+score (skills/agent_eval.py).
 """
 
 from __future__ import annotations
@@ -21,18 +21,13 @@ from skills.errors import InvalidInput, UserFacingError
     ack="Evaluating the model…",
 )
 async def evaluate(ctx: CommandContext) -> Reply | None:
-    # Imported here: the eval runner brings the sandbox's stand-ins (and google.cloud.run_v2), which a bot
-    # that is never asked to evaluate should not pay for at start.
-    from bot.agent_eval_run import load_manifest, run_eval
-
-    known = sorted(load_manifest())
+    known = ctx.deps.evals.scenarios()
     names = [a for a in ctx.args if a]
     unknown = [n for n in names if n not in known]
     if unknown:
         raise InvalidInput(f"Unknown scenario {unknown[0]!r}.", f"Known scenarios: {', '.join(known)}.")
     if ctx.deps.endpoint is None:
         raise UserFacingError("The model endpoint is not configured.", "Set VLLM_BASE_URL or deploy the model first.")
-    settings = ctx.deps.settings
     base = await ctx.deps.endpoint.base_url()
     model = await ctx.deps.endpoint.model_id()
     ts = await ctx.responder.post(
@@ -42,9 +37,7 @@ async def evaluate(ctx: CommandContext) -> Reply | None:
     async def progress(text: str) -> None:
         await ctx.responder.post(Reply(title=text), thread_ts=ts)
 
-    scores = await run_eval(
-        settings.model_copy(update={"vllm_base_url": base, "vllm_model_id": model}), names=names, progress=progress
-    )
+    scores = await ctx.deps.evals.run(base, model, names, progress)
     reply = Reply(title=f":bar_chart: {one_line(model, scores)}")
     reply.add(code=table(scores))
     await ctx.responder.post(reply, thread_ts=ts)

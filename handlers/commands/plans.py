@@ -25,7 +25,7 @@ from handlers.registry import action, view_check
 from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION, PLAN_ACTION, Button, Reply, error_reply
 from handlers.startup_report import startup_report
 from skills.button_payloads import PayloadStore
-from skills.confirm import Refused, Where, WriteGate, cancel, claim, precheck, run_claimed
+from skills.confirm import Refused, UsergroupMembers, Where, WriteGate, cancel, claim, precheck, run_claimed
 from skills.deploy import ExecResult, Progress
 from skills.deploy_env import DeployEnv
 from skills.errors import InvalidInput
@@ -34,8 +34,8 @@ from skills.plans import Plan, PlanStore
 from skills.redact import redact
 from skills.short_cache import ShortCache
 
-if TYPE_CHECKING:  # handlers never import bot/ at run time; bot/ passes its Deps in
-    from bot.deps import Deps
+if TYPE_CHECKING:
+    from handlers.deps import HandlerDeps
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ _MAX_DIFF_LINES = 40
 _GROUP_CACHE_S = 60
 
 
-def deploy_env(deps: Deps) -> DeployEnv:
+def deploy_env(deps: HandlerDeps) -> DeployEnv:
     st = deps.settings
     return DeployEnv(
         service=st.vllm_service_name,
@@ -64,11 +64,11 @@ def deploy_env(deps: Deps) -> DeployEnv:
     )
 
 
-def plan_store(deps: Deps) -> PlanStore:
+def plan_store(deps: HandlerDeps) -> PlanStore:
     return PlanStore(deps.redis, deps.settings.key("plan"), deps.settings.plan_ttl_s)
 
 
-def write_gate(deps: Deps) -> WriteGate:
+def write_gate(deps: HandlerDeps) -> WriteGate:
     st = deps.settings
     return WriteGate(
         store=deps.redis,
@@ -82,9 +82,10 @@ def write_gate(deps: Deps) -> WriteGate:
     )
 
 
-def _usergroup_port(deps: Deps) -> Any:
+def _usergroup_port(deps: HandlerDeps) -> UsergroupMembers | None:
     """Slack usergroups.users.list behind a plain callable (cached briefly: the API is rate-limited)."""
-    if deps.chat is None:
+    chat = deps.chat
+    if chat is None:
         return None
 
     cache = ShortCache(deps.redis, deps.settings.key, "usergroup", _GROUP_CACHE_S)
@@ -93,7 +94,7 @@ def _usergroup_port(deps: Deps) -> Any:
         cached = await cache.get(group)
         if cached is not None:
             return [str(u) for u in cached]
-        resp = await deps.chat.usergroups_users_list(usergroup=group)
+        resp = await chat.usergroups_users_list(usergroup=group)
         users = [str(u) for u in resp.get("users") or []]
         await cache.put(group, users)
         return users
@@ -136,7 +137,7 @@ def render_plan(plan: Plan, *, with_buttons: bool = True) -> Reply:
 
 
 async def store_plan(
-    deps: Deps, user_id: str, channel_id: str, kind: str, params: dict[str, Any], thread_ts: str = ""
+    deps: HandlerDeps, user_id: str, channel_id: str, kind: str, params: dict[str, Any], thread_ts: str = ""
 ) -> Plan:
     """Compute and store a plan (the one entry point for commands and plan buttons)."""
     plan = await build_plan(kind, params, deps.runtime, deploy_env(deps), user_id=user_id, channel_id=channel_id)
@@ -147,7 +148,7 @@ async def store_plan(
     return plan
 
 
-async def make_plan(deps: Deps, user_id: str, channel_id: str, kind: str, params: dict[str, Any]) -> Reply:
+async def make_plan(deps: HandlerDeps, user_id: str, channel_id: str, kind: str, params: dict[str, Any]) -> Reply:
     """Compute, store and render a plan (the command path: the reply is the command's answer)."""
     return render_plan(await store_plan(deps, user_id, channel_id, kind, params))
 
