@@ -17,7 +17,7 @@ from skills.errors import InvalidInput, UserFacingError
 @command(
     "eval",
     "Score the served model as the on-call agent over the example scenarios (cause, fix, valid calls, cost)",
-    "eval [SCENARIO ...]",
+    lambda p: p.add_argument("scenarios", metavar="SCENARIO", nargs="*", help="bundled scenarios (default: all)"),
     ack="Evaluating the model…",
 )
 async def evaluate(ctx: CommandContext) -> Reply | None:
@@ -26,7 +26,7 @@ async def evaluate(ctx: CommandContext) -> Reply | None:
     from bot.agent_eval_run import load_manifest, run_eval
 
     known = sorted(load_manifest())
-    names = [a for a in ctx.args if a]
+    names = [a for a in ctx.opts.scenarios if a]
     unknown = [n for n in names if n not in known]
     if unknown:
         raise InvalidInput(f"Unknown scenario {unknown[0]!r}.", f"Known scenarios: {', '.join(known)}.")
