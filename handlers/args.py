@@ -49,6 +49,22 @@ def number_list(text: str) -> list[int]:
     return nums
 
 
+def _usage_of(action: argparse.Action) -> str:
+    """One argument as usage shows it, argparse's conventions: `SERVICE`, `[N]`, `[--since DURATION]`."""
+    metavar = action.metavar if isinstance(action.metavar, str) else None
+    if metavar is None and action.choices is not None:
+        metavar = "{" + ",".join(map(str, action.choices)) + "}"
+    if not action.option_strings:
+        m = metavar or action.dest
+        return {"?": f"[{m}]", "*": f"[{m} ...]", "+": f"{m} [{m} ...]"}.get(str(action.nargs), m)
+    if action.nargs == 0:
+        part = " | ".join(action.option_strings) if isinstance(action, argparse.BooleanOptionalAction) else ""
+        part = part or action.option_strings[0]
+    else:
+        part = f"{action.option_strings[0]} {metavar or action.dest.upper()}"
+    return part if action.required else f"[{part}]"
+
+
 def _wording(message: str) -> str:
     """argparse's messages, said the way the rest of the bot speaks."""
     if message.startswith("the following arguments are required: "):
@@ -91,16 +107,11 @@ class CommandParser(argparse.ArgumentParser):
     def _words(self, max_options: int | None = None) -> str:
         """Positionals first, as people type them (`status [SERVICE] [--fresh]`); argparse's own wording of
         each argument. More than `max_options` options fold into `[options]`."""
-        fmt = self._get_formatter()
-        positionals = [a for a in self._actions if not a.option_strings]
-        options = [a for a in self._actions if a.option_strings]
-        groups = self._mutually_exclusive_groups
-        parts = [fmt._format_actions_usage(positionals, groups)]
+        positionals = [_usage_of(a) for a in self._actions if not a.option_strings]
+        options = [_usage_of(a) for a in self._actions if a.option_strings]
         if max_options is not None and len(options) > max_options:
-            parts.append("[options]")
-        else:
-            parts.append(fmt._format_actions_usage(options, groups))
-        return " ".join(p.strip() for p in parts if p.strip())
+            options = ["[options]"]
+        return " ".join(positionals + options)
 
     def format_usage(self) -> str:
         return f"usage: {self.prog} {self._words()}".strip() + "\n"
