@@ -57,7 +57,8 @@ def chat_parser() -> CommandParser:
     return p
 
 
-def namespace_to_request(ns: argparse.Namespace) -> FitRequest:
+def namespace_to_request(ns: argparse.Namespace, hint: str = "") -> FitRequest:
+    """Checked request; `hint` goes with an error (default: the surface-neutral `fit MODEL [...]` usage)."""
     fields = {k: getattr(ns, k) for k in FitRequest.model_fields if hasattr(ns, k)}
     try:
         return FitRequest(**fields)
@@ -65,9 +66,10 @@ def namespace_to_request(ns: argparse.Namespace) -> FitRequest:
         problems = "; ".join(
             f"--{'.'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}" for e in exc.errors()
         )
-        raise InvalidInput(f"Bad arguments: {problems}.", chat_parser().usage_hint()) from None
+        raise InvalidInput(f"Bad arguments: {problems}.", hint or f"Usage: `{chat_parser().usage_line()}`") from None
 
 
 def parse_fit_args(argv: list[str]) -> FitRequest:
     """Chat-side parse (no --format)."""
-    return namespace_to_request(chat_parser().parse(argv))
+    p = chat_parser()
+    return namespace_to_request(p.parse(argv), p.usage_hint())

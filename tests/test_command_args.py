@@ -128,3 +128,10 @@ def test_the_words_people_type_still_parse() -> None:
     assert ask.question == ["why", "does", "--max-model-len", "8192", "fail?"]
     assert COMMANDS["query"].parser.parse(["--verbose", "hi"]).prompt == ["--verbose", "hi"]
     assert COMMANDS["audit"].parser.parse([]).n == 10 and COMMANDS["quota"].parser.parse([]).gpu == "nvidia-l4"
+
+
+async def test_a_value_the_model_refuses_still_answers_with_the_usage() -> None:
+    """fit's limits live in FitRequest: a value argparse accepts but the model refuses gets the same usage."""
+    reply = await run_command(_ctx(["26b-qat", "--util", "7"]), "fit")
+    assert reply is not None and "--gpu-memory-utilization" in reply.title
+    assert (reply.sections[0].text or "").startswith(f"Usage: `/gemma {COMMANDS['fit'].parser.usage_line()}`")

@@ -6,7 +6,7 @@ import logging
 
 from handlers.context import CommandContext
 from handlers.fit_args import MODELS_HINT, add_fit_arguments, namespace_to_request
-from handlers.registry import command
+from handlers.registry import COMMANDS, command
 from handlers.reply import Button, Reply, plan_button
 from skills.catalog import Catalog
 from skills.durations import format_duration
@@ -137,7 +137,7 @@ def render_catalog(cat: Catalog) -> Reply:
     hint=MODELS_HINT,
 )
 async def fit(ctx: CommandContext) -> Reply:
-    report = plan_fit(namespace_to_request(ctx.opts))
+    report = plan_fit(namespace_to_request(ctx.opts, COMMANDS["fit"].parser.usage_hint()))
     service = ctx.deps.settings.vllm_service_name
     try:
         seen = await last_figures(ctx.deps.redis, ctx.deps.settings.key("startup"), service)
