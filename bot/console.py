@@ -31,7 +31,7 @@ from handlers.context import ActionContext, CommandContext
 from handlers.registry import load_all
 from handlers.render_text import to_text
 from handlers.reply import Button, FileOut, Reply
-from handlers.router import help_reply, parse, run_action, run_command
+from handlers.router import help_for, parse, run_action, run_command
 
 log = logging.getLogger(__name__)
 
@@ -205,8 +205,9 @@ async def handle_line(deps: Deps, responder: ConsoleResponder, line: str) -> boo
     else:
         text = line[len("/gemma") :] if line.startswith("/gemma") else line
         name, args = parse(text)
-        if name == "help":
-            await responder.reply(help_reply())
+        quick = help_for(name, args)
+        if quick is not None:
+            await responder.reply(quick)
             return True
         ctx = CommandContext(
             deps=deps,

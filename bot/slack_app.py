@@ -36,7 +36,7 @@ from handlers.context import ActionContext, CommandContext
 from handlers.registry import VIEW_CHECKS
 from handlers.render_slack import escape, to_blocks
 from handlers.reply import FileOut, Reply
-from handlers.router import help_reply, lookup, parse, run_action, run_command
+from handlers.router import help_for, help_reply, lookup, parse, run_action, run_command
 from skills.clock import REAL_CLOCK, Clock
 from skills.redact import redact
 
@@ -215,9 +215,9 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
     @app.command(re.compile(r"^/gemma.*"))
     async def on_command(ack: Any, body: dict[str, Any]) -> None:
         name, args = parse(body.get("text", ""))
-        cmd = lookup(name)
-        if cmd is None or name == "help":
-            text, blocks = to_blocks(help_reply(unknown=None if name == "help" else name))
+        cmd, quick = lookup(name), help_for(name, args)
+        if cmd is None or quick is not None:  # help answers in the ack itself: nothing to wait for
+            text, blocks = to_blocks(quick or help_reply())
             await ack(text=text, blocks=blocks, response_type="ephemeral")
             return
         echo = redact(str(body.get("text", "")).strip())[:200]  # a pasted secret is not echoed back

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -44,6 +45,7 @@ class CommandContext:
     args: list[str] = field(default_factory=list)
     raw_text: str = ""
     trigger_id: str = ""
+    opts: argparse.Namespace = field(default_factory=argparse.Namespace)  # `args` parsed by the command's parser
 
 
 @dataclass

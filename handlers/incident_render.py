@@ -9,10 +9,11 @@ https://api.slack.com/reference/block-kit/blocks#section).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from handlers.reply import Reply
-from skills.incidents import SEVERITIES, Event, Incident, format_duration
+from skills.durations import format_duration
+from skills.incidents import SEVERITIES, Event, Incident
 from skills.redact import redact
 
 _ICON = {"firing": ":rotating_light:", "resolved": ":white_check_mark:"}
@@ -99,10 +100,10 @@ def event_line(ev: Event, service: str) -> str:
     if ev.kind == "refired":
         return f":rotating_light: Fired again: {name} at {_when(ev.started_at)}"
     if ev.kind == "resolved":
-        took = f" after {format_duration(timedelta(seconds=ev.took_s))}" if ev.took_s is not None else ""
+        took = f" after {format_duration(ev.took_s)}" if ev.took_s is not None else ""
         text = f":white_check_mark: Resolved: {name}{took}"
         if ev.incident_duration_s is not None:
-            text += f". Incident resolved; duration {format_duration(timedelta(seconds=ev.incident_duration_s))}."
+            text += f". Incident resolved; duration {format_duration(ev.incident_duration_s)}."
         return text
     return _truncated(ev.count)
 

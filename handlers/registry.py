@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from .args import ArgsFn, CommandParser
 from .context import ActionContext, CommandContext
 from .reply import Reply
 
@@ -19,9 +20,13 @@ ActionFn = Callable[[ActionContext], Awaitable[Reply | None]]
 class Command:
     name: str
     summary: str
-    usage: str
-    run: CommandFn
+    parser: CommandParser  # the command's arguments, declared once: parsing, usage, help and errors
+    run: CommandFn  # parses ctx.args into ctx.opts, then calls the handler
     ack: str  # the "working on it" line sent within Slack's 3 s
+
+    @property
+    def usage(self) -> str:
+        return self.parser.usage_line()
 
 
 COMMANDS: dict[str, Command] = {}
@@ -31,11 +36,29 @@ ViewCheckFn = Callable[[ActionContext], Awaitable[dict[str, str]]]
 VIEW_CHECKS: dict[str, ViewCheckFn] = {}
 
 
-def command(name: str, summary: str, usage: str = "", ack: str = "Working on it…") -> Callable[[CommandFn], CommandFn]:
+def command(
+    name: str,
+    summary: str,
+    args: ArgsFn | None = None,
+    *,
+    ack: str = "Working on it…",
+    free_text: bool = False,
+    hint: str | Callable[[], str] = "",
+) -> Callable[[CommandFn], CommandFn]:
+    """Register a subcommand; `args` declares its arguments on the command's parser (none: it takes none)."""
+
     def deco(fn: CommandFn) -> CommandFn:
         if name in COMMANDS:
             raise RuntimeError(f"command {name!r} registered twice")
-        COMMANDS[name] = Command(name=name, summary=summary, usage=usage or name, run=fn, ack=ack)
+        parser = CommandParser(name, summary, free_text=free_text, hint=hint)
+        if args is not None:
+            args(parser)
+
+        async def run(ctx: CommandContext) -> Reply | None:
+            ctx.opts = parser.parse(ctx.args)  # bad words end here, with the command's usage
+            return await fn(ctx)
+
+        COMMANDS[name] = Command(name=name, summary=summary, parser=parser, run=run, ack=ack)
         return fn
 
     return deco

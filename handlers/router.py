@@ -30,16 +30,39 @@ def lookup(name: str) -> Command | None:
     return COMMANDS.get(name)
 
 
-def help_reply(unknown: str | None = None) -> Reply:
+def help_reply(unknown: str | None = None, topic: str | None = None) -> Reply:
+    """The list of commands (usage lines from their parsers), or one command's help (`help CMD`)."""
+    if topic is not None:
+        cmd = lookup(topic.lower())
+        return command_help(cmd) if cmd is not None else help_reply(unknown=topic)
     title = f"Unknown command `{unknown}`. Here is what I can do:" if unknown else "gemma-sre: what I can do"
-    lines = [f"`/gemma {c.usage}` — {c.summary}" for c in sorted(COMMANDS.values(), key=lambda c: c.name)]
-    return Reply(title=title, ephemeral=True).add(text="\n".join(lines))
+    lines = [
+        f"`/gemma {c.parser.short_usage()}` — {c.summary}" for c in sorted(COMMANDS.values(), key=lambda c: c.name)
+    ]
+    reply = Reply(title=title, ephemeral=True).add(text="\n".join(lines))
+    reply.context = "`/gemma help COMMAND` or `/gemma COMMAND --help` shows a command's options."
+    return reply
+
+
+def command_help(cmd: Command) -> Reply:
+    return Reply(title=f"`/gemma {cmd.name}`: {cmd.summary}", ephemeral=True).add(code=cmd.parser.format_help())
+
+
+def help_for(name: str, args: list[str]) -> Reply | None:
+    """The answers no handler gives: `help [CMD]`, an unknown command, `CMD --help`."""
+    if name == "help":
+        return help_reply(topic=args[0] if args else None)
+    cmd = lookup(name)
+    if cmd is None:
+        return help_reply(unknown=name)
+    return command_help(cmd) if cmd.parser.wants_help(args) else None
 
 
 async def run_command(ctx: CommandContext, name: str) -> Reply | None:
     cmd = lookup(name)
-    if cmd is None:
-        return help_reply(unknown=name)
+    quick = help_for(name, ctx.args)
+    if cmd is None or quick is not None:
+        return quick
     try:
         return await cmd.run(ctx)
     except UserFacingError as exc:

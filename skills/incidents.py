@@ -309,14 +309,3 @@ def window_for(alert: Alert, now: datetime, before: timedelta = timedelta(minute
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def format_duration(d: timedelta) -> str:
-    s = int(d.total_seconds())
-    h, rem = divmod(s, 3600)
-    m, sec = divmod(rem, 60)
-    if h:
-        return f"{h}h {m:02d}m"
-    if m:
-        return f"{m}m {sec:02d}s"
-    return f"{sec}s"

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from skills.condense import Digest, condense
+from skills.durations import parse_duration
 from skills.errors import InvalidInput
 from skills.ports import LogBatch, LogEntry, LogQuery, Logs
 from skills.redact import redact
@@ -24,17 +25,7 @@ _SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITIC
 
 def parse_since(value: str, now: datetime | None = None) -> datetime:
     """'30m', '2h', '1d', '90s' -> an aware datetime that long ago."""
-    now = now or datetime.now(UTC)
-    v = value.strip().lower()
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    try:
-        n = float(v[:-1]) if v and v[-1] in units else float(v)
-        secs = n * units.get(v[-1], 60) if v and v[-1] in units else n * 60
-    except ValueError:
-        raise InvalidInput(f"Cannot read --since {value!r}.", "Use e.g. 30m, 2h or 1d.") from None
-    if not 0 < secs <= 30 * 86400:
-        raise InvalidInput(f"--since {value!r} is out of range.", "Use between 1s and 30d.")
-    return now - timedelta(seconds=secs)
+    return (now or datetime.now(UTC)) - parse_duration(value, "--since")
 
 
 def parse_severity(value: str) -> str:

@@ -16,6 +16,7 @@ from collections import defaultdict
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, Field
 
+from .durations import format_duration
 from .errors import UserFacingError
 from .ports import ModelServer, Store
 
@@ -223,10 +224,11 @@ def summarize(cur: Snapshot, prev: Snapshot | None = None) -> ModelMetrics:
         prev = None
     if prev is not None:
         window_s = cur.at - prev.at
-        m.window = f"over the last {_dur(window_s)} (between two scrapes)"
+        m.window = f"over the last {format_duration(window_s, 'approx')} (between two scrapes)"
     elif cur.process_start:
         window_s = cur.at - cur.process_start
-        m.window = f"since the server started {_dur(window_s)} ago (averages; run again for a recent window)"
+        started = format_duration(window_s, "approx")
+        m.window = f"since the server started {started} ago (averages; run again for a recent window)"
     else:
         window_s = None
         m.window = "since the server started (cumulative; run again for rates over a recent window)"
@@ -272,14 +274,6 @@ def flags(m: ModelMetrics) -> list[str]:
     if m.preemptions:
         out.append(f"{m.preemptions:.0f} preemption(s) {m.window}: KV cache pressure (requests were recomputed).")
     return out
-
-
-def _dur(s: float) -> str:
-    if s < 120:
-        return f"{s:.0f} s"
-    if s < 7200:
-        return f"{s / 60:.0f} min"
-    return f"{s / 3600:.1f} h"
 
 
 async def collect_model_metrics(

@@ -43,7 +43,9 @@ async def test_analyze_rejects_bad_arguments_without_calling_the_model(make_deps
     reply = await run_command(ctx(deps, responder, "--since", "forever"), "analyze")
     assert reply is not None and "Cannot read --since" in reply.title
     reply = await run_command(ctx(deps, responder, "--verbose"), "analyze")
-    assert reply is not None and "Unexpected argument" in reply.title
+    # Wording from the shared parser (was "Unexpected argument '--verbose'"), now with the command's usage.
+    assert reply is not None and "Unknown option `--verbose`" in reply.title
+    assert reply.sections[0].text == "Usage: `/gemma analyze [--since DURATION]`"
     assert script.chat_requests == [] and responder.posts == []
 
 

@@ -159,6 +159,19 @@ async def test_unknown_subcommand_gets_ephemeral_help(app_client, slack) -> None
     assert "/gemma status" in json.dumps(data["blocks"])
 
 
+async def test_command_help_is_the_ack_and_runs_nothing(app_client, slack) -> None:
+    client, deps = app_client
+    for text, trig in (("status --help", "trig-help-1"), ("help scale", "trig-help-2")):
+        resp = await _post_command(client, text, slack.response_url(), trig)
+        assert resp.status_code == 200
+        data = resp.json()
+        assert data["response_type"] == "ephemeral"
+        name = text.replace("help ", "").split()[0]
+        assert f"usage: /gemma {name}" in json.dumps(data["blocks"]), data
+    await deps.drain()
+    assert slack.responses == []  # answered in the ack: no handler ran, nothing went to the response URL
+
+
 async def test_missing_credentials_error_reaches_user_without_traceback(
     settings: Settings, redis_client, slack
 ) -> None:

@@ -7,16 +7,16 @@ runs without that click.
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
 
+from handlers.args import CommandParser
 from handlers.context import CommandContext
 from handlers.conversation import answer_in_thread
 from handlers.deps import Agent
-from handlers.registry import command
+from handlers.registry import COMMANDS, command
 from handlers.remediation_render import render_remediation
 from handlers.reply import Reply
+from skills.durations import parse_duration
 from skills.errors import InvalidInput, UserFacingError
-from skills.logs import parse_since
 from skills.redact import redact
 
 
@@ -32,29 +32,22 @@ def _agent(ctx: CommandContext) -> Agent:
     return ctx.deps.agent
 
 
-def _since_minutes(args: list[str]) -> int:
-    since = "1h"
-    rest = list(args)
-    while rest:
-        a = rest.pop(0)
-        if a == "--since" and rest:
-            since = rest.pop(0)
-        elif a.startswith("--since="):
-            since = a.split("=", 1)[1]
-        else:
-            raise InvalidInput(f"Unexpected argument {a!r}.", "Usage: `/gemma analyze [--since 1h]`.")
-    delta = datetime.now(UTC) - parse_since(since)
-    return max(1, math.ceil(delta.total_seconds() / 60))
+def _analyze_args(p: CommandParser) -> None:
+    p.add_argument("--since", metavar="DURATION", default="1h", help="how far back: 30m, 2h, 1d (default 1h)")
+
+
+def _question_args(p: CommandParser) -> None:
+    p.add_argument("question", metavar="QUESTION", nargs="*", help="anything about the service, in plain words")
 
 
 @command(
     "analyze",
     "The model investigates logs, findings, status and metrics and proposes a plan",
-    "analyze [--since 1h]",
+    _analyze_args,
     ack="Analyzing…",
 )
 async def analyze(ctx: CommandContext) -> Reply | None:
-    minutes = _since_minutes(ctx.args)
+    minutes = max(1, math.ceil(parse_duration(ctx.opts.since).total_seconds() / 60))
     agent = _agent(ctx)
     service = ctx.deps.settings.vllm_service_name
     started = Reply(
@@ -78,13 +71,15 @@ async def analyze(ctx: CommandContext) -> Reply | None:
 @command(
     "ask",
     "Ask the model about the service; reply in the thread to follow up",
-    "ask QUESTION",
+    _question_args,
     ack="Thinking…",
+    free_text=True,
+    hint="e.g. `/gemma ask why is the model slow?`",
 )
 async def ask(ctx: CommandContext) -> Reply | None:
-    question = redact(" ".join(ctx.args).strip())  # echoed to the channel, stored and sent to the model
+    question = redact(" ".join(ctx.opts.question).strip())  # echoed to the channel, stored and sent to the model
     if not question:
-        raise InvalidInput("Nothing to ask.", "Usage: `/gemma ask why is the model slow?`")
+        raise InvalidInput("Nothing to ask.", COMMANDS["ask"].parser.usage_hint())
     agent = _agent(ctx)
     asked = Reply(title=f":speech_balloon: <@{ctx.user_id}> asked: {question[:2800]}", mentions=[ctx.user_id])
     ts = await ctx.responder.post(asked)

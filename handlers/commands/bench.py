@@ -7,19 +7,22 @@ and PNG charts, and in Redis for `bench compare`.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import secrets
 
 from pydantic import ValidationError
 
+from handlers.args import CommandParser, number_list, whole_number
 from handlers.context import ActionContext, CommandContext, Responder
-from handlers.registry import action, command
+from handlers.registry import COMMANDS, action, command
 from handlers.reply import Button, FileOut, Reply
 from skills import bench_report as report
 from skills.bench_plan import BenchPlan, make_plan, max_model_len_from_args, server_max_model_len
 from skills.bench_store import BenchStore
 from skills.cost import hourly_cost
+from skills.durations import format_duration
 from skills.errors import InvalidInput, UserFacingError
 from skills.loadgen import BenchSpec, Progress, SweepResult, run_sweep
 from skills.locks import LockHeld, ServiceLock
@@ -29,49 +32,33 @@ log = logging.getLogger(__name__)
 CONFIRM = "gemma_bench_confirm"
 DISMISS = "gemma_bench_cancel"
 STOP = "gemma_bench_stop"
-_FLAGS = {
-    "--concurrency": "concurrency",
-    "--context": "contexts",
-    "--output": "output_tokens",
-    "--requests": "requests_per_cell",
-}
-USAGE = "bench [--concurrency 1,8,32] [--context 128,2048,8192] [--output 128] [--requests N] | bench compare"
 
 
-def parse_spec(args: list[str]) -> BenchSpec:
-    values: dict[str, object] = {}
-    i = 0
-    while i < len(args):
-        flag, _, inline = args[i].partition("=")
-        if flag not in _FLAGS:
-            raise InvalidInput(f"Unknown option `{args[i]}`.", f"Usage: `/gemma {USAGE}`")
-        raw = inline or (args[i + 1] if i + 1 < len(args) else "")
-        i += 1 if inline else 2
-        try:
-            nums = [int(x) for x in raw.replace(" ", "").split(",") if x]
-        except ValueError:
-            raise InvalidInput(f"`{flag}` needs numbers, got `{raw}`.", f"Usage: `/gemma {USAGE}`") from None
-        if not nums:
-            raise InvalidInput(f"`{flag}` needs a value.", f"Usage: `/gemma {USAGE}`")
-        field = _FLAGS[flag]
-        if field in ("output_tokens", "requests_per_cell") and len(nums) != 1:
-            raise InvalidInput(f"`{flag}` takes one number.")
-        values[field] = nums if field in ("concurrency", "contexts") else nums[0]
+def _bench_args(p: CommandParser) -> None:
+    p.add_argument(
+        "compare", metavar="compare", nargs="?", choices=["compare"], help="compare the last two stored sweeps"
+    )
+    p.add_argument("--concurrency", metavar="1,8,32", type=number_list, help="concurrent streams per cell")
+    p.add_argument("--context", dest="contexts", metavar="128,2048,8192", type=number_list, help="prompt tokens")
+    p.add_argument("--output", dest="output_tokens", metavar="N", type=whole_number, help="output tokens")
+    p.add_argument("--requests", dest="requests_per_cell", metavar="N", type=whole_number, help="requests per cell")
+
+
+def spec_from(opts: argparse.Namespace) -> BenchSpec:
+    values = {k: getattr(opts, k) for k in ("concurrency", "contexts", "output_tokens", "requests_per_cell")}
     try:
-        return BenchSpec.model_validate(values)
+        return BenchSpec.model_validate({k: v for k, v in values.items() if v is not None})
     except ValidationError as exc:
         msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise InvalidInput(f"Invalid benchmark options ({msgs}).", f"Usage: `/gemma {USAGE}`") from None
-
-
-def _dur(s: float) -> str:
-    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min"
+        usage = COMMANDS["bench"].parser.usage_hint()
+        raise InvalidInput(f"Invalid benchmark options ({msgs}).", usage) from None
 
 
 def render_plan(plan: BenchPlan) -> Reply:
     cost = f", about ${plan.est_cost_usd:.2f} of instance time" if plan.est_cost_usd is not None else ""
+    about = format_duration(plan.est_duration_s, "approx")
     reply = Reply(title=f":stopwatch: Benchmark plan for `{plan.model}`: {len(plan.cells)} cells, "
-                        f"{plan.total_requests} requests, ~{_dur(plan.est_duration_s)}{cost}")  # fmt: skip
+                        f"{plan.total_requests} requests, ~{about}{cost}")  # fmt: skip
     s = plan.spec
     reply.add(
         fields=[
@@ -79,7 +66,7 @@ def render_plan(plan: BenchPlan) -> Reply:
             ("Context (prompt tokens)", ", ".join(map(str, s.contexts))),
             ("Output tokens", str(s.output_tokens)),
             ("max-model-len", str(plan.max_model_len or "unknown")),
-            ("Caps", f"{s.max_total_requests} requests, {_dur(s.max_duration_s)}"),
+            ("Caps", f"{s.max_total_requests} requests, {format_duration(s.max_duration_s, 'approx')}"),
         ]
     )
     cells = "\n".join(f"conc {c:>4}  ctx {x:>6}  {n:>5} requests" for c, x, n in plan.cells)
@@ -96,7 +83,7 @@ def render_plan(plan: BenchPlan) -> Reply:
 
 async def _plan(ctx: CommandContext) -> Reply:
     d = ctx.deps
-    spec = parse_spec(ctx.args)
+    spec = spec_from(ctx.opts)
     client = await d.endpoint.client()
     model = await d.endpoint.model_id()
     max_len = await server_max_model_len(client, model)
@@ -131,10 +118,10 @@ async def _compare(ctx: CommandContext) -> Reply:
     return reply
 
 
-@command("bench", "Benchmark sweep over concurrency x context (plan first), or compare the last two", USAGE,
+@command("bench", "Benchmark sweep over concurrency x context (plan first), or compare the last two", _bench_args,
          ack="Planning the benchmark…")  # fmt: skip
 async def bench(ctx: CommandContext) -> Reply:
-    if ctx.args and ctx.args[0] == "compare":
+    if ctx.opts.compare:
         return await _compare(ctx)
     return await _plan(ctx)
 
@@ -194,7 +181,7 @@ def _progress_reply(plan: BenchPlan, p: Progress) -> Reply:
     text = f"`{bar}` {p.done_requests}/{p.total_requests} requests"
     if p.cell_index:
         text += f" · cell {p.cell_index}/{p.cells} (concurrency {p.concurrency}, context {p.context})"
-    text += f" · {_dur(p.elapsed_s)} elapsed"
+    text += f" · {format_duration(p.elapsed_s, 'approx')} elapsed"
     reply.add(text=text)
     reply.buttons = [Button(label="Stop", action_id=STOP, value=plan.id, style="danger")]
     return reply

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+
 import yaml
 
+from handlers.args import CommandParser
 from handlers.commands.plans import deploy_env, make_plan
 from handlers.context import CommandContext
 from handlers.registry import command
@@ -15,44 +18,42 @@ from skills.profiles import load_profiles
 from skills.render_service import strip_output_only
 from skills.vllm_flags import SPECS
 
-# Flags a user may pass; each maps to a field of skills.plan_actions.Overrides (plus --service).
-_FLAGS = {name.replace("_", "-") for name in DeployParams.model_fields if name != "profile"}
+# Flags a user may pass: one per field of skills.action_params.Overrides (plus --service). Values stay text:
+# the plan validates them against that model, so its limits are stated once.
+_FIELDS = [name for name in DeployParams.model_fields if name != "profile"]
 # vLLM's boolean flags among them (`--x` / `--no-x`), named as skills/vllm_flags.py names them.
-_BOOL_FLAGS = {s.flag.removeprefix("--") for s in SPECS if s.boolean} & _FLAGS
+_BOOLS = {s.flag.removeprefix("--").replace("-", "_") for s in SPECS if s.boolean} & set(_FIELDS)
+_METAVARS = {
+    "gpu": "GPU",
+    "gpu_memory_utilization": "F",
+    "memory": "SIZE",
+    "service": "SERVICE",
+    "kv_cache_dtype": "auto|fp8|bf16|fp16",
+}
 
 
-def parse_overrides(args: list[str]) -> tuple[list[str], dict[str, str | bool]]:
-    """Split `PROFILE --max-model-len 8192 --enforce-eager key=value` into positionals and override fields."""
-    positionals: list[str] = []
-    out: dict[str, str | bool] = {}
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a.startswith("--"):
-            name, _, inline = a[2:].partition("=")
-            negated = name.startswith("no-") and name[3:] in _BOOL_FLAGS
-            if negated:
-                out[name[3:].replace("-", "_")] = False
-            elif name in _BOOL_FLAGS and not inline:
-                out[name.replace("-", "_")] = True
-            elif name in _FLAGS:
-                if not inline:
-                    if i + 1 >= len(args):
-                        raise InvalidInput(f"`--{name}` needs a value.")
-                    i += 1
-                    inline = args[i]
-                out[name.replace("-", "_")] = inline
-            else:
-                raise InvalidInput(
-                    f"Unknown option `--{name}`.", "Options: " + ", ".join(f"`--{f}`" for f in sorted(_FLAGS))
-                )
-        elif "=" in a and a.split("=", 1)[0].replace("_", "-") in _FLAGS:
-            k, v = a.split("=", 1)
-            out[k.replace("-", "_")] = v
+def _override_args(p: CommandParser) -> None:
+    p.key_values = True  # `max_model_len=8192` has always worked beside `--max-model-len 8192`
+    for name in _FIELDS:
+        flag = "--" + name.replace("_", "-")
+        if name in _BOOLS:
+            p.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None)
         else:
-            positionals.append(a)
-        i += 1
-    return positionals, out
+            p.add_argument(flag, dest=name, metavar=_METAVARS.get(name, "N"), default=None)
+
+
+def _deploy_args(p: CommandParser) -> None:
+    p.add_argument("profile", metavar="PROFILE", help="a deploy profile (see the hint below)")
+    _override_args(p)
+
+
+def _config_args(p: CommandParser) -> None:
+    p.add_argument("profile", metavar="PROFILE", nargs="?", help="render this profile (default: the running service)")
+    _override_args(p)
+
+
+def _overrides(ctx: CommandContext) -> dict[str, str | bool]:
+    return {k: v for k, v in vars(ctx.opts).items() if k in _FIELDS and v is not None}
 
 
 def _profiles_hint() -> str:
@@ -62,31 +63,29 @@ def _profiles_hint() -> str:
 @command(
     "deploy",
     "Plan a deploy of a profile (Confirm to run it)",
-    "deploy PROFILE [--gpu G] [--max-model-len N] […]",
+    _deploy_args,
     ack="Planning the deploy…",
+    hint=_profiles_hint,
 )
 async def deploy(ctx: CommandContext) -> Reply:
-    positionals, overrides = parse_overrides(ctx.args)
-    if len(positionals) != 1:
-        raise InvalidInput("Usage: `/gemma deploy PROFILE [--max-model-len N] [--gpu G] […]`.", _profiles_hint())
-    return await make_plan(ctx.deps, ctx.user_id, ctx.channel_id, "deploy", {"profile": positionals[0], **overrides})
+    params = {"profile": ctx.opts.profile, **_overrides(ctx)}
+    return await make_plan(ctx.deps, ctx.user_id, ctx.channel_id, "deploy", params)
 
 
 @command(
     "config",
     "Show the Cloud Run service a profile renders (or the running one), without deploying",
-    "config [PROFILE] [--flag value …]",
+    _config_args,
     ack="Rendering…",
+    hint=_profiles_hint,
 )
 async def config(ctx: CommandContext) -> Reply:
-    positionals, overrides = parse_overrides(ctx.args)
+    profile, overrides = ctx.opts.profile, _overrides(ctx)
     env = deploy_env(ctx.deps)
-    if len(positionals) > 1:
-        raise InvalidInput("Usage: `/gemma config [PROFILE]`.", _profiles_hint())
-    if positionals:
+    if profile:
         # Rendering a profile needs no cloud: without credentials it is shown undiffed, and says so.
-        plan = await build_plan("deploy", {"profile": positionals[0], **overrides}, ctx.deps.runtime, env, offline=True)
-        service, spec, title = plan.service, plan.spec or {}, f"Rendered service for `{positionals[0]}`"
+        plan = await build_plan("deploy", {"profile": profile, **overrides}, ctx.deps.runtime, env, offline=True)
+        service, spec, title = plan.service, plan.spec or {}, f"Rendered service for `{profile}`"
         notes = [f"verdict: {plan.verdict}", *plan.notes] if plan.verdict else plan.notes
     else:
         service = str(overrides.get("service") or env.service)

@@ -17,12 +17,12 @@ from skills.errors import InvalidInput, UserFacingError
 @command(
     "eval",
     "Score the served model as the on-call agent over the example scenarios (cause, fix, valid calls, cost)",
-    "eval [SCENARIO ...]",
+    lambda p: p.add_argument("scenarios", metavar="SCENARIO", nargs="*", help="bundled scenarios (default: all)"),
     ack="Evaluating the model…",
 )
 async def evaluate(ctx: CommandContext) -> Reply | None:
     known = ctx.deps.evals.scenarios()
-    names = [a for a in ctx.args if a]
+    names = [a for a in ctx.opts.scenarios if a]
     unknown = [n for n in names if n not in known]
     if unknown:
         raise InvalidInput(f"Unknown scenario {unknown[0]!r}.", f"Known scenarios: {', '.join(known)}.")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 
 from handlers.context import CommandContext
-from handlers.fit_args import USAGE, parse_fit_args
-from handlers.registry import command
+from handlers.fit_args import MODELS_HINT, add_fit_arguments, namespace_to_request
+from handlers.registry import COMMANDS, command
 from handlers.reply import Button, Reply, plan_button
 from skills.catalog import Catalog
+from skills.durations import format_duration
 from skills.fit import FitReport, load_catalog, plan_fit
 from skills.profiles import load_profiles
 from skills.startup_log import StartupFigures, last_figures
@@ -22,8 +23,8 @@ _VERDICT = {
 }
 
 
-def _minutes(seconds: float) -> str:
-    return f"~{seconds / 60:.0f} min" if seconds >= 90 else f"~{seconds:.0f} s"
+def _about(seconds: float) -> str:
+    return "~" + format_duration(seconds, "approx")
 
 
 def _measured(r: FitReport, service: str, seen: StartupFigures) -> tuple[str, str]:
@@ -39,7 +40,7 @@ def _measured(r: FitReport, service: str, seen: StartupFigures) -> tuple[str, st
     if seen.max_concurrency is not None and seen.max_model_len:
         lines.append(f"max concurrency {seen.max_concurrency:g}x at {seen.max_model_len:,} tokens")
     if seen.ready_after_s is not None:
-        lines.append(f"cold start {_minutes(seen.ready_after_s)} (predicted {_minutes(r.cold_start_s)})")
+        lines.append(f"cold start {_about(seen.ready_after_s)} (predicted {_about(r.cold_start_s)})")
     return heading, "; ".join(lines) + f" — image `{seen.image}`"
 
 
@@ -63,7 +64,7 @@ def render_fit(r: FitReport, measured: tuple[str, StartupFigures] | None = None)
             ("KV cache", kv),
             ("Concurrency", f"{r.max_concurrency:g} x {q.max_model_len:,}-token sequences"),
             ("Host RAM", f"~{r.host_memory_gib:g} GiB peak → memory {r.recommended_memory_gib}Gi"),
-            ("Cold start", f"{_minutes(r.cold_start_s)} (probe budget {r.startup_budget_s // 60} min)"),
+            ("Cold start", f"{_about(r.cold_start_s)} (probe budget {format_duration(r.startup_budget_s, 'approx')})"),
             (
                 "Cost",
                 f"${r.cost_per_hour_usd:.2f}/h" + (f", {r.recommended_cpu} vCPU" if r.recommended_cpu else ""),
@@ -124,13 +125,19 @@ def render_catalog(cat: Catalog) -> Reply:
         for g in cat.gpus.values()
     ]
     reply.add(heading="GPUs", text="\n".join(gpus))
-    reply.context = f"Try `/gemma {USAGE.split(' [')[0]} --gpu nvidia-l4`"
+    reply.context = "Try `/gemma fit MODEL --gpu nvidia-l4`"
     return reply
 
 
-@command("fit", "Will a model fit a GPU: memory, KV cache, cold start, cost", USAGE, ack="Planning…")
+@command(
+    "fit",
+    "Will a model fit a GPU: memory, KV cache, cold start, cost",
+    add_fit_arguments,
+    ack="Planning…",
+    hint=MODELS_HINT,
+)
 async def fit(ctx: CommandContext) -> Reply:
-    report = plan_fit(parse_fit_args(ctx.args))
+    report = plan_fit(namespace_to_request(ctx.opts, COMMANDS["fit"].parser.usage_hint()))
     service = ctx.deps.settings.vllm_service_name
     try:
         seen = await last_figures(ctx.deps.redis, ctx.deps.settings.key("startup"), service)
@@ -142,6 +149,6 @@ async def fit(ctx: CommandContext) -> Reply:
     return render_fit(report, (service, seen) if seen is not None else None)
 
 
-@command("models", "The model and GPU catalog behind /gemma fit and deploy", "models", ack="Listing…")
+@command("models", "The model and GPU catalog behind /gemma fit and deploy", ack="Listing…")
 async def models(ctx: CommandContext) -> Reply:
     return render_catalog(load_catalog())

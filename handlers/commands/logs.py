@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from handlers.args import CommandParser
 from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.remediation_render import action_buttons
 from handlers.reply import FileOut, Reply
 from skills.condense import Digest
 from skills.diagnose import Diagnosis, diagnose_service
-from skills.errors import InvalidInput, UserFacingError
+from skills.errors import UserFacingError
 from skills.logs import logs_digest, parse_severity, parse_since
 from skills.ports import LogQuery, Logs, ServiceInfo
 
@@ -20,25 +21,14 @@ log = logging.getLogger(__name__)
 INLINE_CHARS = 2800  # longer digests go to the thread as a file (Slack sections hold ~3000 chars)
 
 
-def _flags(args: list[str], allowed: set[str]) -> tuple[dict[str, str], list[str]]:
-    flags: dict[str, str] = {}
-    rest: list[str] = []
-    it = iter(args)
-    for a in it:
-        if a.startswith("--"):
-            name, _, value = a[2:].partition("=")
-            if name not in allowed:
-                raise InvalidInput(
-                    f"Unknown option --{name}.", "Options: " + ", ".join(f"--{f}" for f in sorted(allowed))
-                )
-            if not value:
-                value = next(it, "")
-            if not value:
-                raise InvalidInput(f"--{name} needs a value.")
-            flags[name] = value
-        else:
-            rest.append(a)
-    return flags, rest
+def _log_args(p: CommandParser, since: str, severity: bool) -> None:
+    p.add_argument("service", metavar="SERVICE", nargs="?", help="the Cloud Run service (default: the configured one)")
+    p.add_argument(
+        "--since", metavar="DURATION", default=since, help=f"how far back: 90s, 30m, 2h, 1d (default {since})"
+    )
+    if severity:
+        p.add_argument("--severity", metavar="LEVEL", help="lowest severity shown: INFO, WARNING, ERROR, ...")
+    p.add_argument("--revision", metavar="REVISION", help="only this revision's logs")
 
 
 def _logs_port(ctx: CommandContext) -> Logs:
@@ -47,13 +37,14 @@ def _logs_port(ctx: CommandContext) -> Logs:
     return ctx.deps.logs
 
 
-def _query(ctx: CommandContext, flags: dict[str, str], rest: list[str], default_since: str) -> LogQuery:
-    st = ctx.deps.settings
+def _query(ctx: CommandContext) -> LogQuery:
+    st, o = ctx.deps.settings, ctx.opts
+    severity = getattr(o, "severity", None)
     return LogQuery(
-        service=rest[0] if rest else st.vllm_service_name,
-        since=parse_since(flags.get("since", default_since)),
-        revision=flags.get("revision") or None,
-        min_severity=parse_severity(flags["severity"]) if "severity" in flags else "DEFAULT",
+        service=o.service or st.vllm_service_name,
+        since=parse_since(o.since),
+        revision=o.revision or None,
+        min_severity=parse_severity(severity) if severity else "DEFAULT",
         max_entries=st.log_max_entries,
         max_bytes=st.log_max_bytes,
     )
@@ -108,12 +99,11 @@ def render_diagnosis(service: str, d: Diagnosis) -> Reply:
 @command(
     "logs",
     "Condensed logs of the vLLM service (templates, counts, errors first)",
-    "logs [service] [--since 30m] [--severity WARNING] [--revision R]",
+    lambda p: _log_args(p, since="30m", severity=True),
     ack="Reading logs…",
 )
 async def logs(ctx: CommandContext) -> Reply:
-    flags, rest = _flags(ctx.args, {"since", "severity", "revision"})
-    q = _query(ctx, flags, rest, "30m")
+    q = _query(ctx)
     digest, _ = await logs_digest(_logs_port(ctx), q, ctx.deps.settings.log_token_budget)
     return render_digest(q, digest)
 
@@ -121,12 +111,11 @@ async def logs(ctx: CommandContext) -> Reply:
 @command(
     "diagnose",
     "Find known vLLM / Cloud Run failures in the logs, with evidence and fixes",
-    "diagnose [service] [--since 1h] [--revision R]",
+    lambda p: _log_args(p, since="1h", severity=False),
     ack="Diagnosing…",
 )
 async def diagnose(ctx: CommandContext) -> Reply:
-    flags, rest = _flags(ctx.args, {"since", "revision"})
-    q = _query(ctx, flags, rest, "1h")
+    q = _query(ctx)
     service: ServiceInfo | None = None
     try:  # current settings make remediations concrete (max instances + 1); diagnosis works without them
         service = await ctx.deps.runtime.get_service(q.service)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from handlers.args import CommandParser
 from handlers.context import CommandContext
-from handlers.registry import command
+from handlers.registry import COMMANDS, command
 from handlers.reply import Reply
 from skills.bench_report import recent_sweeps
 from skills.cost import CostReport, cost_report
@@ -12,6 +13,10 @@ from skills.model_health import DeepHealth, deep_health
 from skills.model_metrics import ModelMetrics, Percentiles, collect_model_metrics
 from skills.query import QueryResult, stream_query
 from skills.redact import redact
+
+
+def _service_arg(p: CommandParser) -> None:
+    p.add_argument("service", metavar="SERVICE", nargs="?", help="the Cloud Run service (default: the configured one)")
 
 
 def _ms(v: float | None) -> str:
@@ -70,7 +75,6 @@ def render_metrics(m: ModelMetrics, base_url: str) -> Reply:
 
 
 @command("metrics", "The model server's /metrics: load, KV cache, latency percentiles, token rates",
-         "metrics",
          ack="Reading /metrics…")  # fmt: skip
 async def metrics(ctx: CommandContext) -> Reply:
     d = ctx.deps
@@ -99,7 +103,6 @@ def render_health(h: DeepHealth) -> Reply:
 
 
 @command("health", "Deep check: a real chat completion, its latency, and whether tool calling works",
-         "health",
          ack="Checking the model…")  # fmt: skip
 async def health(ctx: CommandContext) -> Reply:
     d = ctx.deps
@@ -128,13 +131,14 @@ def render_query(prompt: str, r: QueryResult) -> Reply:
 @command(
     "query",
     "Ask the model directly and see TTFT, tokens and tokens/s",
-    "query PROMPT",
+    lambda p: p.add_argument("prompt", metavar="PROMPT", nargs="*", help="sent to the model as it is"),
     ack="Asking the model…",
+    free_text=True,
 )
 async def query(ctx: CommandContext) -> Reply:
-    prompt = " ".join(ctx.args).strip()
+    prompt = " ".join(ctx.opts.prompt).strip()
     if not prompt:
-        raise InvalidInput("Nothing to ask.", "Usage: `/gemma query PROMPT`.")
+        raise InvalidInput("Nothing to ask.", COMMANDS["query"].parser.usage_hint())
     prompt = redact(prompt)  # never send a pasted secret to the model
     d = ctx.deps
     client = await d.endpoint.client()
@@ -177,11 +181,11 @@ def render_cost(c: CostReport) -> Reply:
 
 
 @command("cost", "$/hour of the running configuration and $/M tokens at measured throughput",
-         "cost [service]",
+         _service_arg,
          ack="Pricing…")  # fmt: skip
 async def cost(ctx: CommandContext) -> Reply:
     d = ctx.deps
-    service = ctx.args[0] if ctx.args else d.settings.vllm_service_name
+    service = ctx.opts.service or d.settings.vllm_service_name
     info = await d.runtime.get_service(service)
     sweeps = await recent_sweeps(d.redis, d.settings.key("bench", "history"), 1)
     return render_cost(cost_report(info, sweeps[0] if sweeps else None))

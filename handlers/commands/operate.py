@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 
+from handlers.args import CommandParser, whole_number
 from handlers.commands.plans import deploy_env, destroy_modal, make_plan, plan_store
 from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.reply import Reply
 from skills.audit import latest
-from skills.errors import InvalidInput
+from skills.durations import format_duration
 from skills.operate import quota_advice, revisions
 
 log = logging.getLogger(__name__)
@@ -22,39 +23,46 @@ _AUDIT_ICON = {
 }
 
 
-def _int(value: str, what: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise InvalidInput(f"{what} must be a whole number, not `{value}`.") from None
+def _service_opt(p: CommandParser) -> None:
+    p.add_argument("--service", metavar="SERVICE", help="the Cloud Run service (default: the configured one)")
 
 
-def _service_opt(args: list[str]) -> tuple[list[str], str | None]:
-    if "--service" in args:
-        i = args.index("--service")
-        if i + 1 >= len(args):
-            raise InvalidInput("`--service` needs a name.")
-        return args[:i] + args[i + 2 :], args[i + 1]
-    return args, None
+def _scale_args(p: CommandParser) -> None:
+    p.add_argument("min_instances", metavar="MIN", type=whole_number, help="minimum instances (0 scales to zero)")
+    p.add_argument("max_instances", metavar="MAX", type=whole_number, help="maximum instances")
+    _service_opt(p)
 
 
-@command("scale", "Plan new instance limits (Confirm to apply)", "scale MIN MAX [--service S]", ack="Planning…")
+def _service_arg(p: CommandParser) -> None:
+    p.add_argument("service", metavar="SERVICE", nargs="?", help="the Cloud Run service (default: the configured one)")
+
+
+def _rollback_args(p: CommandParser) -> None:
+    p.add_argument("revision", metavar="REVISION", nargs="?", help="a ready revision (default: the previous one)")
+    _service_opt(p)
+
+
+def _quota_args(p: CommandParser) -> None:
+    p.add_argument("gpu", metavar="GPU", nargs="?", default="nvidia-l4", help="GPU type (default: nvidia-l4)")
+
+
+def _audit_args(p: CommandParser) -> None:
+    p.add_argument("n", metavar="N", nargs="?", type=whole_number, default=10, help="how many (1-50, default 10)")
+
+
+@command("scale", "Plan new instance limits (Confirm to apply)", _scale_args, ack="Planning…",
+         hint="e.g. `/gemma scale 0 2`.")  # fmt: skip
 async def scale(ctx: CommandContext) -> Reply:
-    args, service = _service_opt(ctx.args)
-    if len(args) != 2:
-        raise InvalidInput("Usage: `/gemma scale MIN MAX`, e.g. `/gemma scale 0 2`.")
-    params: dict[str, int | str] = {
-        "min_instances": _int(args[0], "MIN"),
-        "max_instances": _int(args[1], "MAX"),
-    }
-    if service:
-        params["service"] = service
+    o = ctx.opts
+    params: dict[str, int | str] = {"min_instances": o.min_instances, "max_instances": o.max_instances}
+    if o.service:
+        params["service"] = o.service
     return await make_plan(ctx.deps, ctx.user_id, ctx.channel_id, "scale", params)
 
 
-@command("revisions", "Recent revisions, their state and traffic", "revisions [service]", ack="Listing…")
+@command("revisions", "Recent revisions, their state and traffic", _service_arg, ack="Listing…")
 async def list_revisions(ctx: CommandContext) -> Reply:
-    service = ctx.args[0] if ctx.args else ctx.deps.settings.vllm_service_name
+    service = ctx.opts.service or ctx.deps.settings.vllm_service_name
     view = await revisions(ctx.deps.runtime, service)
     rows = []
     for r in view.revisions:
@@ -77,22 +85,20 @@ async def list_revisions(ctx: CommandContext) -> Reply:
 @command(
     "rollback",
     "Plan routing 100% of traffic to the previous (or a named) ready revision",
-    "rollback [REVISION] [--service S]",
+    _rollback_args,
     ack="Planning the rollback…",
 )
 async def rollback(ctx: CommandContext) -> Reply:
-    args, service = _service_opt(ctx.args)
-    if len(args) > 1:
-        raise InvalidInput("Usage: `/gemma rollback [REVISION]`.")
-    params: dict[str, str] = {"revision": args[0]} if args else {}
-    if service:
-        params["service"] = service
+    o = ctx.opts
+    params: dict[str, str] = {"revision": o.revision} if o.revision else {}
+    if o.service:
+        params["service"] = o.service
     return await make_plan(ctx.deps, ctx.user_id, ctx.channel_id, "rollback", params)
 
 
-@command("destroy", "Delete the service (confirm by typing its name)", "destroy [service]", ack="Planning…")
+@command("destroy", "Delete the service (confirm by typing its name)", _service_arg, ack="Planning…")
 async def destroy(ctx: CommandContext) -> Reply:
-    params = {"service": ctx.args[0]} if ctx.args else {}
+    params = {"service": ctx.opts.service} if ctx.opts.service else {}
     reply = await make_plan(ctx.deps, ctx.user_id, ctx.channel_id, "destroy", params)
     plan_id = next((b.value for b in reply.buttons if b.value), "")
     plan = await plan_store(ctx.deps).get(plan_id)
@@ -108,9 +114,9 @@ async def destroy(ctx: CommandContext) -> Reply:
     return reply
 
 
-@command("quota", "How much Cloud Run GPU quota the region has (or how to check)", "quota [gpu]", ack="Checking…")
+@command("quota", "How much Cloud Run GPU quota the region has (or how to check)", _quota_args, ack="Checking…")
 async def quota(ctx: CommandContext) -> Reply:
-    gpu = ctx.args[0] if ctx.args else "nvidia-l4"
+    gpu = ctx.opts.gpu
     advice = quota_advice(deploy_env(ctx.deps), gpu)
     return (
         Reply(title=f":bar_chart: GPU quota: {advice.gpu} in {advice.region}")
@@ -122,11 +128,11 @@ async def quota(ctx: CommandContext) -> Reply:
 @command(
     "audit",
     "The latest write actions (who, what, result, duration)",
-    "audit [N]",
+    _audit_args,
     ack="Reading the audit log…",
 )
 async def audit(ctx: CommandContext) -> Reply:
-    n = min(50, max(1, _int(ctx.args[0], "N"))) if ctx.args else 10
+    n = min(50, max(1, ctx.opts.n))
     entries = await latest(ctx.deps.redis, ctx.deps.settings.key("audit"), n)
     reply = Reply(title=f":scroll: Last {len(entries)} write actions")
     lines = []
@@ -135,7 +141,7 @@ async def audit(ctx: CommandContext) -> Reply:
         lines.append(
             f"{_AUDIT_ICON.get(e.result, '')} {e.when()} {reply.mention(e.user_id)} *{e.action}* `{e.service}` "
             f"({params}) → "
-            f"{e.result} in {e.duration_s:.0f} s" + (f": {e.detail[:150]}" if e.detail else "")
+            f"{e.result} in {format_duration(e.duration_s)}" + (f": {e.detail[:150]}" if e.detail else "")
         )
     reply.add(text="\n".join(lines) or "No write actions recorded yet.")
     return reply

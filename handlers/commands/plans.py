@@ -28,6 +28,7 @@ from skills.button_payloads import PayloadStore
 from skills.confirm import Refused, UsergroupMembers, Where, WriteGate, cancel, claim, precheck, run_claimed
 from skills.deploy import ExecResult, Progress
 from skills.deploy_env import DeployEnv
+from skills.durations import format_duration
 from skills.errors import InvalidInput
 from skills.plan_actions import build_plan
 from skills.plans import Plan, PlanStore
@@ -191,16 +192,12 @@ def _plan_id(value: str) -> str:
     return value
 
 
-def _elapsed(s: float) -> str:
-    return f"{int(s // 60)}m{int(s % 60):02d}s"
-
-
 def progress_reply(plan: Plan, user_id: str, p: Progress) -> Reply:
     if p.done:
         icon = ":white_check_mark:" if p.ok else ":x:"
     else:
         icon = ":hourglass_flowing_sand:"
-    reply = Reply(title=f"{icon} {plan.kind} `{plan.service}`: {p.phase} ({_elapsed(p.elapsed_s)})")
+    reply = Reply(title=f"{icon} {plan.kind} `{plan.service}`: {p.phase} ({format_duration(p.elapsed_s)})")
     steps = _steps(plan)
     if steps and p.phase in steps:
         idx = steps.index(p.phase)
@@ -212,7 +209,9 @@ def progress_reply(plan: Plan, user_id: str, p: Progress) -> Reply:
     if p.log_lines:
         reply.add(heading="First error lines", code="\n".join(p.log_lines))
     if plan.kind in ("deploy", "redeploy") and not p.done and plan.cold_start_s:
-        reply.add(text=f"Expected cold start ~{plan.cold_start_s / 60:.0f} min; traffic moves only when ready.")
+        reply.add(
+            text=f"Expected cold start ~{format_duration(plan.cold_start_s, 'approx')}; traffic moves only when ready."
+        )
     reply.context = f"confirmed by {reply.mention(user_id)} · plan `{plan.id}`" + (
         f" · revision `{p.revision}`" if p.revision else ""
     )
@@ -242,7 +241,7 @@ def outcome_line(plan: Plan, user_id: str, result: ExecResult, elapsed_s: float)
         title = f":white_check_mark: Action done: {plan.kind} `{plan.service}` succeeded"
     else:
         title = f":x: Action failed: {plan.kind} `{plan.service}`: {redact(result.detail)[:300]}"
-    reply = Reply(title=title + f" ({_elapsed(elapsed_s)}, confirmed by <@{user_id}>)", mentions=[user_id])
+    reply = Reply(title=title + f" ({format_duration(elapsed_s)}, confirmed by <@{user_id}>)", mentions=[user_id])
     reply.context = f"plan `{plan.id}`: {plan.summary[:200]}"
     return reply
 

@@ -16,7 +16,7 @@ from skills.errors import InvalidInput, UserFacingError
 @command(
     "sandbox",
     "Sandbox only: list failure scenarios, or make one happen (the alert opens an incident thread)",
-    "sandbox [SCENARIO]",
+    lambda p: p.add_argument("scenario", metavar="SCENARIO", nargs="?", help="make this failure happen"),
     ack="Setting the scene…",
 )
 async def sandbox(ctx: CommandContext) -> Reply | None:
@@ -28,16 +28,14 @@ async def sandbox(ctx: CommandContext) -> Reply | None:
         )
     scenarios = sb.scenario_list()
     names = [name for name, _, _ in scenarios]
-    if not ctx.args:
+    name = ctx.opts.scenario
+    if not name:
         reply = Reply(title=f":test_tube: Sandbox: {sb.describe()}")
         reply.add(text="\n".join(f"• `{n}` — {what} (finding: {kind})" for n, what, kind in scenarios))
         reply.context = "`/gemma sandbox SCENARIO` makes it happen; the alert opens an incident thread."
         return reply
-    if len(ctx.args) != 1 or ctx.args[0] not in names:
-        raise InvalidInput(
-            f"Unknown scenario `{' '.join(ctx.args)}`.", "Scenarios: " + ", ".join(f"`{n}`" for n in names)
-        )
-    name = ctx.args[0]
+    if name not in names:
+        raise InvalidInput(f"Unknown scenario `{name}`.", "Scenarios: " + ", ".join(f"`{n}`" for n in names))
     what = next(w for n, w, _ in scenarios if n == name)
     ts = await ctx.responder.post(Reply(title=f":test_tube: Sandbox scenario `{name}`: {what}"))
 

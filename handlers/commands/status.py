@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from handlers.args import CommandParser
 from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.reply import Reply
+from skills.durations import format_duration
 from skills.service_metrics import ServiceMetrics
 from skills.status import StatusReport, service_status
 
@@ -60,20 +62,24 @@ def render_status(r: StatusReport) -> Reply:
     if r.cloud_metrics is not None:
         reply.add(**cloud_metrics_section(r.cloud_metrics))
     age = r.age_s()
-    reply.context = f"data {age:.0f} s old (cached)" if r.from_cache else "fresh data"
+    reply.context = f"data {format_duration(age, 'approx')} old (cached)" if r.from_cache else "fresh data"
     return reply
+
+
+def _status_args(p: CommandParser) -> None:
+    p.add_argument("service", metavar="SERVICE", nargs="?", help="the Cloud Run service (default: the configured one)")
+    p.add_argument("--fresh", action="store_true", help="skip the cached answer")
 
 
 @command(
     "status",
     "Cloud Run and model-server health of the vLLM service",
-    "status [service] [--fresh]",
+    _status_args,
     ack="Checking…",
 )
 async def status(ctx: CommandContext) -> Reply:
     st = ctx.deps.settings
-    args = [a for a in ctx.args if a != "--fresh"]
-    service = args[0] if args else st.vllm_service_name
+    service = ctx.opts.service or st.vllm_service_name
     report = await service_status(
         ctx.deps.runtime,
         ctx.deps.model_server,
@@ -82,7 +88,7 @@ async def status(ctx: CommandContext) -> Reply:
         st.status_cache_ttl_s,
         service,
         base_url_override=st.vllm_base_url,
-        fresh="--fresh" in ctx.args,
+        fresh=ctx.opts.fresh,
         metrics=ctx.deps.metrics,
     )
     return render_status(report)
