@@ -12,7 +12,13 @@ import redis.asyncio as redis
 
 from bot.settings import Settings
 from bot.telemetry import Telemetry
+from skills.confirm import UsergroupMembers, WriteGate
+from skills.deploy_env import DeployEnv
+from skills.incident_store import IncidentStore
+from skills.plans import PlanStore
 from skills.ports import Logs, Metrics, ModelServer, Runtime, StreamClients
+from skills.short_cache import ShortCache
+from skills.write_flow import WriteFlow
 
 if TYPE_CHECKING:  # annotations only: these pull in openai, slack_sdk and the sandbox's stand-ins
     from slack_sdk.web.async_client import AsyncWebClient
@@ -23,6 +29,9 @@ if TYPE_CHECKING:  # annotations only: these pull in openai, slack_sdk and the s
     from bot.sandbox.cloud import Sandbox
 
 log = logging.getLogger(__name__)
+
+# Slack's usergroups.users.list is rate-limited (Tier 2); the deployer check caches a group briefly.
+_GROUP_CACHE_S = 60
 
 
 @dataclass
@@ -45,6 +54,56 @@ class Deps:
     max_background: int = 16
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _slots: asyncio.Semaphore | None = None
+
+    @property
+    def writes(self) -> WriteFlow:
+        """The write flow (plan -> confirm -> run) over this process's runtime, store and settings."""
+        st = self.settings
+        plans = PlanStore(self.redis, st.key("plan"), st.plan_ttl_s)
+        return WriteFlow(
+            runtime=self.runtime,
+            env=DeployEnv(
+                service=st.vllm_service_name,
+                region=st.google_cloud_location,
+                project=st.google_cloud_project,
+                image=st.vllm_image,
+                model_bucket=st.model_bucket,
+                hf_token_secret=st.hf_token_secret,
+                service_account=st.vllm_service_account,
+            ),
+            plans=plans,
+            gate=WriteGate(
+                store=self.redis,
+                plans=plans,
+                lock_prefix=st.key("lock", "service"),
+                lock_ttl_s=st.deploy_lock_ttl_s,
+                audit_key=st.key("audit"),
+                deployers=st.deployers,
+                deployer_usergroup=st.deployer_usergroup_id,
+                usergroup_members=self._usergroup_members(),
+            ),
+            incidents=IncidentStore(self.redis, st.key_prefix),
+            logs=self.logs,
+            poll_s=st.deploy_poll_s,
+        )
+
+    def _usergroup_members(self) -> UsergroupMembers | None:
+        """Slack usergroups.users.list behind a plain callable, cached briefly (the API is rate-limited)."""
+        chat = self.chat
+        if chat is None:
+            return None
+        cache = ShortCache(self.redis, self.settings.key, "usergroup", _GROUP_CACHE_S)
+
+        async def members(group: str) -> list[str]:
+            cached = await cache.get(group)
+            if cached is not None:
+                return [str(u) for u in cached]
+            resp = await chat.usergroups_users_list(usergroup=group)
+            users = [str(u) for u in resp.get("users") or []]
+            await cache.put(group, users)
+            return users
+
+        return members
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run work after an ack, keeping a reference so it is not garbage-collected mid-flight.

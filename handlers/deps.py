@@ -16,6 +16,7 @@ from pydantic import SecretStr
 from skills.agent_eval import Score
 from skills.ports import Logs, Metrics, ModelEndpoint, ModelServer, Runtime, StreamClients
 from skills.remediation import ProposedAction, RemediationPlan
+from skills.write_flow import WriteFlow
 
 Progress = Callable[[str], Awaitable[None]]
 
@@ -192,6 +193,9 @@ class HandlerDeps(Protocol):
 
     @property
     def streams(self) -> StreamClients | None: ...
+
+    @property
+    def writes(self) -> WriteFlow: ...
 
     @property
     def sandbox(self) -> Sandbox | None: ...

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from bot.sandbox.cloud_run_api import CloudRunStandIn
-from handlers.commands.plans import deploy_env
 from skills.deploy import execute
 from skills.errors import InvalidInput
 from skills.plan_actions import build_plan
@@ -18,7 +17,7 @@ SERVICE = "vllm-gemma4"
 
 
 async def deploy(deps: Any, params: dict[str, Any], **env: Any) -> Any:
-    plan = await build_plan("deploy", params, deps.runtime, deploy_env(deps).model_copy(update=env))
+    plan = await build_plan("deploy", params, deps.runtime, deps.writes.env.model_copy(update=env))
     result = await execute(deps.runtime, plan, poll_s=0.0)
     assert result.ok, result.detail
     return plan
@@ -28,12 +27,12 @@ async def test_a_deploy_that_changes_nothing_is_refused(deps: Any, cloud_run: Cl
     await deploy(deps, {"profile": "gemma4-12b-qat-l4"})
     writes = [r for r in cloud_run.requests if r[0] != "GET"]
     with pytest.raises(InvalidInput) as exc:
-        await build_plan("deploy", {"profile": "gemma4-12b-qat-l4"}, deps.runtime, deploy_env(deps))
+        await build_plan("deploy", {"profile": "gemma4-12b-qat-l4"}, deps.runtime, deps.writes.env)
     assert "already running this" in exc.value.message and "vllm/vllm-openai:v0.24.0-cu129" in exc.value.message
     assert [r for r in cloud_run.requests if r[0] != "GET"] == writes
     # A real change is still planned.
     plan = await build_plan(
-        "deploy", {"profile": "gemma4-12b-qat-l4", "max_model_len": 8192}, deps.runtime, deploy_env(deps)
+        "deploy", {"profile": "gemma4-12b-qat-l4", "max_model_len": 8192}, deps.runtime, deps.writes.env
     )
     assert [c.path for c in plan.changes] == ["template.containers[0].args --max-model-len"]
 
@@ -54,7 +53,7 @@ async def test_deploy_onto_a_running_service_keeps_what_the_bot_does_not_manage(
     tmpl["containers"].append({"name": "metrics-agent", "image": "gcr.io/acme/agent:1"})
     await execute(deps.runtime, await _update_plan(deps, mine), poll_s=0.0)
 
-    plan = await build_plan("deploy", {"profile": "gemma4-26b-qat-l4"}, deps.runtime, deploy_env(deps))
+    plan = await build_plan("deploy", {"profile": "gemma4-26b-qat-l4"}, deps.runtime, deps.writes.env)
     assert not [c.path for c in plan.changes if c.new is None], plan.changes  # nothing is removed
     assert (await execute(deps.runtime, plan, poll_s=0.0)).ok
     svc = cloud_run.services[SERVICE]
@@ -82,26 +81,26 @@ async def test_the_adapter_keeps_fields_an_update_leaves_out(deps: Any, cloud_ru
 async def test_gpu_minimums_and_driver_checks_on_redeploy(deps: Any, cloud_run: CloudRunStandIn) -> None:
     await deploy(deps, {"profile": "gemma4-12b-qat-l4"})
     with pytest.raises(InvalidInput, match="at least 20 CPU and 80 GiB"):
-        await build_plan("redeploy", {"gpu": "nvidia-rtx-pro-6000"}, deps.runtime, deploy_env(deps))
+        await build_plan("redeploy", {"gpu": "nvidia-rtx-pro-6000"}, deps.runtime, deps.writes.env)
     plan = await build_plan(
-        "redeploy", {"gpu": "nvidia-rtx-pro-6000", "cpu": "20", "memory": "80Gi"}, deps.runtime, deploy_env(deps)
+        "redeploy", {"gpu": "nvidia-rtx-pro-6000", "cpu": "20", "memory": "80Gi"}, deps.runtime, deps.writes.env
     )
     assert plan.spec is not None and plan.spec["launchStage"] == "BETA"  # the CUDA 12.9 image runs on driver 580
     assert plan.gcloud.startswith("gcloud beta run deploy")
     with pytest.raises(InvalidInput, match="at least 4 CPU and 16 GiB"):
-        await build_plan("deploy", {"profile": "gemma4-12b-qat-l4", "cpu": "2"}, deps.runtime, deploy_env(deps))
+        await build_plan("deploy", {"profile": "gemma4-12b-qat-l4", "cpu": "2"}, deps.runtime, deps.writes.env)
 
 
 async def test_moving_a_cuda13_image_to_the_l4_is_refused(deps: Any, cloud_run: CloudRunStandIn) -> None:
     await deploy(deps, {"profile": "gemma4-31b-qat-rtx", "max_model_len": 16384})
     with pytest.raises(InvalidInput) as exc:
-        await build_plan("redeploy", {"gpu": "nvidia-l4", "model": "gemma-4-12b-qat"}, deps.runtime, deploy_env(deps))
+        await build_plan("redeploy", {"gpu": "nvidia-l4", "model": "gemma-4-12b-qat"}, deps.runtime, deps.writes.env)
     assert "CUDA 13.0" in exc.value.message and "535.216.03" in exc.value.message
     assert "vllm/vllm-openai:v0.24.0-cu129" in exc.value.hint
 
 
 async def test_hub_weights_count_against_memory_or_the_bucket_is_recommended(deps: Any) -> None:
-    env = deploy_env(deps)
+    env = deps.writes.env
     twelve = await build_plan("deploy", {"profile": "gemma4-12b-qat-l4"}, deps.runtime, env)
     assert main_container(twelve.spec or {})["resources"]["limits"]["memory"] == "32Gi"
     assert any("in-memory filesystem" in n and "32 GiB" in n for n in twelve.notes)
@@ -115,13 +114,13 @@ async def test_hub_weights_count_against_memory_or_the_bucket_is_recommended(dep
 
 async def test_a_cloud_run_deploy_is_offered_cloud_run_alternatives_only(deps: Any) -> None:
     plan = await build_plan(
-        "deploy", {"profile": "gemma4-31b-qat-rtx", "gpu": "nvidia-l4"}, deps.runtime, deploy_env(deps)
+        "deploy", {"profile": "gemma4-31b-qat-rtx", "gpu": "nvidia-l4"}, deps.runtime, deps.writes.env
     )
     assert plan.verdict == "does_not_fit"
     (offer,) = [n for n in plan.notes if n.startswith("Configurations that fit")]
     assert "nvidia-rtx-pro-6000" in offer and "a100" not in offer and "h100" not in offer
     with pytest.raises(InvalidInput, match="one GPU per instance"):
-        await build_plan("deploy", {"profile": "gemma4-12b-qat-l4", "gpu_count": 2}, deps.runtime, deploy_env(deps))
+        await build_plan("deploy", {"profile": "gemma4-12b-qat-l4", "gpu_count": 2}, deps.runtime, deps.writes.env)
 
 
 async def _update_plan(deps: Any, spec: dict[str, Any]) -> Any:

@@ -7,7 +7,6 @@ from typing import Any
 from bot.adapters.cloud_run import CloudRunRuntime
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.settings import Settings
-from handlers.commands.plans import deploy_env
 from skills.deploy import Progress, execute
 from skills.plan_actions import build_plan
 
@@ -34,7 +33,7 @@ def runtime(settings: Settings, t: FakeTime, budget_s: float = 300.0) -> CloudRu
 
 
 async def deploy(rt: CloudRunRuntime, deps: Any) -> tuple[Any, list[Progress]]:
-    plan = await build_plan("deploy", {"profile": "gemma4-12b-qat-l4"}, rt, deploy_env(deps))
+    plan = await build_plan("deploy", {"profile": "gemma4-12b-qat-l4"}, rt, deps.writes.env)
     seen: list[Progress] = []
 
     async def progress(p: Progress) -> None:

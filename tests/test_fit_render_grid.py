@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from handlers.commands.plans import deploy_env
 from skills.fit import FitRequest, load_catalog, plan_fit
 from skills.plan_actions import plan_deploy
 from skills.profiles import load_profiles
@@ -42,7 +41,7 @@ def _grid() -> list[dict[str, Any]]:
 @pytest.mark.parametrize("params", _grid(), ids=lambda p: "-".join(str(v) for v in p.values()))
 async def test_one_answer_per_model_and_gpu(deps: Any, params: dict[str, Any]) -> None:
     profile = load_profiles()[params["profile"]]
-    plan = await plan_deploy(deps.runtime, deploy_env(deps), params, offline=True)
+    plan = await plan_deploy(deps.runtime, deps.writes.env, params, offline=True)
     assert plan.spec is not None
     args, concurrency = _container(plan.spec)
     rendered = _flags(args)

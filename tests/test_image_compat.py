@@ -9,7 +9,6 @@ import pytest
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.sandbox.cloud_run_validation import CLOUD_RUN_GPUS, validate_service
 from bot.sandbox.openai_script import OpenAIScript, say
-from handlers.commands.plans import deploy_env
 from skills.catalog import load_catalog
 from skills.errors import InvalidInput
 from skills.image_compat import check_image, default_image, load_image_data, newest_compatible, parse_image
@@ -76,7 +75,7 @@ def test_data_file_covers_the_catalog_and_agrees_with_the_stand_in() -> None:
 
 
 async def test_every_profile_renders_on_every_cloud_run_gpu_with_a_compatible_image(deps: Any) -> None:
-    env, cat = deploy_env(deps), load_catalog()
+    env, cat = deps.writes.env, load_catalog()
     serving = load_image_data().serving
     rendered = 0
     for profile in load_profiles().values():
@@ -109,12 +108,12 @@ async def test_every_profile_renders_on_every_cloud_run_gpu_with_a_compatible_im
 async def test_vllm_image_override_that_cannot_run_is_refused_with_the_newest_compatible(
     deps: Any, cloud_run: CloudRunStandIn
 ) -> None:
-    env = deploy_env(deps).model_copy(update={"image": "vllm/vllm-openai:v0.24.0"})
+    env = deps.writes.env.model_copy(update={"image": "vllm/vllm-openai:v0.24.0"})
     with pytest.raises(InvalidInput) as exc:
         await build_plan("deploy", {"profile": "gemma4-12b-qat-l4"}, deps.runtime, env)
     assert "VLLM_IMAGE" in exc.value.message and "CUDA 13.0" in exc.value.message
     assert "vllm/vllm-openai:v0.24.0-cu129" in exc.value.hint
-    env = deploy_env(deps).model_copy(update={"image": "vllm/vllm-openai:v0.11.0"})
+    env = deps.writes.env.model_copy(update={"image": "vllm/vllm-openai:v0.11.0"})
     with pytest.raises(InvalidInput) as exc:
         await build_plan("deploy", {"profile": "gemma4-31b-qat-rtx"}, deps.runtime, env)
     assert "needs vLLM >= 0.19.1" in exc.value.message and "vllm/vllm-openai:v0.24.0" in exc.value.hint

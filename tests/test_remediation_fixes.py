@@ -18,7 +18,6 @@ from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.sandbox.server import serve
 from bot.settings import Settings
 from bot.wiring import build_deps, close_deps
-from handlers.commands.plans import deploy_env
 from handlers.reply import CONFIRM_ACTION, PLAN_ACTION
 from skills.audit import latest
 from skills.catalog import load_catalog
@@ -125,7 +124,7 @@ async def seed(deps: Deps, spec: dict[str, Any]) -> None:
 
 
 async def plan_of(deps: Deps, action: ProposedAction) -> Plan:
-    plan = await build_plan(action.action, action.params, deps.runtime, deploy_env(deps), user_id="UDEPLOYER")
+    plan = await build_plan(action.action, action.params, deps.runtime, deps.writes.env, user_id="UDEPLOYER")
     assert plan.blocked() == "", plan.blocked()
     return plan
 
@@ -166,7 +165,7 @@ async def test_fuse_iam_denial_has_no_mount_fix(deps: Deps) -> None:
 async def test_fuse_fix_without_a_volume_is_a_clear_error(deps: Deps, cloud_run: CloudRunStandIn) -> None:
     await seed(deps, spec_for(bucket=None))
     with pytest.raises(InvalidInput, match="mounts no GCS FUSE volume"):
-        await build_plan("redeploy", {"fix_fuse_mount_options": True}, deps.runtime, deploy_env(deps))
+        await build_plan("redeploy", {"fix_fuse_mount_options": True}, deps.runtime, deps.writes.env)
 
 
 async def test_hf_offline_without_files_pulls_from_the_hub(deps: Deps, cloud_run: CloudRunStandIn) -> None:
@@ -248,7 +247,7 @@ async def test_planner_still_decides_dtype_on_a_gpu_without_bf16(deps: Deps, clo
     # Cloud Run offers no GPU without bf16 (its API refuses a T4), so put the running service there directly:
     # the planner's decision is what is under test.
     cloud_run.services[SERVICE]["template"]["nodeSelector"]["accelerator"] = "nvidia-tesla-t4"
-    plan = await build_plan("redeploy", {"dtype": "bfloat16"}, deps.runtime, deploy_env(deps))
+    plan = await build_plan("redeploy", {"dtype": "bfloat16"}, deps.runtime, deps.writes.env)
     assert plan.verdict == "fits_with_changes" and "--dtype half" in plan.fit_changes
     assert arg(plan.spec or {}, "--dtype") == "half"  # what runs is what the planner says can run
 
@@ -289,19 +288,19 @@ async def test_model_switch_carries_checkpoint_flags_and_the_planner_verdict(
     c = running["template"]["containers"][0]
     c["args"][c["args"].index("--model") + 1] = "/mnt/models/gemma-4-12B-it-qat-w4a16-ct"  # the bucket's spelling
     await seed(deps, running)
-    hub = await build_plan("redeploy", {"model_source": "hub"}, deps.runtime, deploy_env(deps))
+    hub = await build_plan("redeploy", {"model_source": "hub"}, deps.runtime, deps.writes.env)
     assert arg(hub.spec or {}, "--model") == "google/gemma-4-12B-it-qat-w4a16-ct"
     back = await build_plan(
-        "redeploy", {"model": "gemma-4-12b-qat", "max_model_len": 8192}, deps.runtime, deploy_env(deps)
+        "redeploy", {"model": "gemma-4-12b-qat", "max_model_len": 8192}, deps.runtime, deps.writes.env
     )
     assert arg(back.spec or {}, "--model") == "/mnt/models/gemma-4-12B-it-qat-w4a16-ct"  # case kept
     assert arg(spec_for(), "--quantization") == "compressed-tensors"
-    fp8 = await build_plan("redeploy", {"model": "12b-fp8"}, deps.runtime, deploy_env(deps))
+    fp8 = await build_plan("redeploy", {"model": "12b-fp8"}, deps.runtime, deps.writes.env)
     spec = fp8.spec or {}
     assert arg(spec, "--model") == "/mnt/models/gemma-4-12B-it-fp8"
     assert arg(spec, "--quantization") is None  # the QAT checkpoint's flag goes with it
     assert spec["annotations"]["gemma-sre/model"] == "gemma-4-12b-fp8" and fp8.verdict != "does_not_fit"
-    big = await build_plan("redeploy", {"model": "gemma-4-31b"}, deps.runtime, deploy_env(deps))
+    big = await build_plan("redeploy", {"model": "gemma-4-31b"}, deps.runtime, deps.writes.env)
     assert big.verdict == "does_not_fit" and big.blocked()  # bf16 31B on one L4: cannot be confirmed
 
 
@@ -339,7 +338,7 @@ async def test_invalid_fix_params_are_refused(
     assert clean is None and note.startswith("invalid parameters for redeploy") and why in note
     cloud_run.seed_service(SERVICE)
     with pytest.raises(InvalidInput, match=why):
-        await build_plan("redeploy", params, deps.runtime, deploy_env(deps))
+        await build_plan("redeploy", params, deps.runtime, deps.writes.env)
     reply, _ = await click(deps, PLAN_ACTION, json.dumps({"action": "redeploy", "params": params}))
     assert reply is not None and reply.title.startswith(":warning:") and "redeploy" in reply.title
     assert not [r for r in cloud_run.requests if r[0] != "GET"]
@@ -350,11 +349,11 @@ async def test_agent_cannot_smuggle_args_and_noop_fixes_are_refused(deps: Deps, 
     clean, note = sanitize_action(smuggled)
     assert clean is None and "without any parameter" in note
     with pytest.raises(InvalidInput, match="Extra inputs are not permitted"):
-        await build_plan("redeploy", {"dtype": "half", "args": ["--x"]}, deps.runtime, deploy_env(deps))
+        await build_plan("redeploy", {"dtype": "half", "args": ["--x"]}, deps.runtime, deps.writes.env)
     await seed(deps, spec_for())  # already mounts as uid/gid 1001 and has tool calling
     for params in ({"fix_fuse_mount_options": True}, {"enable_tool_calling": True}):
         with pytest.raises(InvalidInput, match="would change nothing"):
-            await build_plan("redeploy", params, deps.runtime, deploy_env(deps))
+            await build_plan("redeploy", params, deps.runtime, deps.writes.env)
 
 
 async def test_bucket_source_needs_a_configured_bucket(
@@ -365,7 +364,7 @@ async def test_bucket_source_needs_a_configured_bucket(
         op = await d.runtime.apply_service(SERVICE, spec_for(bucket=None), create=True)
         await d.runtime.wait_operation(op, 30)
         with pytest.raises(InvalidInput, match="No model bucket"):
-            await build_plan("redeploy", {"model_source": "bucket"}, d.runtime, deploy_env(d))
+            await build_plan("redeploy", {"model_source": "bucket"}, d.runtime, d.writes.env)
     finally:
         await close_deps(d)
 
@@ -465,8 +464,8 @@ async def test_redeploy_reads_vllm_defaults_through_the_flags_model(deps: Deps) 
     c["args"] = [*c["args"], "--swap-space", "8", "--seed=7"]  # the operator's own flags
     await seed(deps, spec)
     with pytest.raises(InvalidInput, match="would change nothing"):
-        await build_plan("redeploy", {"kv_cache_dtype": "auto"}, deps.runtime, deploy_env(deps))
-    plan = await build_plan("redeploy", {"max_model_len": 8192}, deps.runtime, deploy_env(deps))
+        await build_plan("redeploy", {"kv_cache_dtype": "auto"}, deps.runtime, deps.writes.env)
+    plan = await build_plan("redeploy", {"max_model_len": 8192}, deps.runtime, deps.writes.env)
     assert arg(plan.spec or {}, "--max-model-len") == "8192"
     assert container(plan.spec or {})["args"][-3:] == ["--swap-space", "8", "--seed=7"]  # kept, in order
     assert [p for p in changed(plan) if " --" in p] == ["template.containers[0].args --max-model-len"]
@@ -478,6 +477,6 @@ async def test_redeploy_repairs_a_malformed_flag_and_names_one_it_cannot(deps: D
     c["args"][c["args"].index("--max-model-len") + 1] = "lots"
     await seed(deps, spec)
     with pytest.raises(InvalidInput, match="--max-model-len lots"):
-        await build_plan("redeploy", {"max_num_seqs": 4}, deps.runtime, deploy_env(deps))
-    plan = await build_plan("redeploy", {"max_model_len": 8192}, deps.runtime, deploy_env(deps))
+        await build_plan("redeploy", {"max_num_seqs": 4}, deps.runtime, deps.writes.env)
+    plan = await build_plan("redeploy", {"max_model_len": 8192}, deps.runtime, deps.writes.env)
     assert changed(plan)["template.containers[0].args --max-model-len"] == ("lots", "8192")

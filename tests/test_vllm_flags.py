@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from handlers.commands.plans import deploy_env
 from skills.fit import FitRequest, plan_fit
 from skills.plan_actions import plan_deploy
 from skills.profiles import load_profiles
@@ -41,7 +40,7 @@ def _cfg(**kw: Any) -> DeployConfig:
 
 @pytest.mark.parametrize("profile", sorted(load_profiles()))
 async def test_every_profile_round_trips(deps: Any, profile: str) -> None:
-    plan = await plan_deploy(deps.runtime, deploy_env(deps), {"profile": profile}, offline=True)
+    plan = await plan_deploy(deps.runtime, deps.writes.env, {"profile": profile}, offline=True)
     assert plan.spec is not None
     args = plan.spec["template"]["containers"][0]["args"]
     flags = VllmFlags.parse(args)

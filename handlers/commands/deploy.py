@@ -7,7 +7,7 @@ import argparse
 import yaml
 
 from handlers.args import CommandParser
-from handlers.commands.plans import deploy_env, make_plan
+from handlers.commands.plans import make_plan
 from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.reply import FileOut, Reply
@@ -81,7 +81,7 @@ async def deploy(ctx: CommandContext) -> Reply:
 )
 async def config(ctx: CommandContext) -> Reply:
     profile, overrides = ctx.opts.profile, _overrides(ctx)
-    env = deploy_env(ctx.deps)
+    env = ctx.deps.writes.env
     if profile:
         # Rendering a profile needs no cloud: without credentials it is shown undiffed, and says so.
         plan = await build_plan("deploy", {"profile": profile, **overrides}, ctx.deps.runtime, env, offline=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from handlers.args import CommandParser, whole_number
-from handlers.commands.plans import deploy_env, destroy_modal, make_plan, plan_store
+from handlers.commands.plans import destroy_modal, make_plan
 from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.reply import Reply
@@ -101,7 +101,7 @@ async def destroy(ctx: CommandContext) -> Reply:
     params = {"service": ctx.opts.service} if ctx.opts.service else {}
     reply = await make_plan(ctx.deps, ctx.user_id, ctx.channel_id, "destroy", params)
     plan_id = next((b.value for b in reply.buttons if b.value), "")
-    plan = await plan_store(ctx.deps).get(plan_id)
+    plan = await ctx.deps.writes.plan(plan_id)
     if plan is not None and ctx.trigger_id:
         # Straight to the dialog while the slash command's trigger is fresh; the button stays as a fallback.
         try:
@@ -117,7 +117,7 @@ async def destroy(ctx: CommandContext) -> Reply:
 @command("quota", "How much Cloud Run GPU quota the region has (or how to check)", _quota_args, ack="Checking…")
 async def quota(ctx: CommandContext) -> Reply:
     gpu = ctx.opts.gpu
-    advice = quota_advice(deploy_env(ctx.deps), gpu)
+    advice = quota_advice(ctx.deps.writes.env, gpu)
     return (
         Reply(title=f":bar_chart: GPU quota: {advice.gpu} in {advice.region}")
         .add(text=advice.text)

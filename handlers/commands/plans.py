@@ -20,20 +20,16 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from handlers.context import ActionContext, Responder
-from handlers.incidents import incident_for_thread
 from handlers.registry import action, view_check
 from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION, PLAN_ACTION, Button, Reply, error_reply
 from handlers.startup_report import startup_report
 from skills.button_payloads import PayloadStore
-from skills.confirm import Refused, UsergroupMembers, Where, WriteGate, cancel, claim, precheck, run_claimed
+from skills.confirm import Refused, Where
 from skills.deploy import ExecResult, Progress
-from skills.deploy_env import DeployEnv
 from skills.durations import format_duration
 from skills.errors import InvalidInput
-from skills.plan_actions import build_plan
-from skills.plans import Plan, PlanStore
+from skills.plans import Plan
 from skills.redact import redact
-from skills.short_cache import ShortCache
 
 if TYPE_CHECKING:
     from handlers.deps import HandlerDeps
@@ -50,57 +46,6 @@ _VERDICT_ICON = {
 }
 _MAX_DIFF_LINES = 40
 _GROUP_CACHE_S = 60
-
-
-def deploy_env(deps: HandlerDeps) -> DeployEnv:
-    st = deps.settings
-    return DeployEnv(
-        service=st.vllm_service_name,
-        region=st.google_cloud_location,
-        project=st.google_cloud_project,
-        image=st.vllm_image,
-        model_bucket=st.model_bucket,
-        hf_token_secret=st.hf_token_secret,
-        service_account=st.vllm_service_account,
-    )
-
-
-def plan_store(deps: HandlerDeps) -> PlanStore:
-    return PlanStore(deps.redis, deps.settings.key("plan"), deps.settings.plan_ttl_s)
-
-
-def write_gate(deps: HandlerDeps) -> WriteGate:
-    st = deps.settings
-    return WriteGate(
-        store=deps.redis,
-        plans=plan_store(deps),
-        lock_prefix=st.key("lock", "service"),
-        lock_ttl_s=st.deploy_lock_ttl_s,
-        audit_key=st.key("audit"),
-        deployers=st.deployers,
-        deployer_usergroup=st.deployer_usergroup_id,
-        usergroup_members=_usergroup_port(deps),
-    )
-
-
-def _usergroup_port(deps: HandlerDeps) -> UsergroupMembers | None:
-    """Slack usergroups.users.list behind a plain callable (cached briefly: the API is rate-limited)."""
-    chat = deps.chat
-    if chat is None:
-        return None
-
-    cache = ShortCache(deps.redis, deps.settings.key, "usergroup", _GROUP_CACHE_S)
-
-    async def members(group: str) -> list[str]:
-        cached = await cache.get(group)
-        if cached is not None:
-            return [str(u) for u in cached]
-        resp = await chat.usergroups_users_list(usergroup=group)
-        users = [str(u) for u in resp.get("users") or []]
-        await cache.put(group, users)
-        return users
-
-    return members
 
 
 def render_plan(plan: Plan, *, with_buttons: bool = True) -> Reply:
@@ -137,21 +82,9 @@ def render_plan(plan: Plan, *, with_buttons: bool = True) -> Reply:
     return reply
 
 
-async def store_plan(
-    deps: HandlerDeps, user_id: str, channel_id: str, kind: str, params: dict[str, Any], thread_ts: str = ""
-) -> Plan:
-    """Compute and store a plan (the one entry point for commands and plan buttons)."""
-    plan = await build_plan(kind, params, deps.runtime, deploy_env(deps), user_id=user_id, channel_id=channel_id)
-    if thread_ts:
-        plan.thread_ts = thread_ts
-        plan.incident_id = await incident_for_thread(deps, channel_id, thread_ts)
-    await plan_store(deps).save(plan)
-    return plan
-
-
 async def make_plan(deps: HandlerDeps, user_id: str, channel_id: str, kind: str, params: dict[str, Any]) -> Reply:
     """Compute, store and render a plan (the command path: the reply is the command's answer)."""
-    return render_plan(await store_plan(deps, user_id, channel_id, kind, params))
+    return render_plan(await deps.writes.propose(kind, params, user_id=user_id, channel_id=channel_id))
 
 
 def clicked_in_thread(ctx: ActionContext) -> str:
@@ -169,7 +102,9 @@ async def on_plan_button(ctx: ActionContext) -> Reply | None:
     except (ValueError, KeyError, TypeError):
         raise InvalidInput("This button carries no valid action.", "Ask for the plan again.") from None
     thread = clicked_in_thread(ctx)
-    plan = await store_plan(ctx.deps, ctx.user_id, ctx.channel_id, str(kind), params, thread_ts=thread)
+    plan = await ctx.deps.writes.propose(
+        str(kind), params, user_id=ctx.user_id, channel_id=ctx.channel_id, thread_ts=thread
+    )
     reply = render_plan(plan)
     if not thread:
         return reply
@@ -178,7 +113,7 @@ async def on_plan_button(ctx: ActionContext) -> Reply | None:
     except Exception:  # noqa: BLE001 - e.g. not in that channel: the response URL still works; logged
         log.warning("could not post plan %s in thread %s; answering via the response URL", plan.id, thread)
         return reply
-    await plan_store(ctx.deps).set_message(plan, ts)
+    await ctx.deps.writes.posted_at(plan, ts)
     return None
 
 
@@ -267,9 +202,9 @@ def _metadata(value: str) -> dict[str, Any]:
 
 async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = None) -> Reply | None:
     deps = ctx.deps
-    gate = write_gate(deps)
+    writes = deps.writes
     try:
-        plan, lock = await claim(gate, plan_id, ctx.user_id, typed_name, where(ctx))
+        plan, lock = await writes.claim(plan_id, ctx.user_id, typed_name, where(ctx))
     except Refused as exc:
         return error_reply(exc.message, exc.hint, exc.mentions)  # ephemeral: only the person who clicked sees a refusal
     # The plan's own thread (asked from a thread) wins over the click's, which a modal does not have.
@@ -283,8 +218,7 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
     try:
         ts = await ctx.responder.post(progress_reply(plan, ctx.user_id, first), thread_ts=thread)
     except BaseException:
-        await gate.plans.unclaim(plan.id)  # nothing ran: the plan may be confirmed again
-        await lock.release()
+        await writes.release_unrun(plan, lock)  # nothing ran: the plan may be confirmed again
         raise
 
     async def on_progress(p: Progress) -> None:
@@ -293,16 +227,7 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
     result = ExecResult(ok=False, detail="stopped unexpectedly (see the bot's logs)")
     started = datetime.now(UTC) - timedelta(seconds=30)
     try:
-        result = await run_claimed(
-            gate,
-            plan,
-            lock,
-            ctx.user_id,
-            deps.runtime,
-            logs=deps.logs,
-            progress=on_progress,
-            poll_s=deps.settings.deploy_poll_s,
-        )
+        result = await writes.run(plan, lock, ctx.user_id, on_progress)
     finally:
         if plan.incident_id and thread:
             line = outcome_line(plan, ctx.user_id, result, time.monotonic() - t0)
@@ -323,7 +248,7 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
 
 @action(CONFIRM_ACTION)
 async def on_confirm(ctx: ActionContext) -> Reply | None:
-    plan = await plan_store(ctx.deps).get(ctx.value)
+    plan = await ctx.deps.writes.plan(ctx.value)
     if plan is not None and plan.kind == "destroy":
         return error_reply("A destroy is confirmed by typing the service name.", "Use the Destroy… button.")
     return await confirm(ctx, ctx.value)
@@ -332,7 +257,7 @@ async def on_confirm(ctx: ActionContext) -> Reply | None:
 @action(CANCEL_ACTION)
 async def on_cancel(ctx: ActionContext) -> Reply:
     try:
-        plan = await cancel(write_gate(ctx.deps), ctx.value, ctx.user_id, where(ctx))
+        plan = await ctx.deps.writes.cancel(ctx.value, ctx.user_id, where(ctx))
     except Refused as exc:
         return error_reply(exc.message, exc.hint, exc.mentions)
     done = render_plan(plan, with_buttons=False)
@@ -378,7 +303,7 @@ def destroy_modal(plan: Plan, channel_id: str, thread_ts: str = "") -> dict[str,
 
 @action(DESTROY_OPEN_ACTION)
 async def on_destroy_open(ctx: ActionContext) -> Reply | None:
-    plan = await plan_store(ctx.deps).get(ctx.value)
+    plan = await ctx.deps.writes.plan(ctx.value)
     if plan is None or plan.kind != "destroy":
         return error_reply("This destroy plan has expired.", "Run `/gemma destroy` again.")
     await ctx.responder.open_modal(destroy_modal(plan, ctx.channel_id, clicked_in_thread(ctx)))
@@ -395,8 +320,8 @@ async def check_destroy_submit(ctx: ActionContext) -> dict[str, str]:
     """Before Slack gets its answer: a wrong name, a user who may not destroy, an expired or misplaced plan
     is shown inside the modal (to that user only), and nothing is posted to the channel."""
     try:
-        await precheck(
-            write_gate(ctx.deps), _plan_id(ctx.value), ctx.user_id, ctx.form.get(DESTROY_NAME_BLOCK, ""), where(ctx)
+        await ctx.deps.writes.precheck(
+            _plan_id(ctx.value), ctx.user_id, ctx.form.get(DESTROY_NAME_BLOCK, ""), where(ctx)
         )
     except Refused as exc:
         return {DESTROY_NAME_BLOCK: f"{exc.message} {exc.hint}".strip()[:300]}
