@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bot.cli_diagnose import run
-from skills.condense import condense, estimate_tokens, fold
+from skills.condense import condense, fold
+from skills.tokens import estimate_tokens
 from skills.ports import LogEntry
 from tests.example_data import SCENARIOS
 
