@@ -8,7 +8,6 @@ line as its own entry) are folded back into one event first. Entries are redacte
 
 from __future__ import annotations
 
-
 import re
 from dataclasses import dataclass, field
 from datetime import datetime

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from bot.cli_diagnose import run
 from skills.condense import condense, fold
-from skills.tokens import estimate_tokens
 from skills.ports import LogEntry
+from skills.tokens import estimate_tokens
 from tests.example_data import SCENARIOS
 
 T0 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
