@@ -79,7 +79,7 @@ async def retry_call(policy: RetryPolicy, fn: Callable[[], Awaitable[T]], on_ret
     retrying = AsyncRetrying(
         # A cancelled task is never retried, whatever the policy's predicate says.
         retry=retry_if_exception(lambda e: not isinstance(e, asyncio.CancelledError) and policy.transient(e)),
-        wait=wait_exponential_jitter(initial=policy.initial_s, max=policy.max_s, jitter=policy.jitter_s),
+        wait=wait_exponential_jitter(multiplier=policy.initial_s, max=policy.max_s, jitter=policy.jitter_s),
         stop=out_of_budget,
         sleep=policy.sleep,
         before_sleep=before_sleep,

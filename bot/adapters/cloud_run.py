@@ -2,8 +2,9 @@
 
 Reads (service, revision, operation) ride out transient failures — 429, 5xx, timeouts, dropped connections —
 with the shared retry policy (skills/retrying.py: tenacity, exponential jitter) within `retry_budget_s`, then
-raise TransientCloudError so a watcher with time left keeps watching. The library's own 503 retry is switched off so there is one policy, and the clock and
-sleep are injectable so tests never wait. Writes are not retried (a 429 on a create is usually GPU quota).
+raise TransientCloudError so a watcher with time left keeps watching. The library's own 503 retry is switched
+off so there is one policy, and the clock and sleep are injectable so tests never wait. Writes are not retried
+(a 429 on a create is usually GPU quota).
 
 An update sends the whole service; any top-level or template field the request leaves out is taken from the
 running service, so a caller that does not manage a field (service account, labels, VPC access, ...) never
@@ -34,8 +35,8 @@ from skills.ports import (
     TrafficTarget,
 )
 from skills.redact import redact
-from skills.retrying import RetryPolicy, retry_call
 from skills.render_service import strip_output_only
+from skills.retrying import RetryPolicy, retry_call
 from skills.service_diff import OUTPUT_ONLY_FIELDS
 from skills.service_name import check_service_name
 
