@@ -32,7 +32,7 @@ from bot.deps import Deps
 from skills.clock import REAL_CLOCK, Clock
 from skills.incidents import Alert
 from skills.redact import redact
-from skills.retrying import RetryPolicy, describe_error, retry_call
+from skills.retrying import RetryPolicy, Sleep, describe_error, retry_call
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +96,11 @@ class AlertQueue:
         concurrency: int = 4,
         consumer_prefix: str | None = None,
         publisher: Companion | None = None,
+        backoff_sleep: Sleep | None = None,
     ) -> None:
         self.deps = deps
+        # The wait between a worker's failed Redis reads: by default cut short by stop(); a test's own never waits.
+        self._backoff_sleep = backoff_sleep or self._sleep
         self.publisher = publisher
         s = deps.settings
         self.stream = s.key("alerts", "stream")
@@ -198,7 +201,7 @@ class AlertQueue:
             initial_s=0.2,
             max_s=5.0,
             jitter_s=0.1,
-            sleep=self._sleep,
+            sleep=self._backoff_sleep,
             log=log,
             describe=_describe_worker_error,
             traceback=lambda exc: not isinstance(exc, (*_REDIS_DOWN, ResponseError)),
