@@ -87,7 +87,7 @@ class CloudMonitoringMetrics:
         ends = self._clock() + budget
         policy = RetryPolicy(
             what=f"Cloud Monitoring: {metric}",
-            transient=gretry.if_transient_error,
+            transient=lambda exc: isinstance(exc, Exception) and gretry.if_transient_error(exc),
             budget_s=budget,
             initial_s=0.2,
             max_s=2.0,
