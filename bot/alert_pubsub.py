@@ -31,11 +31,24 @@ from bot.settings import Settings
 from handlers.alerts.pubsub import MalformedAlert, to_alerts
 from skills.incidents import Alert
 from skills.redact import redact
+from skills.retrying import RetryPolicy, Sleep, describe_error, retry_call
 
 log = logging.getLogger(__name__)
 
 Enqueue = Callable[[list[Alert]], Awaitable[tuple[int, int]]]
 _RETRYABLE = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError, gexc.Aborted)
+
+
+class QueueDown(Exception):
+    """The alert queue refused a message: back off; Pub/Sub redelivers what was not acknowledged."""
+
+
+def _describe_pull_error(exc: BaseException) -> str:
+    if isinstance(exc, QueueDown):
+        return "alert queue unavailable; unacknowledged messages will be redelivered"
+    if isinstance(exc, _RETRYABLE):
+        return f"pull failed ({type(exc).__name__})"
+    return f"unexpected {describe_error(exc)}"
 
 
 def make_subscriber(settings: Settings) -> Any:
@@ -56,6 +69,7 @@ class PubSubAlerts:
         max_messages: int = 20,
         pull_timeout_s: float = 60.0,
         max_backoff_s: float = 60.0,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.subscription = subscription
         self.enqueue = enqueue
@@ -63,6 +77,7 @@ class PubSubAlerts:
         self.max_messages = max_messages
         self.pull_timeout_s = pull_timeout_s
         self.max_backoff_s = max_backoff_s
+        self._sleep = sleep
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -77,34 +92,40 @@ class PubSubAlerts:
             self._task = None
 
     async def _run(self) -> None:
-        backoff = 0.5
+        # Never gives up (budget None); the wait restarts after a good pull. Each failure is one WARNING line.
+        policy = RetryPolicy(
+            what=f"Pub/Sub alerts ({self.subscription})",
+            transient=lambda _exc: True,
+            initial_s=0.5,
+            max_s=self.max_backoff_s,
+            jitter_s=0.25,
+            sleep=self._sleep,
+            log=log,
+            describe=_describe_pull_error,
+        )
         while True:
-            try:
-                resp = await self.client.pull(
-                    request={"subscription": self.subscription, "max_messages": self.max_messages},
-                    timeout=self.pull_timeout_s,
-                    retry=None,  # our loop retries, with its own backoff and one log line per failure
-                )
-                if await self._handle(list(resp.received_messages)):
-                    backoff = 0.5
-                    continue
-            except asyncio.CancelledError:
-                raise
-            except (gexc.NotFound, gexc.PermissionDenied, gexc.InvalidArgument, gexc.Unauthenticated) as exc:
-                log.error(
-                    "Pub/Sub alerts: cannot pull %s (%s): %s; check ALERT_PUBSUB_SUBSCRIPTION and that the bot's "
-                    "service account has roles/pubsub.subscriber on it",
-                    self.subscription,
-                    type(exc).__name__,
-                    exc.message,
-                )
-                backoff = self.max_backoff_s
-            except _RETRYABLE as exc:
-                log.warning("Pub/Sub alerts: pull failed (%s); retrying", type(exc).__name__)
-            except Exception as exc:  # noqa: BLE001 - never let the loop die: logged below
-                log.error("Pub/Sub alerts: unexpected %s: %s", type(exc).__name__, redact(str(exc))[:300])
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self.max_backoff_s)
+            await retry_call(policy, self._pull_once)
+
+    async def _pull_once(self) -> None:
+        try:
+            resp = await self.client.pull(
+                request={"subscription": self.subscription, "max_messages": self.max_messages},
+                timeout=self.pull_timeout_s,
+                retry=None,  # the shared retry policy in `_run` retries, with one log line per failure
+            )
+        except (gexc.NotFound, gexc.PermissionDenied, gexc.InvalidArgument, gexc.Unauthenticated) as exc:
+            # A configuration error: say how to fix it, and look again only at the slowest pace.
+            log.error(
+                "Pub/Sub alerts: cannot pull %s (%s): %s; check ALERT_PUBSUB_SUBSCRIPTION and that the bot's "
+                "service account has roles/pubsub.subscriber on it",
+                self.subscription,
+                type(exc).__name__,
+                exc.message,
+            )
+            await self._sleep(self.max_backoff_s)
+            return
+        if not await self._handle(list(resp.received_messages)):
+            raise QueueDown
 
     async def _handle(self, received: list[Any]) -> bool:
         """Enqueue then ack each message; False when the queue is down (back off; messages come again)."""

@@ -32,6 +32,7 @@ from bot.deps import Deps
 from skills.clock import REAL_CLOCK, Clock
 from skills.incidents import Alert
 from skills.redact import redact
+from skills.retrying import RetryPolicy, Sleep, describe_error, retry_call
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,14 @@ DeadHandler = Callable[[str, Alert | None, str, int], Awaitable[None]]
 _REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
 
 
+def _describe_worker_error(exc: BaseException) -> str:
+    if isinstance(exc, _REDIS_DOWN):
+        return f"Redis unavailable ({type(exc).__name__})"
+    if isinstance(exc, ResponseError):
+        return f"Redis refused a command: {redact(str(exc))[:200]}"
+    return f"unexpected error ({describe_error(exc)})"
+
+
 class AlertQueue:
     def __init__(
         self,
@@ -87,8 +96,11 @@ class AlertQueue:
         concurrency: int = 4,
         consumer_prefix: str | None = None,
         publisher: Companion | None = None,
+        backoff_sleep: Sleep | None = None,
     ) -> None:
         self.deps = deps
+        # The wait between a worker's failed Redis reads: by default cut short by stop(); a test's own never waits.
+        self._backoff_sleep = backoff_sleep or self._sleep
         self.publisher = publisher
         s = deps.settings
         self.stream = s.key("alerts", "stream")
@@ -156,41 +168,46 @@ class AlertQueue:
         self._tasks.clear()
 
     async def _run(self, consumer: str) -> None:
-        r = self.deps.redis
-        backoff = 0.2
         reclaim_every = max(self.idle_ms / 2000, 0.05)
         block_ms = int(min(1000, reclaim_every * 1000))
-        next_reclaim = 0.0
+        next_reclaim = [0.0]
         loop = asyncio.get_running_loop()
-        while not self._stopping.is_set():
+
+        async def step() -> None:
+            if self._stopping.is_set():
+                return
             try:
-                if loop.time() >= next_reclaim:
-                    next_reclaim = loop.time() + reclaim_every
+                if loop.time() >= next_reclaim[0]:
+                    next_reclaim[0] = loop.time() + reclaim_every
                     await self._reclaim(consumer)
-                resp: Any = await r.xreadgroup(GROUP, consumer, {self.stream: ">"}, count=8, block=block_ms)
-                for _stream, entries in resp or []:
-                    for entry_id, fields in entries:
-                        await self._process(consumer, entry_id, fields)
-                backoff = 0.2
-            except asyncio.CancelledError:
-                raise
+                resp: Any = await self.deps.redis.xreadgroup(
+                    GROUP, consumer, {self.stream: ">"}, count=8, block=block_ms
+                )
             except ResponseError as exc:
-                if "NOGROUP" in str(exc):  # Redis restarted without our stream: start again
-                    log.warning("alert queue group missing (Redis restarted?); re-creating it")
-                    with contextlib.suppress(*_REDIS_DOWN, ResponseError):
-                        await self.ensure_group()
-                else:
-                    log.error("alert worker: Redis refused a command: %s", exc)
-                    await self._sleep(backoff)
-                    backoff = min(backoff * 2, 5.0)
-            except _REDIS_DOWN as exc:
-                log.warning("alert worker: Redis unavailable (%s); retrying in %.1fs", type(exc).__name__, backoff)
-                await self._sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-            except Exception:
-                log.exception("alert worker: unexpected error; continuing")
-                await self._sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                if "NOGROUP" not in str(exc):
+                    raise
+                log.warning("alert queue group missing (Redis restarted?); re-creating it")  # at once: no wait
+                with contextlib.suppress(*_REDIS_DOWN, ResponseError):
+                    await self.ensure_group()
+                return
+            for _stream, entries in resp or []:
+                for entry_id, fields in entries:
+                    await self._process(consumer, entry_id, fields)
+
+        # Never give up (budget None): a worker outlives any Redis outage; the wait restarts after a good read.
+        policy = RetryPolicy(
+            what="alert worker",
+            transient=lambda _exc: True,
+            initial_s=0.2,
+            max_s=5.0,
+            jitter_s=0.1,
+            sleep=self._backoff_sleep,
+            log=log,
+            describe=_describe_worker_error,
+            traceback=lambda exc: not isinstance(exc, (*_REDIS_DOWN, ResponseError)),
+        )
+        while not self._stopping.is_set():
+            await retry_call(policy, step)
 
     async def _sleep(self, s: float) -> None:
         with contextlib.suppress(TimeoutError):

@@ -38,11 +38,19 @@ from skills.incident_outbox import IncidentOutbox, Loaded, Record
 from skills.incident_store import IncidentStore
 from skills.incidents import Incident, severity_rank
 from skills.leases import Lease
+from skills.retrying import RetryPolicy, describe_error, retry_call
 
 if TYPE_CHECKING:
     from handlers.deps import HandlerDeps
 
 log = logging.getLogger(__name__)
+
+
+def _describe_error(exc: BaseException) -> str:
+    if isinstance(exc, _REDIS_DOWN):
+        return f"Redis unavailable ({type(exc).__name__})"
+    return f"unexpected error ({describe_error(exc)})"
+
 
 STORM_WINDOW_S = 60.0
 
@@ -113,23 +121,30 @@ class IncidentPublisher(SlackEffects):
         return await self.outbox.pending()
 
     async def _run(self) -> None:
-        backoff = 0.2
+        async def once() -> None:
+            if self._stopping.is_set():
+                return
+            did, due_in = await self.step()
+            if not did:
+                await self._idle(due_in)
+
+        async def backoff(s: float) -> None:
+            await self._idle(None, real_s=s)
+
+        # Never gives up (budget None): the publisher outlives a Redis outage; the wait restarts after a good step.
+        policy = RetryPolicy(
+            what="publisher",
+            transient=lambda _exc: True,
+            initial_s=0.2,
+            max_s=5.0,
+            jitter_s=0.1,
+            sleep=backoff,
+            log=log,
+            describe=_describe_error,
+            traceback=lambda exc: not isinstance(exc, _REDIS_DOWN),
+        )
         while not self._stopping.is_set():
-            try:
-                did, due_in = await self.step()
-                backoff = 0.2
-                if not did:
-                    await self._idle(due_in)
-            except asyncio.CancelledError:
-                raise
-            except _REDIS_DOWN as exc:
-                log.warning("publisher: Redis unavailable (%s); retrying in %.1fs", type(exc).__name__, backoff)
-                await self._idle(None, real_s=backoff)
-                backoff = min(backoff * 2, 5.0)
-            except Exception:
-                log.exception("publisher: unexpected error; continuing")
-                await self._idle(None, real_s=backoff)
-                backoff = min(backoff * 2, 5.0)
+            await retry_call(policy, once)
 
     async def _idle(self, due_in: float | None, real_s: float = 0.1) -> None:
         """Wait before the next look at the outboxes. If something is waiting for Slack's budget or its

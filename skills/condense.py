@@ -8,7 +8,6 @@ line as its own entry) are folded back into one event first. Entries are redacte
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,6 +18,7 @@ from skills.log_templates import TemplateMiner
 from skills.ports import LogEntry
 from skills.redact import redact
 from skills.redact_entries import redact_entries
+from skills.tokens import estimate_tokens
 
 SEVERITY_LEVELS = {
     "DEFAULT": 0,
@@ -173,14 +173,6 @@ class Digest(BaseModel):
     text: str
     groups: list[TemplateGroup] = Field(default_factory=list)
     stats: DigestStats
-
-
-def estimate_tokens(text: str) -> int:
-    """~4 characters a token for prose, fewer for digits and punctuation-heavy log text."""
-    if not text:
-        return 0
-    dense = sum(1 for c in text if not c.isalpha() and c != " ")
-    return math.ceil((len(text) - dense) / 4 + dense / 2)
 
 
 @dataclass

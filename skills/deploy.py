@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -19,9 +20,11 @@ from .errors import TransientCloudError, UserFacingError
 from .plans import Plan
 from .ports import LogQuery, Logs, RevisionInfo, Runtime
 from .redact import redact
+from .retrying import RetryPolicy, retry_call
 from .service_diff import fingerprint
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PHASES = ("submitted", "revision created", "instance starting", "weights loading", "ready")
 # vLLM log lines that show the weights are being read (so "instance starting" is over).
@@ -137,6 +140,33 @@ async def execute(
         return result
 
 
+async def _ride_out(
+    what: str,
+    deadline: float,
+    poll_s: float,
+    call: Callable[[], Awaitable[T]],
+    on_error: Callable[[TransientCloudError], Awaitable[None]],
+) -> T:
+    """One watch poll, tried again every `poll_s` while Cloud Run's API is busy or unreachable (the adapter has
+    already backed off): the revision may well be starting fine, so the watch keeps going until its deadline,
+    saying so each time; past it the last TransientCloudError is raised."""
+
+    async def note(exc: BaseException, _attempt: int, _wait_s: float) -> None:
+        assert isinstance(exc, TransientCloudError)
+        await on_error(exc)
+
+    policy = RetryPolicy(
+        what=f"deploy watch ({what})",
+        transient=lambda exc: isinstance(exc, TransientCloudError),
+        budget_s=max(0.0, deadline - time.monotonic()),
+        initial_s=poll_s,
+        max_s=poll_s,
+        jitter_s=0.0,
+        log=log,
+    )
+    return await retry_call(policy, call, on_retry=note)
+
+
 async def _wait_revision(
     runtime: Runtime,
     plan: Plan,
@@ -153,30 +183,32 @@ async def _wait_revision(
     op_done = False
     op_error = ""
     phase = "submitted"
+
+    async def poll() -> RevisionInfo | None:
+        nonlocal revision, created_at, op_done, op_error
+        if not op_done:
+            status = await runtime.wait_operation(op, timeout_s=poll_s)
+            op_done, op_error = status.done, status.error
+        else:
+            await asyncio.sleep(poll_s)
+        info = await runtime.get_service(plan.service)
+        if not revision and info.latest_created_revision and info.latest_created_revision != before:
+            revision, created_at = info.latest_created_revision, time.monotonic()
+            await rep(Progress(phase="revision created", elapsed_s=rep.elapsed(), revision=revision))
+        return await runtime.get_revision(plan.service, revision) if revision else None
+
+    async def still_watching(exc: TransientCloudError) -> None:
+        await rep(Progress(phase=phase, elapsed_s=rep.elapsed(), revision=revision, detail=exc.message))
+
     while True:
         try:
-            if not op_done:
-                status = await runtime.wait_operation(op, timeout_s=poll_s)
-                op_done, op_error = status.done, status.error
-            else:
-                await asyncio.sleep(poll_s)
-            info = await runtime.get_service(plan.service)
-            if not revision and info.latest_created_revision and info.latest_created_revision != before:
-                revision, created_at = info.latest_created_revision, time.monotonic()
-                await rep(Progress(phase="revision created", elapsed_s=rep.elapsed(), revision=revision))
-            rev: RevisionInfo | None = await runtime.get_revision(plan.service, revision) if revision else None
+            rev = await _ride_out("revision", deadline, poll_s, poll, still_watching)
         except TransientCloudError as exc:
-            # The API is busy or unreachable (after the adapter's own backoff): the revision may well be
-            # starting fine, so keep watching until the deadline instead of reporting a failure.
-            if time.monotonic() >= deadline:
-                raise UserFacingError(
-                    f"Cloud Run's API kept failing until the watch's deadline ({exc.message}); the revision may "
-                    "still become ready.",
-                    "Check `/gemma status` in a few minutes.",
-                ) from None
-            await rep(Progress(phase=phase, elapsed_s=rep.elapsed(), revision=revision, detail=exc.message))
-            await asyncio.sleep(poll_s)
-            continue
+            raise UserFacingError(
+                f"Cloud Run's API kept failing until the watch's deadline ({exc.message}); the revision may "
+                "still become ready.",
+                "Check `/gemma status` in a few minutes.",
+            ) from None
         elapsed = rep.elapsed()
         if rev is not None and rev.ready is True:
             await rep(
@@ -237,15 +269,14 @@ async def _wait_revision(
 
 async def _wait_traffic(runtime: Runtime, plan: Plan, op: str, rep: _Reporter, poll_s: float) -> ExecResult:
     deadline = time.monotonic() + max(plan.wait_budget_s, 60.0)
+
+    async def still_moving(exc: TransientCloudError) -> None:
+        await rep(Progress(phase="moving traffic", elapsed_s=rep.elapsed(), detail=exc.message))
+
     while True:
-        try:
-            status = await runtime.wait_operation(op, timeout_s=poll_s)
-        except TransientCloudError as exc:
-            if time.monotonic() >= deadline:
-                raise
-            await rep(Progress(phase="moving traffic", elapsed_s=rep.elapsed(), detail=exc.message))
-            await asyncio.sleep(poll_s)
-            continue
+        status = await _ride_out(
+            "traffic", deadline, poll_s, lambda: runtime.wait_operation(op, timeout_s=poll_s), still_moving
+        )
         elapsed = rep.elapsed()
         if status.done and status.error:
             await rep(Progress(phase="failed", elapsed_s=elapsed, detail=status.error, done=True, ok=False), True)

@@ -18,6 +18,7 @@ from skills.errors import InvalidInput
 from skills.ports import LogBatch, LogEntry, LogQuery, Logs
 from skills.redact import redact
 from skills.redact_entries import redact_entries
+from skills.timestamps import parse_timestamp
 
 MAX_LINE_CHARS = 64_000  # a 1 MB line is kept, cut to this; the rest is noise for diagnosis
 _SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
@@ -39,18 +40,10 @@ def parse_severity(value: str) -> str:
 def _parse_ts(value: Any) -> datetime | None:
     if not isinstance(value, str) or not value:
         return None
-    v = value.strip().replace("Z", "+00:00")
-    # Cloud Logging gives nanoseconds; fromisoformat takes at most microseconds.
-    if "." in v:
-        head, _, tail = v.partition(".")
-        frac = "".join(c for c in tail if c.isdigit())
-        zone = tail[len(frac) :]
-        v = f"{head}.{frac[:6].ljust(6, '0')}{zone}"
     try:
-        ts = datetime.fromisoformat(v)
+        return parse_timestamp(value)
     except ValueError:
         return None
-    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
 
 
 def _payload_text(entry: dict[str, Any]) -> str:

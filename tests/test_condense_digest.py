@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bot.cli_diagnose import run
-from skills.condense import condense, estimate_tokens, fold
+from skills.condense import condense, fold
 from skills.ports import LogEntry
+from skills.tokens import estimate_tokens
 from tests.example_data import SCENARIOS
 
 T0 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)

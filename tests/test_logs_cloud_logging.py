@@ -5,6 +5,7 @@ the filter (explicit timestamp bound, service, severity, request/system logs), p
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -14,7 +15,7 @@ from bot.adapters.cloud_logging import CloudLoggingLogs
 from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
 from bot.sandbox.server import serve
 from bot.settings import Settings, load_settings
-from skills.errors import InvalidInput
+from skills.errors import CloudUnavailable, InvalidInput
 from skills.ports import LogQuery
 from tests.example_data import SCENARIOS
 
@@ -152,3 +153,46 @@ async def test_commands_logs_and_diagnose(
             await COMMANDS["logs"].run(ctx)
     finally:
         await close_deps(deps)
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+async def test_transient_errors_are_retried_with_one_warning_each(
+    logging_api: CloudLoggingStandIn, log_settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    logging_api.load(SCENARIOS / "example-startup-probe-timeout.jsonl", project="test-proj")
+    logging_api.fail_next = [503, 429, 500]
+    t = FakeTime()
+    with caplog.at_level(logging.WARNING, logger="bot.adapters.cloud_logging"):
+        batch = await CloudLoggingLogs(log_settings, clock=t.clock, sleep=t.sleep).fetch(_query())
+    assert len(batch.entries) == 50
+    assert len(logging_api.requests) == 4 and len(t.sleeps) == 3
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3 and all(m.startswith("Cloud Logging: ") and "retry" in m for m in lines)
+
+
+async def test_retries_stop_within_the_call_deadline(logging_api: CloudLoggingStandIn, log_settings: Settings) -> None:
+    logging_api.fail_next = [503] * 100
+    t = FakeTime()
+    s = log_settings.model_copy(update={"cloud_call_deadline_s": 5.0})
+    with pytest.raises(CloudUnavailable, match="Cloud Logging failed"):
+        await CloudLoggingLogs(s, clock=t.clock, sleep=t.sleep).fetch(_query())
+    assert sum(t.sleeps) <= 5.0 and len(logging_api.requests) == len(t.sleeps) + 1 >= 4
+
+
+async def test_client_errors_are_not_retried(logging_api: CloudLoggingStandIn, log_settings: Settings) -> None:
+    t = FakeTime()
+    with pytest.raises(InvalidInput):
+        await CloudLoggingLogs(log_settings, clock=t.clock, sleep=t.sleep).fetch(_query(service="Bad_Name"))
+    assert t.sleeps == [] and logging_api.requests == []

@@ -3,6 +3,7 @@ and its figures in /gemma status."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import grpc
@@ -100,3 +101,45 @@ async def test_status_includes_cloud_monitoring_when_wired(monitoring, cloud_run
     text = reply_text(reply)
     assert "Cloud Monitoring (last 30 min)" in text
     assert "75% now, peak 90%" in text and "2.00/s now" in text and "active 1" in text
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+async def test_transient_errors_are_retried_with_one_warning_each(
+    monitoring, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    standin, addr = monitoring
+    _seed(standin)
+    standin.fail_next = [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED]
+    t = FakeTime()
+    metrics = CloudMonitoringMetrics(
+        settings.model_copy(update={"cloud_monitoring_api_endpoint": addr}), clock=t.clock, sleep=t.sleep
+    )
+    with caplog.at_level(logging.WARNING, logger="bot.adapters.cloud_monitoring"):
+        series = await metrics.series(SERVICE, "container/gpu/utilizations", 30)
+    assert [p.value for p in series[0].points] == [0.2, 0.9, 0.75]
+    assert len(standin.requests) == 3 and len(t.sleeps) == 2 and t.sleeps[0] < t.sleeps[1]
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and all(m.startswith("Cloud Monitoring: container/gpu/utilizations: ") for m in lines)
+
+
+async def test_retries_stop_within_the_call_deadline(monitoring, settings: Settings) -> None:
+    standin, addr = monitoring
+    standin.fail_with = grpc.StatusCode.UNAVAILABLE
+    t = FakeTime()
+    s = settings.model_copy(update={"cloud_monitoring_api_endpoint": addr, "cloud_call_deadline_s": 10.0})
+    metrics = CloudMonitoringMetrics(s, clock=t.clock, sleep=t.sleep)
+    with pytest.raises(UserFacingError, match="could not list request_count"):
+        await metrics.series(SERVICE, "request_count", 5)
+    assert sum(t.sleeps) <= 10.0 and len(standin.requests) == len(t.sleeps) + 1 >= 5

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from bot.adapters.blocking import BlockingPool, call_retry
+from bot.adapters.blocking import BlockingPool
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.sandbox.monitoring_grpc import MonitoringStandIn, serve_monitoring
 from bot.sandbox.slack_api import SlackStandIn
@@ -90,8 +90,3 @@ async def test_a_full_pool_refuses_at_once_instead_of_queueing_forever() -> None
     assert await first == "done" and await second == "queued"
     assert pool.in_flight == 0
     pool.shutdown()
-
-
-def test_call_retry_stops_itself_at_the_deadline() -> None:
-    r = call_retry(7.5)
-    assert r.timeout == 7.5 and r._predicate is not None

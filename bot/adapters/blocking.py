@@ -4,8 +4,8 @@ The Google clients used here are synchronous. Run on asyncio's shared default po
 (Monitoring blackholed) kept every worker busy in retries long after the async side had given up, and every
 other command queued behind it. So each client gets its own few threads, a cap on calls waiting for them
 (past it: a clear "busy" error at once, not a queue that grows), and a deadline passed to the client itself
-(google-api-core `Retry(timeout=...)` plus a per-attempt `timeout`): a thread cannot be killed, so the
-retries must stop themselves.
+(each attempt's `timeout`; retries are the shared policy's, skills/retrying.py, on the async side): a thread
+cannot be killed, so each call must stop itself.
 """
 
 from __future__ import annotations
@@ -19,24 +19,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from google.api_core import retry as gretry
-
 from skills.errors import CloudUnavailable
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-
-
-def call_retry(deadline_s: float) -> gretry.Retry:
-    """Retry transient errors (429/500/503/connection) with backoff, and stop once `deadline_s` has passed
-    since the first attempt (google-api-core's Retry: `timeout` is the overall deadline)."""
-    return gretry.Retry(
-        predicate=gretry.if_transient_error,
-        initial=0.2,
-        maximum=2.0,
-        multiplier=2.0,
-        timeout=deadline_s,
-    )
 
 
 class BlockingPool:

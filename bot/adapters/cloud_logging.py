@@ -8,13 +8,16 @@ adds its own 24-hour window. The client is blocking, so it runs in a thread.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import re
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 from google.api_core import exceptions as gexc
+from google.api_core import retry as gretry
 
 from bot.adapters.blocking import BlockingPool
 from bot.adapters.google_auth import cloud_credentials
@@ -23,7 +26,9 @@ from skills.errors import CloudUnavailable, InvalidInput
 from skills.logs import entry_from_api
 from skills.ports import LogBatch, LogEntry, LogQuery
 from skills.redact_entries import redact_entries
+from skills.retrying import Clock, RetryPolicy, Sleep, retry_call
 
+log = logging.getLogger(__name__)
 _NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
 _SEVERITIES = ("DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
 PAGE_SIZE = 1000
@@ -63,9 +68,16 @@ def build_filter(project: str, q: LogQuery) -> str:
     return "\n".join(parts)
 
 
+def _transient(exc: BaseException) -> bool:
+    """429, 500, 503 and dropped connections (the library's own list): worth another try."""
+    return isinstance(exc, Exception) and gretry.if_transient_error(exc)
+
+
 class CloudLoggingLogs:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep) -> None:
         self._settings = settings
+        self._clock = clock
+        self._sleep = sleep
         self._client: Any = None
         self._project = ""
         self._pool = BlockingPool("Cloud Logging", settings.cloud_client_threads)
@@ -91,46 +103,21 @@ class CloudLoggingLogs:
         return self._client
 
     async def fetch(self, query: LogQuery) -> LogBatch:
-        return await self._pool.run(self._fetch, query)
-
-    def _fetch(self, q: LogQuery) -> LogBatch:
-        client = self._get_client()
-        flt = build_filter(self._project, q)
-        entries: list[LogEntry] = []
-        size = 0
-        truncated = ""
-        # The HTTP transport makes one request per page and does not retry; each request is bounded by the
-        # session's timeout, and paging stops at the deadline with what it has.
-        deadline = time.monotonic() + self._settings.cloud_call_deadline_s
+        """One query, started again on a transient failure by the shared retry policy (skills/retrying.py)
+        within CLOUD_CALL_DEADLINE_S."""
+        policy = RetryPolicy(
+            what="Cloud Logging",
+            transient=_transient,
+            budget_s=self._settings.cloud_call_deadline_s,
+            initial_s=0.2,
+            max_s=2.0,
+            jitter_s=0.2,
+            clock=self._clock,
+            sleep=self._sleep,
+            log=log,
+        )
         try:
-            it = client.list_entries(
-                resource_names=[f"projects/{self._project}"],
-                filter_=flt,
-                order_by="timestamp desc",
-                page_size=min(PAGE_SIZE, q.max_entries),
-            )
-            for raw in it:
-                if time.monotonic() > deadline and entries:
-                    truncated = (
-                        f"stopped after {self._settings.cloud_call_deadline_s:g} s (CLOUD_CALL_DEADLINE_S) at "
-                        f"{len(entries)} entries; older entries were not read"
-                    )
-                    break
-                if len(entries) >= q.max_entries:
-                    truncated = f"stopped at the {q.max_entries:,}-entry cap; older entries were not read"
-                    break
-                api = raw.to_api_repr()
-                size += len(json.dumps(api, default=str))
-                if size > q.max_bytes:
-                    truncated = (
-                        f"stopped at the {q.max_bytes:,}-byte cap after {len(entries)} entries; "
-                        "older entries were not read"
-                    )
-                    break
-                try:
-                    entries.append(entry_from_api(api))
-                except ValueError:
-                    continue
+            return await retry_call(policy, lambda: self._pool.run(self._fetch, query))
         except gexc.PermissionDenied:
             raise CloudUnavailable(
                 "Cloud Logging refused to list entries.",
@@ -142,6 +129,43 @@ class CloudLoggingLogs:
             raise CloudUnavailable(
                 f"Cannot reach Cloud Logging ({type(exc).__name__}).", "Try again shortly."
             ) from None
+
+    def _fetch(self, q: LogQuery) -> LogBatch:
+        client = self._get_client()
+        flt = build_filter(self._project, q)
+        entries: list[LogEntry] = []
+        size = 0
+        truncated = ""
+        # The HTTP transport makes one request per page and does not retry (`fetch` does); each request is
+        # bounded by the session's timeout, and paging stops at the deadline with what it has.
+        deadline = time.monotonic() + self._settings.cloud_call_deadline_s
+        it = client.list_entries(
+            resource_names=[f"projects/{self._project}"],
+            filter_=flt,
+            order_by="timestamp desc",
+            page_size=min(PAGE_SIZE, q.max_entries),
+        )
+        for raw in it:
+            if time.monotonic() > deadline and entries:
+                truncated = (
+                    f"stopped after {self._settings.cloud_call_deadline_s:g} s (CLOUD_CALL_DEADLINE_S) at "
+                    f"{len(entries)} entries; older entries were not read"
+                )
+                break
+            if len(entries) >= q.max_entries:
+                truncated = f"stopped at the {q.max_entries:,}-entry cap; older entries were not read"
+                break
+            api = raw.to_api_repr()
+            size += len(json.dumps(api, default=str))
+            if size > q.max_bytes:
+                truncated = (
+                    f"stopped at the {q.max_bytes:,}-byte cap after {len(entries)} entries; older entries were not read"
+                )
+                break
+            try:
+                entries.append(entry_from_api(api))
+            except ValueError:
+                continue
         entries.reverse()  # fetched newest first so the caps keep recent lines; read oldest first
         # Each entry was redacted as it was read; this pass catches key blocks printed one line per entry.
         return LogBatch(entries=redact_entries(entries), truncated=truncated)

@@ -8,19 +8,25 @@ the mean, latencies as p95, request count as a rate per second, instance count a
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as gexc
+from google.api_core import retry as gretry
 from google.api_core.client_options import ClientOptions
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from bot.settings import Settings
 from skills.errors import UserFacingError
 from skills.ports import MetricPoint, MetricSeries
+from skills.retrying import Clock, RetryPolicy, Sleep, retry_call
 
-from .blocking import BlockingPool, call_retry
+from .blocking import BlockingPool
 from .google_auth import cloud_credentials
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # monitoring_v3 is imported where used: a slow import a request may never need
     from google.cloud import monitoring_v3
@@ -44,8 +50,10 @@ def _is_local(endpoint: str) -> bool:
 
 
 class CloudMonitoringMetrics:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep) -> None:
         self._settings = settings
+        self._clock = clock
+        self._sleep = sleep
         self._client: monitoring_v3.MetricServiceClient | None = None
         self._project = ""
         self._pool = BlockingPool("Cloud Monitoring", settings.cloud_client_threads)
@@ -72,9 +80,38 @@ class CloudMonitoringMetrics:
         return self._client
 
     async def series(self, service: str, metric: str, minutes: int) -> list[MetricSeries]:
-        return await self._pool.run(self._series, service, metric, minutes)
+        """One query, retried on the library's transient errors (429, 500, 503, connection) by the shared
+        policy until CLOUD_CALL_DEADLINE_S; each attempt's own timeout is what is left of it, so a blocked
+        thread (it cannot be killed) is free again by then."""
+        budget = self._settings.cloud_call_deadline_s
+        ends = self._clock() + budget
+        policy = RetryPolicy(
+            what=f"Cloud Monitoring: {metric}",
+            transient=lambda exc: isinstance(exc, Exception) and gretry.if_transient_error(exc),
+            budget_s=budget,
+            initial_s=0.2,
+            max_s=2.0,
+            jitter_s=0.2,
+            clock=self._clock,
+            sleep=self._sleep,
+            log=log,
+        )
 
-    def _series(self, service: str, metric: str, minutes: int) -> list[MetricSeries]:
+        async def attempt() -> list[MetricSeries]:
+            left = max(0.5, ends - self._clock())
+            return await self._pool.run(self._series, service, metric, minutes, left)
+
+        try:
+            return await retry_call(policy, attempt)
+        except gexc.PermissionDenied as exc:
+            raise UserFacingError(
+                f"Cloud Monitoring: permission denied ({exc.message}).",
+                "Grant the bot's service account roles/monitoring.viewer.",
+            ) from None
+        except gexc.GoogleAPICallError as exc:
+            raise UserFacingError(f"Cloud Monitoring could not list {metric} ({exc.message or exc}).") from None
+
+    def _series(self, service: str, metric: str, minutes: int, timeout_s: float) -> list[MetricSeries]:
         from google.cloud import monitoring_v3
 
         client = self._get_client()
@@ -104,21 +141,9 @@ class CloudMonitoringMetrics:
             aggregation=aggregation,
             view=monitoring_v3.ListTimeSeriesRequest.TimeSeriesView.FULL,
         )
-        try:
-            # The library's default retries ListTimeSeries for 90 s; ours stop at the deadline, per page too.
-            deadline = self._settings.cloud_call_deadline_s
-            pager = client.list_time_series(request=request, retry=call_retry(deadline), timeout=deadline)
-            out = [_to_series(metric, ts) for ts in pager]
-        except gexc.PermissionDenied as exc:
-            raise UserFacingError(
-                f"Cloud Monitoring: permission denied ({exc.message}).",
-                "Grant the bot's service account roles/monitoring.viewer.",
-            ) from None
-        except gexc.GoogleAPICallError as exc:
-            raise UserFacingError(f"Cloud Monitoring could not list {metric} ({exc.message or exc}).") from None
-        except gexc.RetryError:
-            raise UserFacingError(f"Cloud Monitoring did not answer for {metric} within {deadline:g} s.") from None
-        return out
+        # One attempt (the library's own 90 s retry is off: `series` retries), every page within `timeout_s`.
+        pager = client.list_time_series(request=request, retry=None, timeout=timeout_s)
+        return [_to_series(metric, ts) for ts in pager]
 
 
 def _to_series(metric: str, ts: Any) -> MetricSeries:

@@ -1,9 +1,10 @@
 """Runtime port on Cloud Run Admin API v2 through `google-cloud-run` (REST transport, sync client in a thread).
 
 Reads (service, revision, operation) ride out transient failures — 429, 5xx, timeouts, dropped connections —
-with exponential backoff (tenacity) for up to `retry_budget_s`, then raise TransientCloudError so a watcher with
-time left keeps watching. The library's own 503 retry is switched off so there is one policy, and the clock and
-sleep are injectable so tests never wait. Writes are not retried (a 429 on a create is usually GPU quota).
+with the shared retry policy (skills/retrying.py: tenacity, exponential jitter) within `retry_budget_s`, then
+raise TransientCloudError so a watcher with time left keeps watching. The library's own 503 retry is switched
+off so there is one policy, and the clock and sleep are injectable so tests never wait. Writes are not retried
+(a 429 on a create is usually GPU quota).
 
 An update sends the whole service; any top-level or template field the request leaves out is taken from the
 running service, so a caller that does not manage a field (service account, labels, VPC access, ...) never
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -22,7 +24,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential_jitter
 
 from bot.settings import Settings
 from skills.errors import InvalidInput, NotFound, TransientCloudError, UserFacingError
@@ -35,6 +36,7 @@ from skills.ports import (
 )
 from skills.redact import redact
 from skills.render_service import strip_output_only
+from skills.retrying import RetryPolicy, retry_call
 from skills.service_diff import OUTPUT_ONLY_FIELDS
 from skills.service_name import check_service_name
 
@@ -44,6 +46,7 @@ from .google_auth import cloud_credentials
 if TYPE_CHECKING:  # run_v2 is imported where used: a slow import a request may never need
     from google.cloud import run_v2
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
@@ -233,23 +236,19 @@ class CloudRunRuntime:
             raise UserFacingError(f"{what}: Cloud Run did not answer in time ({exc}).", "Retry shortly.") from None
 
     async def _read(self, what: str, fn: Callable[[], T]) -> T:
-        """An idempotent read, retried on transient failures until `retry_budget_s` has passed."""
-        start = self._clock()
-
-        def out_of_time(state: RetryCallState) -> bool:
-            return self._clock() - start >= self.retry_budget_s
-
-        retrying = AsyncRetrying(
-            retry=retry_if_exception(is_transient),
-            wait=wait_exponential_jitter(initial=1.0, max=30.0),
-            stop=out_of_time,
+        """An idempotent read, retried on transient failures within `retry_budget_s` (skills/retrying.py)."""
+        policy = RetryPolicy(
+            what=f"Cloud Run: {what}",
+            transient=is_transient,
+            budget_s=self.retry_budget_s,
+            initial_s=1.0,
+            max_s=30.0,
+            clock=self._clock,
             sleep=self._sleep,
-            reraise=True,
+            log=log,
         )
         try:
-            async for attempt in retrying:
-                with attempt:
-                    return await self._pool.run(fn)
+            return await retry_call(policy, lambda: self._pool.run(fn))
         except gexc.GoogleAPICallError as exc:
             err = explain_api_error(exc, what)
             if is_transient(exc):
@@ -259,7 +258,6 @@ class CloudRunRuntime:
             raise TransientCloudError(f"{what}: Cloud Run did not answer in time ({exc}).", "Retry shortly.") from None
         except OSError as exc:
             raise TransientCloudError(f"{what}: Cloud Run could not be reached ({exc}).", "Retry shortly.") from None
-        raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover
 
     async def get_service(self, name: str) -> ServiceInfo:
         services, _ = self._clients()

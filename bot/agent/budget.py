@@ -1,7 +1,7 @@
 """Token arithmetic for the loop: cheap estimates, cutting oversized tool results, trimming history.
 
-Estimates use ~4 characters a token (Gemma's tokenizer averages close to that on English and log text);
-exact counts would need a /tokenize round-trip per message, too slow for a per-step guard.
+Estimates are skills/tokens.py's (the one estimator the log digest uses too); exact counts would need a
+/tokenize round-trip per message, too slow for a per-step guard.
 """
 
 from __future__ import annotations
@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-CHARS_PER_TOKEN = 4
+from skills.tokens import estimate_tokens
+
+CHARS_PER_TOKEN = 4  # prose; dense text (digits, JSON) costs more, which `truncate` measures rather than assumes
 # Conversation history kept for `/gemma ask` threads (question/answer pairs, not tool traffic).
 HISTORY_TOKENS = 4000
 
 
-def estimate_tokens(text: str) -> int:
-    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+__all__ = ["HISTORY_TOKENS", "estimate_tokens", "message_tokens", "trim_history", "truncate"]
 
 
 def message_tokens(messages: list[dict[str, Any]]) -> int:
@@ -31,10 +32,12 @@ def truncate(text: str, max_tokens: int, narrow_hint: str) -> str:
     """Cut `text` to about max_tokens, keeping whole lines, with a marker telling the model how to narrow."""
     if estimate_tokens(text) <= max_tokens:
         return text
-    limit = max(0, max_tokens * CHARS_PER_TOKEN - 200)  # leave room for the marker
-    head = text[:limit]
+    room = max(0, max_tokens - 60)  # leave room for the marker
+    head = text[: room * CHARS_PER_TOKEN]
+    while head and estimate_tokens(head) > room:  # dense text: shrink in proportion until it fits
+        head = head[: len(head) * room // estimate_tokens(head)]
     cut = head.rfind("\n")
-    if cut > limit // 2:
+    if cut > len(head) // 2:
         head = head[:cut]
     marker = (
         f"\n[TRUNCATED: the result was about {estimate_tokens(text)} tokens; only the first "

@@ -159,28 +159,31 @@ class ModelClient:
             timeout=timeout_s,
             **extra,
         )
-        content: list[str] = []
-        calls: dict[int, dict[str, str]] = {}
-        finish = ""
+        from openai.lib.streaming.chat import ChatCompletionStreamState
+
+        # The SDK's own accumulator joins content and tool-call deltas (by `index`; id and name on the first
+        # delta, arguments in pieces, as vLLM streams them). No input_tools: ours are not strict, so nothing is
+        # parsed, and the snapshot is read directly (get_final_completion refuses finish_reason "length").
+        state = ChatCompletionStreamState()
+        seen = False
         async for chunk in stream:  # type: ignore[union-attr]
-            for choice in chunk.choices:
-                delta = choice.delta
-                if delta.content:
-                    content.append(delta.content)
-                for tc in delta.tool_calls or []:
-                    slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
-                    if tc.id:
-                        slot["id"] = tc.id
-                    if tc.function is not None:
-                        slot["name"] += tc.function.name or ""
-                        slot["arguments"] += tc.function.arguments or ""
-                if choice.finish_reason:
-                    finish = choice.finish_reason
+            state.handle_chunk(chunk)
+            seen = True
+        if not seen:
+            return Completion(content="")
+        choices = state.current_completion_snapshot.choices
+        if not choices:
+            return Completion(content="")
+        message = choices[0].message
         structured = [
-            StructuredCall(id=c["id"] or f"call_{self.requests}_{i}", name=c["name"], arguments=c["arguments"])
-            for i, c in sorted(calls.items())
+            StructuredCall(
+                id=tc.id or f"call_{self.requests}_{i}", name=tc.function.name, arguments=tc.function.arguments
+            )
+            for i, tc in enumerate(message.tool_calls or [])
         ]
-        return Completion(content="".join(content), tool_calls=structured, finish_reason=finish)
+        return Completion(
+            content=message.content or "", tool_calls=structured, finish_reason=choices[0].finish_reason or ""
+        )
 
 
 def _bad_request(exc: openai.BadRequestError) -> UserFacingError:

@@ -2,8 +2,9 @@
 
 A Cloud Run GPU service scaled to zero answers the first request only after an instance has started and
 vLLM has loaded the weights: minutes. Meanwhile the call fails with connection refused, 503, 429 ('no
-available instance') or a timeout. We retry with backoff within a budget and tell the user once, with the
-planner's estimate of the cold start, so the thread says "the model is starting" rather than "error".
+available instance') or a timeout. We retry within a budget (the shared policy, skills/retrying.py) and tell
+the user once, with the planner's estimate of the cold start, so the thread says "the model is starting"
+rather than "error".
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from skills.errors import UserFacingError
+from skills.retrying import Clock, RetryPolicy, Sleep, retry_call
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +53,17 @@ class ColdStart:
         progress: Progress | None = None,
         initial_backoff_s: float = 2.0,
         max_backoff_s: float = 30.0,
+        *,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.budget_s = budget_s
         self._estimate = estimate_min  # asked only when a cold start is actually seen
         self.progress = progress
         self.initial_backoff_s = initial_backoff_s
         self.max_backoff_s = max_backoff_s
+        self._clock = clock
+        self._sleep = sleep
         self.warm = False
         self.waited_s = 0.0  # time spent waiting for the model to start (not counted in the time budget)
         self.retries = 0
@@ -65,31 +72,41 @@ class ColdStart:
     async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
         import openai
 
-        started = time.monotonic()
-        backoff = self.initial_backoff_s
-        while True:
-            try:
-                result = await fn()
-            except openai.OpenAIError as exc:
-                elapsed = time.monotonic() - started
-                if not is_cold(exc, warm=self.warm):
-                    self.waited_s += elapsed if self.retries else 0.0
-                    raise
-                if elapsed + backoff > self.budget_s:
-                    self.waited_s += elapsed
-                    raise ModelUnavailable(
-                        f"The model did not answer within {self.budget_s / 60:.0f} min ({_describe(exc)}).",
-                        "Check `/gemma status`: a service at zero may need longer, or may fail to start.",
-                    ) from None
-                await self._tell(exc)
-                self.retries += 1
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self.max_backoff_s)
-                continue
-            if self.retries:
-                self.waited_s += time.monotonic() - started
-            self.warm = True
-            return result
+        policy = RetryPolicy(
+            what="model service",
+            transient=lambda exc: is_cold(exc, warm=self.warm),
+            budget_s=self.budget_s,
+            initial_s=self.initial_backoff_s,
+            max_s=self.max_backoff_s,
+            jitter_s=self.initial_backoff_s / 4,
+            clock=self._clock,
+            sleep=self._sleep,
+            log=log,
+            describe=_describe,
+        )
+
+        async def before_wait(exc: BaseException, _attempt: int, _wait_s: float) -> None:
+            await self._tell(exc)
+            self.retries += 1
+
+        started = self._clock()
+        retries_before = self.retries
+        try:
+            result = await retry_call(policy, fn, on_retry=before_wait)
+        except openai.OpenAIError as exc:
+            elapsed = self._clock() - started
+            if not is_cold(exc, warm=self.warm):
+                self.waited_s += elapsed if self.retries > retries_before else 0.0
+                raise
+            self.waited_s += elapsed  # still cold when the next wait would pass the budget
+            raise ModelUnavailable(
+                f"The model did not answer within {self.budget_s / 60:.0f} min ({_describe(exc)}).",
+                "Check `/gemma status`: a service at zero may need longer, or may fail to start.",
+            ) from None
+        if self.retries > retries_before:
+            self.waited_s += self._clock() - started
+        self.warm = True
+        return result
 
     async def _tell(self, exc: BaseException) -> None:
         if self._told or self.progress is None:

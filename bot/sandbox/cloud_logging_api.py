@@ -32,6 +32,7 @@ class CloudLoggingStandIn:
         self.max_page = 1000
         self._lock = threading.Lock()
         self.before_list: Callable[[], None] | None = None  # the sandbox brings its log up to the present
+        self.fail_next: list[int] = []  # one-off HTTP errors (429, 500, 503), answered in order
 
     def load(self, path: str | Path, project: str | None = None) -> None:
         for line in Path(path).read_text().splitlines():
@@ -66,6 +67,12 @@ class CloudLoggingStandIn:
             self.before_list()
         with self._lock:
             self.requests.append(body)
+            fail = self.fail_next.pop(0) if self.fail_next else None
+        if fail is not None:
+            status = {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}.get(fail, "UNKNOWN")
+            return JSONResponse(
+                {"error": {"code": fail, "message": "simulated failure", "status": status}}, status_code=fail
+            )
         if not isinstance(body.get("resourceNames"), list) or not body["resourceNames"]:
             return JSONResponse(
                 {"error": {"code": 400, "message": "resourceNames is required", "status": "INVALID_ARGUMENT"}},

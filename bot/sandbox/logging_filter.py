@@ -12,8 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
+
+from skills.timestamps import parse_timestamp
 
 SEVERITIES = ["DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY"]
 _RANK = {s: i for i, s in enumerate(SEVERITIES)}
@@ -53,16 +55,10 @@ def _tokens(flt: str) -> list[_Tok]:
 
 
 def parse_ts(value: str) -> datetime:
-    v = value.replace("Z", "+00:00")
-    if "." in v:
-        head, _, tail = v.partition(".")
-        frac = "".join(c for c in tail if c.isdigit())
-        v = f"{head}.{frac[:6].ljust(6, '0')}{tail[len(frac) :]}"
     try:
-        ts = datetime.fromisoformat(v)
+        return parse_timestamp(value)
     except ValueError:
         raise FilterError(f"invalid timestamp {value!r}") from None
-    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
 
 
 def _field(entry: dict[str, Any], path: str) -> Any:

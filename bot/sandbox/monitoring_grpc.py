@@ -25,6 +25,7 @@ class MonitoringStandIn:
         self.series: dict[str, list[monitoring_v3.TimeSeries]] = {}
         self.requests: list[metric_service.ListTimeSeriesRequest] = []
         self.fail_with: grpc.StatusCode | None = None
+        self.fail_next: list[grpc.StatusCode] = []  # one-off failures, answered in order before fail_with
         # Blackholed: calls are accepted and never answered (until `release()` or the caller's deadline),
         # like an endpoint behind a firewall that drops packets. `blocked` counts calls held right now.
         self.blackholed = False
@@ -85,6 +86,10 @@ class MonitoringStandIn:
                     self.blocked -= 1
             if not context.is_active():
                 return metric_service.ListTimeSeriesResponse()  # nobody is listening any more
+        with self._lock:
+            once = self.fail_next.pop(0) if self.fail_next else None
+        if once is not None:
+            context.abort(once, "simulated failure")
         if self.fail_with is not None:
             context.abort(self.fail_with, "simulated failure")
         m = re.search(r'metric\.type\s*=\s*"([^"]+)"', request.filter)

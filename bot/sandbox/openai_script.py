@@ -32,6 +32,8 @@ from starlette.routing import Route
 
 TOOL_CHOICE_400 = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 
+ARG_PIECE = 5  # characters of tool-call arguments per streamed delta (vLLM sends about a token each)
+
 METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{model_name="google/gemma-4-12b-it"} 1.0
@@ -212,6 +214,9 @@ class OpenAIScript:
                 yield chunk({turn.reasoning_key: turn.reasoning[i : i + 12]})
             for i in range(0, len(turn.content), 16):
                 yield chunk({"content": turn.content[i : i + 16]})
+            # As vLLM's tool parsers stream a call: a first delta with index, id, type and the name only (their
+            # DeltaFunctionCall(name=...).model_dump(exclude_none=True): no "arguments" key), then the
+            # arguments in token-sized pieces carrying only the index.
             for idx, tc in enumerate(self._calls(turn)):
                 args = tc["function"]["arguments"]
                 yield chunk(
@@ -221,15 +226,13 @@ class OpenAIScript:
                                 "index": idx,
                                 "id": tc["id"],
                                 "type": "function",
-                                "function": {"name": tc["function"]["name"], "arguments": ""},
+                                "function": {"name": tc["function"]["name"]},
                             }
                         ]
                     }
                 )
-                half = len(args) // 2
-                for piece in (args[:half], args[half:]):
-                    if piece:
-                        yield chunk({"tool_calls": [{"index": idx, "function": {"arguments": piece}}]})
+                for i in range(0, len(args), ARG_PIECE):
+                    yield chunk({"tool_calls": [{"index": idx, "function": {"arguments": args[i : i + ARG_PIECE]}}]})
             yield chunk({}, "tool_calls" if turn.tool_calls else "stop")
             yield b"data: [DONE]\n\n"
 
