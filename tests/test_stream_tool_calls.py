@@ -25,7 +25,7 @@ class Endpoint:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    async def client(self, *, timeout_s: float | None = None) -> openai.AsyncOpenAI:
+    async def openai_client(self, *, timeout_s: float | None = None) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(base_url=self.url + "/v1", api_key="unused", max_retries=0)
 
     async def model_id(self) -> str:
