@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from bot.settings import Settings
-from skills.diagnose import Diagnosis, diagnose
+from skills.diagnose import diagnose
+from skills.findings import Diagnosis
 from skills.logs import entry_from_api, parse_lines
 from skills.ports import LogEntry
 

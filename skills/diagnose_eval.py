@@ -15,7 +15,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from skills.diagnose import Diagnosis, diagnose
+from skills.diagnose import diagnose
+from skills.findings import Diagnosis
 from skills.ports import LogEntry
 
 

@@ -15,8 +15,9 @@ import pytest
 
 from bot import cli_diagnose
 from skills.analyzers import KINDS
-from skills.diagnose import Diagnosis, diagnose
+from skills.diagnose import diagnose
 from skills.diagnose_eval import diagnose_file, render, score_corpus
+from skills.findings import Diagnosis
 from skills.logs import parse_lines
 from skills.ports import LogEntry, ServiceInfo
 from skills.remediation import plan_from_findings, sanitize_action

@@ -93,3 +93,56 @@ def test_handlers_and_skills_load_without_bot() -> None:
         [sys.executable, "-c", _LOAD], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
     ).stdout
     assert json.loads(out.splitlines()[-1]) == []
+
+
+def _skill_modules() -> dict[str, Path]:
+    out = {}
+    for path in _modules("skills"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle found by a depth-first walk (one representative per back edge)."""
+    found: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def walk(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                found.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                walk(nxt)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            walk(node)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_skills_import_one_way() -> None:
+    """No import cycle between skill modules, counting every import (guarded and function-local too): a module
+    that needs another's types and is needed by it shares a third module instead (e.g. the findings)."""
+    mods = _skill_modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        targets = set()
+        for _, module in _imports(path):
+            # `from skills.x import y` names skills.x.y too; keep the longest prefix that is a module.
+            while module and module not in mods:
+                module = module.rpartition(".")[0]
+            if module and module != name and module != "skills" and not name.startswith(module + "."):
+                targets.add(module)
+        graph[name] = targets
+    assert _cycles(graph) == []

@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skills.action_params import DeployParams, RedeployParams, RollbackParams, ScaleParams
 from skills.condense import condense
-from skills.diagnose import Diagnosis, diagnose
+from skills.diagnose import diagnose
 from skills.errors import UserFacingError
+from skills.findings import Diagnosis
 from skills.fit import FitRequest, plan_fit
 from skills.model_metrics import collect_model_metrics
 from skills.ports import LogEntry, LogQuery

@@ -11,8 +11,9 @@ from handlers.registry import command
 from handlers.remediation_render import action_buttons
 from handlers.reply import FileOut, Reply
 from skills.condense import Digest
-from skills.diagnose import Diagnosis, diagnose_service
+from skills.diagnose import diagnose_service
 from skills.errors import UserFacingError
+from skills.findings import Diagnosis
 from skills.logs import logs_digest, parse_severity, parse_since
 from skills.ports import LogQuery, Logs, ServiceInfo
 

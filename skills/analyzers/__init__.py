@@ -15,7 +15,7 @@ from .bounds import bound
 from .causes import order_by_cause
 
 if TYPE_CHECKING:
-    from skills.diagnose import Finding
+    from skills.findings import Finding
 
 KINDS = (
     "container_exited_at_start",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from skills.catalog import load_catalog
-from skills.diagnose import Finding, ProposedAction, Remediation
 from skills.errors import UserFacingError
+from skills.findings import Finding, ProposedAction, Remediation
 
 from .base import LogView, analyzer, evidence_of, first_seen, rx
 

@@ -18,7 +18,7 @@ from skills.ports import LogEntry, ServiceInfo
 from skills.redact_entries import redact_entries
 
 if TYPE_CHECKING:
-    from skills.diagnose import Finding
+    from skills.findings import Finding
 
 MAX_EVIDENCE = 3
 MAX_EVIDENCE_CHARS = 500

@@ -20,7 +20,7 @@ from skills.vllm_flags import VllmFlags
 from .base import LogView
 
 if TYPE_CHECKING:
-    from skills.diagnose import Finding
+    from skills.findings import Finding
 
 _DERIVED = re.compile(r"derived max_model_len \([^)]*?(\d{3,})")
 _USED = re.compile(r"exceeded with ([\d.]+) ?(M|Mi|MiB|G|Gi|GiB)B? used", re.IGNORECASE)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from .base import LogView
 
 if TYPE_CHECKING:
-    from skills.diagnose import Finding
+    from skills.findings import Finding
 
 # Anything that stops vLLM from ever listening explains a failed startup probe, and an engine that did not start.
 _STARTUP_FATAL = (

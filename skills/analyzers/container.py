@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from skills.diagnose import Finding, Remediation
+from skills.findings import Finding, Remediation
 from skills.vllm_flags import BY_FIELD
 
 from .base import Line, LogView, analyzer, first_seen

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from skills.diagnose import Finding, ProposedAction, Remediation
+from skills.findings import Finding, ProposedAction, Remediation
 
 from .base import Line, LogView, analyzer, evidence_of, first_seen, rx
 from .bounds import mib

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from skills.diagnose import Finding, ProposedAction, Remediation
+from skills.findings import Finding, ProposedAction, Remediation
 
 from .base import LogView, analyzer, evidence_of, first_seen, rx
 

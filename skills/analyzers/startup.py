@@ -7,7 +7,7 @@ import re
 from itertools import pairwise
 from statistics import median
 
-from skills.diagnose import Finding, ProposedAction, Remediation
+from skills.findings import Finding, ProposedAction, Remediation
 
 from .base import LogView, analyzer, evidence_of, first_seen, rx
 
