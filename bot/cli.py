@@ -9,6 +9,7 @@ import importlib
 import os
 import pkgutil
 import sys
+from typing import Any
 
 import bot
 from bot.settings import Settings, SettingsError, load_settings
@@ -42,23 +43,23 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from bot.log_format import setup_logging
-    from bot.web import create_app
-    from bot.wiring import build_deps
+    from bot.serve_shell import ServeShell
 
     setup_logging(settings.log_level)
     if args.sandbox:
-        from bot.sandbox.attach import attach_app, build_sandbox_deps
-        from bot.sandbox.cloud import BANNER, Sandbox
+        from bot.sandbox.cloud import BANNER
 
         print(BANNER, flush=True)
-        sandbox = Sandbox(settings.sandbox_speed, image=settings.vllm_image).start()
-        deps = build_sandbox_deps(sandbox.configure(settings), sandbox, settings.vllm_base_url)
-        app = create_app(deps)
-        attach_app(app, sandbox)
-    else:
-        app = create_app(build_deps(settings))
-    uvicorn.run(
-        app,
+    # Bind and answer /healthz first; the real app is imported and wired behind it (bot/serve_shell.py).
+    failed: list[BaseException] = []
+
+    def stop(exc: BaseException) -> None:
+        failed.append(exc)
+        server.should_exit = True
+
+    shell = ServeShell(lambda: _build_app(settings, args.sandbox), stop)
+    config = uvicorn.Config(
+        shell,
         host=args.host,
         port=args.port or settings.port,
         log_config=None,
@@ -66,7 +67,28 @@ def _serve(args: argparse.Namespace) -> int:
         proxy_headers=True,
         forwarded_allow_ips="*",
     )
+    server = uvicorn.Server(config)
+    server.run()
+    if failed:
+        return 1
     return 0
+
+
+def _build_app(settings: Settings, sandbox: bool) -> Any:
+    """The real serving app (run in a worker thread by the shell: imports and wiring only)."""
+    from bot.web import create_app
+    from bot.wiring import build_deps
+
+    if not sandbox:
+        return create_app(build_deps(settings))
+    from bot.sandbox.attach import attach_app, build_sandbox_deps
+    from bot.sandbox.cloud import Sandbox
+
+    sim = Sandbox(settings.sandbox_speed, image=settings.vllm_image).start()
+    deps = build_sandbox_deps(sim.configure(settings), sim, settings.vllm_base_url)
+    app = create_app(deps)
+    attach_app(app, sim)
+    return app
 
 
 def _console(args: argparse.Namespace) -> int:
