@@ -106,6 +106,7 @@ class AlertQueue:
         self._enqueue = deps.redis.register_script(_ENQUEUE)
         self._heartbeat = deps.redis.register_script(_HEARTBEAT)
         self._tasks: list[asyncio.Task[None]] = []
+        self._waiting: set[asyncio.Task[None]] = set()  # workers blocked in XREADGROUP, holding no entry
         self._stopping = asyncio.Event()
 
     # --- producer (webhook hot path) -------------------------------------------------------------------
@@ -149,6 +150,10 @@ class AlertQueue:
             await self.publisher.stop(grace_s)
         if not self._tasks:
             return
+        # A worker waiting for entries has nothing to finish: cancel it now rather than after its block
+        # (up to 1 s; an entry Redis hands it meanwhile stays pending and is reclaimed).
+        for t in self._waiting:
+            t.cancel()
         _, pending = await asyncio.wait(self._tasks, timeout=grace_s)
         for t in pending:
             t.cancel()
@@ -167,7 +172,12 @@ class AlertQueue:
                 if loop.time() >= next_reclaim:
                     next_reclaim = loop.time() + reclaim_every
                     await self._reclaim(consumer)
-                resp: Any = await r.xreadgroup(GROUP, consumer, {self.stream: ">"}, count=8, block=block_ms)
+                me = asyncio.current_task()
+                self._waiting.add(me)  # type: ignore[arg-type]
+                try:
+                    resp: Any = await r.xreadgroup(GROUP, consumer, {self.stream: ">"}, count=8, block=block_ms)
+                finally:
+                    self._waiting.discard(me)  # type: ignore[arg-type]
                 for _stream, entries in resp or []:
                     for entry_id, fields in entries:
                         await self._process(consumer, entry_id, fields)

@@ -78,12 +78,44 @@ class ClockedRateLimitRetryHandler(AsyncRateLimitErrorRetryHandler):
         state.increment_current_attempt()
 
 
+class _ClockedBackoff:
+    """slack-sdk's backoff between retries (0.5 s, 1 s, ... plus jitter), waited on our clock instead of
+    asyncio.sleep, so a test or bench with a scaled clock does not spend wall time on it."""
+
+    clock: Clock
+    interval_calculator: Any
+
+    async def prepare_for_next_attempt_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        state.next_attempt_requested = True
+        await self.clock.sleep(self.interval_calculator.calculate_sleep_duration(state.current_attempt))
+        state.increment_current_attempt()
+
+
+class ClockedServerErrorRetryHandler(_ClockedBackoff, AsyncServerErrorRetryHandler):
+    def __init__(self, clock: Clock, max_retry_count: int = 2) -> None:
+        super().__init__(max_retry_count=max_retry_count)
+        self.clock = clock
+
+
+class ClockedConnectionErrorRetryHandler(_ClockedBackoff, AsyncConnectionErrorRetryHandler):
+    def __init__(self, clock: Clock, max_retry_count: int = 2) -> None:
+        super().__init__(max_retry_count=max_retry_count)
+        self.clock = clock
+
+
 def _retry_handlers(clock: Clock = REAL_CLOCK) -> list[Any]:
     # Honour Retry-After on 429 and retry 5xx / connection resets a few times before giving up.
     return [
         ClockedRateLimitRetryHandler(clock, max_retry_count=3),
-        AsyncServerErrorRetryHandler(max_retry_count=2),
-        AsyncConnectionErrorRetryHandler(max_retry_count=2),
+        ClockedServerErrorRetryHandler(clock, max_retry_count=2),
+        ClockedConnectionErrorRetryHandler(clock, max_retry_count=2),
     ]
 
 
