@@ -1,6 +1,7 @@
 """The Slack surface: a Bolt AsyncApp whose listeners ack at once and run the work afterwards.
 
-Bolt checks every request's signature and timestamp (forged, stale or unsigned -> 401, nothing runs).
+bot/web.py checks every request's signature and timestamp before Bolt sees it (forged, stale or unsigned ->
+401, nothing runs).
 Slack redelivers events (X-Slack-Retry-Num) and users double-submit; a Redis SET NX on the delivery's id
 (event_id / trigger_id), checked after the ack, makes each one run at most once.
 """
@@ -242,6 +243,9 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
         signing_secret=st.slack_signing_secret.get_secret_value() if st.slack_signing_secret else "",
         process_before_response=True,  # we ack ourselves and spawn the work: the HTTP answer leaves at once
         raise_error_for_unhandled_request=False,
+        # bot/web.py verifies the signature on the raw bytes before Bolt sees a request (handlers/slack_request.py);
+        # Bolt's own check would repeat it on the ack path. Socket Mode requests carry no signature either way.
+        request_verification_enabled=False,
     )
 
     @app.command(re.compile(r"^/gemma.*"))
