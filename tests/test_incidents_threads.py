@@ -226,16 +226,13 @@ def _responder(deps: Deps):
 
 
 async def _wait_drained(queue: AlertQueue, timeout: float = 15.0) -> None:  # noqa: ASYNC109
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
+    async def empty() -> bool:
         b = await queue.backlog()
-        if b["queued"] == 0 and b["pending"] == 0 and queue.publisher and await queue.publisher.pending() == 0:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"queue did not drain: {await queue.backlog()}")
+        publisher = queue.publisher
+        return b["queued"] == 0 and b["pending"] == 0 and publisher is not None and await publisher.pending() == 0
+
+    if not await eventually(empty, timeout=timeout):
+        raise AssertionError(f"queue did not drain: {await queue.backlog()}")
 
 
 async def test_slack_429_is_retried_after_retry_after(bot: Bot) -> None:
