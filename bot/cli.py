@@ -70,6 +70,8 @@ def _serve(args: argparse.Namespace) -> int:
     )
     server = uvicorn.Server(config)
     server.run()
+    if not server.started:
+        return 3  # as uvicorn.run: the socket could not be bound (uvicorn logged why)
     if failed:
         return 1
     return 0

@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,8 +22,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from bot.sandbox.slack_api import SlackStandIn
 from bot.serve_shell import ServeShell
+from tests.conftest import REDIS_URL
 from tests.eventually import eventually
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class Lifespan:
@@ -122,3 +131,29 @@ async def test_a_failed_wiring_stops_the_process_and_waiting_requests_get_503() 
     finally:
         await client.aclose()
         await life.shutdown()
+
+
+def test_serve_exits_3_when_its_port_is_taken(slack: SlackStandIn, key_prefix: str) -> None:
+    # As uvicorn.run did before serve ran its own server: an unbindable port is a failed start, not exit 0.
+    env = dict(
+        os.environ,
+        SLACK_BOT_TOKEN="xoxb-test",
+        SLACK_SIGNING_SECRET="s3cret",
+        REDIS_URL=REDIS_URL,
+        KEY_PREFIX=key_prefix,
+        SLACK_API_URL=slack.base_url + "/api/",
+        PYTHONPATH=str(ROOT),
+    )
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        done = subprocess.run(
+            [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", port],
+            env=env,
+            cwd=ROOT / "tests",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 3, done.stdout + done.stderr
