@@ -118,6 +118,7 @@ class AlertQueue:
         self._enqueue = deps.redis.register_script(_ENQUEUE)
         self._heartbeat = deps.redis.register_script(_HEARTBEAT)
         self._tasks: list[asyncio.Task[None]] = []
+        self._waiting: set[asyncio.Task[None]] = set()  # workers blocked in XREADGROUP, holding no entry
         self._stopping = asyncio.Event()
 
     # --- producer (webhook hot path) -------------------------------------------------------------------
@@ -161,6 +162,10 @@ class AlertQueue:
             await self.publisher.stop(grace_s)
         if not self._tasks:
             return
+        # A worker waiting for entries has nothing to finish: cancel it now rather than after its block
+        # (up to 1 s; an entry Redis hands it meanwhile stays pending and is reclaimed).
+        for t in self._waiting:
+            t.cancel()
         _, pending = await asyncio.wait(self._tasks, timeout=grace_s)
         for t in pending:
             t.cancel()
@@ -180,9 +185,14 @@ class AlertQueue:
                 if loop.time() >= next_reclaim[0]:
                     next_reclaim[0] = loop.time() + reclaim_every
                     await self._reclaim(consumer)
-                resp: Any = await self.deps.redis.xreadgroup(
-                    GROUP, consumer, {self.stream: ">"}, count=8, block=block_ms
-                )
+                me = asyncio.current_task()
+                self._waiting.add(me)  # type: ignore[arg-type]
+                try:
+                    resp: Any = await self.deps.redis.xreadgroup(
+                        GROUP, consumer, {self.stream: ">"}, count=8, block=block_ms
+                    )
+                finally:
+                    self._waiting.discard(me)  # type: ignore[arg-type]
             except ResponseError as exc:
                 if "NOGROUP" not in str(exc):
                     raise

@@ -9,11 +9,13 @@ import importlib
 import os
 import pkgutil
 import sys
+from typing import Any
 
 import bot
 from bot.settings import Settings, SettingsError, load_settings
 
 _SANDBOX_HELP = "run on a simulated project on this machine (SANDBOX_SPEED: its clock's speed, default 30)"
+BUILT_IN = ("serve", "console")
 REQUIRED_FOR_SERVE = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "REDIS_URL")
 
 
@@ -42,23 +44,23 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from bot.log_format import setup_logging
-    from bot.web import create_app
-    from bot.wiring import build_deps
+    from bot.serve_shell import ServeShell
 
     setup_logging(settings.log_level)
     if args.sandbox:
-        from bot.sandbox.attach import attach_app, build_sandbox_deps
-        from bot.sandbox.cloud import BANNER, Sandbox
+        from bot.sandbox.cloud import BANNER
 
         print(BANNER, flush=True)
-        sandbox = Sandbox(settings.sandbox_speed, image=settings.vllm_image).start()
-        deps = build_sandbox_deps(sandbox.configure(settings), sandbox, settings.vllm_base_url)
-        app = create_app(deps)
-        attach_app(app, sandbox)
-    else:
-        app = create_app(build_deps(settings))
-    uvicorn.run(
-        app,
+    # Bind and answer /healthz first; the real app is imported and wired behind it (bot/serve_shell.py).
+    failed: list[BaseException] = []
+
+    def stop(exc: BaseException) -> None:
+        failed.append(exc)
+        server.should_exit = True
+
+    shell = ServeShell(lambda: _build_app(settings, args.sandbox), stop)
+    config = uvicorn.Config(
+        shell,
         host=args.host,
         port=args.port or settings.port,
         log_config=None,
@@ -66,7 +68,30 @@ def _serve(args: argparse.Namespace) -> int:
         proxy_headers=True,
         forwarded_allow_ips="*",
     )
+    server = uvicorn.Server(config)
+    server.run()
+    if not server.started:
+        return 3  # as uvicorn.run: the socket could not be bound (uvicorn logged why)
+    if failed:
+        return 1
     return 0
+
+
+def _build_app(settings: Settings, sandbox: bool) -> Any:
+    """The real serving app (run in a worker thread by the shell: imports and wiring only)."""
+    from bot.web import create_app
+    from bot.wiring import build_deps
+
+    if not sandbox:
+        return create_app(build_deps(settings))
+    from bot.sandbox.attach import attach_app, build_sandbox_deps
+    from bot.sandbox.cloud import Sandbox
+
+    sim = Sandbox(settings.sandbox_speed, image=settings.vllm_image).start()
+    deps = build_sandbox_deps(sim.configure(settings), sim, settings.vllm_base_url)
+    app = create_app(deps)
+    attach_app(app, sim)
+    return app
 
 
 def _console(args: argparse.Namespace) -> int:
@@ -117,7 +142,9 @@ async def _console_sandbox(settings: Settings) -> int:
         await close_deps(deps)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `command` "serve" or "console", only that one: the offline tools' parsers
+    import their skills (~0.3 s), which serve has no use for before it answers /healthz."""
     parser = argparse.ArgumentParser(prog="gemma-sre", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="run the Slack app and webhooks (ASGI, uvicorn)")
@@ -128,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("console", help="use the bot's commands in a terminal, no Slack needed")
     p.add_argument("--sandbox", action="store_true", help=_SANDBOX_HELP + " (the default without credentials)")
     p.set_defaults(func=_console)
+    if command in BUILT_IN:
+        return parser
     for mod in pkgutil.iter_modules(bot.__path__):
         if mod.name.startswith("cli_"):
             importlib.import_module(f"bot.{mod.name}").register(sub)
@@ -137,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     try:
         try:
-            args = build_parser().parse_args(argv)
+            words = sys.argv[1:] if argv is None else argv
+            args = build_parser(words[0] if words else None).parse_args(argv)
             code = int(args.func(args))
         finally:
             sys.stdout.flush()  # inside the try: a reader that left is seen here, not at interpreter exit

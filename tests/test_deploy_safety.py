@@ -41,10 +41,8 @@ async def test_concurrent_deploys_on_one_service_are_refused_by_the_lock(deps: A
     a, _ = await command(deps, "deploy gemma4-12b-qat-l4")
     b, _ = await command(deps, "scale 0 2")
     first = asyncio.create_task(click(deps, CONFIRM_ACTION, plan_id_of(a)))
-    for _ in range(200):  # until the first confirm holds the lock
-        if await deps.redis.exists(deps.settings.key("lock", "service", "vllm-gemma4")):
-            break
-        await asyncio.sleep(0.01)
+    # until the first confirm holds the lock
+    assert await eventually(lambda: deps.redis.exists(deps.settings.key("lock", "service", "vllm-gemma4")))
     second, _ = await click(deps, CONFIRM_ACTION, plan_id_of(b))
     assert second is not None and "busy" in second.title and "deploy by <@UDEPLOYER> in progress since" in second.title
     assert (await first)[0] is None

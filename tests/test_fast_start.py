@@ -31,3 +31,24 @@ def test_the_serving_app_is_built_without_the_slow_client_libraries() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
     ).stdout
     assert json.loads(out.splitlines()[-1]) == []
+
+
+_SERVE_PARSE = """
+import contextlib, io, json, os, sys
+for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "REDIS_URL", "SLACK_APP_TOKEN"):
+    os.environ.pop(name, None)
+from bot.cli import main
+with contextlib.redirect_stderr(io.StringIO()):
+    code = main(["serve"])  # refuses to start (no env): everything serve imports before binding is loaded
+print(json.dumps([code, sorted(m for m in OFFLINE if m in sys.modules)]))
+"""
+
+
+def test_serve_does_not_import_the_offline_tools_before_it_binds() -> None:
+    # `gemma-sre fit` / `diagnose` register their parsers from bot/cli_<name>.py, importing the planner and
+    # the log diagnosis (~0.3 s); serve needs neither before it answers /healthz.
+    code = "OFFLINE = ('skills.diagnose', 'handlers.commands.fit', 'skills.fit')\n" + _SERVE_PARSE
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    assert json.loads(out.splitlines()[-1]) == [2, []]

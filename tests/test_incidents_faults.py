@@ -77,6 +77,11 @@ async def _header_recorded(r: redis.Redis, prefix: str) -> bool:
     return False
 
 
+async def _drained(queue: Any) -> bool:
+    b = await queue.backlog()
+    return bool(b["queued"] == 0 and b["pending"] == 0)
+
+
 def _env(s: Settings) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "REDIS_", "ALERT_", "KEY_"))}
     env.update(
@@ -87,7 +92,13 @@ def _env(s: Settings) -> dict[str, str]:
             "REDIS_URL": s.redis_url or "",
             "KEY_PREFIX": s.key_prefix,
             "VLLM_SERVICE_NAME": s.vllm_service_name,
+            # The victim runs on the test's tuned settings: with the default 10 s channel lease the rescuer
+            # would wait that long for the dead holder's lease to lapse.
             "ALERT_RECLAIM_IDLE_MS": str(s.alert_reclaim_idle_ms),
+            "ALERT_CHANNEL_LEASE_MS": str(s.alert_channel_lease_ms),
+            "ALERT_HEADER_DEBOUNCE_S": str(s.alert_header_debounce_s),
+            "ALERT_COALESCE_INTERVAL_S": str(s.alert_coalesce_interval_s),
+            "ALERT_MAX_ATTEMPTS": str(s.alert_max_attempts),
             "GOOGLE_CLOUD_PROJECT": "test-proj",
             "GOOGLE_ANONYMOUS_CREDENTIALS": "true",
             "LOG_LEVEL": "WARNING",
@@ -128,11 +139,7 @@ async def test_sigkilled_worker_mid_job_is_reclaimed_without_duplicate_thread(
             try:
                 # The victim's channel lease must lapse first (ALERT_CHANNEL_LEASE_MS); a loaded machine is slow.
                 ok = await eventually(lambda: thread_replies(slack, header_ts(slack)), timeout=60)
-                for _ in range(100):
-                    b = await rescuer.backlog()
-                    if b["queued"] == 0 and b["pending"] == 0:
-                        break
-                    await asyncio.sleep(0.05)
+                await eventually(lambda: _drained(rescuer), timeout=15)
             finally:
                 await rescuer.stop()
         assert ok
@@ -234,14 +241,17 @@ async def test_redis_restart_503_then_workers_reconnect_and_nothing_is_lost(
             own_redis.stop()
             r = await c.post("/alerts/gcp", json=payload("gcp-monitoring-closed.json"), headers=basic())
             assert r.status_code == 503  # the sender keeps it and retries
-            await asyncio.sleep(1.0)  # workers hit the outage too
+            # The workers hit the outage too (and say so) before Redis comes back.
+            said = "alert worker: Redis unavailable"
+            assert await eventually(lambda: any(said in m.getMessage() for m in caplog.records))
             own_redis.start()
-            for _ in range(50):  # the sender's retries
+
+            async def sender_retry() -> httpx.Response | None:
                 r = await c.post("/alerts/gcp", json=payload("gcp-monitoring-closed.json"), headers=basic())
-                if r.status_code == 202:
-                    break
-                await asyncio.sleep(0.2)
-            assert r.status_code == 202 and r.json()["new"] == 1
+                return r if r.status_code == 202 else None
+
+            r = await eventually(sender_retry)  # the sender's retries, until one is accepted
+            assert r is not None and r.json()["new"] == 1
             updated = await eventually(
                 lambda: [u for u in slack.of("chat.update") if "RESOLVED" in json.dumps(u)], timeout=30
             )
@@ -251,12 +261,14 @@ async def test_redis_restart_503_then_workers_reconnect_and_nothing_is_lost(
         # The worker acknowledges (and deletes) an entry just after recording it: wait for that. (A pooled
         # connection from before the restart may fail once: the client reconnects on the next command.)
         b: dict[str, int] = {}
-        for _ in range(200):
+
+        async def settled() -> bool:
+            nonlocal b
             with contextlib.suppress(redis.ConnectionError):
                 b = await queue.backlog()
-                if b["queued"] == 0 and b["pending"] == 0:
-                    break
-            await asyncio.sleep(0.05)
+            return b.get("queued") == 0 and b.get("pending") == 0
+
+        await eventually(settled)
         assert b == {"queued": 0, "pending": 0, "dead": 0}, b
         assert any("Redis unavailable" in rec.getMessage() for rec in caplog.records)
     finally:

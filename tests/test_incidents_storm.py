@@ -86,15 +86,7 @@ async def drained(*instances: Instance, timeout: float = 30.0) -> bool:  # noqa:
                 return False
         return True
 
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if await empty():
-            return True
-        await asyncio.sleep(0.05)
-    return await empty()
+    return bool(await eventually(empty, timeout=timeout))
 
 
 def am(

@@ -1,11 +1,10 @@
-# ruff: noqa: F811  (the `slack` fixture imported from tests.alerts_fixtures is used by name)
 """Alerts become Slack incident threads: webhook -> Redis Stream -> workers -> Slack stand-in, all real."""
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +20,7 @@ from bot.settings import Settings
 from bot.web import create_app
 from handlers.incidents import IncidentThreads
 from handlers.reply import Reply
+from skills.clock import ScaledClock
 from skills.incidents import Alert, Incident
 from tests.alerts_fixtures import (
     PostsSlack,
@@ -33,7 +33,6 @@ from tests.alerts_fixtures import (
     headers_posted,
     make_deps,
     payload,
-    slack,  # noqa: F401  (overrides conftest's: records accepted posts)
     thread_replies,
     tuned,
 )
@@ -55,13 +54,7 @@ class Bot:
             assert self.queue.publisher is not None
             return b["queued"] == 0 and b["pending"] == 0 and await self.queue.publisher.pending() == 0
 
-        loop = __import__("asyncio").get_running_loop()
-        deadline = loop.time() + timeout
-        while loop.time() < deadline:
-            if await empty():
-                return True
-            await __import__("asyncio").sleep(0.05)
-        return await empty()
+        return bool(await eventually(empty, timeout=timeout))
 
 
 def text_of(msg: dict[str, Any]) -> str:
@@ -75,7 +68,7 @@ async def quiet(inc: Incident, alert: Alert) -> AsyncIterator[Reply]:
 
 
 async def _bot(settings: Settings, slack: PostsSlack, investigate: Any = quiet, **overrides: Any) -> Bot:
-    deps = make_deps(tuned(settings, **overrides))
+    deps = make_deps(tuned(settings, **overrides), slack.clock)
     queue = build_alert_queue(deps, investigate, concurrency=2)
     app = create_app(deps)
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test")
@@ -87,6 +80,16 @@ async def _close(bot: Bot) -> None:
     await bot.queue.stop()
     await bot.client.aclose()
     await bot.deps.redis.aclose()
+
+
+@pytest.fixture
+def slack() -> Iterator[PostsSlack]:
+    """Overrides conftest's: records accepted posts, and shares a scaled clock with the bot, so Slack's
+    Retry-After and the client's retry backoff (0.5 s, 1 s) are waited out in full on it, not on the wall."""
+    standin = PostsSlack(clock=ScaledClock(100))
+    with serve(standin.app) as url:
+        standin.base_url = url
+        yield standin
 
 
 @pytest.fixture
@@ -223,16 +226,13 @@ def _responder(deps: Deps):
 
 
 async def _wait_drained(queue: AlertQueue, timeout: float = 15.0) -> None:  # noqa: ASYNC109
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
+    async def empty() -> bool:
         b = await queue.backlog()
-        if b["queued"] == 0 and b["pending"] == 0 and queue.publisher and await queue.publisher.pending() == 0:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"queue did not drain: {await queue.backlog()}")
+        publisher = queue.publisher
+        return b["queued"] == 0 and b["pending"] == 0 and publisher is not None and await publisher.pending() == 0
+
+    if not await eventually(empty, timeout=timeout):
+        raise AssertionError(f"queue did not drain: {await queue.backlog()}")
 
 
 async def test_slack_429_is_retried_after_retry_after(bot: Bot) -> None:

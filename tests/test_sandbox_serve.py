@@ -3,12 +3,10 @@ on the simulated project, with the Slack Web API stand-in recording what the wor
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -73,12 +71,7 @@ async def bot(
 
 async def _until(check: Any, timeout: float) -> bool:  # noqa: ASYNC109
     """Poll an async check (the server is another process: polling is how we learn it is up)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await check():
-            return True
-        await asyncio.sleep(0.1)
-    return False
+    return bool(await eventually(check, timeout=timeout))
 
 
 async def _post(client: httpx.AsyncClient, body: str) -> None:
