@@ -26,7 +26,7 @@ from bot.sandbox.openai_script import OpenAIScript  # noqa: E402
 from bot.sandbox.scripted_models import POLICIES  # noqa: E402
 from bot.sandbox.server import serve  # noqa: E402
 from bot.settings import load_settings  # noqa: E402
-from skills.agent_eval import one_line, table  # noqa: E402
+from skills.diagnosis.agent_eval import one_line, table  # noqa: E402
 
 
 async def _eval(base_url: str, model: str, api_key: str | None, names: list[str]) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from skills.diagnose_eval import render, score_corpus  # noqa: E402
+from skills.diagnosis.corpus_eval import render, score_corpus  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

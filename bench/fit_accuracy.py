@@ -7,7 +7,7 @@ left out of the mean absolute error (the planner is not tuned to them). Data: sk
 
 from __future__ import annotations
 
-from skills.fit_accuracy import load_measurements, mean_abs_error, rows
+from skills.capacity.fit_accuracy import load_measurements, mean_abs_error, rows
 
 
 def _fmt(x: float | str) -> str:

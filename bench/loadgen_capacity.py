@@ -3,7 +3,7 @@
 The vLLM simulator runs in its own process(es), so its CPU and GIL are not the generator's. It streams `OUT`
 tokens per request on an absolute schedule (TTFT, then one token every DELAY) and records each request's
 server-side span (arrival in the handler, last bytes handed to the socket). The generator runs here, on uvloop
-as `gemma-sre serve` does (uvicorn's default loop), through skills.loadgen.run_cell over
+as `gemma-sre serve` does (uvicorn's default loop), through skills.bench.loadgen.run_cell over
 bot.adapters.stream_client.StreamClient, closed loop; the generator stamps when each request reaches the
 socket. time.perf_counter is CLOCK_MONOTONIC on Linux, so the processes' stamps compare directly (the bench
 warns if a span falls outside its request).
@@ -45,7 +45,7 @@ import openai
 
 from bot.adapters.stream_client import StreamClient, StreamTarget
 from bot.sandbox.vllm_sim import SPAN_KEY_CHARS
-from skills.loadgen import PromptSet, RequestRecord, pct, run_cell
+from skills.bench.loadgen import PromptSet, RequestRecord, pct, run_cell
 
 TTFT, DELAY, OUT = 0.2, 0.1, 16
 IDEAL = TTFT + (OUT - 1) * DELAY

@@ -1,4 +1,4 @@
-"""Grouping accuracy and speed of the log grouper (skills/log_templates.py) next to drain3, on Loghub.
+"""Grouping accuracy and speed of the log grouper (skills/logs/templates.py) next to drain3, on Loghub.
 
     pip install '.[bench]'                          (drain3, the reference, is a bench-only extra)
     python bench/log_grouping.py [DATASET_DIR]      (default: tests/data/loghub)
@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from skills.log_templates import TemplateMiner  # noqa: E402
+from skills.logs.templates import TemplateMiner  # noqa: E402
 
 # One shared set of variable masks for drain3 (the usual Loghub preprocessing: IPs, block ids, hex, numbers).
 DRAIN_MASKS = [

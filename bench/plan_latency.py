@@ -13,10 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from skills.fit import FitRequest, plan_fit
-from skills.gcloud_cmd import deploy_command
-from skills.render_service import DeployConfig, probe_for, render_service
-from skills.service_diff import diff_specs
+from skills.capacity.fit import FitRequest, plan_fit
+from skills.deploy.diff import diff_specs
+from skills.deploy.gcloud import deploy_command
+from skills.deploy.render_service import DeployConfig, probe_for, render_service
 
 
 def _one(running: dict) -> tuple[float, float]:

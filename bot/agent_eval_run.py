@@ -1,4 +1,4 @@
-"""Run the agent over the scenario corpus against a model endpoint, and score it (skills/agent_eval.py).
+"""Run the agent over the scenario corpus against a model endpoint, and score it (skills/diagnosis/agent_eval.py).
 
 The model is whatever OpenAI-compatible endpoint the settings name (VLLM_BASE_URL / VLLM_MODEL_ID /
 VLLM_API_KEY). Everything else the agent reads comes from the sandbox: a Cloud Logging stand-in replays each
@@ -22,7 +22,7 @@ from bot.sandbox.examples import SCENARIOS
 from bot.sandbox.server import serve
 from bot.settings import Settings
 from bot.wiring import build_deps, close_deps
-from skills.agent_eval import Expectation, Run, Score, score
+from skills.diagnosis.agent_eval import Expectation, Run, Score, score
 
 PROJECT = "eval-proj"
 SINCE_MINUTES = 120

@@ -8,7 +8,7 @@ from bot.settings import Settings
 
 if TYPE_CHECKING:
     from handlers.deps import Progress
-    from skills.agent_eval import Score
+    from skills.diagnosis.agent_eval import Score
 
 
 class ScenarioEvals:

@@ -29,8 +29,8 @@ from redis.exceptions import RedisError
 
 from bot.settings import Settings
 from handlers.alerts.pubsub import MalformedAlert, to_alerts
-from skills.incidents import Alert
-from skills.redact import redact
+from skills.incidents.model import Alert
+from skills.logs.redact import redact
 from skills.retrying import RetryPolicy, Sleep, describe_error, retry_call
 
 log = logging.getLogger(__name__)

@@ -30,8 +30,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bot.deps import Deps
 from skills.clock import REAL_CLOCK, Clock
-from skills.incidents import Alert
-from skills.redact import redact
+from skills.incidents.model import Alert
+from skills.logs.redact import redact
 from skills.retrying import RetryPolicy, Sleep, describe_error, retry_call
 
 log = logging.getLogger(__name__)

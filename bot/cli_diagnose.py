@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from bot.settings import Settings
-from skills.diagnose import diagnose
-from skills.findings import Diagnosis
-from skills.logs import entry_from_api, parse_lines
+from skills.diagnosis.diagnose import diagnose
+from skills.diagnosis.findings import Diagnosis
+from skills.logs.fetch import entry_from_api, parse_lines
 from skills.ports import LogEntry
 
 _CHUNK = 1 << 20

@@ -12,8 +12,8 @@ import sys
 from handlers.commands.fit import render_fit
 from handlers.fit_args import add_fit_arguments, namespace_to_request
 from handlers.render_text import to_text
+from skills.capacity.fit import FitReport, plan_fit
 from skills.errors import InvalidInput
-from skills.fit import FitReport, plan_fit
 
 
 def report_json(r: FitReport) -> dict:

@@ -12,13 +12,13 @@ import redis.asyncio as redis
 
 from bot.settings import Settings
 from bot.telemetry import Telemetry
-from skills.confirm import UsergroupMembers, WriteGate
-from skills.deploy_env import DeployEnv
-from skills.incident_store import IncidentStore
-from skills.plans import PlanStore
+from skills.deploy.confirm import UsergroupMembers, WriteGate
+from skills.deploy.env import DeployEnv
+from skills.deploy.flow import WriteFlow
+from skills.deploy.plans import PlanStore
+from skills.incidents.store import IncidentStore
 from skills.ports import Logs, Metrics, ModelServer, Runtime, StreamClients
 from skills.short_cache import ShortCache
-from skills.write_flow import WriteFlow
 
 if TYPE_CHECKING:  # annotations only: these pull in openai, slack_sdk and the sandbox's stand-ins
     from slack_sdk.web.async_client import AsyncWebClient

@@ -7,7 +7,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 
-from skills.redact import redact
+from skills.logs.redact import redact
 
 
 class JsonFormatter(logging.Formatter):

@@ -39,7 +39,7 @@ from handlers.render_slack import escape, to_blocks
 from handlers.reply import FileOut, Reply
 from handlers.router import help_for, help_reply, lookup, parse, run_action, run_command
 from skills.clock import REAL_CLOCK, Clock
-from skills.redact import redact
+from skills.logs.redact import redact
 
 log = logging.getLogger(__name__)
 

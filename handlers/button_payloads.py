@@ -1,11 +1,10 @@
 """Plan buttons carry an id instead of their payload (Slack caps a button's value at 2,000 characters; the
-payloads are stored by skills/button_payloads.py, which says more)."""
+payloads are stored by skills/actions/button_payloads.py, which says more)."""
 
 from __future__ import annotations
 
-from skills.button_payloads import PayloadStore, is_id
-
-from .reply import PLAN_ACTION, Reply
+from handlers.reply import PLAN_ACTION, Reply
+from skills.actions.button_payloads import PayloadStore, is_id
 
 
 class ButtonPayloads(PayloadStore):

@@ -6,7 +6,7 @@ import argparse
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from .reply import FileOut, Reply
+from handlers.reply import FileOut, Reply
 
 if TYPE_CHECKING:
     from handlers.deps import HandlerDeps

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from handlers.remediation_render import action_buttons
+from handlers.reply import Reply
+from skills.diagnosis.remediation import ProposedAction
 from skills.errors import UserFacingError
-from skills.redact import redact
-from skills.remediation import ProposedAction
-
-from .remediation_render import action_buttons
-from .reply import Reply
+from skills.logs.redact import redact
 
 if TYPE_CHECKING:
-    from .context import Responder
-    from .deps import HandlerDeps
+    from handlers.context import Responder
+    from handlers.deps import HandlerDeps
 
 MAX_QUESTION_CHARS = 4000
 NOT_CONFIGURED = ("The model agent is not configured.", "Set VLLM_BASE_URL or deploy the model first.")

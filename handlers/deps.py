@@ -13,10 +13,10 @@ from typing import Any, Protocol
 import redis.asyncio as redis
 from pydantic import SecretStr
 
-from skills.agent_eval import Score
+from skills.deploy.flow import WriteFlow
+from skills.diagnosis.agent_eval import Score
+from skills.diagnosis.remediation import ProposedAction, RemediationPlan
 from skills.ports import Logs, Metrics, ModelEndpoint, ModelServer, Runtime, StreamClients
-from skills.remediation import ProposedAction, RemediationPlan
-from skills.write_flow import WriteFlow
 
 Progress = Callable[[str], Awaitable[None]]
 

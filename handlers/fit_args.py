@@ -12,8 +12,8 @@ import re
 from pydantic import ValidationError
 
 from handlers.args import CommandParser
+from skills.capacity.fit import FitRequest
 from skills.errors import InvalidInput
-from skills.fit import FitRequest
 
 MODELS_HINT = "`/gemma models` lists the catalog."
 

@@ -26,10 +26,10 @@ from handlers.context import Responder
 from handlers.incident_render import header_reply, lines_reply
 from handlers.reply import Reply
 from skills.clock import Clock
-from skills.incident_outbox import IncidentOutbox, Record
-from skills.incidents import Alert, Incident
-from skills.leases import Lease
-from skills.redact import redact
+from skills.incidents.leases import Lease
+from skills.incidents.model import Alert, Incident
+from skills.incidents.outbox import IncidentOutbox, Record
+from skills.logs.redact import redact
 
 if TYPE_CHECKING:
     from handlers.deps import HandlerSettings

@@ -1,8 +1,8 @@
 """The publisher: turns recorded incident state into Slack messages, within Slack's rate limits.
 
-Workers only record (skills/incident_store.py); this loop, one per process, makes every Slack call. What it
-reads and records in Redis goes through skills/incident_outbox.py; this module decides and calls Slack. For each
-channel with work it holds a fenced lease (skills/leases.py), so one instance at a time posts into a channel:
+Workers only record (skills/incidents/store.py); this loop, one per process, makes every Slack call. What it
+reads and records in Redis goes through skills/incidents/outbox.py; this module decides and calls Slack. For each
+channel with work it holds a fenced lease (skills/incidents/leases.py), so one instance at a time posts into a channel:
 a storm split across instances still yields one thread per incident and no duplicate line, and a killed
 instance's channel is taken over when its lease lapses (`alert_channel_lease_ms`).
 
@@ -34,10 +34,10 @@ from handlers.incident_effects import REDIS_DOWN as _REDIS_DOWN
 from handlers.incident_effects import DeadNotice, Effect, ResponderFor, SlackEffects
 from handlers.incident_render import storm_reply
 from skills.clock import Clock
-from skills.incident_outbox import IncidentOutbox, Loaded, Record
-from skills.incident_store import IncidentStore
-from skills.incidents import Incident, severity_rank
-from skills.leases import Lease
+from skills.incidents.leases import Lease
+from skills.incidents.model import Incident, severity_rank
+from skills.incidents.outbox import IncidentOutbox, Loaded, Record
+from skills.incidents.store import IncidentStore
 from skills.retrying import RetryPolicy, describe_error, retry_call
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """How an incident reads in Slack: its header, its coalesced thread lines, and the storm summary.
 
-Everything here is a pure function of recorded state (skills/incidents.py), so a retried or re-run effect
+Everything here is a pure function of recorded state (skills/incidents/model.py), so a retried or re-run effect
 renders the same message. Untrusted alert text is redacted and clipped; the storm summary stays within Block
 Kit's limits (at most 50 blocks, 3,000 characters per section text:
 https://api.slack.com/reference/block-kit/blocks#section).
@@ -13,8 +13,8 @@ from datetime import datetime
 
 from handlers.reply import Reply
 from skills.durations import format_duration
-from skills.incidents import SEVERITIES, Event, Incident
-from skills.redact import redact
+from skills.incidents.model import SEVERITIES, Event, Incident
+from skills.logs.redact import redact
 
 _ICON = {"firing": ":rotating_light:", "resolved": ":white_check_mark:"}
 SEV_ICON = {"critical": ":red_circle:", "error": ":large_orange_circle:", "warning": ":large_yellow_circle:"}

@@ -1,7 +1,7 @@
 """Alert threads in Slack: the queue worker's job, and the incident's one investigation.
 
 A queue worker calls `IncidentThreads.handle(entry_id, alert)` for each queued alert. The job only records:
-the alert is folded into its incident in Redis (skills/incident_store.py, an optimistic transaction, no lock)
+the alert is folded into its incident in Redis (skills/incidents/store.py, an optimistic transaction, no lock)
 and the incident is marked for the publisher (handlers/incident_publisher.py), which makes every Slack call
 within Slack's rate limits, with an intent recorded before each post. An incident's first alert also runs
 its investigation (findings, then the agent's plan) once per incident, however many alerts it groups; the
@@ -21,13 +21,13 @@ from handlers.incident_render import event_line, header_reply, lines_reply
 from handlers.remediation_render import render_remediation
 from handlers.reply import Reply
 from skills.clock import REAL_CLOCK, Clock
-from skills.diagnose import diagnose_service
+from skills.diagnosis.diagnose import diagnose_service
+from skills.diagnosis.remediation import RemediationPlan
 from skills.errors import UserFacingError
-from skills.incident_store import IncidentStore
-from skills.incidents import Alert, Change, Incident, utcnow, window_for
+from skills.incidents.model import Alert, Change, Incident, utcnow, window_for
+from skills.incidents.store import IncidentStore
+from skills.logs.redact import redact
 from skills.ports import LogQuery
-from skills.redact import redact
-from skills.remediation import RemediationPlan
 
 if TYPE_CHECKING:
     from handlers.deps import HandlerDeps

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from .args import ArgsFn, CommandParser
-from .context import ActionContext, CommandContext
-from .reply import Reply
+from handlers.args import ArgsFn, CommandParser
+from handlers.context import ActionContext, CommandContext
+from handlers.reply import Reply
 
 CommandFn = Callable[[CommandContext], Awaitable[Reply | None]]
 ActionFn = Callable[[ActionContext], Awaitable[Reply | None]]
@@ -100,7 +100,7 @@ def load_all() -> None:
     import importlib
     import pkgutil
 
-    from . import commands
+    from handlers import commands
 
     for mod in pkgutil.iter_modules(commands.__path__):
         importlib.import_module(f"{commands.__name__}.{mod.name}")

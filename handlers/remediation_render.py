@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from skills.redact import redact
-from skills.remediation import RemediationPlan
-
-from .reply import Button, Reply, plan_button
+from handlers.reply import Button, Reply, plan_button
+from skills.diagnosis.remediation import RemediationPlan
+from skills.logs.redact import redact
 
 
 def action_label(action: str, params: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .reply import Reply
+from handlers.reply import Reply
 
 _TEXT_MAX = 2900  # section text limit is 3000 chars
 _FIELD_MAX = 1900  # a field's text limit is 2000 chars

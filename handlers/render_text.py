@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .reply import Reply
+from handlers.reply import Reply
 
 _LINK = re.compile(r"<([^|>]+)\|([^>]+)>")
 _EMOJI = re.compile(r":([a-z_]+):")

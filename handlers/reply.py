@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from skills.redact import redact
+from skills.logs.redact import redact
 
 
 class Button(BaseModel):

@@ -6,11 +6,10 @@ import logging
 import shlex
 import uuid
 
+from handlers.context import ActionContext, CommandContext
+from handlers.registry import COMMANDS, Command, find_action
+from handlers.reply import Reply, error_reply
 from skills.errors import UserFacingError
-
-from .context import ActionContext, CommandContext
-from .registry import COMMANDS, Command, find_action
-from .reply import Reply, error_reply
 
 log = logging.getLogger(__name__)
 

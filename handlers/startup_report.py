@@ -1,4 +1,4 @@
-"""The deploy thread's "predicted vs actual" message, once a deploy turns ready (skills/startup_check.py)."""
+"""The deploy thread's "predicted vs actual" message, once a deploy turns ready (skills/capacity/startup_check.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from handlers.reply import Reply
-from skills.plans import Plan
-from skills.startup_check import StartupCheck, check_startup
+from skills.capacity.startup_check import StartupCheck, check_startup
+from skills.deploy.plans import Plan
 
 if TYPE_CHECKING:
     from handlers.deps import HandlerDeps

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential_jitter
 
-from skills.redact import redact
+from skills.logs.redact import redact
 
 T = TypeVar("T")
 Clock = Callable[[], float]

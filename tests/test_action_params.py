@@ -1,7 +1,8 @@
 """One params model per action: the agent's tool schema, the proposal sanitizer and the plan builder agree.
 
-Before, skills/remediation.py and skills/plan_actions.py each had their own models: the agent could propose
-kv_cache_dtype="fp8_e4m3", the sanitizer kept it, it became a button, and the plan builder refused the click.
+Before, skills/diagnosis/remediation.py and skills/deploy/plan_builder.py each had their own models: the agent
+could propose kv_cache_dtype="fp8_e4m3", the sanitizer kept it, it became a button, and the plan builder refused
+the click.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from typing import Any
 import pytest
 
 from bot.agent import toolset
-from skills import action_params, plan_actions
-from skills.remediation import PROPOSABLE, ProposedAction, sanitize_action
+from skills.actions import params as action_params
+from skills.deploy import plan_builder as plan_actions
+from skills.diagnosis.remediation import PROPOSABLE, ProposedAction, sanitize_action
 
 
 def test_the_sanitizer_the_tools_and_the_builder_share_one_model_per_action() -> None:

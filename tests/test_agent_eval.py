@@ -18,7 +18,7 @@ from bot.sandbox.openai_script import OpenAIScript
 from bot.sandbox.scripted_models import POLICIES
 from bot.sandbox.server import serve
 from bot.settings import Settings
-from skills.agent_eval import Score, one_line, table
+from skills.diagnosis.agent_eval import Score, one_line, table
 
 MODEL_ID = "google/gemma-4-12b-it"
 pytest_plugins = ["tests.agent_fixtures"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bot.agent.agent import parse_plan
 from bot.agent.budget import estimate_tokens, trim_history, truncate
 from bot.agent.textcalls import parse_text_calls, strip_reasoning
-from skills.remediation import ProposedAction, merge_actions, sanitize_action
+from skills.diagnosis.remediation import ProposedAction, merge_actions, sanitize_action
 
 
 def test_gemma_native_call_with_typed_values() -> None:

@@ -18,7 +18,7 @@ from bot.sandbox.pubsub_grpc import PubSubStandIn, serve_pubsub
 from bot.sandbox.slack_api import SlackStandIn
 from bot.settings import Settings
 from bot.web import create_app
-from skills.incidents import Alert
+from skills.incidents.model import Alert
 from tests.alerts_fixtures import basic, gcp_alert, make_deps, tuned
 from tests.eventually import eventually
 

@@ -13,7 +13,7 @@ from bot.alert_queue import AlertQueue
 from bot.deps import Deps
 from bot.settings import Settings
 from bot.web import create_app
-from skills.incidents import Alert
+from skills.incidents.model import Alert
 from tests.alerts_fixtures import TOKEN, am_alert, basic, bearer, gcp_alert, make_deps, payload
 
 

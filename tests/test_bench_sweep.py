@@ -16,9 +16,7 @@ from bot.sandbox.vllm_sim import SPAN_KEY_CHARS
 from handlers.context import ActionContext, CommandContext
 from handlers.registry import load_all
 from handlers.router import run_action, run_command
-from skills.bench_report import compare, recent_sweeps
-from skills.errors import InvalidInput
-from skills.loadgen import (
+from skills.bench.loadgen import (
     BenchSpec,
     PromptSet,
     fit_contexts,
@@ -27,6 +25,8 @@ from skills.loadgen import (
     run_sweep,
     size_prompt,
 )
+from skills.bench.report import compare, recent_sweeps
+from skills.errors import InvalidInput
 from tests.eventually import eventually
 from tests.observe_fixtures import RecordingResponder, deps_for, reply_text, running_sim  # noqa: F401
 

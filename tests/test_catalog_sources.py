@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from skills.catalog import load_catalog
+from skills.capacity.catalog import load_catalog
 
 RAW: dict[str, Any] = yaml.safe_load(resources.files("skills").joinpath("data/catalog.yaml").read_text())
 NOT_NUMBERS = {"hf_repo", "config", "aliases", "base", "quantization", "vllm_args", "notes", "sources"}

@@ -8,7 +8,7 @@ import pytest
 from handlers.context import CommandContext
 from handlers.registry import COMMANDS, load_all
 from handlers.router import help_for, help_reply, run_command
-from skills.action_params import DeployParams
+from skills.actions.params import DeployParams
 from skills.errors import InvalidInput
 from tests.agent_helpers import RecordingResponder
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bot.cli_diagnose import run
-from skills.condense import condense, fold
+from skills.logs.condense import condense, fold
 from skills.ports import LogEntry
 from skills.tokens import estimate_tokens
 from tests.example_data import SCENARIOS

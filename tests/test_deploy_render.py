@@ -7,8 +7,7 @@ import json
 import pytest
 from google.cloud import run_v2
 
-from skills.errors import InvalidInput
-from skills.render_service import (
+from skills.deploy.render_service import (
     DeployConfig,
     fuse_mount_options,
     probe_for,
@@ -16,7 +15,8 @@ from skills.render_service import (
     set_model,
     with_tool_calling,
 )
-from skills.vllm_flags import VllmFlags
+from skills.deploy.vllm_flags import VllmFlags
+from skills.errors import InvalidInput
 
 
 def _cfg(**kw: object) -> DeployConfig:

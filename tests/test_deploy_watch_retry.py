@@ -7,8 +7,8 @@ from typing import Any
 from bot.adapters.cloud_run import CloudRunRuntime
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.settings import Settings
-from skills.deploy import Progress, execute
-from skills.plan_actions import build_plan
+from skills.deploy.execute import Progress, execute
+from skills.deploy.plan_builder import build_plan
 
 pytest_plugins = ["tests.deploy_fixtures"]
 

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from skills.analyzers import KINDS
-from skills.diagnose import diagnose
-from skills.logs import parse_lines
+from skills.diagnosis.analyzers import KINDS
+from skills.diagnosis.diagnose import diagnose
+from skills.diagnosis.remediation import sanitize_action
+from skills.logs.fetch import parse_lines
 from skills.ports import LogEntry, ServiceInfo
-from skills.remediation import sanitize_action
 from tests.example_data import SCENARIOS
 
 T0 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)

@@ -8,7 +8,7 @@ import pytest
 
 from skills.durations import format_duration, parse_duration
 from skills.errors import InvalidInput
-from skills.logs import parse_since
+from skills.logs.fetch import parse_since
 
 
 @pytest.mark.parametrize(

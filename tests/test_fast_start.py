@@ -47,7 +47,7 @@ print(json.dumps([code, sorted(m for m in OFFLINE if m in sys.modules)]))
 def test_serve_does_not_import_the_offline_tools_before_it_binds() -> None:
     # `gemma-sre fit` / `diagnose` register their parsers from bot/cli_<name>.py, importing the planner and
     # the log diagnosis (~0.3 s); serve needs neither before it answers /healthz.
-    code = "OFFLINE = ('skills.diagnose', 'handlers.commands.fit', 'skills.fit')\n" + _SERVE_PARSE
+    code = "OFFLINE = ('skills.diagnosis.diagnose', 'handlers.commands.fit', 'skills.capacity.fit')\n" + _SERVE_PARSE
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
     ).stdout

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from bot import cli_diagnose
-from skills.analyzers import KINDS
-from skills.diagnose import diagnose
-from skills.diagnose_eval import diagnose_file, render, score_corpus
-from skills.findings import Diagnosis
-from skills.logs import parse_lines
+from skills.diagnosis.analyzers import KINDS
+from skills.diagnosis.corpus_eval import diagnose_file, render, score_corpus
+from skills.diagnosis.diagnose import diagnose
+from skills.diagnosis.findings import Diagnosis
+from skills.diagnosis.remediation import plan_from_findings, sanitize_action
+from skills.logs.fetch import parse_lines
 from skills.ports import LogEntry, ServiceInfo
-from skills.remediation import plan_from_findings, sanitize_action
 from tests.example_data import SCENARIOS
 
 CORPUS = Path(__file__).parent / "data" / "field_logs"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from skills import kv_accounting as kva
-from skills.fit import FitRequest, layer_specs, limits_for, load_catalog, plan_fit
-from skills.fit_accuracy import load_measurements, mean_abs_error, rows
+from skills.capacity import kv_accounting as kva
+from skills.capacity.fit import FitRequest, layer_specs, limits_for, load_catalog, plan_fit
+from skills.capacity.fit_accuracy import load_measurements, mean_abs_error, rows
 
 
 def test_12b_qat_on_a100_kv_tokens_within_2_percent_of_the_report() -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from skills.catalog import load_catalog, parse_catalog
+from skills.capacity.catalog import load_catalog, parse_catalog
+from skills.capacity.fit import FitRequest, plan_fit
 from skills.errors import InvalidInput
-from skills.fit import FitRequest, plan_fit
 
 CATALOG = Path(__file__).resolve().parents[1] / "skills" / "data" / "catalog.yaml"
 

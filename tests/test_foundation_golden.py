@@ -23,12 +23,12 @@ from handlers.render_slack import to_blocks
 from handlers.render_text import to_text
 from handlers.reply import Reply
 from handlers.router import help_reply
-from skills.diagnose import diagnose
-from skills.fit import FitRequest, plan_fit
-from skills.incidents import Alert, new_incident
-from skills.logs import parse_lines
+from skills.capacity.fit import FitRequest, plan_fit
+from skills.diagnosis.diagnose import diagnose
+from skills.incidents.model import Alert, new_incident
+from skills.logs.fetch import parse_lines
+from skills.observe.status import ModelProbe, StatusReport, status_notes
 from skills.ports import Condition, ProbeResult, ServiceInfo
-from skills.status import ModelProbe, StatusReport, status_notes
 
 GOLDEN = Path(__file__).parent / "golden"
 DATA = EXAMPLES

@@ -9,12 +9,12 @@ import pytest
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.sandbox.cloud_run_validation import CLOUD_RUN_GPUS, validate_service
 from bot.sandbox.openai_script import OpenAIScript, say
-from skills.catalog import load_catalog
+from skills.capacity.catalog import load_catalog
+from skills.capacity.image_compat import check_image, default_image, load_image_data, newest_compatible, parse_image
+from skills.deploy.plan_builder import build_plan
+from skills.deploy.profiles import load_profiles
+from skills.deploy.render_service import main_container
 from skills.errors import InvalidInput
-from skills.image_compat import check_image, default_image, load_image_data, newest_compatible, parse_image
-from skills.plan_actions import build_plan
-from skills.profiles import load_profiles
-from skills.render_service import main_container
 from tests.agent_helpers import plan_json
 
 pytest_plugins = ["tests.deploy_fixtures", "tests.agent_fixtures"]

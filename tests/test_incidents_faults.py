@@ -26,7 +26,7 @@ from bot.alert_queue import build_alert_queue
 from bot.settings import Settings
 from bot.web import create_app
 from handlers.reply import Reply
-from skills.incidents import Alert, Incident
+from skills.incidents.model import Alert, Incident
 from tests.alerts_fixtures import (
     PostsSlack,
     basic,

@@ -24,9 +24,9 @@ from bot.slack_app import ClockedRateLimitRetryHandler
 from bot.web import create_app
 from handlers.reply import Reply
 from skills.clock import ScaledClock
-from skills.incident_store import IncidentStore
-from skills.incidents import Alert, Incident, severity_rank, utcnow
-from skills.leases import Lease
+from skills.incidents.leases import Lease
+from skills.incidents.model import Alert, Incident, severity_rank, utcnow
+from skills.incidents.store import IncidentStore
 from tests.alerts_fixtures import PostsSlack, bearer, eventually, make_deps, tuned
 
 SEVERITIES = ("critical", "error", "warning", "info")

@@ -22,8 +22,8 @@ from bot.sandbox.server import serve
 from bot.sandbox.slack_limits import RateLimits
 from bot.settings import Settings
 from skills.clock import REAL_CLOCK
-from skills.incident_outbox import IncidentOutbox
-from skills.incident_store import IncidentStore
+from skills.incidents.outbox import IncidentOutbox
+from skills.incidents.store import IncidentStore
 from tests.alerts_fixtures import PostsSlack, eventually, tuned
 from tests.test_incidents_faults import OwnRedis, _env
 from tests.test_incidents_storm import am, close, drained, incident_headers, service_of, start

@@ -21,7 +21,7 @@ from bot.web import create_app
 from handlers.incidents import IncidentThreads
 from handlers.reply import Reply
 from skills.clock import ScaledClock
-from skills.incidents import Alert, Incident
+from skills.incidents.model import Alert, Incident
 from tests.alerts_fixtures import (
     PostsSlack,
     am_alert,

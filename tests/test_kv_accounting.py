@@ -1,4 +1,4 @@
-"""vLLM's own KV-cache utility test cases, ported to skills/kv_accounting.py.
+"""vLLM's own KV-cache utility test cases, ported to skills/capacity/kv_accounting.py.
 
 Source: vllm-project/vllm tests/v1/core/test_kv_cache_utils.py (commit 002f10e0): test_get_kv_cache_config_one_worker,
 test_is_kv_cache_spec_uniform, test_estimate_max_model_len, test_get_max_concurrency_for_kv_cache_config and the
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from skills import kv_accounting as kva
+from skills.capacity import kv_accounting as kva
 
 GIB = 1024**3
 

@@ -1,4 +1,4 @@
-"""The log grouper on variables that are not whitespace-separated tokens (skills/log_templates.py).
+"""The log grouper on variables that are not whitespace-separated tokens (skills/logs/templates.py).
 
 Generalisation is measured by bench/log_grouping.py on Loghub systems kept out of the repository; these tests
 pin the shapes one by one so that a change to the masks shows which shape it broke.
@@ -6,7 +6,7 @@ pin the shapes one by one so that a change to the masks shows which shape it bro
 
 from __future__ import annotations
 
-from skills.log_templates import TemplateMiner, mask
+from skills.logs.templates import TemplateMiner, mask
 
 
 def _groups(lines: list[str]) -> list[int]:

@@ -17,7 +17,7 @@ from handlers.context import CommandContext
 from handlers.registry import load_all
 from handlers.router import run_command
 from skills.errors import UserFacingError
-from skills.service_metrics import service_metrics
+from skills.observe.service_metrics import service_metrics
 from tests.observe_fixtures import RecordingResponder, deps_for, reply_text  # noqa: F401
 
 load_all()

@@ -8,7 +8,7 @@ from handlers.context import CommandContext
 from handlers.registry import load_all
 from handlers.router import run_command
 from skills.errors import UserFacingError
-from skills.model_metrics import Histo, collect_model_metrics, histogram_quantile, parse_snapshot, summarize
+from skills.observe.model_metrics import Histo, collect_model_metrics, histogram_quantile, parse_snapshot, summarize
 from tests.observe_fixtures import RecordingResponder, deps_for, reply_text, running_sim, sim  # noqa: F401
 
 load_all()
@@ -102,8 +102,8 @@ async def test_metrics_command_renders_flags_and_window(sim, deps_for) -> None: 
 
 def test_the_simulators_kv_cache_size_is_vllms_count_for_its_blocks() -> None:
     from bot.sandbox.vllm_sim import SimConfig
-    from skills import kv_accounting as kva
-    from skills.fit import layer_specs, load_catalog
+    from skills.capacity import kv_accounting as kva
+    from skills.capacity.fit import layer_specs, load_catalog
 
     cat, c = load_catalog(), SimConfig()
     groups = kva.get_kv_cache_groups(layer_specs(cat, cat.model("gemma-4-26b-a4b-qat"), c.cache_dtype))

@@ -7,12 +7,12 @@ import pytest
 from handlers.context import CommandContext
 from handlers.registry import load_all
 from handlers.router import run_command
-from skills.bench_report import save_sweep
-from skills.cost import hourly_cost, parse_memory_gib, usd_per_m_tokens
-from skills.loadgen import BenchSpec, CellResult, SweepResult
-from skills.model_health import deep_health
+from skills.bench.loadgen import BenchSpec, CellResult, SweepResult
+from skills.bench.report import save_sweep
+from skills.capacity.cost import hourly_cost, parse_memory_gib, usd_per_m_tokens
+from skills.observe.health import deep_health
+from skills.observe.query import stream_query
 from skills.ports import ServiceInfo
-from skills.query import stream_query
 from tests.observe_fixtures import RecordingResponder, deps_for, reply_text, running_sim  # noqa: F401
 
 load_all()

@@ -7,7 +7,7 @@ from typing import Any
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from handlers.commands.plans import DESTROY_NAME_BLOCK, DESTROY_OPEN_ACTION, DESTROY_SUBMIT_ACTION
 from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION, PLAN_ACTION
-from skills.remediation import ProposedAction
+from skills.diagnosis.remediation import ProposedAction
 from tests.deploy_helpers import click, command, plan_id_of, plan_value
 
 pytest_plugins = ["tests.deploy_fixtures"]

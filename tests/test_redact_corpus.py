@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import string
 
-from skills.redact import redact, redact_obj
+from skills.logs.redact import redact, redact_obj
 from tests.example_data import LOGHUB
 
 rng = random.Random(7)

@@ -25,8 +25,8 @@ from bot.sandbox.slack_api import SlackStandIn
 from bot.sandbox.slack_signing import action_body, command_body, signed_headers
 from bot.web import create_app
 from handlers.reply import CONFIRM_ACTION
-from skills.logs import parse_lines
-from skills.redact import redact
+from skills.logs.fetch import parse_lines
+from skills.logs.redact import redact
 from tests.agent_helpers import plan_json
 from tests.conftest import SIGNING_SECRET
 from tests.eventually import eventually

@@ -17,9 +17,9 @@ from bot.sandbox.cloud import Sandbox
 from bot.sandbox.lifecycle import PULL_S
 from bot.sandbox.scenarios import SCENARIOS
 from bot.settings import Settings, load_settings
-from skills.deploy_env import DeployEnv
-from skills.diagnose import diagnose_service
-from skills.plan_actions import build_plan
+from skills.deploy.env import DeployEnv
+from skills.deploy.plan_builder import build_plan
+from skills.diagnosis.diagnose import diagnose_service
 from skills.ports import LogQuery
 
 DEPLOY_SCENARIOS = [name for name, s in SCENARIOS.items() if not s.load]

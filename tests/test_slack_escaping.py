@@ -23,8 +23,8 @@ from handlers.incidents import render_plan
 from handlers.remediation_render import render_remediation
 from handlers.render_slack import to_blocks
 from handlers.reply import Reply
-from skills.incidents import Alert, new_incident
-from skills.remediation import Evidence, ProposedAction, RemediationPlan
+from skills.diagnosis.remediation import Evidence, ProposedAction, RemediationPlan
+from skills.incidents.model import Alert, new_incident
 
 EVIL = "<!channel> see <https://evil.example/x|Grafana> & <@U0BOSS>"
 
@@ -83,7 +83,7 @@ def test_agent_answer_escaped_once() -> None:
 
 
 def test_log_lines_in_diagnosis_are_escaped() -> None:
-    from skills.diagnose import diagnose
+    from skills.diagnosis.diagnose import diagnose
     from skills.ports import LogEntry
 
     lines = [EVIL, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB " + EVIL]

@@ -1,5 +1,5 @@
 """The planner checks itself: vLLM's start-up lines -> figures -> predicted vs actual in the deploy thread,
-kept in Redis, and shown by /gemma fit. Lines are shaped exactly as vLLM formats them (skills/startup_log.py
+kept in Redis, and shown by /gemma fit. Lines are shaped exactly as vLLM formats them (skills/capacity/startup_log.py
 names the source file of each), behind the prefix vLLM's logger adds."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.settings import Settings
 from bot.wiring import build_deps, close_deps
 from handlers.reply import CONFIRM_ACTION
-from skills.fit import FitRequest, plan_fit
-from skills.image_compat import default_image
-from skills.startup_log import cold_start_lines, comparison_lines, last_figures, parse_startup
+from skills.capacity.fit import FitRequest, plan_fit
+from skills.capacity.image_compat import default_image
+from skills.capacity.startup_log import cold_start_lines, comparison_lines, last_figures, parse_startup
 from tests.deploy_helpers import click, command, plan_id_of
 
 pytest_plugins = ["tests.deploy_fixtures", "tests.agent_fixtures"]

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from skills.confirm import WriteGate, is_deployer
+from skills.deploy.confirm import WriteGate, is_deployer
 
 
 async def test_a_usergroup_lookup_failure_denies_and_says_why(caplog: pytest.LogCaptureFixture) -> None:
@@ -27,9 +27,9 @@ async def test_a_usergroup_lookup_failure_denies_and_says_why(caplog: pytest.Log
         deployer_usergroup="S0DEPLOY",
         usergroup_members=slack_down,
     )
-    with caplog.at_level(logging.WARNING, logger="skills.confirm"):
+    with caplog.at_level(logging.WARNING, logger="skills.deploy.confirm"):
         assert await is_deployer(gate, "U42") is False
-    [rec] = [r for r in caplog.records if r.name == "skills.confirm"]
+    [rec] = [r for r in caplog.records if r.name == "skills.deploy.confirm"]
     assert rec.levelno == logging.WARNING
     msg = rec.getMessage()
     assert "U42" in msg and "S0DEPLOY" in msg and "ConnectionError" in msg and "503" in msg

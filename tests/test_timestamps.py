@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from bot.sandbox.logging_filter import FilterError, parse_ts
-from skills.logs import entry_from_api
+from skills.logs.fetch import entry_from_api
 from skills.timestamps import parse_timestamp
 
 CASES = {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.agent import budget
-from skills import condense as condense_mod
+from skills.logs import condense as condense_mod
 from skills.tokens import estimate_tokens
 
 # Log text is dense with digits and punctuation: where a plain 4-characters rule and the digest's rule disagreed.

@@ -13,7 +13,7 @@ from bot.settings import Settings
 from bot.wiring import build_deps
 from handlers.incidents import make_investigator
 from handlers.registry import load_all
-from skills.incidents import Alert, Incident
+from skills.incidents.model import Alert, Incident
 
 
 def unconfigured(settings: Settings) -> Settings:

@@ -1,4 +1,4 @@
-"""One model of the vLLM flags (skills/vllm_flags.py): parse and render round trips, unknown flags kept,
+"""One model of the vLLM flags (skills/deploy/vllm_flags.py): parse and render round trips, unknown flags kept,
 `=` forms, malformed values refused, and the planner, renderer and diff agreeing on vLLM's defaults."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from skills.fit import FitRequest, plan_fit
-from skills.plan_actions import plan_deploy
-from skills.profiles import load_profiles
-from skills.render_service import DeployConfig, probe_for, render_service, vllm_args
-from skills.service_diff import diff_specs
-from skills.vllm_flags import VllmFlags, VllmFlagsError
+from skills.capacity.fit import FitRequest, plan_fit
+from skills.deploy.diff import diff_specs
+from skills.deploy.plan_builder import plan_deploy
+from skills.deploy.profiles import load_profiles
+from skills.deploy.render_service import DeployConfig, probe_for, render_service, vllm_args
+from skills.deploy.vllm_flags import VllmFlags, VllmFlagsError
 
 pytest_plugins = ["tests.deploy_fixtures"]
 

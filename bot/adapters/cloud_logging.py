@@ -23,9 +23,9 @@ from bot.adapters.blocking import BlockingPool
 from bot.adapters.google_auth import cloud_credentials
 from bot.settings import Settings
 from skills.errors import CloudUnavailable, InvalidInput
-from skills.logs import entry_from_api
+from skills.logs.fetch import entry_from_api
+from skills.logs.redact_entries import redact_entries
 from skills.ports import LogBatch, LogEntry, LogQuery
-from skills.redact_entries import redact_entries
 from skills.retrying import Clock, RetryPolicy, Sleep, retry_call
 
 log = logging.getLogger(__name__)

@@ -18,13 +18,12 @@ from google.api_core import retry as gretry
 from google.api_core.client_options import ClientOptions
 from google.protobuf import duration_pb2, timestamp_pb2
 
+from bot.adapters.blocking import BlockingPool
+from bot.adapters.google_auth import cloud_credentials
 from bot.settings import Settings
 from skills.errors import UserFacingError
 from skills.ports import MetricPoint, MetricSeries
 from skills.retrying import Clock, RetryPolicy, Sleep, retry_call
-
-from .blocking import BlockingPool
-from .google_auth import cloud_credentials
 
 log = logging.getLogger(__name__)
 

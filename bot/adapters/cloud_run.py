@@ -25,8 +25,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
 
+from bot.adapters.blocking import BlockingPool
+from bot.adapters.google_auth import cloud_credentials
 from bot.settings import Settings
+from skills.deploy.diff import OUTPUT_ONLY_FIELDS
+from skills.deploy.render_service import strip_output_only
+from skills.deploy.service_name import check_service_name
 from skills.errors import InvalidInput, NotFound, TransientCloudError, UserFacingError
+from skills.logs.redact import redact
 from skills.ports import (
     Condition,
     OperationProgress,
@@ -34,14 +40,7 @@ from skills.ports import (
     ServiceInfo,
     TrafficTarget,
 )
-from skills.redact import redact
-from skills.render_service import strip_output_only
 from skills.retrying import RetryPolicy, retry_call
-from skills.service_diff import OUTPUT_ONLY_FIELDS
-from skills.service_name import check_service_name
-
-from .blocking import BlockingPool
-from .google_auth import cloud_credentials
 
 if TYPE_CHECKING:  # run_v2 is imported where used: a slow import a request may never need
     from google.cloud import run_v2

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import httpx2  # the HTTP client the openai SDK (3.x) is built on
 
+from bot.adapters.google_auth import IdentityTokens
 from bot.settings import Settings
 from skills.errors import UserFacingError
 from skills.ports import (
@@ -25,8 +26,6 @@ from skills.ports import (
     ModelUnreachable,
     Runtime,
 )
-
-from .google_auth import IdentityTokens
 
 if TYPE_CHECKING:  # openai is imported where used: a slow import (~0.5 s) a request may never need
     import openai

@@ -6,10 +6,9 @@ import time
 
 import httpx
 
+from bot.adapters.google_auth import IdentityTokens
 from skills.errors import UserFacingError
 from skills.ports import ProbeResult
-
-from .google_auth import IdentityTokens
 
 
 class HttpModelServer:

@@ -16,19 +16,18 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 import prompts
+from bot.agent.budget import estimate_tokens, trim_history, truncate
+from bot.agent.client import ModelClient
+from bot.agent.coldstart import ColdStart, Progress
+from bot.agent.history import ConversationStore
+from bot.agent.loop import Guards, Loop, LoopResult
+from bot.agent.textcalls import strip_reasoning
+from bot.agent.toolset import Toolset, findings_text
+from skills.capacity.fit import FitRequest, plan_fit
+from skills.deploy.render_service import ANNOTATION_MODEL
+from skills.diagnosis.remediation import ProposedAction, RemediationPlan, merge_actions, plan_from_findings
 from skills.errors import UserFacingError
-from skills.fit import FitRequest, plan_fit
-from skills.redact import redact
-from skills.remediation import ProposedAction, RemediationPlan, merge_actions, plan_from_findings
-from skills.render_service import ANNOTATION_MODEL
-
-from .budget import estimate_tokens, trim_history, truncate
-from .client import ModelClient
-from .coldstart import ColdStart, Progress
-from .history import ConversationStore
-from .loop import Guards, Loop, LoopResult
-from .textcalls import strip_reasoning
-from .toolset import Toolset, findings_text
+from skills.logs.redact import redact
 
 if TYPE_CHECKING:
     from bot.deps import Deps

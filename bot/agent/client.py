@@ -17,18 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from skills.bench_plan import server_max_model_len
+from bot.adapters.llm import OpenAIModelAPI, model_api_error
+from bot.agent.coldstart import ColdStart
+from skills.bench.sweep_preview import server_max_model_len
+from skills.capacity.image_compat import load_image_data
 from skills.errors import UserFacingError
-from skills.image_compat import load_image_data
-from skills.query import explain_model_error
-
-from ..adapters.llm import OpenAIModelAPI, model_api_error
-from .coldstart import ColdStart
+from skills.observe.query import explain_model_error
 
 if TYPE_CHECKING:  # openai is imported where used: a slow import a request may never need
     import openai
 
-    from ..adapters.llm import LLMEndpoint
+    from bot.adapters.llm import LLMEndpoint
 
 TOOL_FLAGS = "--enable-auto-tool-choice --tool-call-parser gemma4"
 

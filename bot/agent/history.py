@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from bot.agent.budget import HISTORY_TOKENS, trim_history
 from skills.ports import Store
-
-from .budget import HISTORY_TOKENS, trim_history
 
 if TYPE_CHECKING:
     from bot.settings import Settings

@@ -19,14 +19,13 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 import prompts
+from bot.agent.budget import estimate_tokens, message_tokens, truncate
+from bot.agent.client import ModelClient
+from bot.agent.textcalls import TextCall, parse_text_calls, strip_reasoning
+from bot.agent.tools import ToolRegistry, compact_schema
+from skills.diagnosis.remediation import ProposedAction, sanitize_action
 from skills.errors import UserFacingError
-from skills.redact import redact
-from skills.remediation import ProposedAction, sanitize_action
-
-from .budget import estimate_tokens, message_tokens, truncate
-from .client import ModelClient
-from .textcalls import TextCall, parse_text_calls, strip_reasoning
-from .tools import ToolRegistry, compact_schema
+from skills.logs.redact import redact
 
 log = logging.getLogger(__name__)
 

@@ -12,18 +12,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skills.action_params import DeployParams, RedeployParams, RollbackParams, ScaleParams
-from skills.condense import condense
-from skills.diagnose import diagnose
+from bot.agent.tools import Tool, ToolRegistry
+from skills.actions.params import DeployParams, RedeployParams, RollbackParams, ScaleParams
+from skills.capacity.fit import FitRequest, plan_fit
+from skills.deploy.render_service import main_container
+from skills.diagnosis.diagnose import diagnose
+from skills.diagnosis.findings import Diagnosis
 from skills.errors import UserFacingError
-from skills.findings import Diagnosis
-from skills.fit import FitRequest, plan_fit
-from skills.model_metrics import collect_model_metrics
+from skills.logs.condense import condense
+from skills.observe.model_metrics import collect_model_metrics
+from skills.observe.status import collect_status
 from skills.ports import LogEntry, LogQuery
-from skills.render_service import main_container
-from skills.status import collect_status
-
-from .tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
     from bot.deps import Deps

@@ -20,9 +20,8 @@ from starlette.applications import Starlette
 from bot.adapters.google_auth import IdentityTokens
 from bot.adapters.llm import LLMEndpoint
 from bot.deps import Deps
+from bot.sandbox.cloud import Sandbox
 from bot.settings import Settings
-
-from .cloud import Sandbox
 
 
 def no_google_credentials(settings: Settings, environ: dict[str, str] | None = None) -> bool:

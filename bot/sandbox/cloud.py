@@ -23,20 +23,19 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
+from bot.sandbox import scenarios as sc
+from bot.sandbox import startup_lines as sl
+from bot.sandbox.clock import DEFAULT_SPEED, SandboxClock
+from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
+from bot.sandbox.cloud_run_api import CloudRunStandIn
+from bot.sandbox.lifecycle import RevisionLifecycle, Startup
+from bot.sandbox.monitoring_grpc import MonitoringStandIn, serve_monitoring
+from bot.sandbox.server import serve
+from bot.sandbox.vllm_sim import SimConfig, VllmSim
 from bot.settings import Settings
-from skills.deploy_env import DeployEnv
-from skills.plan_actions import build_plan
-from skills.vllm_flags import VllmFlags
-
-from . import scenarios as sc
-from . import startup_lines as sl
-from .clock import DEFAULT_SPEED, SandboxClock
-from .cloud_logging_api import CloudLoggingStandIn
-from .cloud_run_api import CloudRunStandIn
-from .lifecycle import RevisionLifecycle, Startup
-from .monitoring_grpc import MonitoringStandIn, serve_monitoring
-from .server import serve
-from .vllm_sim import SimConfig, VllmSim
+from skills.deploy.env import DeployEnv
+from skills.deploy.plan_builder import build_plan
+from skills.deploy.vllm_flags import VllmFlags
 
 log = logging.getLogger(__name__)
 

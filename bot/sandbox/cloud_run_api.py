@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .cloud_run_validation import RequestRejected, validate_service
+from bot.sandbox.cloud_run_validation import RequestRejected, validate_service
 
 SERVICE_TYPE = "type.googleapis.com/google.cloud.run.v2.Service"
 PROBE_FAILED = (

@@ -2,7 +2,7 @@
 or dies the way vLLM dies, on the sandbox clock, writing its log lines to the Logging simulator.
 
 How it ends is decided from the revision's own settings, not scripted: the capacity planner's as-deployed
-check (skills.fit.check_as_deployed) says whether the weights, the KV cache for one full sequence, the
+check (skills.capacity.fit.check_as_deployed) says whether the weights, the KV cache for one full sequence, the
 CUDA-graph warm-up and the host RAM for loading fit; the startup probe's budget is compared with the
 planner's cold-start estimate; a GCS FUSE mount without uid=1001 cannot be read; a Hub download without
 HF_TOKEN is refused (gated model). Phases: pulling the image and starting the container, weights loading
@@ -20,14 +20,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from skills.catalog import load_catalog
-from skills.fit import FitRequest, check_as_deployed
-from skills.render_service import ANNOTATION_MODEL, gib
-from skills.vllm_flags import VllmFlags, planner_kv
-
-from . import startup_lines as sl
-from .clock import SandboxClock
-from .cloud_logging_api import CloudLoggingStandIn
+from bot.sandbox import startup_lines as sl
+from bot.sandbox.clock import SandboxClock
+from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
+from skills.capacity.catalog import load_catalog
+from skills.capacity.fit import FitRequest, check_as_deployed
+from skills.deploy.render_service import ANNOTATION_MODEL, gib
+from skills.deploy.vllm_flags import VllmFlags, planner_kv
 
 PULL_S = 60.0  # estimate: image pull and container start before vLLM prints anything (simulated seconds)
 WARMUP_S = 100.0  # torch.compile / CUDA graphs / warm-up after the weights (field notes: ~100 s)

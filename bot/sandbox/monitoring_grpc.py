@@ -17,7 +17,7 @@ import grpc
 from google.cloud import monitoring_v3
 from google.cloud.monitoring_v3.types import metric_service
 
-from .grpc_server import serve_grpc
+from bot.sandbox.grpc_server import serve_grpc
 
 
 class MonitoringStandIn:

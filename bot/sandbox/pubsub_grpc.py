@@ -30,7 +30,7 @@ import grpc
 from google.protobuf import empty_pb2, timestamp_pb2
 from google.pubsub_v1 import types
 
-from .grpc_server import serve_grpc
+from bot.sandbox.grpc_server import serve_grpc
 
 _NAME = re.compile(r"^projects/[^/]+/subscriptions/[^/]+$")
 

@@ -4,7 +4,7 @@ A deploy scenario is a teammate deploying a bad configuration by hand (as `gclou
 to Cloud Run, past the bot's planner); the simulated revision then fails on its own, by the lifecycle's rules
 (bot/sandbox/lifecycle.py), and Cloud Monitoring's alert reaches the bot through its webhook. A load scenario
 drives the vLLM simulator's gauges and writes the engine's stats lines. Each names the finding kind the
-diagnosis should report (skills/analyzers). Which failures, and their fixes: field notes, "Failures seen in
+diagnosis should report (skills/diagnosis/analyzers). Which failures, and their fixes: field notes, "Failures seen in
 the wild".
 """
 
@@ -18,10 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from skills.render_service import CONTAINER, MOUNT_PATH, VOLUME
-from skills.vllm_flags import VllmFlags
-
-from .examples import ALERTS
+from bot.sandbox.examples import ALERTS
+from skills.deploy.render_service import CONTAINER, MOUNT_PATH, VOLUME
+from skills.deploy.vllm_flags import VllmFlags
 
 Mutation = Callable[[dict[str, Any]], None]  # edits a copy of the service's template in place
 

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .openai_script import Turn, call, say
+from bot.sandbox.openai_script import Turn, call, say
 
 Policy = Callable[[dict[str, Any]], Turn]
 

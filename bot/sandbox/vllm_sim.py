@@ -68,7 +68,7 @@ class SimConfig:
     block_size: int = 16
     # Newer servers label cache_config_info with kv_cache_size_tokens (vLLM get_kv_cache_capacity: max
     # concurrency x max-model-len). 31,240 is what 7,097 blocks hold for Gemma 4 26B-A4B with fp8 KV at
-    # max-model-len 8192 (6 KV-cache groups share the pool; skills/kv_accounting.py). None: an older server.
+    # max-model-len 8192 (6 KV-cache groups share the pool; skills/capacity/kv_accounting.py). None: an older server.
     kv_cache_size_tokens: int | None = 31240
     cache_dtype: str = "fp8"
     fail_status: int | None = None  # answer every completion with this HTTP status

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from skills.incidents import Alert, normalise_severity
+from skills.incidents.model import Alert, normalise_severity
 
 FINGERPRINT_FIELDS = ("alerts[].fingerprint",)
 SERVICE_LABELS = ("service", "service_name", "job")

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from skills.incidents import Alert, normalise_severity
+from skills.incidents.model import Alert, normalise_severity
 
 FINGERPRINT_FIELDS = ("incident.incident_id",)
 

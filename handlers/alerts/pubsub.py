@@ -12,9 +12,8 @@ import json
 
 from pydantic import ValidationError
 
-from skills.incidents import Alert
-
-from . import alertmanager, gcp
+from handlers.alerts import alertmanager, gcp
+from skills.incidents.model import Alert
 
 MAX_DATA_BYTES = 256 * 1024
 

@@ -21,10 +21,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from handlers.alerts import alertmanager, gcp
 from handlers.http_body import HttpProblem, read_body
-from skills.incidents import Alert, is_known_service
-
-from . import alertmanager, gcp
+from skills.incidents.model import Alert, is_known_service
 
 if TYPE_CHECKING:
     from handlers.deps import HandlerDeps

@@ -17,7 +17,7 @@ from handlers.remediation_render import render_remediation
 from handlers.reply import Reply
 from skills.durations import parse_duration
 from skills.errors import InvalidInput, UserFacingError
-from skills.redact import redact
+from skills.logs.redact import redact
 
 
 def _agent(ctx: CommandContext) -> Agent:

@@ -18,14 +18,14 @@ from handlers.args import CommandParser, number_list, whole_number
 from handlers.context import ActionContext, CommandContext, Responder
 from handlers.registry import COMMANDS, action, command
 from handlers.reply import Button, FileOut, Reply
-from skills import bench_report as report
-from skills.bench_plan import BenchPlan, make_plan, max_model_len_from_args, server_max_model_len
-from skills.bench_store import BenchStore
-from skills.cost import hourly_cost
+from skills.bench import report
+from skills.bench.loadgen import BenchSpec, Progress, SweepResult, run_sweep
+from skills.bench.store import BenchStore
+from skills.bench.sweep_preview import BenchPlan, make_plan, max_model_len_from_args, server_max_model_len
+from skills.capacity.cost import hourly_cost
+from skills.deploy.locks import LockHeld, ServiceLock
 from skills.durations import format_duration
 from skills.errors import InvalidInput, UserFacingError
-from skills.loadgen import BenchSpec, Progress, SweepResult, run_sweep
-from skills.locks import LockHeld, ServiceLock
 
 log = logging.getLogger(__name__)
 

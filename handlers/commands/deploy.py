@@ -11,17 +11,17 @@ from handlers.commands.plans import make_plan
 from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.reply import FileOut, Reply
+from skills.deploy.gcloud import deploy_command
+from skills.deploy.plan_builder import DeployParams, build_plan
+from skills.deploy.profiles import load_profiles
+from skills.deploy.render_service import strip_output_only
+from skills.deploy.vllm_flags import SPECS
 from skills.errors import InvalidInput
-from skills.gcloud_cmd import deploy_command
-from skills.plan_actions import DeployParams, build_plan
-from skills.profiles import load_profiles
-from skills.render_service import strip_output_only
-from skills.vllm_flags import SPECS
 
-# Flags a user may pass: one per field of skills.action_params.Overrides (plus --service). Values stay text:
+# Flags a user may pass: one per field of skills.actions.params.Overrides (plus --service). Values stay text:
 # the plan validates them against that model, so its limits are stated once.
 _FIELDS = [name for name in DeployParams.model_fields if name != "profile"]
-# vLLM's boolean flags among them (`--x` / `--no-x`), named as skills/vllm_flags.py names them.
+# vLLM's boolean flags among them (`--x` / `--no-x`), named as skills/deploy/vllm_flags.py names them.
 _BOOLS = {s.flag.removeprefix("--").replace("-", "_") for s in SPECS if s.boolean} & set(_FIELDS)
 _METAVARS = {
     "gpu": "GPU",

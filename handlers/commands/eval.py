@@ -2,7 +2,7 @@
 
 The model is the one the bot talks to; the logs and the service it investigates are the sandbox's recorded
 scenarios (the deps' `evals`), so nothing real is read or changed. Posts the scorecard table and the one-line
-score (skills/agent_eval.py).
+score (skills/diagnosis/agent_eval.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.reply import Reply
-from skills.agent_eval import one_line, table
+from skills.diagnosis.agent_eval import one_line, table
 from skills.errors import InvalidInput, UserFacingError
 
 

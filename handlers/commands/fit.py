@@ -8,11 +8,11 @@ from handlers.context import CommandContext
 from handlers.fit_args import MODELS_HINT, add_fit_arguments, namespace_to_request
 from handlers.registry import COMMANDS, command
 from handlers.reply import Button, Reply, plan_button
-from skills.catalog import Catalog
+from skills.capacity.catalog import Catalog
+from skills.capacity.fit import FitReport, load_catalog, plan_fit
+from skills.capacity.startup_log import StartupFigures, last_figures
+from skills.deploy.profiles import load_profiles
 from skills.durations import format_duration
-from skills.fit import FitReport, load_catalog, plan_fit
-from skills.profiles import load_profiles
-from skills.startup_log import StartupFigures, last_figures
 
 log = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@ from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.remediation_render import action_buttons
 from handlers.reply import FileOut, Reply
-from skills.condense import Digest
-from skills.diagnose import diagnose_service
+from skills.diagnosis.diagnose import diagnose_service
+from skills.diagnosis.findings import Diagnosis
 from skills.errors import UserFacingError
-from skills.findings import Diagnosis
-from skills.logs import logs_digest, parse_severity, parse_since
+from skills.logs.condense import Digest
+from skills.logs.fetch import logs_digest, parse_severity, parse_since
 from skills.ports import LogQuery, Logs, ServiceInfo
 
 log = logging.getLogger(__name__)

@@ -6,13 +6,13 @@ from handlers.args import CommandParser
 from handlers.context import CommandContext
 from handlers.registry import COMMANDS, command
 from handlers.reply import Reply
-from skills.bench_report import recent_sweeps
-from skills.cost import CostReport, cost_report
+from skills.bench.report import recent_sweeps
+from skills.capacity.cost import CostReport, cost_report
 from skills.errors import InvalidInput
-from skills.model_health import DeepHealth, deep_health
-from skills.model_metrics import ModelMetrics, Percentiles, collect_model_metrics
-from skills.query import QueryResult, stream_query
-from skills.redact import redact
+from skills.logs.redact import redact
+from skills.observe.health import DeepHealth, deep_health
+from skills.observe.model_metrics import ModelMetrics, Percentiles, collect_model_metrics
+from skills.observe.query import QueryResult, stream_query
 
 
 def _service_arg(p: CommandParser) -> None:

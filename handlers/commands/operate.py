@@ -9,9 +9,9 @@ from handlers.commands.plans import destroy_modal, make_plan
 from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.reply import Reply
-from skills.audit import latest
+from skills.deploy.audit import latest
+from skills.deploy.revisions import quota_advice, revisions
 from skills.durations import format_duration
-from skills.operate import quota_advice, revisions
 
 log = logging.getLogger(__name__)
 

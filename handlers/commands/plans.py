@@ -1,7 +1,7 @@
 """The shared write flow: plan buttons, Confirm / Cancel, and the destroy dialog.
 
 Any feature proposes a write with `plan_button(action, params)`; clicking it lands here, computes a plan and
-shows it with Confirm / Cancel. Confirm runs the checks (skills/confirm.py), then the write with progress
+shows it with Confirm / Cancel. Confirm runs the checks (skills/deploy/confirm.py), then the write with progress
 edited in place.
 
 Where things appear: a button clicked inside a thread (an incident thread, a conversation) gets its plan
@@ -23,13 +23,13 @@ from handlers.context import ActionContext, Responder
 from handlers.registry import action, view_check
 from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION, PLAN_ACTION, Button, Reply, error_reply
 from handlers.startup_report import startup_report
-from skills.button_payloads import PayloadStore
-from skills.confirm import Refused, Where
-from skills.deploy import ExecResult, Progress
+from skills.actions.button_payloads import PayloadStore
+from skills.deploy.confirm import Refused, Where
+from skills.deploy.execute import ExecResult, Progress
+from skills.deploy.plans import Plan
 from skills.durations import format_duration
 from skills.errors import InvalidInput
-from skills.plans import Plan
-from skills.redact import redact
+from skills.logs.redact import redact
 
 if TYPE_CHECKING:
     from handlers.deps import HandlerDeps

@@ -9,8 +9,8 @@ from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.reply import Reply
 from skills.durations import format_duration
-from skills.service_metrics import ServiceMetrics
-from skills.status import StatusReport, service_status
+from skills.observe.service_metrics import ServiceMetrics
+from skills.observe.status import StatusReport, service_status
 
 
 def _probe(ok: bool, ms: float, err: str) -> str:

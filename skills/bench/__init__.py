@@ -1,0 +1,1 @@
+"""Bench: the load generator, sweep previews and reports."""

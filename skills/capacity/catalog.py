@@ -1,0 +1,229 @@
+"""The model and GPU catalog (skills/data/catalog.yaml) as typed profiles, plus name lookup (close matches).
+
+The YAML is the single place a model or GPU is described; variants (`base: ...`) inherit their base model's
+architecture and override only what differs (quantization, repo id, vLLM args).
+"""
+
+from __future__ import annotations
+
+import difflib
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from skills.errors import InvalidInput
+
+Quantization = Literal["bf16", "fp8", "w4a16"]
+
+
+class QuantProfile(BaseModel):
+    bytes_per_param: float
+    weights_dtype: str
+    min_compute_capability: float | None = None
+    source: str = ""
+
+
+class ModelProfile(BaseModel):
+    """A model as its published config.json describes it (see `sources` for where each number comes from)."""
+
+    name: str  # canonical catalog name, e.g. "gemma-4-26b-a4b-qat"
+    hf_repo: str  # Hub id (also the folder name expected under the GCS FUSE mount)
+    config: str = ""  # the config.json the architecture numbers come from
+    aliases: list[str] = Field(default_factory=list)
+    base: str | None = None  # the bf16 model this variant is built from
+    architecture: str = "gemma4"  # config.json model_type
+    params_b: float  # total parameters, billions (per-layer embeddings included)
+    active_params_b: float  # per-token active parameters (MoE, or "effective" for E2B/E4B)
+    unquantized_params_b: float  # embeddings / LM head / towers kept in bf16 even in quantised builds
+    quantization: Quantization
+    layers: int
+    full_attention_every: int = Field(ge=1)  # layer_types: layer i is full attention when (i + 1) % N == 0
+    kv_shared_layers: int = Field(default=0, ge=0)  # the last N layers reuse earlier layers' KV cache
+    sliding_kv_heads: int
+    sliding_head_dim: int
+    full_kv_heads: int
+    full_head_dim: int
+    k_eq_v: bool = False  # full layers load K into V too: V still occupies cache (vLLM gemma4.py)
+    sliding_window: int
+    max_context: int
+    hidden_size: int
+    vocab_size: int
+    per_layer_input_size: int = 0
+    tie_word_embeddings: bool = True
+    default_max_model_len: int
+    activation_gib: float  # peak activations of vLLM's profiling run (estimate)
+    graph_warmup_gib: float  # transient allocation during CUDA-graph warm-up, outside the vLLM budget (estimate)
+    vllm_args: list[str] = Field(default_factory=list)  # extra args the checkpoint needs
+    measured_tok_s: dict[str, float] = Field(default_factory=dict)  # single-stream decode by GPU, reported
+    approx_disk_gb: float = 0.0  # filled from the weights arithmetic
+    notes: list[str] = Field(default_factory=list)
+    sources: dict[str, str] = Field(default_factory=dict)  # field -> config field, model card, or "estimate: ..."
+
+    @property
+    def family(self) -> str:
+        return self.base or self.name
+
+    def layer_types(self) -> list[str]:
+        """ "full" or "sliding" per layer, as config.json's layer_types lists them."""
+        n = self.full_attention_every
+        return ["full" if (i + 1) % n == 0 else "sliding" for i in range(self.layers)]
+
+    def kv_owning_layer_types(self) -> list[str]:
+        """Layer types of the layers that own a KV cache (KV-shared layers at the end own none)."""
+        return self.layer_types()[: self.layers - self.kv_shared_layers]
+
+
+class CloudRunLimits(BaseModel):
+    min_cpu: int
+    min_memory_gib: int
+    max_memory_gib: int
+    memory_steps_gib: list[int]
+
+
+class GpuProfile(BaseModel):
+    name: str  # as Cloud Run spells it (nvidia-l4) or a comparison name (a100-80gb)
+    display: str
+    aliases: list[str] = Field(default_factory=list)
+    memory_gb: float  # marketing size
+    memory_gib: float  # what CUDA reports as total: vLLM's budget is this x utilisation
+    bandwidth_gb_s: float
+    compute_capability: float
+    bf16: bool
+    fp8: bool
+    price_per_hour_usd: float
+    price_includes_host: bool  # comparison clouds quote an all-in price
+    price_source: str
+    available_on_cloud_run: bool
+    platform: str = "Cloud Run"  # where this GPU is offered; only Cloud Run GPUs can be deployed to
+    launch_stage: Literal["GA", "BETA"] = "GA"  # a Preview Cloud Run GPU needs the service's BETA launch stage
+    cloud_run: CloudRunLimits | None = None
+
+    @model_validator(mode="after")
+    def _platform(self) -> GpuProfile:
+        if self.available_on_cloud_run != (self.platform == "Cloud Run"):
+            raise ValueError(f"GPU {self.name}: available_on_cloud_run must match platform {self.platform!r}")
+        if self.available_on_cloud_run and self.cloud_run is None:
+            raise ValueError(f"GPU {self.name}: a Cloud Run GPU needs its cloud_run limits")
+        return self
+
+    @property
+    def label(self) -> str:
+        """The name as offered to users: another platform's GPU always says which platform."""
+        return self.name if self.available_on_cloud_run else f"{self.name} ({self.platform}, not Cloud Run)"
+
+
+class CloudRunPrices(BaseModel):
+    vcpu_usd_per_s: float
+    memory_usd_per_gib_s: float
+    cpu_for_memory: dict[int, int]
+
+
+class PlannerConstants(BaseModel):
+    runtime_overhead_gib: float
+    cuda_graph_gib: float
+    host_runtime_gib: float
+    host_memory_margin: float
+    gcs_fuse_mb_s: float
+    container_start_s: float
+    compile_s: float
+    eager_compile_s: float
+    offload_gb_s: float
+    decode_efficiency: float
+    kv_block_tokens: int
+    max_num_batched_tokens: int
+    async_batches: int = 1
+    kv_report: Literal["capacity", "legacy"] = "capacity"
+    min_useful_max_model_len: int
+    cloud_run: CloudRunPrices
+    sources: dict[str, str] = Field(default_factory=dict)
+
+
+class Catalog(BaseModel):
+    planner: PlannerConstants
+    quantizations: dict[str, QuantProfile]
+    kv_dtypes: dict[str, int]
+    models: dict[str, ModelProfile]
+    gpus: dict[str, GpuProfile]
+
+    def model(self, name: str) -> ModelProfile:
+        return self.models[_lookup(name, self.models, "model", "gemma-sre fit --help or /gemma models")]
+
+    def gpu(self, name: str) -> GpuProfile:
+        return self.gpus[_lookup(name, self.gpus, "GPU", "/gemma models")]
+
+    def weights_gb(self, m: ModelProfile) -> float:
+        """Weights as stored and loaded: quantised params x bytes/param + unquantised params in bf16 (GB)."""
+        q = self.quantizations[m.quantization]
+        quantised = max(m.params_b - m.unquantized_params_b, 0.0)
+        return quantised * q.bytes_per_param + m.unquantized_params_b * 2.0
+
+
+def _norm(s: str) -> str:
+    s = s.strip().lower().replace("_", "-")
+    return s.removeprefix("google/")
+
+
+def _lookup(name: str, table: dict[str, Any], kind: str, where: str) -> str:
+    key = _norm(name)
+    index: dict[str, str] = {}
+    for canonical, prof in table.items():
+        index[_norm(canonical)] = canonical
+        for alias in prof.aliases:
+            index[_norm(alias)] = canonical
+        repo = getattr(prof, "hf_repo", None)
+        if repo:
+            index[_norm(repo)] = canonical
+        if canonical.startswith("nvidia-"):
+            index[canonical.removeprefix("nvidia-")] = canonical
+    if key in index:
+        return index[key]
+    # Names that contain (or are contained in) what was typed first, then difflib's close matches.
+    contained = sorted((k for k in index if len(k) >= 3 and (k in key or key in k)), key=len, reverse=True)
+    close = difflib.get_close_matches(key, list(index), n=5, cutoff=0.5)
+    suggestions = list(dict.fromkeys(index[c] for c in [*contained, *close]))
+    known = ", ".join(table)
+    hint = f"Did you mean {' or '.join(f'`{s}`' for s in suggestions[:3])}? " if suggestions else ""
+    raise InvalidInput(f"Unknown {kind} `{name}`.", f"{hint}Known {kind}s: {known} (see {where}).")
+
+
+def _expand_variants(raw_models: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for name, spec in raw_models.items():
+        spec = dict(spec)
+        base = spec.get("base")
+        if base:
+            if base not in raw_models or raw_models[base].get("base"):
+                raise ValueError(f"model {name}: base {base!r} must be a catalog model without its own base")
+            merged = {k: v for k, v in raw_models[base].items() if k not in {"aliases", "hf_repo", "notes"}}
+            merged.update(spec)
+            merged["notes"] = [*raw_models[base].get("notes", []), *spec.get("notes", [])]
+            merged["sources"] = {**raw_models[base].get("sources", {}), **spec.get("sources", {})}
+            spec = merged
+        spec["name"] = name
+        out[name] = spec
+    return out
+
+
+def parse_catalog(data: dict[str, Any]) -> Catalog:
+    """Validate a catalog document (the YAML's content); raises ValueError with the offending entry."""
+    try:
+        models = _expand_variants(data.get("models") or {})
+        gpus = {n: {**g, "name": n} for n, g in (data.get("gpus") or {}).items()}
+        cat = Catalog.model_validate({**data, "models": models, "gpus": gpus})
+    except ValidationError as exc:
+        raise ValueError(f"invalid catalog: {exc}") from exc
+    for m in cat.models.values():
+        if m.quantization not in cat.quantizations:
+            raise ValueError(f"model {m.name}: unknown quantization {m.quantization}")
+        m.approx_disk_gb = round(cat.weights_gb(m), 1)
+    return cat
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    """The packaged catalog, parsed once per process."""
+    text = resources.files("skills").joinpath("data/catalog.yaml").read_text(encoding="utf-8")
+    return parse_catalog(yaml.safe_load(text))

@@ -1,0 +1,138 @@
+"""What the running configuration costs: $/hour from the service spec and list prices, and $/million output
+tokens at the throughput the last benchmark sweep measured (single stream and best batched cell).
+
+Prices come from the catalog (skills/data/catalog.yaml: GPU $/h, Cloud Run vCPU and GiB-second prices), the
+single place they are kept. Cloud Run with CPU always allocated bills the whole instance while it runs, so
+$/hour is per running instance; scale-to-zero costs nothing while idle.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, Field
+
+from skills.bench.loadgen import SweepResult
+from skills.capacity.catalog import load_catalog
+from skills.errors import InvalidInput
+from skills.ports import ServiceInfo
+
+_MEM_UNITS = {"": 1 / 2**30, "k": 1e3 / 2**30, "m": 1e6 / 2**30, "g": 1e9 / 2**30, "t": 1e12 / 2**30,
+              "ki": 1 / 2**20, "mi": 1 / 2**10, "gi": 1.0, "ti": 2**10}  # fmt: skip
+
+
+def parse_cpu(cpu: str) -> float:
+    """Kubernetes CPU quantity: '4', '4.0', '4000m'."""
+    s = cpu.strip().lower()
+    try:
+        return float(s[:-1]) / 1000 if s.endswith("m") else float(s)
+    except ValueError:
+        raise InvalidInput(f"Cannot read the CPU limit {cpu!r}.") from None
+
+
+def parse_memory_gib(mem: str) -> float:
+    """Kubernetes memory quantity in GiB: '16Gi', '32G', '16384Mi'."""
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([kmgtKMGT]i?)?\s*", mem)
+    if not m:
+        raise InvalidInput(f"Cannot read the memory limit {mem!r}.")
+    return float(m.group(1)) * _MEM_UNITS[(m.group(2) or "").lower()]
+
+
+class Throughput(BaseModel):
+    concurrency: int
+    context: int
+    output_tok_per_s: float
+    usd_per_m_output_tokens: float
+
+
+class CostReport(BaseModel):
+    service: str
+    gpu_type: str = ""
+    gpu_count: int = 0
+    vcpu: float
+    memory_gib: float
+    usd_per_hour: float  # one running instance
+    breakdown: dict[str, float] = Field(default_factory=dict)  # gpu / cpu / memory, $/h
+    min_instances: int = 0
+    max_instances: int = 0
+    idle_usd_per_hour: float = 0.0  # what min-instances cost with no traffic
+    max_usd_per_hour: float = 0.0  # all max-instances running
+    single_stream: Throughput | None = None
+    batched: Throughput | None = None
+    sweep_id: str = ""
+    notes: list[str] = Field(default_factory=list)
+
+
+def usd_per_m_tokens(usd_per_hour: float, tok_per_s: float) -> float:
+    return usd_per_hour / (tok_per_s * 3600) * 1e6
+
+
+def hourly_cost(info: ServiceInfo) -> CostReport:
+    cat = load_catalog()
+    prices = cat.planner.cloud_run
+    notes: list[str] = []
+    vcpu = parse_cpu(info.cpu) if info.cpu else 1.0
+    mem = parse_memory_gib(info.memory) if info.memory else 0.5
+    if not info.cpu or not info.memory:
+        notes.append("CPU or memory limit not set in the spec; Cloud Run defaults (1 vCPU, 512 MiB) assumed.")
+    breakdown = {
+        "cpu": vcpu * prices.vcpu_usd_per_s * 3600,
+        "memory": mem * prices.memory_usd_per_gib_s * 3600,
+    }
+    if info.gpu_type:
+        try:
+            gpu = cat.gpu(info.gpu_type)
+        except InvalidInput:
+            notes.append(f"No price for GPU type {info.gpu_type} in the catalog; GPU cost left out.")
+        else:
+            count = max(info.gpu_count, 1)
+            breakdown["gpu"] = gpu.price_per_hour_usd * count
+            notes.append(f"GPU price: ${gpu.price_per_hour_usd:.2f}/h each ({gpu.price_source}).")
+    per_hour = sum(breakdown.values())
+    notes.append(
+        "Scale to zero: $0 while idle." if info.min_instances == 0 else
+        f"min-instances {info.min_instances}: billed around the clock even without traffic."
+    )  # fmt: skip
+    return CostReport(
+        service=info.name,
+        gpu_type=info.gpu_type,
+        gpu_count=info.gpu_count,
+        vcpu=vcpu,
+        memory_gib=round(mem, 2),
+        usd_per_hour=per_hour,
+        breakdown=breakdown,
+        min_instances=info.min_instances,
+        max_instances=info.max_instances,
+        idle_usd_per_hour=per_hour * info.min_instances,
+        max_usd_per_hour=per_hour * max(info.max_instances, 1),
+        notes=notes,
+    )
+
+
+def cost_report(info: ServiceInfo, sweep: SweepResult | None) -> CostReport:
+    """$/hour, plus $/M output tokens at the last sweep's single-stream and best batched throughput."""
+    from skills.bench.report import best_throughput
+
+    rep = hourly_cost(info)
+    if sweep is None:
+        rep.notes.append("No benchmark stored yet: run `/gemma bench` for $/million tokens at measured throughput.")
+        return rep
+    rep.sweep_id = sweep.id
+    single, best = best_throughput(sweep)
+    for attr, cell in (("single_stream", single), ("batched", best)):
+        if cell is not None and cell.output_tok_per_s > 0:
+            setattr(
+                rep,
+                attr,
+                Throughput(
+                    concurrency=cell.concurrency,
+                    context=cell.context,
+                    output_tok_per_s=cell.output_tok_per_s,
+                    usd_per_m_output_tokens=usd_per_m_tokens(rep.usd_per_hour, cell.output_tok_per_s),
+                ),
+            )
+    if single is None:
+        rep.notes.append("The last sweep had no successful concurrency-1 cell; single-stream cost unknown.")
+    if sweep.model:
+        rep.notes.append(f"Throughput from sweep {sweep.id} of {sweep.model}, assuming the instance is kept busy.")
+    return rep

@@ -1,0 +1,592 @@
+"""Capacity planner: will MODEL fit GPU with these vLLM settings, and what does it cost to find out?
+
+Pure arithmetic over the catalog (skills/data/catalog.yaml), fast enough to run on every deploy plan. The
+model of vLLM's memory it uses:
+
+  weights      = quantised params x bytes/param + unquantised (embeddings, LM head, vision) params x 2 bytes,
+                 minus --cpu-offload-gb, split over --tensor-parallel GPUs
+  budget       = CUDA-reported GPU memory x --gpu-memory-utilization       (vLLM never allocates past this)
+  overhead     = CUDA context + profiled peak activations + captured CUDA graphs (none with --enforce-eager)
+  KV free      = budget - weights - overhead
+  KV capacity  = counted the way vLLM's KV-cache manager counts it (skills/capacity/kv_accounting.py): one cache
+                 spec per layer from the published config (sliding and full layers differ in KV heads and head dim;
+                 KV-shared layers own none), KV-cache groups over one page size, blocks = KV free / (page x
+                 group size), and per request every full layer's max-model-len plus every sliding layer's
+                 window - 1 + --max-num-batched-tokens. This predicts vLLM's two start-up lines "GPU KV cache
+                 size: N tokens" and "Maximum concurrency for L tokens per request: X".
+  Outside the budget, CUDA-graph warm-up needs a transient allocation: (1 - util) x memory must cover it, or
+  --enforce-eager (field notes: 31B at util 0.95 died allocating 2.62 GiB with 2.15 GiB free).
+Host RAM, cold start (weights over GCS FUSE + compile), hourly cost and single-stream tok/s come with it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from skills.capacity import kv_accounting as kva
+from skills.capacity.catalog import Catalog, GpuProfile, ModelProfile, load_catalog
+from skills.deploy.vllm_flags import VllmFlags, kv_flag
+
+__all__ = [
+    "Catalog",
+    "FitReport",
+    "FitRequest",
+    "GpuProfile",
+    "ModelProfile",
+    "load_catalog",
+    "plan_fit",
+]
+
+Verdict = Literal["fits", "fits_with_changes", "does_not_fit"]
+KvDtype = Literal["auto", "fp8", "bf16", "fp16"]
+GIB = 1024**3
+
+
+class FitRequest(BaseModel):
+    """What the operator asked for. In a FitReport, `request` is the effective form with defaults resolved."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    gpu: str = "nvidia-l4"
+    gpu_count: int = Field(default=1, ge=1, le=8)
+    max_model_len: int | None = Field(default=None, ge=256)
+    gpu_memory_utilization: float = Field(default=0.90, gt=0.1, le=0.99)
+    kv_cache_dtype: KvDtype = "auto"
+    cpu_offload_gb: float = Field(default=0, ge=0)  # vLLM's --cpu-offload-gb (GiB per GPU)
+    enforce_eager: bool = False
+    host_memory_gib: float | None = Field(default=None, gt=0)  # Cloud Run --memory; None = planner picks
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    dtype: Literal["auto", "bfloat16", "half"] = "auto"  # vLLM --dtype; "half" where bf16 is unsupported
+    max_num_batched_tokens: int | None = Field(default=None, ge=16)  # None = the planner's (what we render)
+
+
+class FitReport(BaseModel):
+    verdict: Verdict
+    weights_gib: float  # whole model, as loaded (before offload)
+    overhead_gib: float  # per GPU, inside the vLLM budget
+    kv_bytes_per_token: int  # KV bytes one max-model-len request needs, per token of it
+    kv_cache_tokens: int  # vLLM's "GPU KV cache size: N tokens"
+    kv_cache_gib: float  # all GPUs
+    max_concurrency: float  # vLLM's "Maximum concurrency for L tokens per request: X"
+    kv_blocks: int = 0  # blocks in the shared pool (vLLM's num_gpu_blocks)
+    kv_groups: int = 0  # KV-cache groups sharing the pool
+    startup_lines: list[str] = Field(default_factory=list)  # the two lines vLLM will print, predicted
+    host_memory_gib: float  # peak host RAM needed to load
+    cold_start_s: float
+    cost_per_hour_usd: float
+    est_tokens_per_s: float | None  # single stream decode
+    changes: list[str]  # flags/settings to apply (fits_with_changes); the numbers already include them
+    alternatives: list[str]  # nearest configurations that do fit (does_not_fit, or a slow fit)
+    alternative_requests: list[FitRequest] = Field(default_factory=list)  # same, machine-readable
+    warnings: list[str] = Field(default_factory=list)  # works, but the operator should think twice
+    notes: list[str] = Field(default_factory=list)  # why: one line per finding
+    request: FitRequest  # effective config the numbers describe (defaults resolved, changes applied)
+    requested: FitRequest  # what was asked, as given
+    model: ModelProfile
+    gpu: GpuProfile
+    budget_gib: float  # per GPU: memory x utilisation
+    vram_after_weights_gib: float  # per GPU: memory - weights (what operators call "left for KV")
+    recommended_memory_gib: int  # Cloud Run --memory
+    recommended_cpu: int  # Cloud Run --cpu
+    recommended_max_num_seqs: int  # also the Cloud Run --concurrency to pair with it
+    startup_budget_s: int  # cold start with margin: what the startup probe must allow
+    vllm_args: list[str]  # the vLLM flags the effective config implies (besides model/host/port)
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict != "does_not_fit"
+
+
+@dataclass
+class _Calc:
+    weights_gib: float
+    weights_gpu_gib: float  # per GPU after offload
+    overhead_gib: float
+    budget_gib: float
+    kv_free_gib: float  # all GPUs
+    bpt: int
+    kv_tokens: int
+    host_need_gib: float
+    concurrency: float = 0.0
+    kv: kva.KVCacheConfig | None = None
+    limits: kva.Limits | None = None
+    problems: list[str] = field(default_factory=list)  # blocking, with numbers
+    warmup_short: bool = False
+    host_short: bool = False
+    host_impossible: bool = False
+
+
+@dataclass
+class _Outcome:
+    verdict: Verdict
+    eff: FitRequest
+    calc: _Calc
+    changes: list[str]
+    notes: list[str]
+    warnings: list[str]
+
+
+# --- arithmetic -------------------------------------------------------------------------------------------
+
+
+def layer_specs(cat: Catalog, m: ModelProfile, kv_dtype: str, gpu_count: int = 1) -> dict[str, kva.AttentionSpec]:
+    """One KV-cache spec per layer that owns a cache, as vLLM's Gemma 4 model builds them (per GPU)."""
+    block, dtype = cat.planner.kv_block_tokens, cat.kv_dtypes[kv_dtype]
+    heads = max(1, m.sliding_kv_heads // gpu_count)
+    sliding = kva.AttentionSpec(block, heads, m.sliding_head_dim, dtype, sliding_window=m.sliding_window)
+    full = kva.AttentionSpec(block, max(1, m.full_kv_heads // gpu_count), m.full_head_dim, dtype)
+    return {f"layers.{i}": full if kind == "full" else sliding for i, kind in enumerate(m.kv_owning_layer_types())}
+
+
+def limits_for(cat: Catalog, r: FitRequest) -> kva.Limits:
+    assert r.max_model_len is not None
+    mnbt = r.max_num_batched_tokens or cat.planner.max_num_batched_tokens
+    return kva.Limits(r.max_model_len, mnbt, cat.planner.async_batches)
+
+
+def _recommended_memory(g: GpuProfile, need_gib: float, margin: float) -> tuple[int, bool]:
+    """(Cloud Run memory GiB, possible) for a host-RAM need."""
+    want = need_gib * margin
+    if g.cloud_run is None:
+        return max(16, math.ceil(want / 8) * 8), True
+    for step in g.cloud_run.memory_steps_gib:
+        if step >= want:
+            return step, True
+    # Within the hard limit but not the margin: the largest size, flagged tight by the caller.
+    return g.cloud_run.max_memory_gib, need_gib <= g.cloud_run.max_memory_gib
+
+
+def _compute(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) -> _Calc:
+    p = cat.planner
+    assert r.max_model_len is not None and r.kv_cache_dtype != "auto"
+    weights = cat.weights_gb(m) * 1e9 / GIB
+    weights_gpu = max(weights - r.cpu_offload_gb * r.gpu_count, 0.0) / r.gpu_count
+    overhead = p.runtime_overhead_gib + m.activation_gib + (0.0 if r.enforce_eager else p.cuda_graph_gib)
+    budget = g.memory_gib * r.gpu_memory_utilization
+    free_per_gpu = budget - weights_gpu - overhead
+    kv_free = max(free_per_gpu, 0.0) * r.gpu_count
+    limits = limits_for(cat, r)
+    groups = kva.get_kv_cache_groups(layer_specs(cat, m, r.kv_cache_dtype, r.gpu_count))
+    free_bytes = int(max(free_per_gpu, 0.0) * GIB)
+    kv = kva.kv_cache_config(groups, free_bytes)
+    needed = kva.needed_bytes(groups, limits)
+    bpt = math.ceil(needed / r.max_model_len)
+    kv_tokens = kva.reported_tokens(kv, limits, p.kv_report)
+    # Loading stages the checkpoint through host RAM (page cache of the FUSE mount counts against the
+    # container); offloaded weights then stay pinned there.
+    host_need = p.host_runtime_gib + max(weights, r.cpu_offload_gb * r.gpu_count + 2.0)
+    c = _Calc(weights, weights_gpu, overhead, budget, kv_free, bpt, kv_tokens, host_need)
+    c.concurrency, c.kv, c.limits = kva.max_concurrency(kv, limits), kv, limits
+
+    if free_per_gpu <= 0:
+        c.problems.append(
+            f"weights {weights_gpu:.1f} GiB + overhead {overhead:.1f} GiB exceed the "
+            f"{budget:.1f} GiB budget ({g.memory_gib:g} GiB x {r.gpu_memory_utilization:g}) by "
+            f"{-free_per_gpu:.1f} GiB: nothing left for the KV cache"
+        )
+    elif needed > free_bytes:
+        longest = kva.estimate_max_model_len(groups, limits, free_bytes)
+        c.problems.append(
+            f"one {r.max_model_len:,}-token request needs {needed / GIB:.2f} GiB of KV cache but "
+            f"{free_bytes / GIB:.2f} GiB is free (vLLM refuses to start; the longest that fits is "
+            f"{longest:,} tokens)"
+        )
+    outside = g.memory_gib * (1 - r.gpu_memory_utilization)
+    if not r.enforce_eager and outside < m.graph_warmup_gib:
+        c.warmup_short = True
+        c.problems.append(
+            f"CUDA-graph warm-up needs ~{m.graph_warmup_gib:.1f} GiB outside the budget but only "
+            f"{outside:.1f} GiB is left at util {r.gpu_memory_utilization:g}"
+        )
+    rec_mem, possible = _recommended_memory(g, host_need, p.host_memory_margin)
+    if not possible:
+        c.host_impossible = True
+        c.problems.append(
+            f"loading needs ~{host_need:.1f} GiB host RAM; Cloud Run allows at most {rec_mem} GiB with {g.name}"
+        )
+    elif r.host_memory_gib is not None and r.host_memory_gib < host_need:
+        c.host_short = True
+        c.problems.append(
+            f"loading peaks at ~{host_need:.1f} GiB host RAM, above the {r.host_memory_gib:g} GiB "
+            "memory limit ('Memory limit ... exceeded')"
+        )
+    return c
+
+
+def _fits(c: _Calc) -> bool:
+    return not c.problems
+
+
+def _resolve(cat: Catalog, m: ModelProfile, g: GpuProfile, req: FitRequest) -> tuple[FitRequest, list[str], list[str]]:
+    """Fill defaults; fix settings the GPU/model cannot run at all. Returns (effective, changes, notes)."""
+    changes: list[str] = []
+    notes: list[str] = []
+    upd: dict[str, object] = {"model": m.name, "gpu": g.name}
+
+    dtype = req.dtype
+    if not g.bf16 and dtype != "half":
+        changes.append("--dtype half")
+        notes.append(
+            f"{g.name} (compute capability {g.compute_capability:g}) has no bf16: run with `--dtype half` "
+            "(fp16 has garbled Gemma tool calls on T4s) or pick a newer GPU."
+        )
+        dtype = "half"
+    elif dtype == "auto":
+        dtype = "bfloat16"
+    upd["dtype"] = dtype
+
+    act: KvDtype = "fp16" if dtype == "half" else "bf16"
+    kv: KvDtype = req.kv_cache_dtype
+    if kv == "fp8" and not g.fp8:
+        changes.append("--kv-cache-dtype auto")
+        notes.append(f"fp8 KV cache is not supported on {g.name}; `auto` keeps it in {act}.")
+        kv = act
+    elif kv in ("auto", "bf16", "fp16"):
+        if kv == "bf16" and dtype == "half":
+            notes.append("KV cache follows --dtype half (fp16).")
+        kv = act
+    upd["kv_cache_dtype"] = kv
+
+    mml = req.max_model_len or m.default_max_model_len
+    if mml > m.max_context:
+        changes.append(f"--max-model-len {m.max_context}")
+        notes.append(f"{m.name} supports at most {m.max_context:,} tokens of context.")
+        mml = m.max_context
+    upd["max_model_len"] = mml
+
+    q = cat.quantizations[m.quantization]
+    if q.min_compute_capability and g.compute_capability < q.min_compute_capability:
+        notes.append(
+            f"{m.quantization} kernels (Marlin) want compute capability {q.min_compute_capability:g}+; "
+            f"{g.name} is {g.compute_capability:g}: expect a slow fallback or a load error."
+        )
+    return req.model_copy(update=upd), changes, notes
+
+
+def _largest_len(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) -> int:
+    """Largest max-model-len (multiple of 1024) whose one request fits the KV cache (vLLM's estimate)."""
+    length = r.max_model_len or m.default_max_model_len
+    c = _compute(cat, m, g, r.model_copy(update={"max_model_len": length}))
+    if c.kv is None or c.limits is None or not c.kv.groups:
+        return 0
+    free = c.kv.num_blocks * kva.bytes_per_block(c.kv.groups)
+    return kva.estimate_max_model_len(c.kv.groups, c.limits, free) // 1024 * 1024
+
+
+def _fixes(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest, c: _Calc) -> list[dict[str, object]]:
+    """Candidate setting changes, least intrusive first: fp8 KV, eager mode, both; then a shorter context."""
+    p = cat.planner
+    simple: list[dict[str, object]] = []
+    if g.fp8 and r.kv_cache_dtype != "fp8":
+        simple.append({"kv_cache_dtype": "fp8"})
+    if not r.enforce_eager:
+        simple.append({"enforce_eager": True})
+    if len(simple) == 2:
+        simple.append({**simple[0], **simple[1]})
+    shorter: list[dict[str, object]] = []
+    # Eager mode costs decode speed: only shorten the context in eager mode if graphs cannot fit at all.
+    for upd in [u for u in [{}, *simple] if c.warmup_short or not u.get("enforce_eager")]:
+        length = _largest_len(cat, m, g, r.model_copy(update=upd))
+        if p.min_useful_max_model_len <= length < (r.max_model_len or 0):
+            shorter.append({**upd, "max_model_len": length})
+    # Keep as much context as possible: the longest shorter context first, then the fewest changes.
+    shorter.sort(key=lambda u: (-int(str(u["max_model_len"])), len(u)))
+    result = simple + shorter
+    rec_mem, possible = _recommended_memory(g, c.host_need_gib, p.host_memory_margin)
+    if c.host_short and possible:  # raise the Cloud Run memory limit too
+        result = [{**u, "host_memory_gib": float(rec_mem)} for u in [{}, *result]]
+    return result
+
+
+def _describe_changes(before: FitRequest, after: FitRequest) -> list[str]:
+    out = []
+    if after.kv_cache_dtype != before.kv_cache_dtype and after.kv_cache_dtype == "fp8":
+        out.append("--kv-cache-dtype fp8")
+    if after.enforce_eager and not before.enforce_eager:
+        out.append("--enforce-eager")
+    if after.max_model_len != before.max_model_len:
+        out.append(f"--max-model-len {after.max_model_len}")
+    if after.host_memory_gib != before.host_memory_gib and after.host_memory_gib is not None:
+        out.append(f"memory {after.host_memory_gib:g}Gi")
+    return out
+
+
+def _evaluate(cat: Catalog, req: FitRequest) -> _Outcome:
+    m, g = cat.model(req.model), cat.gpu(req.gpu)
+    eff, changes, notes = _resolve(cat, m, g, req)
+    c = _compute(cat, m, g, eff)
+    warnings: list[str] = []
+    if _fits(c):
+        return _Outcome("fits_with_changes" if changes else "fits", eff, c, changes, notes, warnings)
+    if not c.host_impossible:
+        for upd in _fixes(cat, m, g, eff, c):
+            trial = eff.model_copy(update=upd)
+            tc = _compute(cat, m, g, trial)
+            if _fits(tc):
+                notes += [f"As asked: {p}." for p in c.problems]
+                extra = _describe_changes(eff, trial)
+                flags = {x.split()[0] for x in extra}
+                kept = [x for x in changes if x.split()[0] not in flags]  # one --max-model-len, the last
+                return _Outcome("fits_with_changes", trial, tc, kept + extra, notes, warnings)
+    notes += [f"{p[0].upper()}{p[1:]}." for p in c.problems]
+    return _Outcome("does_not_fit", eff, c, changes, notes, warnings)
+
+
+# --- derived figures ---------------------------------------------------------------------------------------
+
+
+def _tok_s(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) -> float | None:
+    ref_gpu = next(iter(m.measured_tok_s), None)
+    if ref_gpu is not None and ref_gpu in cat.gpus:
+        # Reported figure, scaled sub-linearly by memory bandwidth (decode is bandwidth-bound).
+        ratio = g.bandwidth_gb_s / cat.gpus[ref_gpu].bandwidth_gb_s
+        tok = m.measured_tok_s[ref_gpu] * ratio**0.8
+    else:
+        active_gb = cat.weights_gb(m) * m.active_params_b / m.params_b
+        tok = cat.planner.decode_efficiency * g.bandwidth_gb_s * r.gpu_count**0.7 / active_gb
+    if r.cpu_offload_gb > 0:
+        # Offloaded weights cross PCIe on every forward pass.
+        per_tok = 1 / tok + r.cpu_offload_gb * r.gpu_count * GIB / 1e9 / cat.planner.offload_gb_s
+        tok = 1 / per_tok
+    return round(tok, 1)
+
+
+def _cpu_for(cat: Catalog, g: GpuProfile, memory_gib: float) -> int:
+    if g.cloud_run is None:
+        return 0
+    table = cat.planner.cloud_run.cpu_for_memory
+    fitting = [cpu for cpu, max_mem in sorted(table.items()) if max_mem >= memory_gib]
+    return max(g.cloud_run.min_cpu, fitting[0] if fitting else g.cloud_run.min_cpu)
+
+
+def _cost(cat: Catalog, g: GpuProfile, count: int, cpu: int, memory_gib: float) -> float:
+    hourly = g.price_per_hour_usd * count
+    if not g.price_includes_host:
+        cr = cat.planner.cloud_run
+        hourly += cpu * cr.vcpu_usd_per_s * 3600 + memory_gib * cr.memory_usd_per_gib_s * 3600
+    return round(hourly, 2)
+
+
+def _cold_start(cat: Catalog, m: ModelProfile, r: FitRequest) -> float:
+    p = cat.planner
+    load = cat.weights_gb(m) * 1000 / p.gcs_fuse_mb_s
+    return round(p.container_start_s + load + (p.eager_compile_s if r.enforce_eager else p.compile_s))
+
+
+def _vllm_args(m: ModelProfile, r: FitRequest) -> list[str]:
+    """The flags the effective config implies, rendered by the same model as a deployed service's."""
+    flags = VllmFlags(
+        max_model_len=r.max_model_len,
+        gpu_memory_utilization=r.gpu_memory_utilization,
+        kv_cache_dtype=kv_flag(r.kv_cache_dtype),
+        dtype="half" if r.dtype == "half" else "auto",
+        enforce_eager=r.enforce_eager,
+        cpu_offload_gb=r.cpu_offload_gb,
+        tensor_parallel_size=r.gpu_count,
+        max_num_seqs=r.max_num_seqs,
+        max_num_batched_tokens=r.max_num_batched_tokens,
+    )
+    return flags.merged(VllmFlags.parse(m.vllm_args)).to_args()
+
+
+def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool) -> FitReport:
+    m, g = cat.model(o.eff.model), cat.gpu(o.eff.gpu)
+    c, eff = o.calc, o.eff
+    p = cat.planner
+    assert eff.max_model_len is not None
+    rec_mem, _ = _recommended_memory(g, c.host_need_gib, p.host_memory_margin)
+    memory = eff.host_memory_gib or float(rec_mem)
+    cpu = _cpu_for(cat, g, memory)
+    # Sequences averaging a quarter of max-model-len; Cloud Run concurrency should equal this.
+    concurrency = c.concurrency
+    rec_seqs = max(1, min(256, int(concurrency * 4)))
+    mnbt = eff.max_num_batched_tokens or p.max_num_batched_tokens
+    eff = eff.model_copy(
+        update={
+            "host_memory_gib": memory,
+            "max_num_seqs": eff.max_num_seqs or rec_seqs,
+            "max_num_batched_tokens": mnbt,
+        }
+    )
+    notes, warnings = list(o.notes), list(o.warnings)
+    tok = _tok_s(cat, m, g, eff)
+    if eff.cpu_offload_gb > 0:
+        warnings.append(
+            f"--cpu-offload-gb {eff.cpu_offload_gb:g}: weights cross PCIe every token, so generation runs at "
+            f"~{tok or 0:.1f} tok/s (operators saw 1-2 tok/s). Prefer a model that fits in VRAM."
+        )
+    if o.verdict != "does_not_fit" and eff.max_num_seqs and eff.max_num_seqs > max(concurrency, 1) * 4:
+        notes.append(
+            f"--max-num-seqs {eff.max_num_seqs} is far above the {concurrency:.1f} full-length sequences "
+            "the KV cache holds: long requests will be preempted."
+        )
+    if m.vllm_args:
+        notes.append(f"This checkpoint needs `{' '.join(m.vllm_args)}`.")
+    if g.available_on_cloud_run and eff.gpu_count > 1:
+        warnings.append(f"Cloud Run attaches one GPU per instance; {eff.gpu_count} x {g.name} needs another runtime.")
+    if not g.available_on_cloud_run:
+        notes.append(f"{g.name} is a comparison GPU (not on Cloud Run); price: {g.price_source}.")
+    notes += m.notes
+    cold = _cold_start(cat, m, eff)
+    report = FitReport(
+        verdict=o.verdict,
+        weights_gib=round(c.weights_gib, 2),
+        overhead_gib=round(c.overhead_gib, 2),
+        kv_bytes_per_token=c.bpt,
+        kv_cache_tokens=c.kv_tokens,
+        kv_cache_gib=round(c.kv_free_gib, 2),
+        max_concurrency=round(concurrency, 2),
+        kv_blocks=c.kv.num_blocks if c.kv else 0,
+        kv_groups=len(c.kv.groups) if c.kv else 0,
+        startup_lines=kva.startup_lines(c.kv, c.limits, p.kv_report) if c.kv and c.limits else [],
+        host_memory_gib=round(c.host_need_gib, 1),
+        cold_start_s=cold,
+        cost_per_hour_usd=_cost(cat, g, eff.gpu_count, cpu, memory),
+        est_tokens_per_s=tok if o.verdict != "does_not_fit" else None,
+        changes=o.changes,
+        alternatives=[],
+        warnings=warnings,
+        notes=notes,
+        request=eff,
+        requested=req,
+        model=m,
+        gpu=g,
+        budget_gib=round(c.budget_gib, 2),
+        vram_after_weights_gib=round(g.memory_gib - c.weights_gpu_gib, 2),
+        recommended_memory_gib=math.ceil(memory),
+        recommended_cpu=cpu,
+        recommended_max_num_seqs=rec_seqs,
+        startup_budget_s=int(math.ceil(cold * 1.5 / 60) * 60),
+        vllm_args=_vllm_args(m, eff),
+    )
+    if with_alternatives and (o.verdict == "does_not_fit" or eff.cpu_offload_gb > 0):
+        report.alternative_requests, report.alternatives = _alternatives(cat, req, o)
+    return report
+
+
+# --- alternatives ------------------------------------------------------------------------------------------
+
+
+def _candidates(cat: Catalog, req: FitRequest, o: _Outcome) -> list[list[FitRequest]]:
+    """Groups of candidate configurations; the first that fits in each group is offered."""
+    m, g = cat.model(o.eff.model), cat.gpu(o.eff.gpu)
+    keep = req.model_dump(exclude={"model", "gpu", "cpu_offload_gb"})
+
+    def mk(model: str, gpu: str, **upd: object) -> FitRequest:
+        return FitRequest(**{**keep, "model": model, "gpu": gpu, **upd})
+
+    lighter = [  # smaller builds of the same model (QAT, fp8) on the same GPU, smallest first
+        mk(v.name, g.name)
+        for v in sorted(cat.models.values(), key=cat.weights_gb)
+        if v.family == m.family and cat.weights_gb(v) < cat.weights_gb(m)
+    ]
+    bigger = sorted((x for x in cat.gpus.values() if x.memory_gib > g.memory_gib), key=lambda x: x.price_per_hour_usd)
+    cloud_run = [mk(m.name, x.name) for x in bigger if x.available_on_cloud_run]
+    elsewhere = [mk(m.name, x.name) for x in bigger if not x.available_on_cloud_run]
+    fams = {x.family for x in cat.models.values()}
+    smaller_fams = sorted(
+        (f for f in fams if cat.models[f].params_b < cat.models[m.family].params_b),
+        key=lambda f: -cat.models[f].params_b,
+    )
+    smaller = [  # the largest smaller model, in its lightest build
+        mk(min((x for x in cat.models.values() if x.family == f), key=cat.weights_gb).name, g.name)
+        for f in smaller_fams
+    ]
+    offload: list[FitRequest] = []
+    c = o.calc
+    if req.cpu_offload_gb == 0 and c.weights_gpu_gib > 0:
+        # Last resort: move the excess weights (plus room for an 8k-token sequence) to host RAM.
+        assert o.eff.max_model_len is not None
+        kv_room = c.bpt * min(o.eff.max_model_len, 8192) / GIB
+        excess = c.weights_gpu_gib + c.overhead_gib + kv_room - c.budget_gib
+        if 0 < excess < c.weights_gpu_gib:
+            offload.append(mk(m.name, g.name, cpu_offload_gb=float(math.ceil(excess + 1))))
+    return [lighter, cloud_run, smaller, offload, elsewhere]
+
+
+def _alternatives(cat: Catalog, req: FitRequest, o: _Outcome) -> tuple[list[FitRequest], list[str]]:
+    reqs: list[FitRequest] = []
+    lines: list[str] = []
+    for group in _candidates(cat, req, o):
+        for cand in group:
+            co = _evaluate(cat, cand)
+            if co.verdict == "does_not_fit":
+                continue
+            r = _report(cat, cand, co, with_alternatives=False)
+            how = f" with {' '.join(r.changes)}" if r.changes else ""
+            if r.request.cpu_offload_gb:
+                how = f" with --cpu-offload-gb {r.request.cpu_offload_gb:g}{how.replace(' with', ',')}"
+            slow = " — SLOW: CPU offload" if r.request.cpu_offload_gb else ""
+            tok = f", ~{r.est_tokens_per_s:g} tok/s" if r.est_tokens_per_s else ""
+            lines.append(
+                f"{r.model.name} on {r.gpu.label}{how}: {r.verdict.replace('_', ' ')} — "
+                f"{r.kv_cache_tokens:,} KV tokens ({r.max_concurrency:g} x {r.request.max_model_len:,})"
+                f"{tok}, ${r.cost_per_hour_usd:.2f}/h{slow}"
+            )
+            reqs.append(r.request)
+            break
+    return reqs, lines
+
+
+def plan_fit(req: FitRequest, catalog: Catalog | None = None) -> FitReport:
+    """Plan one configuration. Raises InvalidInput for unknown model/GPU names (with close matches)."""
+    cat = catalog or load_catalog()
+    return _report(cat, req, _evaluate(cat, req), with_alternatives=True)
+
+
+StartFailure = Literal["gpu_oom_at_load", "graph_warmup_oom", "kv_cache_insufficient", "host_memory"]
+
+
+class DeployedCheck(BaseModel):
+    """What happens when vLLM starts with exactly these settings (no planner fixes applied): the simulated
+    revision in bot/sandbox uses it to fail the way vLLM fails. `failure` is None when it starts."""
+
+    failure: StartFailure | None
+    weights_gib: float
+    gpu_memory_gib: float  # per GPU, as CUDA reports it
+    budget_gib: float
+    kv_free_gib: float
+    kv_needed_gib: float  # one full sequence at max-model-len
+    kv_tokens: int
+    max_len_that_fits: int
+    graph_warmup_gib: float
+    host_need_gib: float
+    cold_start_s: float
+    load_s: float  # weights over GCS FUSE (part of the cold start)
+
+
+def check_as_deployed(req: FitRequest, catalog: Catalog | None = None) -> DeployedCheck:
+    """The configuration as given (defaults resolved, nothing changed to make it fit)."""
+    cat = catalog or load_catalog()
+    m, g = cat.model(req.model), cat.gpu(req.gpu)
+    eff, _, _ = _resolve(cat, m, g, req)
+    c = _compute(cat, m, g, eff)
+    mml = eff.max_model_len or m.default_max_model_len
+    failure: StartFailure | None = None
+    if c.host_short or c.host_impossible:
+        failure = "host_memory"
+    elif c.budget_gib - c.weights_gpu_gib - c.overhead_gib <= 0:
+        failure = "gpu_oom_at_load"
+    elif c.kv_tokens < mml:
+        failure = "kv_cache_insufficient"
+    elif c.warmup_short:
+        failure = "graph_warmup_oom"
+    return DeployedCheck(
+        failure=failure,
+        weights_gib=round(c.weights_gib, 2),
+        gpu_memory_gib=g.memory_gib,
+        budget_gib=round(c.budget_gib, 2),
+        kv_free_gib=round(c.kv_free_gib, 2),
+        kv_needed_gib=round(c.bpt * mml / GIB, 2),
+        kv_tokens=c.kv_tokens,
+        max_len_that_fits=_largest_len(cat, m, g, eff),
+        graph_warmup_gib=m.graph_warmup_gib,
+        host_need_gib=round(c.host_need_gib, 1),
+        cold_start_s=_cold_start(cat, m, eff),
+        load_s=round(cat.weights_gb(m) * 1000 / cat.planner.gcs_fuse_mb_s),
+    )

@@ -1,0 +1,322 @@
+"""Execute a confirmed plan against the Runtime and report progress as it goes.
+
+Phases for a new revision: submitted -> revision created -> instance starting -> weights loading -> ready
+(or failed, with the revision's condition and the first error log lines). Traffic never moves early: the
+rendered traffic is "latest ready revision", so a revision that fails its probe gets none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+from pydantic import BaseModel, Field
+
+from skills.deploy.diff import fingerprint
+from skills.deploy.plans import Plan
+from skills.errors import TransientCloudError, UserFacingError
+from skills.logs.redact import redact
+from skills.ports import LogQuery, Logs, RevisionInfo, Runtime
+from skills.retrying import RetryPolicy, retry_call
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+PHASES = ("submitted", "revision created", "instance starting", "weights loading", "ready")
+# vLLM log lines that show the weights are being read (so "instance starting" is over).
+_LOADING_MARKERS = ("loading weights", "loading safetensors", "loading model", "starting to load model")
+_CONTAINER_START_S = 30.0  # without logs: after this long a started instance is most likely loading weights
+
+
+class Progress(BaseModel):
+    phase: str
+    elapsed_s: float
+    detail: str = ""
+    done: bool = False
+    ok: bool | None = None
+    revision: str = ""
+    log_lines: list[str] = Field(default_factory=list)
+
+
+ProgressFn = Callable[[Progress], Awaitable[None]]
+
+
+class ExecResult(BaseModel):
+    ok: bool
+    detail: str
+    revision: str = ""
+    duration_s: float = 0.0
+    log_lines: list[str] = Field(default_factory=list)
+
+
+async def _error_lines(logs: Logs | None, service: str, revision: str, since: datetime, n: int = 5) -> list[str]:
+    if logs is None:
+        return []
+    try:
+        batch = await logs.fetch(
+            LogQuery(service=service, since=since, revision=revision or None, min_severity="ERROR", max_entries=200)
+        )
+    except Exception as exc:  # noqa: BLE001 - logs are a bonus on a failure report
+        log.warning(
+            "deploy failure report: logs of %s unavailable: %s: %s", service, type(exc).__name__, str(exc)[:200]
+        )
+        return []
+    return [redact(e.text)[:300] for e in batch.entries[:n]]
+
+
+async def _loading_seen(logs: Logs | None, service: str, revision: str, since: datetime) -> bool | None:
+    if logs is None:
+        return None
+    try:
+        batch = await logs.fetch(LogQuery(service=service, since=since, revision=revision or None, max_entries=500))
+    except Exception as exc:  # noqa: BLE001 - logs only refine a progress phase
+        log.warning("deploy watch: logs of %s unavailable: %s: %s", service, type(exc).__name__, str(exc)[:200])
+        return None
+    return any(m in e.text.lower() for e in batch.entries for m in _LOADING_MARKERS)
+
+
+class _Reporter:
+    """Emits a Progress on each phase change, and at most every `every_s` otherwise (Slack edit limits)."""
+
+    def __init__(self, progress: ProgressFn | None, every_s: float) -> None:
+        self._progress = progress
+        self._every_s = every_s
+        self._last_phase = ""
+        self._last_at = 0.0
+        self.start = time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    async def __call__(self, p: Progress, force: bool = False) -> None:
+        now = time.monotonic()
+        if p.phase != self._last_phase or force or now - self._last_at >= self._every_s:
+            self._last_phase, self._last_at = p.phase, now
+            if self._progress is not None:
+                await self._progress(p)
+
+
+async def check_unchanged(runtime: Runtime, plan: Plan) -> None:
+    """Refuse to run a plan computed against a service that has changed since (someone else deployed)."""
+    current = await runtime.get_service_spec(plan.service)
+    if plan.create and current is not None:
+        raise UserFacingError(f"`{plan.service}` was created by someone else after this plan was made.", "Re-plan.")
+    if not plan.create and current is None:
+        raise UserFacingError(f"`{plan.service}` no longer exists.", "Re-plan (a deploy would create it).")
+    if not plan.create and fingerprint(current) != plan.base_fingerprint:
+        raise UserFacingError(f"`{plan.service}` changed after this plan was made.", "Re-plan to see the new diff.")
+
+
+async def execute(
+    runtime: Runtime,
+    plan: Plan,
+    *,
+    logs: Logs | None = None,
+    progress: ProgressFn | None = None,
+    poll_s: float = 5.0,
+    progress_every_s: float = 15.0,
+) -> ExecResult:
+    rep = _Reporter(progress, progress_every_s)
+    since = datetime.now(UTC) - timedelta(seconds=30)
+    try:
+        await check_unchanged(runtime, plan)
+        if plan.kind == "destroy":
+            return await _destroy(runtime, plan, rep, poll_s)
+        if plan.spec is None:
+            raise UserFacingError("This plan has nothing to apply.", "Re-plan.")
+        before = "" if plan.create else (await runtime.get_service(plan.service)).latest_created_revision
+        op = await runtime.apply_service(plan.service, plan.spec, create=plan.create)
+        await rep(Progress(phase="submitted", elapsed_s=rep.elapsed()))
+        if plan.kind == "rollback":
+            return await _wait_traffic(runtime, plan, op, rep, poll_s)
+        return await _wait_revision(runtime, plan, op, before, rep, poll_s, logs, since)
+    except UserFacingError as exc:
+        result = ExecResult(ok=False, detail=str(exc), duration_s=rep.elapsed())
+        await rep(Progress(phase="failed", elapsed_s=rep.elapsed(), detail=result.detail, done=True, ok=False), True)
+        return result
+
+
+async def _ride_out(
+    what: str,
+    deadline: float,
+    poll_s: float,
+    call: Callable[[], Awaitable[T]],
+    on_error: Callable[[TransientCloudError], Awaitable[None]],
+) -> T:
+    """One watch poll, tried again every `poll_s` while Cloud Run's API is busy or unreachable (the adapter has
+    already backed off): the revision may well be starting fine, so the watch keeps going until its deadline,
+    saying so each time; past it the last TransientCloudError is raised."""
+
+    async def note(exc: BaseException, _attempt: int, _wait_s: float) -> None:
+        assert isinstance(exc, TransientCloudError)
+        await on_error(exc)
+
+    policy = RetryPolicy(
+        what=f"deploy watch ({what})",
+        transient=lambda exc: isinstance(exc, TransientCloudError),
+        budget_s=max(0.0, deadline - time.monotonic()),
+        initial_s=poll_s,
+        max_s=poll_s,
+        jitter_s=0.0,
+        log=log,
+    )
+    return await retry_call(policy, call, on_retry=note)
+
+
+async def _wait_revision(
+    runtime: Runtime,
+    plan: Plan,
+    op: str,
+    before: str,
+    rep: _Reporter,
+    poll_s: float,
+    logs: Logs | None,
+    since: datetime,
+) -> ExecResult:
+    deadline = time.monotonic() + max(plan.wait_budget_s, 60.0)
+    revision = ""
+    created_at = 0.0
+    op_done = False
+    op_error = ""
+    phase = "submitted"
+
+    async def poll() -> RevisionInfo | None:
+        nonlocal revision, created_at, op_done, op_error
+        if not op_done:
+            status = await runtime.wait_operation(op, timeout_s=poll_s)
+            op_done, op_error = status.done, status.error
+        else:
+            await asyncio.sleep(poll_s)
+        info = await runtime.get_service(plan.service)
+        if not revision and info.latest_created_revision and info.latest_created_revision != before:
+            revision, created_at = info.latest_created_revision, time.monotonic()
+            await rep(Progress(phase="revision created", elapsed_s=rep.elapsed(), revision=revision))
+        return await runtime.get_revision(plan.service, revision) if revision else None
+
+    async def still_watching(exc: TransientCloudError) -> None:
+        await rep(Progress(phase=phase, elapsed_s=rep.elapsed(), revision=revision, detail=exc.message))
+
+    while True:
+        try:
+            rev = await _ride_out("revision", deadline, poll_s, poll, still_watching)
+        except TransientCloudError as exc:
+            raise UserFacingError(
+                f"Cloud Run's API kept failing until the watch's deadline ({exc.message}); the revision may "
+                "still become ready.",
+                "Check `/gemma status` in a few minutes.",
+            ) from None
+        elapsed = rep.elapsed()
+        if rev is not None and rev.ready is True:
+            await rep(
+                Progress(
+                    phase="ready",
+                    elapsed_s=elapsed,
+                    revision=revision,
+                    done=True,
+                    ok=True,
+                    detail=f"revision `{revision}` is ready and serving",
+                ),
+                True,
+            )
+            return ExecResult(ok=True, detail=f"revision {revision} ready", revision=revision, duration_s=elapsed)
+        if (rev is not None and rev.ready is False) or (op_done and op_error):
+            reason = f"{rev.reason}: {rev.message}" if rev is not None and rev.ready is False else op_error
+            lines = await _error_lines(logs, plan.service, revision, since)
+            detail = redact(reason.strip(": ") or "the operation failed")
+            await rep(
+                Progress(
+                    phase="failed",
+                    elapsed_s=elapsed,
+                    revision=revision,
+                    done=True,
+                    ok=False,
+                    detail=detail,
+                    log_lines=lines,
+                ),
+                True,
+            )
+            return ExecResult(ok=False, detail=detail, revision=revision, duration_s=elapsed, log_lines=lines)
+        if time.monotonic() >= deadline:
+            detail = (
+                f"revision `{revision or '?'}` was still not ready after {elapsed:.0f} s; Cloud Run keeps "
+                "trying until its startup probe gives up. Check `/gemma status`."
+            )
+            await rep(
+                Progress(
+                    phase="timed out",
+                    elapsed_s=elapsed,
+                    revision=revision,
+                    done=True,
+                    ok=False,
+                    detail=detail,
+                ),
+                True,
+            )
+            return ExecResult(ok=False, detail=detail, revision=revision, duration_s=elapsed)
+        if not revision:
+            phase = "submitted"
+        else:
+            seen = await _loading_seen(logs, plan.service, revision, since)
+            if seen is None:
+                seen = time.monotonic() - created_at >= _CONTAINER_START_S
+            phase = "weights loading" if seen else "instance starting"
+        await rep(Progress(phase=phase, elapsed_s=elapsed, revision=revision))
+
+
+async def _wait_traffic(runtime: Runtime, plan: Plan, op: str, rep: _Reporter, poll_s: float) -> ExecResult:
+    deadline = time.monotonic() + max(plan.wait_budget_s, 60.0)
+
+    async def still_moving(exc: TransientCloudError) -> None:
+        await rep(Progress(phase="moving traffic", elapsed_s=rep.elapsed(), detail=exc.message))
+
+    while True:
+        status = await _ride_out(
+            "traffic", deadline, poll_s, lambda: runtime.wait_operation(op, timeout_s=poll_s), still_moving
+        )
+        elapsed = rep.elapsed()
+        if status.done and status.error:
+            await rep(Progress(phase="failed", elapsed_s=elapsed, detail=status.error, done=True, ok=False), True)
+            return ExecResult(ok=False, detail=status.error, duration_s=elapsed)
+        if status.done:
+            detail = f"100% of traffic on `{plan.target_revision}`"
+            await rep(
+                Progress(
+                    phase="ready",
+                    elapsed_s=elapsed,
+                    detail=detail,
+                    done=True,
+                    ok=True,
+                    revision=plan.target_revision,
+                ),
+                True,
+            )
+            return ExecResult(ok=True, detail=detail, revision=plan.target_revision, duration_s=elapsed)
+        if time.monotonic() >= deadline:
+            return ExecResult(
+                ok=False, detail="traffic change still running; check `/gemma revisions`", duration_s=elapsed
+            )
+        await rep(Progress(phase="moving traffic", elapsed_s=elapsed))
+
+
+async def _destroy(runtime: Runtime, plan: Plan, rep: _Reporter, poll_s: float) -> ExecResult:
+    op = await runtime.delete_service(plan.service)
+    await rep(Progress(phase="submitted", elapsed_s=rep.elapsed()))
+    deadline = time.monotonic() + max(plan.wait_budget_s, 60.0)
+    while True:
+        status = await runtime.wait_operation(op, timeout_s=poll_s)
+        elapsed = rep.elapsed()
+        if status.done:
+            ok = not status.error
+            detail = status.error or f"service `{plan.service}` deleted"
+            await rep(
+                Progress(phase="deleted" if ok else "failed", elapsed_s=elapsed, detail=detail, done=True, ok=ok),
+                True,
+            )
+            return ExecResult(ok=ok, detail=detail, duration_s=elapsed)
+        if time.monotonic() >= deadline:
+            return ExecResult(ok=False, detail="delete still running; check `/gemma status`", duration_s=elapsed)
+        await rep(Progress(phase="deleting", elapsed_s=elapsed))

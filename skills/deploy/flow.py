@@ -1,0 +1,73 @@
+"""The write flow as one object: propose a plan, then confirm it through the gate and run it.
+
+A surface (a slash command, a plan button, the destroy dialog) parses its input, calls one of these methods and
+renders the result; building the plan, storing it, the checks before a write and the write itself all happen
+here (skills/deploy/plan_builder.py builds, skills/deploy/plans.py stores, skills/deploy/confirm.py checks and
+runs). bot/ wires one per request from its settings (bot/deps.py `Deps.writes`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from skills.deploy.confirm import Where, WriteGate, cancel, claim, precheck, run_claimed
+from skills.deploy.env import DeployEnv
+from skills.deploy.execute import ExecResult, ProgressFn
+from skills.deploy.locks import ServiceLock
+from skills.deploy.plan_builder import build_plan
+from skills.deploy.plans import Plan, PlanStore
+from skills.incidents.store import IncidentStore
+from skills.ports import Logs, Runtime
+
+
+@dataclass(frozen=True)
+class WriteFlow:
+    runtime: Runtime
+    env: DeployEnv
+    plans: PlanStore
+    gate: WriteGate
+    incidents: IncidentStore
+    logs: Logs | None = None
+    poll_s: float = 5.0
+
+    async def propose(
+        self, kind: str, params: dict[str, Any], *, user_id: str, channel_id: str, thread_ts: str = ""
+    ) -> Plan:
+        """Compute and store a plan (the one entry point for commands and plan buttons). A plan asked for in a
+        thread remembers it, and the incident whose thread it is, so progress and outcome land there."""
+        plan = await build_plan(kind, params, self.runtime, self.env, user_id=user_id, channel_id=channel_id)
+        if thread_ts:
+            plan.thread_ts = thread_ts
+            plan.incident_id = await self.incidents.thread_incident(channel_id, thread_ts)
+        await self.plans.save(plan)
+        return plan
+
+    async def plan(self, plan_id: str) -> Plan | None:
+        return await self.plans.get(plan_id)
+
+    async def posted_at(self, plan: Plan, message_ts: str) -> None:
+        """Remember the message showing the plan (its buttons are removed once it is spent)."""
+        await self.plans.set_message(plan, message_ts)
+
+    async def precheck(self, plan_id: str, user_id: str, typed_name: str | None, where: Where) -> None:
+        """Every refusal a confirm would give, without consuming the plan (raises Refused)."""
+        await precheck(self.gate, plan_id, user_id, typed_name, where)
+
+    async def claim(self, plan_id: str, user_id: str, typed_name: str | None, where: Where) -> tuple[Plan, ServiceLock]:
+        """Check, claim the plan once and take the service's lock (raises Refused)."""
+        return await claim(self.gate, plan_id, user_id, typed_name, where)
+
+    async def release_unrun(self, plan: Plan, lock: ServiceLock) -> None:
+        """Nothing ran after a claim: the plan may be confirmed again and the service is free."""
+        await self.plans.unclaim(plan.id)
+        await lock.release()
+
+    async def cancel(self, plan_id: str, user_id: str, where: Where) -> Plan:
+        return await cancel(self.gate, plan_id, user_id, where)
+
+    async def run(self, plan: Plan, lock: ServiceLock, user_id: str, progress: ProgressFn) -> ExecResult:
+        """Execute a claimed plan; audits it, releases the lock and retires the plan whatever happens."""
+        return await run_claimed(
+            self.gate, plan, lock, user_id, self.runtime, logs=self.logs, progress=progress, poll_s=self.poll_s
+        )

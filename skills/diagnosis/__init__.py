@@ -1,0 +1,1 @@
+"""Diagnosis: analyzers (one module per failure family), findings in causal order, remediation."""

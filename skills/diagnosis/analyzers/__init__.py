@@ -1,0 +1,51 @@
+"""Deterministic analyzers for known vLLM / Cloud Run failures, one small module per family.
+
+`run_all(view)` runs every registered analyzer, bounds each proposed fix by what the log and the planner say
+can work (bounds.py), and puts root causes before the findings they explain (causes.py). Importing the
+family modules registers them (see base.analyzer).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from skills.diagnosis.analyzers import access, container, engine, memory, platform, serving, startup  # noqa: F401  (registration)
+from skills.diagnosis.analyzers.base import REGISTRY, LogView
+from skills.diagnosis.analyzers.bounds import bound
+from skills.diagnosis.analyzers.causes import order_by_cause
+
+if TYPE_CHECKING:
+    from skills.diagnosis.findings import Finding
+
+KINDS = (
+    "container_exited_at_start",
+    "container_port_mismatch",
+    "cloud_run_quota_exceeded",
+    "gpu_quota_exceeded",
+    "max_model_len_exceeds_model",
+    "bf16_unsupported",
+    "hf_auth_failed",
+    "model_not_found",
+    "gcs_fuse_permission_denied",
+    "container_memory_exceeded",
+    "torch_compile_failed",
+    "gpu_oom_at_load",
+    "kv_cache_insufficient",
+    "engine_hung",
+    "engine_startup_failed",
+    "startup_probe_timeout",
+    "context_length_exceeded",
+    "tool_parser_missing",
+    "cpu_offload_slow",
+    "request_queue_saturated",
+)
+
+
+def run_all(view: LogView) -> list[Finding]:
+    findings = []
+    for kind in KINDS:
+        finding = REGISTRY[kind](view)
+        if finding is not None:
+            bound(view, finding)
+            findings.append(finding)
+    return order_by_cause(view, findings)

@@ -1,0 +1,89 @@
+"""Startup probe exhausted while vLLM is still loading weights (the most common Cloud Run GPU failure)."""
+
+from __future__ import annotations
+
+import math
+import re
+from itertools import pairwise
+from statistics import median
+
+from skills.diagnosis.analyzers.base import LogView, analyzer, evidence_of, first_seen, rx
+from skills.diagnosis.findings import Finding, ProposedAction, Remediation
+
+_PROBE_FAIL = rx(
+    r"STARTUP (?:HTTP|TCP|GRPC) probe failed (\d+) times? consecutively",
+    r"[Ss]tartup probe failed",
+    r"failed the configured startup probe checks",
+    r"failed to start and listen on the port defined provided by the PORT=\d+",
+    r"failed to start and listen on the port",
+)
+_TERMINAL = re.compile(
+    r"instance was not started|failed the configured startup probe|failed to start and listen|"
+    r"[Cc]ontainer failed to become healthy|Revision '[^']*' is not ready"
+)
+_SUCCESS = re.compile(r"STARTUP \w+ probe succeeded|Application startup complete|Uvicorn running on")
+# tqdm progress of vLLM's loader: "... | 2/5 [08:02<12:03, 241.00s/it]"
+_SHARDS = re.compile(r"checkpoint shards:.*?\|\s*(\d+)/(\d+) \[(?:(\d+):)?(\d+):(\d+)<(?:(\d+):)?(\d+):(\d+)")
+_THRESHOLD = re.compile(r"failed (\d+) times? consecutively")
+
+WARMUP_S = 120  # torch.compile / CUDA graphs / warm-up after the weights (field notes: ~100 s)
+PERIOD_S = 60
+MIN_THRESHOLD = 25
+
+
+def _secs(h: str | None, m: str, s: str) -> int:
+    return int(h or 0) * 3600 + int(m) * 60 + int(s)
+
+
+@analyzer("startup_probe_timeout")
+def startup_probe(view: LogView) -> Finding | None:
+    hits = view.grep(*_PROBE_FAIL)
+    if not hits:
+        return None
+    terminal = [h for h in hits if _TERMINAL.search(h[0].text) or h[0].severity in ("ERROR", "CRITICAL")]
+    if not terminal and view.after(hits[-1][0].idx, _SUCCESS):
+        return None  # probes failed while loading, then the server came up: a working budget
+    # How long loading would have taken: the slowest loader progress line (elapsed + remaining).
+    load_s = 0
+    for line in view.lines:
+        if m := _SHARDS.search(line.text):
+            load_s = max(load_s, _secs(m.group(3), m.group(4), m.group(5)) + _secs(m.group(6), m.group(7), m.group(8)))
+    times = [h.ts for h, _ in hits if h.ts is not None]
+    gaps = [(b - a).total_seconds() for a, b in pairwise(times) if (b - a).total_seconds() > 5]
+    period = median(gaps) if gaps else None
+    threshold = max((int(t.group(1)) for h, _ in hits if (t := _THRESHOLD.search(h.text))), default=None)
+    needed = (load_s + WARMUP_S) * 1.2 if load_s else None
+    new_threshold = max(MIN_THRESHOLD, math.ceil(needed / PERIOD_S)) if needed else 30
+    steps = []
+    budget = ""
+    if threshold and period:
+        budget = f" (budget ~{int(threshold * period)} s: {threshold} failures x {period:.0f} s)"
+    if load_s:
+        steps.append(
+            f"Loading the weights was on course to take ~{load_s} s, plus ~{WARMUP_S} s of compile and warm-up."
+        )
+    steps.append(
+        f"Give the startup probe ~{new_threshold * PERIOD_S + 240} s: initial delay 240 s (Cloud Run's cap), "
+        f"period {PERIOD_S} s, failure threshold {new_threshold}, timeout 50-60 s."
+    )
+    steps.append("Faster loads: GCS FUSE cache options (stat-cache-ttl, type-cache-ttl, max-conns-per-host=100).")
+    steps.append("Keep `--min-instances 1` if cold starts of many minutes are not acceptable (costs the idle GPU).")
+    return Finding(
+        kind="startup_probe_timeout",
+        title="Startup probe gave up before vLLM finished loading" + budget,
+        severity="critical",
+        evidence=evidence_of(terminal or hits),
+        remediation=Remediation(
+            summary="Cloud Run restarted the instance because /health did not answer within the probe budget.",
+            steps=steps,
+            actions=[
+                ProposedAction(
+                    action="redeploy",
+                    params={"startup_failure_threshold": new_threshold, "startup_period_s": PERIOD_S},
+                    reason="startup budget for the observed load time",
+                )
+            ],
+        ),
+        first_seen=first_seen(hits),
+        count=len(hits),
+    )

@@ -1,0 +1,1 @@
+"""Incidents: incident state and its storage in Redis (threads, outbox, leases)."""

@@ -1,0 +1,191 @@
+"""Incident records in Redis, and the outbox that tells the publisher which incidents have Slack work.
+
+Recording is an optimistic transaction (WATCH the alert's and the service's index keys and the incident): two
+workers, on one instance or several, folding alerts of one service at once never lose one of them, and
+nothing needs a lock, so a worker killed mid-record stalls nobody. The same transaction marks the incident
+dirty in its channel's outbox; the publisher (handlers/incident_publisher.py) posts what it asks for.
+
+Per incident:
+  incident:<id>          the Incident (JSON)
+  incident:<id>:pub      what the publisher has done: ts, rev (header revision shown), through (last event
+                         posted), line_at / edit_at (clock seconds), fx:<effect> intent records
+  incident:<id>:replies  investigation replies (index -> JSON), posted in order under the thread
+  incident:<id>:investigation  the entry id that runs the incident's one investigation
+  incident:by-thread:<channel>:<ts>  the incident whose Slack thread that is
+The publisher's keys (outbox, storm, dead letters) are in skills/incidents/outbox.py.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from skills.clock import REAL_CLOCK, Clock
+from skills.incidents.model import Alert, Change, Incident, group_key, is_known_service, new_incident
+from skills.ports import Store, StorePipeline
+
+RECORD_TTL_S = 30 * 86400
+
+# KEYS[1] outbox zset, KEYS[2] counter, KEYS[3] channels set; ARGV[1] incident id, ARGV[2] channel.
+_MARK = """
+local n = redis.call('INCR', KEYS[2])
+redis.call('ZADD', KEYS[1], n, ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[2])
+return n
+"""
+# Remove from the outbox only if nobody marked it again since the publisher looked (score unchanged).
+_CLEAN = """
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('ZREM', KEYS[1], ARGV[1]) end
+return 0
+"""
+
+
+class IncidentStore:
+    def __init__(self, r: Store, prefix: str, clock: Clock = REAL_CLOCK) -> None:
+        self.r = r
+        self.prefix = prefix
+        self.clock = clock
+        self._mark = r.register_script(_MARK)
+        self._clean = r.register_script(_CLEAN)
+
+    def key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    # --- keys ------------------------------------------------------------------------------------------
+    def k_incident(self, inc_id: str) -> str:
+        return self.key("incident", inc_id)
+
+    def k_pub(self, inc_id: str) -> str:
+        return self.key("incident", inc_id, "pub")
+
+    def k_replies(self, inc_id: str) -> str:
+        return self.key("incident", inc_id, "replies")
+
+    def k_by_alert(self, alert: Alert) -> str:
+        return self.key("incident", "by-alert", alert.key)
+
+    def k_by_group(self, alert: Alert) -> str:
+        return self.key("incident", "by-group", group_key(alert))
+
+    def k_outbox(self, channel: str) -> str:
+        return self.key("outbox", channel)
+
+    def k_opens(self, channel: str) -> str:
+        return self.key("outbox", channel, "opens")
+
+    @property
+    def k_channels(self) -> str:
+        return self.key("outbox", "channels")
+
+    def k_thread(self, channel: str, ts: str) -> str:
+        return self.key("incident", "by-thread", channel, ts)
+
+    # --- reads -----------------------------------------------------------------------------------------
+    async def load(self, inc_id: str) -> Incident | None:
+        raw = await self.r.get(self.k_incident(inc_id))
+        return Incident.model_validate_json(raw) if raw else None
+
+    async def pub(self, inc_id: str) -> dict[str, str]:
+        return {str(k): str(v) for k, v in (await self.r.hgetall(self.k_pub(inc_id))).items()}
+
+    async def find_id(self, alert: Alert) -> str:
+        return str(await self.r.get(self.k_by_alert(alert)) or "")
+
+    async def thread_incident(self, channel: str, ts: str) -> str:
+        """The id of the incident whose Slack thread this is ('' for any other thread)."""
+        if not channel or not ts:
+            return ""
+        return str(await self.r.get(self.k_thread(channel, ts)) or "")
+
+    async def bind_thread(self, channel: str, ts: str, inc_id: str) -> None:
+        await self.r.set(self.k_thread(channel, ts), inc_id, ex=RECORD_TTL_S)
+
+    # --- the worker's write ----------------------------------------------------------------------------
+    async def record(
+        self,
+        entry_id: str,
+        alert: Alert,
+        now: datetime,
+        *,
+        channel: str,
+        known: frozenset[str],
+        window_s: int,
+    ) -> tuple[Incident, Change]:
+        """Fold one queued alert into its incident (opening one if needed) and mark it for the publisher."""
+        by_alert, by_group = self.k_by_alert(alert), self.k_by_group(alert)
+
+        async def fold(p: StorePipeline) -> tuple[Incident, Change]:
+            inc = await self._find(p, entry_id, alert, now, window_s)
+            if inc is None:
+                inc = new_incident(entry_id, alert, channel, is_known_service(alert.service, known), now)
+            await p.watch(self.k_incident(inc.id))
+            fresh = await p.get(self.k_incident(inc.id))  # re-read under WATCH
+            if fresh:
+                inc = Incident.model_validate_json(fresh)
+            opened = not fresh
+            through = int(await p.hget(self.k_pub(inc.id), "through") or 0)
+            change = inc.apply(entry_id, alert, now, posted_through=through)
+            p.multi()
+            p.set(self.k_incident(inc.id), inc.model_dump_json(), ex=RECORD_TTL_S)
+            p.set(by_alert, inc.id, ex=RECORD_TTL_S)
+            p.set(by_group, inc.id, ex=RECORD_TTL_S)
+            if opened:  # the storm detector counts these (an hour is kept)
+                now_s = self.clock.now()
+                p.zadd(self.k_opens(inc.channel), {inc.id: now_s})
+                p.zremrangebyscore(self.k_opens(inc.channel), "-inf", now_s - 3600)
+            return inc, change
+
+        # WATCH the alert's and group's pointers (fold watches the incident too); EXEC fails if any changed
+        # meanwhile, and the transaction reruns fold from a fresh read.
+        inc, change = await self.r.transaction(fold, by_alert, by_group, value_from_callable=True)
+        if change is not Change.STALE:
+            await self.mark(inc.id, inc.channel)
+        return inc, change
+
+    async def _find(self, p: StorePipeline, entry_id: str, alert: Alert, now: datetime, window: int) -> Incident | None:
+        """Its own incident (a resolve or a retry always finds it; a re-fire while active), else the service's
+        active incident when grouping is on, else none."""
+        inc_id = await p.get(self.k_by_alert(alert))
+        if inc_id and (raw := await p.get(self.k_incident(str(inc_id)))):
+            inc = Incident.model_validate_json(raw)
+            if entry_id in inc.applied or alert.state == "resolved" or inc.active(now, window):
+                return inc
+        if window > 0:
+            inc_id = await p.get(self.k_by_group(alert))
+            if inc_id and (raw := await p.get(self.k_incident(str(inc_id)))):
+                inc = Incident.model_validate_json(raw)
+                if inc.active(now, window):
+                    return inc
+        return None
+
+    async def mark(self, inc_id: str, channel: str) -> None:
+        await self._mark(
+            keys=[self.k_outbox(channel), self.key("outbox", "seq"), self.k_channels], args=[inc_id, channel]
+        )
+
+    async def clean(self, channel: str, inc_id: str, score: float) -> bool:
+        return bool(await self._clean(keys=[self.k_outbox(channel)], args=[inc_id, _score(score)]))
+
+    # --- investigation ---------------------------------------------------------------------------------
+    async def claim_investigation(self, inc_id: str, entry_id: str) -> bool:
+        """One investigation per incident: the first entry to claim it (and a retry of that entry)."""
+        key = self.key("incident", inc_id, "investigation")
+        if await self.r.set(key, entry_id, nx=True, ex=RECORD_TTL_S):
+            return True
+        return str(await self.r.get(key) or "") == entry_id
+
+    async def add_reply(self, inc: Incident, index: int, reply_json: str) -> None:
+        """Store an investigation reply once (a re-run keeps the first); the publisher posts it."""
+        key = self.k_replies(inc.id)
+        await self.r.hsetnx(key, str(index), reply_json)
+        await self.r.expire(key, RECORD_TTL_S)
+        await self.mark(inc.id, inc.channel)
+
+    async def replies(self, inc_id: str) -> list[str]:
+        raw = await self.r.hgetall(self.k_replies(inc_id))
+        return [str(raw[k]) for k in sorted(raw, key=lambda x: int(x))]
+
+
+def _score(score: float) -> str:
+    # Redis answers ZSCORE with the shortest repr of the double; our scores are integers from INCR.
+    return str(int(score)) if float(score).is_integer() else json.dumps(score)

@@ -1,0 +1,1 @@
+"""Logs: fetch through the Logs port, redact (first, on raw text), condense, group into templates."""

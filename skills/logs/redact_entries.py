@@ -1,0 +1,67 @@
+"""Redaction of log entries, first, on their raw text: before lines are split, folded, grouped or masked.
+
+`redact()` masks a secret inside one text, a multi-line entry included (a PEM block in one entry is masked
+whole). Cloud Run logs each stdout line as its own entry, and a plain log file is read line by line, so a
+private key printed to a log arrives as one entry per line: `-----BEGIN ... PRIVATE KEY-----`, then lines
+of base64, then `-----END`. This pass remembers, per stream, that a key block is open and masks its lines
+until the block ends, so no line of the key body survives as an ordinary log line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from skills.logs.redact import MARK, redact
+from skills.ports import LogEntry
+
+_BEGIN = re.compile(r"-----BEGIN[A-Z ]*PRIVATE KEY-----")
+_END = re.compile(r"-----END[A-Z ]*PRIVATE KEY-----")
+# What a line inside a PEM block looks like: base64 (64 per line), blank, or an RFC 1421 header
+# (Proc-Type / DEK-Info in encrypted keys).
+_BODY = re.compile(r"[A-Za-z0-9+/=\\]{8,}|\s*|(?:Proc-Type|DEK-Info):.*")
+_PREFIX = re.compile(r"^\s*(?:\((?:[\w.-]+ )*?(?:rank=\d+ )?pid=\d+\)\s?)?")  # vLLM "(APIServer pid=1) "
+_KEY_MARK = MARK.format("private_key")
+
+
+def _opens_block(raw: str) -> bool:
+    begins = [m.end() for m in _BEGIN.finditer(raw)]
+    if not begins:
+        return False
+    return not any(m.start() > begins[-1] for m in _END.finditer(raw))
+
+
+class EntryRedactor:
+    """Redacts entries in order, carrying open key blocks from one entry to the next of the same stream."""
+
+    def __init__(self) -> None:
+        self._open: set[tuple[str, str]] = set()
+
+    def text(self, raw: str, stream: tuple[str, str] = ("", "")) -> str:
+        if stream in self._open:
+            body = _PREFIX.sub("", raw, count=1).strip()
+            end = _END.search(raw)
+            if end is not None:
+                self._open.discard(stream)
+                rest = raw[end.end() :]
+                return _KEY_MARK + (redact(rest) if rest.strip() else "")
+            if "\n" not in body and _BODY.fullmatch(body):
+                return _KEY_MARK if body else raw
+            self._open.discard(stream)  # not key material: the block was cut off; read this line normally
+        out = redact(raw)
+        # A block left open: seen raw, or already masked to the end of this text by an earlier redact() (the
+        # entry reader redacts each entry as it reads it; a masked complete block here at worst masks the
+        # base64-looking lines that follow it).
+        if ("PRIVATE KEY" in raw and _opens_block(raw)) or out.rstrip().endswith(_KEY_MARK):
+            self._open.add(stream)
+        return out
+
+    def entry(self, e: LogEntry) -> LogEntry:
+        text = self.text(e.text, (e.log_name, e.revision))
+        return e if text == e.text else e.model_copy(update={"text": text})
+
+
+def redact_entries(entries: Iterable[LogEntry]) -> list[LogEntry]:
+    """Every entry with its secrets masked (entries in time order; idempotent)."""
+    r = EntryRedactor()
+    return [r.entry(e) for e in entries]

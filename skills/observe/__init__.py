@@ -1,0 +1,1 @@
+"""Observe: status, model metrics and health, test queries, Cloud Monitoring series."""
