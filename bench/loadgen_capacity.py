@@ -45,7 +45,10 @@ import openai
 
 from bot.adapters.stream_client import StreamClient, StreamTarget
 from bot.sandbox.vllm_sim import SPAN_KEY_CHARS
-from skills.bench.loadgen import PromptSet, RequestRecord, pct, run_cell
+from skills.bench.cells import pct
+from skills.bench.loadgen import run_cell
+from skills.bench.prompts import PromptSet
+from skills.ports import RequestRecord
 
 TTFT, DELAY, OUT = 0.2, 0.1, 16
 IDEAL = TTFT + (OUT - 1) * DELAY

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis.asyncio as redis
 
+from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.sandbox.model_server import ModelServerStandIn
 from bot.sandbox.server import serve
@@ -63,9 +64,22 @@ def model_server() -> Iterator[ModelServerStandIn]:
         yield standin
 
 
+@pytest.fixture(scope="session")
+def quiet_logging() -> Iterator[str]:
+    """An empty Cloud Logging stand-in for tests not about logs: code that reads logs (the deploy watch, the
+    start-up check) gets none from 127.0.0.1 instead of trying logging.googleapis.com. Nobody writes to it."""
+    standin = CloudLoggingStandIn()
+    with serve(standin.app()) as url:
+        yield url
+
+
 @pytest.fixture
 def settings(
-    key_prefix: str, slack: SlackStandIn, cloud_run: CloudRunStandIn, model_server: ModelServerStandIn
+    key_prefix: str,
+    slack: SlackStandIn,
+    cloud_run: CloudRunStandIn,
+    model_server: ModelServerStandIn,
+    quiet_logging: str,
 ) -> Settings:
     """Settings pointing every remote at a local stand-in."""
     return load_settings(
@@ -78,6 +92,7 @@ def settings(
         google_cloud_location="us-central1",
         google_anonymous_credentials=True,
         cloud_run_api_endpoint=cloud_run.base_url,  # type: ignore[attr-defined]
+        cloud_logging_api_endpoint=quiet_logging,
         vllm_service_name="vllm-gemma4",
         vllm_base_url=model_server.base_url,  # type: ignore[attr-defined]
         deployer_user_ids="UDEPLOYER",

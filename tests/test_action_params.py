@@ -13,15 +13,17 @@ import pytest
 
 from bot.agent import toolset
 from skills.actions import params as action_params
-from skills.deploy import plan_builder as plan_actions
+from skills.deploy import plan_deploy, plan_operate, plan_redeploy
 from skills.diagnosis.remediation import PROPOSABLE, ProposedAction, sanitize_action
 
 
 def test_the_sanitizer_the_tools_and_the_builder_share_one_model_per_action() -> None:
     for name, model in PROPOSABLE.items():
         assert model is action_params.ACTION_PARAMS[name]
-    assert plan_actions.RedeployParams is action_params.RedeployParams
-    assert plan_actions.ScaleParams is action_params.ScaleParams
+    assert plan_redeploy.RedeployParams is action_params.RedeployParams
+    assert plan_operate.ScaleParams is action_params.ScaleParams
+    assert plan_operate.RollbackParams is action_params.RollbackParams
+    assert plan_deploy.DeployParams is action_params.DeployParams
     assert issubclass(toolset.RedeployTool, action_params.RedeployParams)
     assert "destroy" not in PROPOSABLE  # the proposable subset: never destroy from model output
 
@@ -44,10 +46,10 @@ def test_the_sanitizer_the_tools_and_the_builder_share_one_model_per_action() ->
 def test_a_kept_proposal_is_one_the_plan_builder_accepts(action: str, params: dict[str, Any]) -> None:
     kept, why = sanitize_action(ProposedAction(action=action, params=params))
     builder = {
-        "redeploy": plan_actions.RedeployParams,
-        "scale": plan_actions.ScaleParams,
-        "rollback": plan_actions.RollbackParams,
-        "deploy": plan_actions.DeployParams,
+        "redeploy": plan_redeploy.RedeployParams,
+        "scale": plan_operate.ScaleParams,
+        "rollback": plan_operate.RollbackParams,
+        "deploy": plan_deploy.DeployParams,
     }[action]
     if kept is None:
         assert why  # dropped with a reason the thread shows

@@ -16,15 +16,9 @@ from bot.sandbox.vllm_sim import SPAN_KEY_CHARS
 from handlers.context import ActionContext, CommandContext
 from handlers.registry import load_all
 from handlers.router import run_action, run_command
-from skills.bench.loadgen import (
-    BenchSpec,
-    PromptSet,
-    fit_contexts,
-    pct,
-    run_cell,
-    run_sweep,
-    size_prompt,
-)
+from skills.bench.cells import pct
+from skills.bench.loadgen import BenchSpec, fit_contexts, run_cell, run_sweep
+from skills.bench.prompts import PromptSet, size_prompt
 from skills.bench.report import compare, recent_sweeps
 from skills.errors import InvalidInput
 from tests.eventually import eventually

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from skills.capacity.fit import FitRequest, load_catalog, plan_fit
-from skills.deploy.plan_builder import plan_deploy
+from skills.deploy.plan_deploy import plan_deploy
 from skills.deploy.profiles import load_profiles
 
 pytest_plugins = ["tests.deploy_fixtures"]

@@ -23,8 +23,8 @@ from handlers.commands.fit import render_catalog, render_fit
 from handlers.fit_args import parse_fit_args
 from handlers.render_slack import to_blocks
 from handlers.reply import PLAN_ACTION
+from skills.actions.params import DeployParams
 from skills.capacity.fit import FitRequest, load_catalog, plan_fit
-from skills.deploy.plan_builder import DeployParams
 from skills.deploy.profiles import load_profiles
 from skills.errors import InvalidInput
 from tests.conftest import SIGNING_SECRET

@@ -7,7 +7,8 @@ import pytest
 from handlers.context import CommandContext
 from handlers.registry import load_all
 from handlers.router import run_command
-from skills.bench.loadgen import BenchSpec, CellResult, SweepResult
+from skills.bench.cells import CellResult
+from skills.bench.loadgen import BenchSpec, SweepResult
 from skills.bench.report import save_sweep
 from skills.capacity.cost import hourly_cost, parse_memory_gib, usd_per_m_tokens
 from skills.observe.health import deep_health

@@ -10,7 +10,7 @@ import pytest
 
 from skills.capacity.fit import FitRequest, plan_fit
 from skills.deploy.diff import diff_specs
-from skills.deploy.plan_builder import plan_deploy
+from skills.deploy.plan_deploy import plan_deploy
 from skills.deploy.profiles import load_profiles
 from skills.deploy.render_service import DeployConfig, probe_for, render_service, vllm_args
 from skills.deploy.vllm_flags import VllmFlags, VllmFlagsError

@@ -24,7 +24,8 @@ from bot.sandbox import startup_lines as sl
 from bot.sandbox.clock import SandboxClock
 from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
 from skills.capacity.catalog import load_catalog
-from skills.capacity.fit import FitRequest, check_as_deployed
+from skills.capacity.deployed import check_as_deployed
+from skills.capacity.fit_types import FitRequest
 from skills.deploy.render_service import ANNOTATION_MODEL, gib
 from skills.deploy.vllm_flags import VllmFlags, planner_kv
 

@@ -11,8 +11,9 @@ from handlers.commands.plans import make_plan
 from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.reply import FileOut, Reply
+from skills.actions.params import DeployParams
 from skills.deploy.gcloud import deploy_command
-from skills.deploy.plan_builder import DeployParams, build_plan
+from skills.deploy.plan_builder import build_plan
 from skills.deploy.profiles import load_profiles
 from skills.deploy.render_service import strip_output_only
 from skills.deploy.vllm_flags import SPECS

@@ -20,37 +20,23 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import random
 import time
-from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from skills.bench.cells import CellResult, summarize_cell
+from skills.bench.prompts import PromptSet, TokenCount, size_prompt, verify_heads
 from skills.errors import InvalidInput, UserFacingError
 from skills.ports import RequestRecord, StreamClients, StreamExchange
 
 MIN_REQUESTS_PER_CELL = 10
 MAX_CONCURRENCY = 4096
 MIN_CONTEXT = 16
-HEAD_WORDS = 8  # unique per request: differs inside vLLM's first KV block, so nothing is prefix-cached
 
-# Common words that are one token each in the usual tokenizers (Gemma's included, with a leading space).
-_VOCAB = (
-    "the of and to in is it that for on with as was at by be this are from or have an they which one "
-    "you were her all she there would their we him been has when who will more no if out so said "
-    "what up its about into than them can only other new some could time these two may then do first "
-    "any my now such like our over man me even most made after also did many before must through "
-    "back years where much your way well down should because each just those people how too little "
-    "state good very make world still own see men work long get here between both life being under "
-    "never day same another know while last might us great old year off come since against go came "
-    "right used take three"
-).split()
 
-TokenCount = Callable[[str], Awaitable[int]]
 ProgressFn = Callable[["Progress"], Awaitable[None]]
 
 
@@ -111,60 +97,6 @@ def fit_contexts(spec: BenchSpec, max_model_len: int | None) -> tuple[BenchSpec,
 # --- prompts ---------------------------------------------------------------------------------------------
 
 
-def _words(seed: int, n: int) -> list[str]:
-    rng = random.Random(seed)
-    return [rng.choice(_VOCAB) for _ in range(n)]
-
-
-def _head(index: int, n: int) -> list[str]:
-    """A unique run of words for request `index` (its digits in base len(_VOCAB))."""
-    out = []
-    for _ in range(n):
-        index, d = divmod(index, len(_VOCAB))
-        out.append(_VOCAB[d])
-    return out
-
-
-@dataclass
-class PromptSet:
-    """Prompts of exactly `tokens` tokens (as the server counts them): a shared body and per-request heads."""
-
-    tokens: int
-    body: list[str]
-    head_words: int
-
-    def prompt(self, index: int) -> str:
-        return " ".join(_head(index, self.head_words) + self.body)
-
-
-async def size_prompt(count: TokenCount, target: int, seed: int = 0, max_rounds: int = 12) -> PromptSet:
-    """Grow/shrink a word list until the server's tokenizer counts `target` tokens (or the closest below)."""
-    head_n = min(HEAD_WORDS, max(1, target // 4))
-    n_body = max(0, target - head_n - 1)
-    pool = _words(seed, target * 2 + 64)
-    best: tuple[int, int] | None = None  # (tokens, body words), closest at or below target
-    for _ in range(max_rounds):
-        ps = PromptSet(tokens=target, body=pool[:n_body], head_words=head_n)
-        got = await count(ps.prompt(0))
-        if got == target:
-            return ps
-        if got < target and (best is None or got > best[0]):
-            best = (got, n_body)
-        step = target - got
-        n_body = max(0, n_body + (step if abs(step) < 64 else int(n_body * step / max(got, 1))))
-        n_body = min(n_body, len(pool))
-    if best is None:
-        raise InvalidInput(f"Could not build a prompt of {target} tokens with the server's tokenizer.")
-    return PromptSet(tokens=best[0], body=pool[: best[1]], head_words=head_n)
-
-
-async def verify_heads(count: TokenCount, ps: PromptSet, n_requests: int, sample: int = 6) -> bool:
-    """Check a spread of request prompts has the same size (heads are one-token words, but verify)."""
-    idx = sorted({int(i * (n_requests - 1) / max(1, sample - 1)) for i in range(sample)})
-    got = await asyncio.gather(*(count(ps.prompt(i)) for i in idx))
-    return all(g == ps.tokens for g in got)
-
-
 # --- the hot path: one streamed request ---------------------------------------------------------------
 #
 # The HTTP client is an adapter (bot/adapters/stream_client.py, behind ports.StreamExchange): raw HTTP/1.1
@@ -214,71 +146,6 @@ async def one_request(
 
 
 # --- cells and sweeps ------------------------------------------------------------------------------------
-
-
-def pct(values: Sequence[float], q: float) -> float | None:
-    """Percentile with linear interpolation between closest ranks (numpy's default)."""
-    if not values:
-        return None
-    s = sorted(values)
-    pos = (len(s) - 1) * q / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-class CellResult(BaseModel):
-    concurrency: int
-    context: int
-    requests: int  # finished (ok + failed); cancelled in-flight requests are not counted
-    ok: int
-    success_rate: float
-    duration_s: float
-    req_per_s: float
-    output_tok_per_s: float
-    mean_prompt_tokens: float | None = None
-    mean_output_tokens: float | None = None
-    ttft_p50: float | None = None
-    ttft_p95: float | None = None
-    itl_p50: float | None = None
-    itl_p95: float | None = None
-    tpot_p50: float | None = None
-    e2e_p50: float | None = None
-    e2e_p95: float | None = None
-    e2e_p99: float | None = None
-    errors: dict[str, int] = Field(default_factory=dict)
-    usage_missing: int = 0
-
-
-def summarize_cell(concurrency: int, context: int, recs: list[RequestRecord]) -> CellResult:
-    good = [r for r in recs if r.ok]
-    duration = (max(r.end for r in recs) - min(r.start for r in recs)) if recs else 0.0
-    out_tokens = sum(r.output_tokens for r in good)
-    ttfts = [r.ttft for r in good if r.ttft is not None]
-    itls = [g for r in good for g in r.itls]
-    tpots = [(r.e2e - r.ttft) / (r.output_tokens - 1) for r in good if r.ttft is not None and r.output_tokens > 1]
-    e2es = [r.e2e for r in good]
-    return CellResult(
-        concurrency=concurrency,
-        context=context,
-        requests=len(recs),
-        ok=len(good),
-        success_rate=len(good) / len(recs) if recs else 0.0,
-        duration_s=duration,
-        req_per_s=len(good) / duration if duration > 0 else 0.0,
-        output_tok_per_s=out_tokens / duration if duration > 0 else 0.0,
-        mean_prompt_tokens=sum(r.prompt_tokens for r in good) / len(good) if good else None,
-        mean_output_tokens=out_tokens / len(good) if good else None,
-        ttft_p50=pct(ttfts, 50),
-        ttft_p95=pct(ttfts, 95),
-        itl_p50=pct(itls, 50),
-        itl_p95=pct(itls, 95),
-        tpot_p50=pct(tpots, 50),
-        e2e_p50=pct(e2es, 50),
-        e2e_p95=pct(e2es, 95),
-        e2e_p99=pct(e2es, 99),
-        errors=dict(Counter(r.error for r in recs if not r.ok)),
-        usage_missing=sum(1 for r in good if r.usage_missing),
-    )
 
 
 class Progress(BaseModel):

@@ -6,7 +6,8 @@ import csv
 import io
 from collections.abc import Callable
 
-from skills.bench.loadgen import CellResult, SweepResult
+from skills.bench.cells import CellResult
+from skills.bench.loadgen import SweepResult
 from skills.ports import Store
 
 HISTORY_KEEP = 20

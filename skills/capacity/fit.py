@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from skills.capacity import kv_accounting as kva
 from skills.capacity.catalog import Catalog, GpuProfile, ModelProfile, load_catalog
-from skills.deploy.vllm_flags import VllmFlags, kv_flag
+from skills.capacity.estimates import cold_start_estimate_s, cpu_for, hourly_usd, tok_s_estimate, vllm_args
+from skills.capacity.fit_types import GIB, FitReport, FitRequest, KvDtype, Verdict
 
 __all__ = [
     "Catalog",
@@ -40,66 +38,6 @@ __all__ = [
     "load_catalog",
     "plan_fit",
 ]
-
-Verdict = Literal["fits", "fits_with_changes", "does_not_fit"]
-KvDtype = Literal["auto", "fp8", "bf16", "fp16"]
-GIB = 1024**3
-
-
-class FitRequest(BaseModel):
-    """What the operator asked for. In a FitReport, `request` is the effective form with defaults resolved."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str
-    gpu: str = "nvidia-l4"
-    gpu_count: int = Field(default=1, ge=1, le=8)
-    max_model_len: int | None = Field(default=None, ge=256)
-    gpu_memory_utilization: float = Field(default=0.90, gt=0.1, le=0.99)
-    kv_cache_dtype: KvDtype = "auto"
-    cpu_offload_gb: float = Field(default=0, ge=0)  # vLLM's --cpu-offload-gb (GiB per GPU)
-    enforce_eager: bool = False
-    host_memory_gib: float | None = Field(default=None, gt=0)  # Cloud Run --memory; None = planner picks
-    max_num_seqs: int | None = Field(default=None, ge=1)
-    dtype: Literal["auto", "bfloat16", "half"] = "auto"  # vLLM --dtype; "half" where bf16 is unsupported
-    max_num_batched_tokens: int | None = Field(default=None, ge=16)  # None = the planner's (what we render)
-
-
-class FitReport(BaseModel):
-    verdict: Verdict
-    weights_gib: float  # whole model, as loaded (before offload)
-    overhead_gib: float  # per GPU, inside the vLLM budget
-    kv_bytes_per_token: int  # KV bytes one max-model-len request needs, per token of it
-    kv_cache_tokens: int  # vLLM's "GPU KV cache size: N tokens"
-    kv_cache_gib: float  # all GPUs
-    max_concurrency: float  # vLLM's "Maximum concurrency for L tokens per request: X"
-    kv_blocks: int = 0  # blocks in the shared pool (vLLM's num_gpu_blocks)
-    kv_groups: int = 0  # KV-cache groups sharing the pool
-    startup_lines: list[str] = Field(default_factory=list)  # the two lines vLLM will print, predicted
-    host_memory_gib: float  # peak host RAM needed to load
-    cold_start_s: float
-    cost_per_hour_usd: float
-    est_tokens_per_s: float | None  # single stream decode
-    changes: list[str]  # flags/settings to apply (fits_with_changes); the numbers already include them
-    alternatives: list[str]  # nearest configurations that do fit (does_not_fit, or a slow fit)
-    alternative_requests: list[FitRequest] = Field(default_factory=list)  # same, machine-readable
-    warnings: list[str] = Field(default_factory=list)  # works, but the operator should think twice
-    notes: list[str] = Field(default_factory=list)  # why: one line per finding
-    request: FitRequest  # effective config the numbers describe (defaults resolved, changes applied)
-    requested: FitRequest  # what was asked, as given
-    model: ModelProfile
-    gpu: GpuProfile
-    budget_gib: float  # per GPU: memory x utilisation
-    vram_after_weights_gib: float  # per GPU: memory - weights (what operators call "left for KV")
-    recommended_memory_gib: int  # Cloud Run --memory
-    recommended_cpu: int  # Cloud Run --cpu
-    recommended_max_num_seqs: int  # also the Cloud Run --concurrency to pair with it
-    startup_budget_s: int  # cold start with margin: what the startup probe must allow
-    vllm_args: list[str]  # the vLLM flags the effective config implies (besides model/host/port)
-
-    @property
-    def ok(self) -> bool:
-        return self.verdict != "does_not_fit"
 
 
 @dataclass
@@ -161,7 +99,7 @@ def _recommended_memory(g: GpuProfile, need_gib: float, margin: float) -> tuple[
     return g.cloud_run.max_memory_gib, need_gib <= g.cloud_run.max_memory_gib
 
 
-def _compute(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) -> _Calc:
+def compute_memory(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) -> _Calc:
     p = cat.planner
     assert r.max_model_len is not None and r.kv_cache_dtype != "auto"
     weights = cat.weights_gb(m) * 1e9 / GIB
@@ -222,7 +160,9 @@ def _fits(c: _Calc) -> bool:
     return not c.problems
 
 
-def _resolve(cat: Catalog, m: ModelProfile, g: GpuProfile, req: FitRequest) -> tuple[FitRequest, list[str], list[str]]:
+def resolve_request(
+    cat: Catalog, m: ModelProfile, g: GpuProfile, req: FitRequest
+) -> tuple[FitRequest, list[str], list[str]]:
     """Fill defaults; fix settings the GPU/model cannot run at all. Returns (effective, changes, notes)."""
     changes: list[str] = []
     notes: list[str] = []
@@ -268,10 +208,10 @@ def _resolve(cat: Catalog, m: ModelProfile, g: GpuProfile, req: FitRequest) -> t
     return req.model_copy(update=upd), changes, notes
 
 
-def _largest_len(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) -> int:
+def largest_len(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) -> int:
     """Largest max-model-len (multiple of 1024) whose one request fits the KV cache (vLLM's estimate)."""
     length = r.max_model_len or m.default_max_model_len
-    c = _compute(cat, m, g, r.model_copy(update={"max_model_len": length}))
+    c = compute_memory(cat, m, g, r.model_copy(update={"max_model_len": length}))
     if c.kv is None or c.limits is None or not c.kv.groups:
         return 0
     free = c.kv.num_blocks * kva.bytes_per_block(c.kv.groups)
@@ -291,7 +231,7 @@ def _fixes(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest, c: _Calc
     shorter: list[dict[str, object]] = []
     # Eager mode costs decode speed: only shorten the context in eager mode if graphs cannot fit at all.
     for upd in [u for u in [{}, *simple] if c.warmup_short or not u.get("enforce_eager")]:
-        length = _largest_len(cat, m, g, r.model_copy(update=upd))
+        length = largest_len(cat, m, g, r.model_copy(update=upd))
         if p.min_useful_max_model_len <= length < (r.max_model_len or 0):
             shorter.append({**upd, "max_model_len": length})
     # Keep as much context as possible: the longest shorter context first, then the fewest changes.
@@ -318,15 +258,15 @@ def _describe_changes(before: FitRequest, after: FitRequest) -> list[str]:
 
 def _evaluate(cat: Catalog, req: FitRequest) -> _Outcome:
     m, g = cat.model(req.model), cat.gpu(req.gpu)
-    eff, changes, notes = _resolve(cat, m, g, req)
-    c = _compute(cat, m, g, eff)
+    eff, changes, notes = resolve_request(cat, m, g, req)
+    c = compute_memory(cat, m, g, eff)
     warnings: list[str] = []
     if _fits(c):
         return _Outcome("fits_with_changes" if changes else "fits", eff, c, changes, notes, warnings)
     if not c.host_impossible:
         for upd in _fixes(cat, m, g, eff, c):
             trial = eff.model_copy(update=upd)
-            tc = _compute(cat, m, g, trial)
+            tc = compute_memory(cat, m, g, trial)
             if _fits(tc):
                 notes += [f"As asked: {p}." for p in c.problems]
                 extra = _describe_changes(eff, trial)
@@ -340,60 +280,6 @@ def _evaluate(cat: Catalog, req: FitRequest) -> _Outcome:
 # --- derived figures ---------------------------------------------------------------------------------------
 
 
-def _tok_s(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) -> float | None:
-    ref_gpu = next(iter(m.measured_tok_s), None)
-    if ref_gpu is not None and ref_gpu in cat.gpus:
-        # Reported figure, scaled sub-linearly by memory bandwidth (decode is bandwidth-bound).
-        ratio = g.bandwidth_gb_s / cat.gpus[ref_gpu].bandwidth_gb_s
-        tok = m.measured_tok_s[ref_gpu] * ratio**0.8
-    else:
-        active_gb = cat.weights_gb(m) * m.active_params_b / m.params_b
-        tok = cat.planner.decode_efficiency * g.bandwidth_gb_s * r.gpu_count**0.7 / active_gb
-    if r.cpu_offload_gb > 0:
-        # Offloaded weights cross PCIe on every forward pass.
-        per_tok = 1 / tok + r.cpu_offload_gb * r.gpu_count * GIB / 1e9 / cat.planner.offload_gb_s
-        tok = 1 / per_tok
-    return round(tok, 1)
-
-
-def _cpu_for(cat: Catalog, g: GpuProfile, memory_gib: float) -> int:
-    if g.cloud_run is None:
-        return 0
-    table = cat.planner.cloud_run.cpu_for_memory
-    fitting = [cpu for cpu, max_mem in sorted(table.items()) if max_mem >= memory_gib]
-    return max(g.cloud_run.min_cpu, fitting[0] if fitting else g.cloud_run.min_cpu)
-
-
-def _cost(cat: Catalog, g: GpuProfile, count: int, cpu: int, memory_gib: float) -> float:
-    hourly = g.price_per_hour_usd * count
-    if not g.price_includes_host:
-        cr = cat.planner.cloud_run
-        hourly += cpu * cr.vcpu_usd_per_s * 3600 + memory_gib * cr.memory_usd_per_gib_s * 3600
-    return round(hourly, 2)
-
-
-def _cold_start(cat: Catalog, m: ModelProfile, r: FitRequest) -> float:
-    p = cat.planner
-    load = cat.weights_gb(m) * 1000 / p.gcs_fuse_mb_s
-    return round(p.container_start_s + load + (p.eager_compile_s if r.enforce_eager else p.compile_s))
-
-
-def _vllm_args(m: ModelProfile, r: FitRequest) -> list[str]:
-    """The flags the effective config implies, rendered by the same model as a deployed service's."""
-    flags = VllmFlags(
-        max_model_len=r.max_model_len,
-        gpu_memory_utilization=r.gpu_memory_utilization,
-        kv_cache_dtype=kv_flag(r.kv_cache_dtype),
-        dtype="half" if r.dtype == "half" else "auto",
-        enforce_eager=r.enforce_eager,
-        cpu_offload_gb=r.cpu_offload_gb,
-        tensor_parallel_size=r.gpu_count,
-        max_num_seqs=r.max_num_seqs,
-        max_num_batched_tokens=r.max_num_batched_tokens,
-    )
-    return flags.merged(VllmFlags.parse(m.vllm_args)).to_args()
-
-
 def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool) -> FitReport:
     m, g = cat.model(o.eff.model), cat.gpu(o.eff.gpu)
     c, eff = o.calc, o.eff
@@ -401,7 +287,7 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
     assert eff.max_model_len is not None
     rec_mem, _ = _recommended_memory(g, c.host_need_gib, p.host_memory_margin)
     memory = eff.host_memory_gib or float(rec_mem)
-    cpu = _cpu_for(cat, g, memory)
+    cpu = cpu_for(cat, g, memory)
     # Sequences averaging a quarter of max-model-len; Cloud Run concurrency should equal this.
     concurrency = c.concurrency
     rec_seqs = max(1, min(256, int(concurrency * 4)))
@@ -414,7 +300,7 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
         }
     )
     notes, warnings = list(o.notes), list(o.warnings)
-    tok = _tok_s(cat, m, g, eff)
+    tok = tok_s_estimate(cat, m, g, eff)
     if eff.cpu_offload_gb > 0:
         warnings.append(
             f"--cpu-offload-gb {eff.cpu_offload_gb:g}: weights cross PCIe every token, so generation runs at "
@@ -432,7 +318,7 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
     if not g.available_on_cloud_run:
         notes.append(f"{g.name} is a comparison GPU (not on Cloud Run); price: {g.price_source}.")
     notes += m.notes
-    cold = _cold_start(cat, m, eff)
+    cold = cold_start_estimate_s(cat, m, eff)
     report = FitReport(
         verdict=o.verdict,
         weights_gib=round(c.weights_gib, 2),
@@ -446,7 +332,7 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
         startup_lines=kva.startup_lines(c.kv, c.limits, p.kv_report) if c.kv and c.limits else [],
         host_memory_gib=round(c.host_need_gib, 1),
         cold_start_s=cold,
-        cost_per_hour_usd=_cost(cat, g, eff.gpu_count, cpu, memory),
+        cost_per_hour_usd=hourly_usd(cat, g, eff.gpu_count, cpu, memory),
         est_tokens_per_s=tok if o.verdict != "does_not_fit" else None,
         changes=o.changes,
         alternatives=[],
@@ -462,7 +348,7 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
         recommended_cpu=cpu,
         recommended_max_num_seqs=rec_seqs,
         startup_budget_s=int(math.ceil(cold * 1.5 / 60) * 60),
-        vllm_args=_vllm_args(m, eff),
+        vllm_args=vllm_args(m, eff),
     )
     if with_alternatives and (o.verdict == "does_not_fit" or eff.cpu_offload_gb > 0):
         report.alternative_requests, report.alternatives = _alternatives(cat, req, o)
@@ -537,56 +423,3 @@ def plan_fit(req: FitRequest, catalog: Catalog | None = None) -> FitReport:
     """Plan one configuration. Raises InvalidInput for unknown model/GPU names (with close matches)."""
     cat = catalog or load_catalog()
     return _report(cat, req, _evaluate(cat, req), with_alternatives=True)
-
-
-StartFailure = Literal["gpu_oom_at_load", "graph_warmup_oom", "kv_cache_insufficient", "host_memory"]
-
-
-class DeployedCheck(BaseModel):
-    """What happens when vLLM starts with exactly these settings (no planner fixes applied): the simulated
-    revision in bot/sandbox uses it to fail the way vLLM fails. `failure` is None when it starts."""
-
-    failure: StartFailure | None
-    weights_gib: float
-    gpu_memory_gib: float  # per GPU, as CUDA reports it
-    budget_gib: float
-    kv_free_gib: float
-    kv_needed_gib: float  # one full sequence at max-model-len
-    kv_tokens: int
-    max_len_that_fits: int
-    graph_warmup_gib: float
-    host_need_gib: float
-    cold_start_s: float
-    load_s: float  # weights over GCS FUSE (part of the cold start)
-
-
-def check_as_deployed(req: FitRequest, catalog: Catalog | None = None) -> DeployedCheck:
-    """The configuration as given (defaults resolved, nothing changed to make it fit)."""
-    cat = catalog or load_catalog()
-    m, g = cat.model(req.model), cat.gpu(req.gpu)
-    eff, _, _ = _resolve(cat, m, g, req)
-    c = _compute(cat, m, g, eff)
-    mml = eff.max_model_len or m.default_max_model_len
-    failure: StartFailure | None = None
-    if c.host_short or c.host_impossible:
-        failure = "host_memory"
-    elif c.budget_gib - c.weights_gpu_gib - c.overhead_gib <= 0:
-        failure = "gpu_oom_at_load"
-    elif c.kv_tokens < mml:
-        failure = "kv_cache_insufficient"
-    elif c.warmup_short:
-        failure = "graph_warmup_oom"
-    return DeployedCheck(
-        failure=failure,
-        weights_gib=round(c.weights_gib, 2),
-        gpu_memory_gib=g.memory_gib,
-        budget_gib=round(c.budget_gib, 2),
-        kv_free_gib=round(c.kv_free_gib, 2),
-        kv_needed_gib=round(c.bpt * mml / GIB, 2),
-        kv_tokens=c.kv_tokens,
-        max_len_that_fits=_largest_len(cat, m, g, eff),
-        graph_warmup_gib=m.graph_warmup_gib,
-        host_need_gib=round(c.host_need_gib, 1),
-        cold_start_s=_cold_start(cat, m, eff),
-        load_s=round(cat.weights_gb(m) * 1000 / cat.planner.gcs_fuse_mb_s),
-    )

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from skills.capacity.fit import FitReport, FitRequest, plan_fit
 from skills.capacity.startup_log import StartupFigures, cold_start_lines, comparison_lines, parse_startup, save_figures
-from skills.deploy.plan_builder import _effective, _model_of, _probe_budget
+from skills.deploy.plan_redeploy import effective_settings, model_of, probe_budget
 from skills.deploy.render_service import main_container
 from skills.deploy.vllm_flags import VllmFlags
 from skills.errors import UserFacingError
@@ -38,10 +38,10 @@ def fit_for_spec(spec: dict[str, Any]) -> tuple[str, FitReport] | None:
     """(image, the planner's report for the configuration a rendered service spec runs), or None if unknown."""
     container = main_container(spec)
     flags = VllmFlags.parse_or_none([str(a) for a in container.get("args") or []])
-    model = _model_of(spec, flags)
+    model = model_of(spec, flags)
     if model is None or flags is None:
         return None
-    o = _effective(spec, container)
+    o = effective_settings(spec, container)
     req = FitRequest(
         model=model,
         gpu=o["gpu"],
@@ -73,7 +73,7 @@ async def check_startup(
     if planned is None:
         return None
     image, report = planned
-    budget = _probe_budget(main_container(spec))
+    budget = probe_budget(main_container(spec))
     check = StartupCheck(
         service=service,
         revision=revision,
