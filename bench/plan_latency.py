@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from skills.capacity.fit import FitRequest, plan_fit
+from skills.capacity.fit import FitRequest, check_fit
 from skills.deploy.diff import diff_specs
 from skills.deploy.gcloud import deploy_command
 from skills.deploy.render_service import DeployConfig, probe_for, render_service
@@ -21,7 +21,7 @@ from skills.deploy.render_service import DeployConfig, probe_for, render_service
 
 def _one(running: dict) -> tuple[float, float]:
     t0 = time.perf_counter()
-    r = plan_fit(FitRequest(model="gemma-4-26b-a4b-qat", gpu="nvidia-l4", max_model_len=16384, kv_cache_dtype="fp8"))
+    r = check_fit(FitRequest(model="gemma-4-26b-a4b-qat", gpu="nvidia-l4", max_model_len=16384, kv_cache_dtype="fp8"))
     t1 = time.perf_counter()
     cfg = DeployConfig(
         service="vllm-gemma4",
@@ -49,7 +49,7 @@ def _one(running: dict) -> tuple[float, float]:
 
 def main() -> int:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 500
-    base = plan_fit(FitRequest(model="gemma-4-12b-qat", gpu="nvidia-l4"))
+    base = check_fit(FitRequest(model="gemma-4-12b-qat", gpu="nvidia-l4"))
     running = render_service(
         DeployConfig(
             service="vllm-gemma4",

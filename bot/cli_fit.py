@@ -12,7 +12,7 @@ import sys
 from handlers.commands.fit import render_fit
 from handlers.fit_args import add_fit_arguments, namespace_to_request
 from handlers.render_text import to_text
-from skills.capacity.fit import FitReport, plan_fit
+from skills.capacity.fit import FitReport, check_fit
 from skills.errors import InvalidInput
 
 
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        report = plan_fit(namespace_to_request(args))
+        report = check_fit(namespace_to_request(args))
     except InvalidInput as exc:
         print(f"gemma-sre fit: {exc.message}\n{exc.hint}".rstrip(), file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 
 from skills.deploy.flow import WriteFlow
 from skills.diagnosis.agent_eval import Score
-from skills.diagnosis.remediation import ProposedAction, RemediationPlan
+from skills.diagnosis.remediation import ProposedAction, RemediationProposal
 from skills.ports import Logs, Metrics, ModelEndpoint, ModelServer, Runtime, StreamClients
 
 Progress = Callable[[str], Awaitable[None]]
@@ -98,7 +98,7 @@ class AgentRun(Protocol):
 
 class AgentAnalysis(Protocol):
     @property
-    def plan(self) -> RemediationPlan: ...
+    def plan(self) -> RemediationProposal: ...
 
     @property
     def loop(self) -> AgentRun | None: ...

@@ -22,7 +22,7 @@ from handlers.remediation_render import render_remediation
 from handlers.reply import Reply
 from skills.clock import REAL_CLOCK, Clock
 from skills.diagnosis.diagnose import diagnose_service
-from skills.diagnosis.remediation import RemediationPlan
+from skills.diagnosis.remediation import RemediationProposal
 from skills.errors import UserFacingError
 from skills.incidents.model import Alert, Change, Incident, utcnow, window_for
 from skills.incidents.store import IncidentStore
@@ -117,7 +117,7 @@ class IncidentThreads:
 # --- the investigation: deterministic findings for the alert window, then the agent's plan ---------------
 
 
-def render_plan(plan: RemediationPlan, service: str) -> Reply:
+def render_plan(plan: RemediationProposal, service: str) -> Reply:
     """The agent's plan in the alert thread: the one remediation renderer (every action a plan button)."""
     return render_remediation(plan, service)
 

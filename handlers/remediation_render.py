@@ -1,4 +1,4 @@
-"""The one remediation renderer: a RemediationPlan as a Reply, the same in an alert thread and for /gemma analyze.
+"""The one remediation renderer: a RemediationProposal as a Reply, the same in an alert thread and for /gemma analyze.
 
 Model text goes in as it is (redacted here: plans quote logs); escaping happens once, in the Slack renderer
 (handlers/render_slack.py). Every proposed action is a plan button (plan -> confirm), never the write.
@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from handlers.reply import Button, Reply, plan_button
-from skills.diagnosis.remediation import RemediationPlan
+from skills.diagnosis.remediation import RemediationProposal
 from skills.logs.redact import redact
 
 
@@ -24,8 +24,8 @@ def action_buttons(actions: Iterable[Any]) -> list[Button]:
     return [plan_button(a.action, a.params, action_label(a.action, a.params)) for a in actions]
 
 
-def render_remediation(plan: RemediationPlan, service: str, footer: str = "") -> Reply:
-    """A RemediationPlan as a Reply: model text redacted, evidence quoted, a button per action."""
+def render_remediation(plan: RemediationProposal, service: str, footer: str = "") -> Reply:
+    """A RemediationProposal as a Reply: model text redacted, evidence quoted, a button per action."""
     if plan.fallback_note:
         reply = Reply(title=f":warning: {service}: deterministic findings (no model plan)")
         reply.add(text=redact(plan.fallback_note))

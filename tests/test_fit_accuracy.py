@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from skills.capacity import kv_accounting as kva
-from skills.capacity.fit import FitRequest, layer_specs, limits_for, load_catalog, plan_fit
+from skills.capacity.fit import FitRequest, check_fit, layer_specs, limits_for, load_catalog
 from skills.capacity.fit_accuracy import load_measurements, mean_abs_error, rows
 
 
 def test_12b_qat_on_a100_kv_tokens_within_2_percent_of_the_report() -> None:
     m = next(x for x in load_measurements() if x.id == "12b-qat-a100-80")
-    r = plan_fit(m.request())
+    r = check_fit(m.request())
     assert abs(r.kv_cache_tokens - 1_050_170) / 1_050_170 < 0.02
     assert r.startup_lines[1].startswith("Maximum concurrency for 32,768 tokens per request: 32.0")
 

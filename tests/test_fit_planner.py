@@ -8,14 +8,14 @@ import pytest
 import yaml
 
 from skills.capacity.catalog import load_catalog, parse_catalog
-from skills.capacity.fit import FitRequest, plan_fit
+from skills.capacity.fit import FitRequest, check_fit
 from skills.errors import InvalidInput
 
 CATALOG = Path(__file__).resolve().parents[1] / "skills" / "data" / "catalog.yaml"
 
 
 def fit(model: str, gpu: str = "nvidia-l4", **kw: object):
-    return plan_fit(FitRequest(model=model, gpu=gpu, **kw))
+    return check_fit(FitRequest(model=model, gpu=gpu, **kw))
 
 
 def test_26b_a4b_bf16_on_l4_does_not_load_and_points_at_the_qat_build() -> None:
@@ -26,7 +26,7 @@ def test_26b_a4b_bf16_on_l4_does_not_load_and_points_at_the_qat_build() -> None:
     assert r.est_tokens_per_s is None
     assert r.alternatives and r.alternatives[0].startswith("gemma-4-26b-a4b-qat on nvidia-l4: fits")
     assert any("nvidia-rtx-pro-6000" in a for a in r.alternatives)  # a bigger Cloud Run GPU
-    assert all(a.verdict != "does_not_fit" for a in map(plan_fit, r.alternative_requests))
+    assert all(a.verdict != "does_not_fit" for a in map(check_fit, r.alternative_requests))
 
 
 def test_26b_a4b_fp8_on_l4_leaves_nothing_for_kv() -> None:
@@ -251,7 +251,7 @@ def test_a_new_gpu_is_a_catalog_edit() -> None:
     raw = yaml.safe_load(CATALOG.open(encoding="utf-8"))
     raw["gpus"]["b200"] = {**raw["gpus"]["h100-80gb"], "memory_gb": 192, "memory_gib": 178.0, "aliases": []}
     cat = parse_catalog(raw)
-    r = plan_fit(FitRequest(model="31b", gpu="b200"), catalog=cat)
+    r = check_fit(FitRequest(model="31b", gpu="b200"), catalog=cat)
     assert r.verdict == "fits" and r.gpu.name == "b200"
 
 

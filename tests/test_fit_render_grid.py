@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from skills.capacity.fit import FitRequest, load_catalog, plan_fit
+from skills.capacity.fit import FitRequest, check_fit, load_catalog
 from skills.deploy.plan_deploy import plan_deploy
 from skills.deploy.profiles import load_profiles
 
@@ -46,7 +46,7 @@ async def test_one_answer_per_model_and_gpu(deps: Any, params: dict[str, Any]) -
     args, concurrency = _container(plan.spec)
     rendered = _flags(args)
     o = profile.model_dump(exclude={"name", "description", "model"}, exclude_none=True) | params
-    report = plan_fit(
+    report = check_fit(
         FitRequest(
             model=profile.model,
             gpu=o["gpu"],

@@ -24,7 +24,7 @@ from handlers.fit_args import parse_fit_args
 from handlers.render_slack import to_blocks
 from handlers.reply import PLAN_ACTION
 from skills.actions.params import DeployParams
-from skills.capacity.fit import FitRequest, load_catalog, plan_fit
+from skills.capacity.fit import FitRequest, check_fit, load_catalog
 from skills.deploy.profiles import load_profiles
 from skills.errors import InvalidInput
 from tests.conftest import SIGNING_SECRET
@@ -131,12 +131,12 @@ def test_chat_parser_turns_bad_flags_into_user_errors() -> None:
 
 
 def test_slack_blocks_for_a_verdict_with_alternatives() -> None:
-    text, blocks = to_blocks(render_fit(plan_fit(FitRequest(model="26b-a4b"))))
+    text, blocks = to_blocks(render_fit(check_fit(FitRequest(model="26b-a4b"))))
     assert "does NOT fit" in text
     body = json.dumps(blocks)
     assert "Nearest configurations that fit" in body and "gemma-4-26b-a4b-qat on nvidia-l4" in body
     assert not any(b["type"] == "actions" for b in blocks)  # nothing to deploy
-    _, blocks = to_blocks(render_fit(plan_fit(FitRequest(model="12b-qat", gpu="a100-80gb"))))
+    _, blocks = to_blocks(render_fit(check_fit(FitRequest(model="12b-qat", gpu="a100-80gb"))))
     assert not any(b["type"] == "actions" for b in blocks)  # not a Cloud Run GPU
     for b in blocks:
         if b["type"] == "section" and "text" in b:
@@ -144,7 +144,7 @@ def test_slack_blocks_for_a_verdict_with_alternatives() -> None:
 
 
 def test_slack_blocks_for_a_fit_offer_a_deploy_plan_button() -> None:
-    _, blocks = to_blocks(render_fit(plan_fit(FitRequest(model="26b-qat", kv_cache_dtype="fp8"))))
+    _, blocks = to_blocks(render_fit(check_fit(FitRequest(model="26b-qat", kv_cache_dtype="fp8"))))
     buttons = [el for b in blocks if b["type"] == "actions" for el in b["elements"]]
     assert len(buttons) == 1 and buttons[0]["action_id"] == PLAN_ACTION
     value = json.loads(buttons[0]["value"])

@@ -23,7 +23,7 @@ from handlers.render_slack import to_blocks
 from handlers.render_text import to_text
 from handlers.reply import Reply
 from handlers.router import help_reply
-from skills.capacity.fit import FitRequest, plan_fit
+from skills.capacity.fit import FitRequest, check_fit
 from skills.diagnosis.diagnose import diagnose
 from skills.incidents.model import Alert, new_incident
 from skills.logs.fetch import parse_lines
@@ -119,9 +119,9 @@ def _incident(payload: str, state_file: str | None = None) -> Reply:
 
 
 CASES["fit_26b_qat_l4_fits"] = render_fit(
-    plan_fit(FitRequest(model="gemma-4-26b-a4b-qat", gpu="nvidia-l4", kv_cache_dtype="fp8"))
+    check_fit(FitRequest(model="gemma-4-26b-a4b-qat", gpu="nvidia-l4", kv_cache_dtype="fp8"))
 )
-CASES["fit_31b_qat_l4_does_not_fit"] = render_fit(plan_fit(FitRequest(model="gemma-4-31b-qat", gpu="nvidia-l4")))
+CASES["fit_31b_qat_l4_does_not_fit"] = render_fit(check_fit(FitRequest(model="gemma-4-31b-qat", gpu="nvidia-l4")))
 CASES["diagnose_kv_cache_insufficient"] = _diagnosis("example-kv-cache-insufficient")
 CASES["diagnose_startup_probe_timeout"] = _diagnosis("example-startup-probe-timeout")
 CASES["incident_gcp_open"] = _incident("gcp-monitoring-open.json")

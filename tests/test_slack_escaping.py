@@ -23,7 +23,7 @@ from handlers.incidents import render_plan
 from handlers.remediation_render import render_remediation
 from handlers.render_slack import to_blocks
 from handlers.reply import Reply
-from skills.diagnosis.remediation import Evidence, ProposedAction, RemediationPlan
+from skills.diagnosis.remediation import Evidence, ProposedAction, RemediationProposal
 from skills.incidents.model import Alert, new_incident
 
 EVIL = "<!channel> see <https://evil.example/x|Grafana> & <@U0BOSS>"
@@ -51,8 +51,8 @@ def assert_valid_blocks(blocks: list[dict[str, Any]]) -> None:
         validate_deep(b)  # validate_json on the block and on every element inside it
 
 
-def _evil_plan() -> RemediationPlan:
-    return RemediationPlan(
+def _evil_plan() -> RemediationProposal:
+    return RemediationProposal(
         summary=EVIL,
         likely_root_cause=EVIL,
         evidence=[Evidence(text=EVIL, source="logs")],

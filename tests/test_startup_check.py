@@ -12,7 +12,7 @@ from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.settings import Settings
 from bot.wiring import build_deps, close_deps
 from handlers.reply import CONFIRM_ACTION
-from skills.capacity.fit import FitRequest, plan_fit
+from skills.capacity.fit import FitRequest, check_fit
 from skills.capacity.image_compat import default_image
 from skills.capacity.startup_log import cold_start_lines, comparison_lines, last_figures, parse_startup
 from tests.deploy_helpers import click, command, plan_id_of
@@ -55,7 +55,7 @@ def test_parses_the_newer_one_line_form_and_compilation_suffix() -> None:
 
 
 def test_compares_with_the_plan_and_the_probe_budget() -> None:
-    report = plan_fit(FitRequest(model="12b-qat", gpu="a100-80gb", gpu_memory_utilization=0.95, kv_cache_dtype="bf16"))
+    report = check_fit(FitRequest(model="12b-qat", gpu="a100-80gb", gpu_memory_utilization=0.95, kv_cache_dtype="bf16"))
     seen = parse_startup(VLLM_LINES).model_copy(update={"ready_after_s": 360.0})
     lines = comparison_lines(report, seen)
     assert any(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from skills.capacity.fit import FitRequest, plan_fit
+from skills.capacity.fit import FitRequest, check_fit
 from skills.deploy.diff import diff_specs
 from skills.deploy.plan_deploy import plan_deploy
 from skills.deploy.profiles import load_profiles
@@ -114,7 +114,7 @@ def test_defaults_are_written_only_when_they_differ() -> None:
 
 def test_fit_and_render_agree_on_kv_cache_auto() -> None:
     """Before the one model, fit left `--kv-cache-dtype auto` out and the renderer wrote it."""
-    report = plan_fit(FitRequest(model="gemma-4-12b-qat", gpu="nvidia-l4", max_model_len=32768, kv_cache_dtype="auto"))
+    report = check_fit(FitRequest(model="gemma-4-12b-qat", gpu="nvidia-l4", max_model_len=32768, kv_cache_dtype="auto"))
     cfg = _cfg(
         max_model_len=report.request.max_model_len,
         max_num_seqs=report.request.max_num_seqs,

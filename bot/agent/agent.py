@@ -1,4 +1,4 @@
-"""The agent: `analyze` (evidence -> loop -> RemediationPlan) and `ask` (a question in a conversation).
+"""The agent: `analyze` (evidence -> loop -> RemediationProposal) and `ask` (a question in a conversation).
 
 Every prompt starts with the same system text and the same tool list, so vLLM's prefix cache reuses them
 across steps and across requests. Everything sent to the model is redacted first.
@@ -23,9 +23,9 @@ from bot.agent.history import ConversationStore
 from bot.agent.loop import Guards, Loop, LoopResult
 from bot.agent.textcalls import strip_reasoning
 from bot.agent.toolset import Toolset, findings_text
-from skills.capacity.fit import FitRequest, plan_fit
+from skills.capacity.fit import FitRequest, check_fit
 from skills.deploy.render_service import ANNOTATION_MODEL
-from skills.diagnosis.remediation import ProposedAction, RemediationPlan, merge_actions, plan_from_findings
+from skills.diagnosis.remediation import ProposedAction, RemediationProposal, merge_actions, plan_from_findings
 from skills.errors import UserFacingError
 from skills.logs.redact import redact
 
@@ -41,7 +41,7 @@ _FENCE = re.compile(r"```(?:json)?\s*\n?(.*?)```", re.DOTALL)
 
 @dataclass
 class Analysis:
-    plan: RemediationPlan
+    plan: RemediationProposal
     loop: LoopResult | None = None
     error: str = ""  # why the model's plan is missing, when it is
     repaired: bool = False
@@ -218,8 +218,8 @@ async def gather_evidence_why(
     return "\n\n".join(parts), findings, "; ".join(logs_error)
 
 
-def parse_plan(text: str) -> tuple[RemediationPlan | None, str]:
-    """A RemediationPlan from the model's final text (bare JSON, a fenced block, or JSON inside prose)."""
+def parse_plan(text: str) -> tuple[RemediationProposal | None, str]:
+    """A RemediationProposal from the model's final text (bare JSON, a fenced block, or JSON inside prose)."""
     text = strip_reasoning(text or "")
     if not text:
         return None, "the answer was empty"
@@ -240,7 +240,7 @@ def parse_plan(text: str) -> tuple[RemediationPlan | None, str]:
             err = "the JSON is not an object"
             continue
         try:
-            return RemediationPlan.model_validate(data), ""
+            return RemediationProposal.model_validate(data), ""
         except ValidationError as exc:
             err = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
     return None, err
@@ -252,5 +252,5 @@ async def cold_start_estimate_min(deps: Deps) -> float | None:
     model = (info.spec.get("annotations") or {}).get(ANNOTATION_MODEL)
     if not model:
         return None
-    report = plan_fit(FitRequest(model=model, gpu=info.gpu_type or "nvidia-l4", gpu_count=max(1, info.gpu_count)))
+    report = check_fit(FitRequest(model=model, gpu=info.gpu_type or "nvidia-l4", gpu_count=max(1, info.gpu_count)))
     return report.cold_start_s / 60

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bot.agent.tools import Tool, ToolRegistry
 from skills.actions.params import DeployParams, RedeployParams, RollbackParams, ScaleParams
-from skills.capacity.fit import FitRequest, plan_fit
+from skills.capacity.fit import FitRequest, check_fit
 from skills.deploy.render_service import main_container
 from skills.diagnosis.diagnose import diagnose
 from skills.diagnosis.findings import Diagnosis
@@ -251,7 +251,7 @@ class Toolset:
         return _dumps(m.model_dump(mode="json", exclude_none=True, exclude={"scraped_at"}))
 
     async def _fit(self, args: FitArgs) -> str:
-        r = plan_fit(FitRequest(model=args.model, gpu=args.gpu, max_model_len=args.max_model_len))
+        r = check_fit(FitRequest(model=args.model, gpu=args.gpu, max_model_len=args.max_model_len))
         keep = {"verdict", "weights_gib", "kv_cache_tokens", "max_concurrency", "cold_start_s", "changes"}
         view = r.model_dump(mode="json", include=keep | {"alternatives", "warnings", "notes", "vllm_args"})
         return _dumps(view)

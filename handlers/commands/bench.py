@@ -21,7 +21,7 @@ from handlers.reply import Button, FileOut, Reply
 from skills.bench import report
 from skills.bench.loadgen import BenchSpec, Progress, SweepResult, run_sweep
 from skills.bench.store import BenchStore
-from skills.bench.sweep_preview import BenchPlan, make_plan, max_model_len_from_args, server_max_model_len
+from skills.bench.sweep_preview import SweepPreview, make_preview, max_model_len_from_args, server_max_model_len
 from skills.capacity.cost import hourly_cost
 from skills.deploy.locks import LockHeld, ServiceLock
 from skills.durations import format_duration
@@ -54,7 +54,7 @@ def spec_from(opts: argparse.Namespace) -> BenchSpec:
         raise InvalidInput(f"Invalid benchmark options ({msgs}).", usage) from None
 
 
-def render_plan(plan: BenchPlan) -> Reply:
+def render_preview(plan: SweepPreview) -> Reply:
     cost = f", about ${plan.est_cost_usd:.2f} of instance time" if plan.est_cost_usd is not None else ""
     about = format_duration(plan.est_duration_s, "approx")
     reply = Reply(title=f":stopwatch: Benchmark plan for `{plan.model}`: {len(plan.cells)} cells, "
@@ -81,7 +81,7 @@ def render_plan(plan: BenchPlan) -> Reply:
     return reply
 
 
-async def _plan(ctx: CommandContext) -> Reply:
+async def _preview(ctx: CommandContext) -> Reply:
     d = ctx.deps
     spec = spec_from(ctx.opts)
     client = await d.endpoint.client()
@@ -97,10 +97,10 @@ async def _plan(ctx: CommandContext) -> Reply:
     last = await _store(ctx).recent_sweeps(1)
     single = report.best_throughput(last[0])[0] if last else None
     stream_tok_s = single.output_tok_per_s if single else None
-    plan = make_plan(secrets.token_hex(6), spec, model, max_len, usd_h, stream_tok_s)
+    plan = make_preview(secrets.token_hex(6), spec, model, max_len, usd_h, stream_tok_s)
     plan.user_id, plan.channel_id = ctx.user_id, ctx.channel_id
-    await _store(ctx).save_plan(plan)
-    return render_plan(plan)
+    await _store(ctx).save_preview(plan)
+    return render_preview(plan)
 
 
 async def _compare(ctx: CommandContext) -> Reply:
@@ -123,7 +123,7 @@ async def _compare(ctx: CommandContext) -> Reply:
 async def bench(ctx: CommandContext) -> Reply:
     if ctx.opts.compare:
         return await _compare(ctx)
-    return await _plan(ctx)
+    return await _preview(ctx)
 
 
 def _store(ctx: CommandContext | ActionContext) -> BenchStore:
@@ -137,7 +137,7 @@ def _allowed(ctx: ActionContext) -> bool:
 
 @action(DISMISS)
 async def dismiss(ctx: ActionContext) -> Reply:
-    await _store(ctx).drop_plan(ctx.value)
+    await _store(ctx).drop_preview(ctx.value)
     return Reply(title="Benchmark cancelled; nothing was run.", ephemeral=True)
 
 
@@ -146,7 +146,7 @@ async def confirm(ctx: ActionContext) -> Reply | None:
     d = ctx.deps
     if not _allowed(ctx):
         raise UserFacingError("Only deployers can run a benchmark (it loads the live model).", "Ask a deployer.")
-    plan = await _store(ctx).take_plan(ctx.value)  # single use: a double click runs once
+    plan = await _store(ctx).take_preview(ctx.value)  # single use: a double click runs once
     if plan is None:
         raise UserFacingError("This benchmark plan has expired or was already used.", "Run `/gemma bench` again.")
     lock = _store(ctx).lock(int(plan.spec.max_duration_s) + 600)
@@ -173,7 +173,7 @@ async def stop(ctx: ActionContext) -> Reply:
     return Reply(title="Stopping the benchmark after the requests in flight…", ephemeral=True)
 
 
-def _progress_reply(plan: BenchPlan, p: Progress) -> Reply:
+def _progress_reply(plan: SweepPreview, p: Progress) -> Reply:
     pct = p.done_requests / p.total_requests if p.total_requests else 0.0
     bar = "█" * int(pct * 20) + "░" * (20 - int(pct * 20))
     title = f":hourglass_flowing_sand: Benchmark {plan.id} of `{plan.model}`: {p.phase}"
@@ -210,7 +210,7 @@ def result_reply(result: SweepResult) -> Reply:
     return reply
 
 
-async def run_and_report(ctx: ActionContext, plan: BenchPlan, lock: ServiceLock, ts: str) -> None:
+async def run_and_report(ctx: ActionContext, plan: SweepPreview, lock: ServiceLock, ts: str) -> None:
     d, store = ctx.deps, _store(ctx)
     responder: Responder = ctx.responder
     stop_event = asyncio.Event()

@@ -9,7 +9,7 @@ from handlers.fit_args import MODELS_HINT, add_fit_arguments, namespace_to_reque
 from handlers.registry import COMMANDS, command
 from handlers.reply import Button, Reply, plan_button
 from skills.capacity.catalog import Catalog
-from skills.capacity.fit import FitReport, load_catalog, plan_fit
+from skills.capacity.fit import FitReport, check_fit, load_catalog
 from skills.capacity.startup_log import StartupFigures, last_figures
 from skills.deploy.profiles import load_profiles
 from skills.durations import format_duration
@@ -137,7 +137,7 @@ def render_catalog(cat: Catalog) -> Reply:
     hint=MODELS_HINT,
 )
 async def fit(ctx: CommandContext) -> Reply:
-    report = plan_fit(namespace_to_request(ctx.opts, COMMANDS["fit"].parser.usage_hint()))
+    report = check_fit(namespace_to_request(ctx.opts, COMMANDS["fit"].parser.usage_hint()))
     service = ctx.deps.settings.vllm_service_name
     try:
         seen = await last_figures(ctx.deps.redis, ctx.deps.settings.key("startup"), service)

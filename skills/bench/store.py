@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from skills.bench import report
 from skills.bench.loadgen import SweepResult
-from skills.bench.sweep_preview import BenchPlan
+from skills.bench.sweep_preview import SweepPreview
 from skills.deploy.locks import ServiceLock
 from skills.ports import Store
 
@@ -20,15 +20,15 @@ class BenchStore:
         self.key = key
         self.plan_ttl_s = plan_ttl_s
 
-    async def save_plan(self, plan: BenchPlan) -> None:
+    async def save_preview(self, plan: SweepPreview) -> None:
         await self.r.set(self.key("bench", "plan", plan.id), plan.model_dump_json(), ex=self.plan_ttl_s)
 
-    async def take_plan(self, plan_id: str) -> BenchPlan | None:
+    async def take_preview(self, plan_id: str) -> SweepPreview | None:
         """The plan, removed as it is read: a double click on Confirm runs it once."""
         raw = await self.r.getdel(self.key("bench", "plan", plan_id))
-        return BenchPlan.model_validate_json(raw) if raw else None
+        return SweepPreview.model_validate_json(raw) if raw else None
 
-    async def drop_plan(self, plan_id: str) -> None:
+    async def drop_preview(self, plan_id: str) -> None:
         await self.r.delete(self.key("bench", "plan", plan_id))
 
     async def request_stop(self, plan_id: str, user_id: str) -> None:

@@ -1,4 +1,5 @@
-"""The plan shown before a benchmark sweep runs: cells, request count, and rough duration and cost."""
+"""The preview shown before a benchmark sweep runs (cells, request count, rough duration and cost); "plan" in
+this codebase means a write plan (skills/deploy), so this is named for what it is."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ DEFAULT_PREFILL_TOK_S = 4000.0
 BATCH_SLOWDOWN = 0.03  # per extra concurrent stream, per-stream decode slows by about this share
 
 
-class BenchPlan(BaseModel):
+class SweepPreview(BaseModel):
     id: str
     spec: BenchSpec
     model: str
@@ -56,14 +57,14 @@ def estimate_duration_s(spec: BenchSpec, stream_tok_s: float, prefill_tok_s: flo
     return total
 
 
-def make_plan(
+def make_preview(
     plan_id: str,
     spec: BenchSpec,
     model: str,
     max_model_len: int | None,
     usd_per_hour: float | None,
     stream_tok_s: float | None,
-) -> BenchPlan:
+) -> SweepPreview:
     spec, notes = fit_contexts(spec, max_model_len)
     total = spec.total_requests()
     if total > spec.max_total_requests:
@@ -84,7 +85,7 @@ def make_plan(
         )
     cells = [(c, ctx, spec.cell_requests(c)) for c, ctx in spec.cells()]
     cost = usd_per_hour * min(est, spec.max_duration_s) / 3600 if usd_per_hour is not None else None
-    return BenchPlan(
+    return SweepPreview(
         id=plan_id,
         spec=spec,
         model=model,

@@ -35,8 +35,8 @@ __all__ = [
     "FitRequest",
     "GpuProfile",
     "ModelProfile",
+    "check_fit",
     "load_catalog",
-    "plan_fit",
 ]
 
 
@@ -419,7 +419,7 @@ def _alternatives(cat: Catalog, req: FitRequest, o: _Outcome) -> tuple[list[FitR
     return reqs, lines
 
 
-def plan_fit(req: FitRequest, catalog: Catalog | None = None) -> FitReport:
+def check_fit(req: FitRequest, catalog: Catalog | None = None) -> FitReport:
     """Plan one configuration. Raises InvalidInput for unknown model/GPU names (with close matches)."""
     cat = catalog or load_catalog()
     return _report(cat, req, _evaluate(cat, req), with_alternatives=True)

@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from skills.capacity.catalog import Catalog, load_catalog
-from skills.capacity.fit import GIB, FitReport, FitRequest, plan_fit
+from skills.capacity.fit import GIB, FitReport, FitRequest, check_fit
 
 
 class Measurement(BaseModel):
@@ -76,7 +76,7 @@ def rows(catalog: Catalog | None = None) -> list[Row]:
     cat = catalog or load_catalog()
     out: list[Row] = []
     for m in load_measurements():
-        report = plan_fit(m.request(), cat)
+        report = check_fit(m.request(), cat)
         for quantity, reported in m.reported.items():
             pred = predicted(report, quantity, cat)
             err = None

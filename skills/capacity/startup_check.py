@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from skills.capacity.fit import FitReport, FitRequest, plan_fit
+from skills.capacity.fit import FitReport, FitRequest, check_fit
 from skills.capacity.startup_log import StartupFigures, cold_start_lines, comparison_lines, parse_startup, save_figures
 from skills.deploy.plan_redeploy import effective_settings, model_of, probe_budget
 from skills.deploy.render_service import main_container
@@ -55,7 +55,7 @@ def fit_for_spec(spec: dict[str, Any]) -> tuple[str, FitReport] | None:
         dtype=o["dtype"],
         max_num_batched_tokens=o.get("max_num_batched_tokens"),
     )
-    return str(container.get("image", "")), plan_fit(req)
+    return str(container.get("image", "")), check_fit(req)
 
 
 async def check_startup(

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from skills.capacity.fit import FitReport, FitRequest, load_catalog, plan_fit
+from skills.capacity.fit import FitReport, FitRequest, check_fit, load_catalog
 from skills.deploy.plans import Plan
 from skills.deploy.render_service import (
     MAX_THRESHOLD_WINDOW_S,
@@ -56,7 +56,7 @@ def fit_lines(r: FitReport) -> list[str]:
 
 
 def fit_for(model: str, o: dict[str, Any], memory: str | None) -> FitReport:
-    return plan_fit(
+    return check_fit(
         FitRequest(
             model=model,
             gpu=o["gpu"],

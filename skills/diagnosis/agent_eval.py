@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from skills.diagnosis.remediation import ProposedAction, RemediationPlan
+from skills.diagnosis.remediation import ProposedAction, RemediationProposal
 
 BAD_OUTCOMES = ("unknown_tool", "invalid_args", "refused_write")
 _FAILURE_WORDS = ("out of memory", "oom", "kv cache", "startup probe", "crash", "failed", "error")
@@ -41,7 +41,7 @@ class Run:
     """What one analysis produced, as the eval sees it."""
 
     scenario: str
-    plan: RemediationPlan
+    plan: RemediationProposal
     from_model: bool  # False: the model gave no usable plan and the deterministic findings stood in
     log_text: str  # the scenario's log lines, for checking that evidence quotes them
     calls: list[tuple[str, str]] = field(default_factory=list)  # (tool, outcome) from the loop
@@ -89,7 +89,7 @@ def score(run: Run, expect: Expectation) -> Score:
     return Score(run.scenario, named and grounded, fix, not bad, grounded, bad, run)
 
 
-def _grounded(plan: RemediationPlan, log_text: str, kinds: list[str]) -> bool:
+def _grounded(plan: RemediationProposal, log_text: str, kinds: list[str]) -> bool:
     logs = log_text.lower()
     for ev in plan.evidence:
         if ev.source.startswith("finding:") and ev.source.removeprefix("finding:") in kinds:

@@ -28,7 +28,7 @@ class ProposedAction(BaseModel):
     reason: str = ""
 
 
-class RemediationPlan(BaseModel):
+class RemediationProposal(BaseModel):
     summary: str
     likely_root_cause: str = ""
     evidence: list[Evidence] = Field(default_factory=list)
@@ -101,12 +101,12 @@ def merge_actions(*groups: list[ProposedAction]) -> list[ProposedAction]:
     return out
 
 
-def plan_from_findings(findings: list[Any], note: str, *, logs_error: str = "") -> RemediationPlan:
+def plan_from_findings(findings: list[Any], note: str, *, logs_error: str = "") -> RemediationProposal:
     """The deterministic plan, from diagnosis findings (kind, title, evidence, remediation{summary, steps,
     actions}), for when the model cannot give one. `note` says why the model's plan is missing; `logs_error`
     why the logs could not be read (then "no known failure" would be untrue: nothing was looked at)."""
     if not findings and logs_error:
-        return RemediationPlan(
+        return RemediationProposal(
             summary=f"The logs could not be read, so nothing was diagnosed: {logs_error}",
             steps=[
                 "Fix the log access above (project, credentials, roles/logging.viewer), then run `/gemma analyze` "
@@ -115,7 +115,7 @@ def plan_from_findings(findings: list[Any], note: str, *, logs_error: str = "") 
             fallback_note=note,
         )
     if not findings:
-        return RemediationPlan(
+        return RemediationProposal(
             summary="No known failure pattern was found in the logs.",
             steps=["Check `/gemma status` and recent revisions; widen the log window with `--since`."],
             fallback_note=note,
@@ -135,7 +135,7 @@ def plan_from_findings(findings: list[Any], note: str, *, logs_error: str = "") 
             steps += _as_lines(getattr(rem, "steps", [])) or _as_lines(getattr(rem, "summary", ""))
             actions += list(getattr(rem, "actions", []))
     first = findings[0]
-    return RemediationPlan(
+    return RemediationProposal(
         summary="; ".join(str(f.title) for f in findings if getattr(f, "title", "")),
         likely_root_cause=str(getattr(first, "title", "")),
         evidence=evidence,

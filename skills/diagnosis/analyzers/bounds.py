@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 from skills.capacity.catalog import ModelProfile, load_catalog
-from skills.capacity.fit import FitRequest, plan_fit
+from skills.capacity.fit import FitRequest, check_fit
 from skills.deploy.vllm_flags import VllmFlags
 from skills.diagnosis.analyzers.base import LogView
 from skills.errors import UserFacingError
@@ -83,7 +83,7 @@ def _planner_verdict(view: LogView, at: int, params: dict[str, object]) -> str |
         if value not in (None, ""):
             req[key] = value
     try:
-        report = plan_fit(FitRequest.model_validate(req))
+        report = check_fit(FitRequest.model_validate(req))
     except (UserFacingError, ValueError):
         return None
     if report.ok:
