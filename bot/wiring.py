@@ -40,8 +40,10 @@ def build_deps(settings: Settings) -> Deps:
 
 async def close_deps(deps: Deps) -> None:
     await deps.drain()
-    close = getattr(deps.model_server, "aclose", None)
-    if close is not None:
-        await close()
+    # Adapters with connections or threads close them (the ports do not require it: stand-ins may not).
+    for part in (deps.model_server, deps.metrics, deps.logs, deps.runtime):
+        close = getattr(part, "aclose", None)
+        if close is not None:
+            await close()
     await deps.endpoint.aclose()
     await deps.redis.aclose()

@@ -13,14 +13,15 @@ import httpx
 import pytest
 
 from bot.adapters.blocking import BlockingPool
+from bot.adapters.cloud_monitoring import CloudMonitoringMetrics
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.sandbox.monitoring_grpc import MonitoringStandIn, serve_monitoring
 from bot.sandbox.slack_api import SlackStandIn
 from bot.sandbox.slack_signing import command_body, signed_headers
 from bot.settings import Settings
 from bot.web import create_app
-from bot.wiring import build_deps
-from skills.errors import CloudUnavailable
+from bot.wiring import build_deps, close_deps
+from skills.errors import CloudUnavailable, UserFacingError
 from tests.conftest import SIGNING_SECRET
 from tests.eventually import eventually
 
@@ -66,7 +67,7 @@ async def test_scale_plan_answers_while_monitoring_calls_are_still_blocked(
         assert "unavailable" in json.dumps([r for r in slack.responses if r["_rid"] == "s0"])
         standin.release()
         await deps.drain(timeout_s=30)
-    await deps.redis.aclose()
+    await close_deps(deps)  # closes the Monitoring channel too, cancelling the calls left hanging
 
 
 async def test_a_full_pool_refuses_at_once_instead_of_queueing_forever() -> None:
@@ -90,3 +91,18 @@ async def test_a_full_pool_refuses_at_once_instead_of_queueing_forever() -> None
     assert await first == "done" and await second == "queued"
     assert pool.in_flight == 0
     pool.shutdown()
+
+
+async def test_closing_the_monitoring_adapter_ends_a_call_left_hanging(settings: Settings, blackholed) -> None:
+    """close_deps closes the gRPC channel: a call blackholed for its whole (long) deadline ends now, so no thread
+    sits in gRPC while the process exits (a channel left to interpreter shutdown crashed the test run once)."""
+    standin, addr = blackholed
+    metrics = CloudMonitoringMetrics(
+        settings.model_copy(update={"cloud_monitoring_api_endpoint": addr, "cloud_call_deadline_s": 120})
+    )
+    call = asyncio.create_task(metrics.series("vllm-gemma4", "container/instance_count", 10))
+    assert await eventually(lambda: standin.blocked >= 1, timeout=20)
+    await metrics.aclose()
+    with pytest.raises(UserFacingError, match="Channel closed"):
+        await asyncio.wait_for(call, timeout=20)
+    assert await eventually(lambda: standin.blocked == 0, timeout=20)

@@ -82,6 +82,10 @@ class CloudLoggingLogs:
         self._project = ""
         self._pool = BlockingPool("Cloud Logging", settings.cloud_client_threads)
 
+    async def aclose(self) -> None:
+        """Drop queued calls; a running one ends at its own deadline."""
+        self._pool.shutdown()
+
     def _get_client(self) -> Any:
         if self._client is None:
             from google.cloud import logging as gcl

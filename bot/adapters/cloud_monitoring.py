@@ -57,6 +57,14 @@ class CloudMonitoringMetrics:
         self._project = ""
         self._pool = BlockingPool("Cloud Monitoring", settings.cloud_client_threads)
 
+    async def aclose(self) -> None:
+        """Close the gRPC channel (cancelling calls still in flight, which frees their threads) and the pool.
+        A channel left to interpreter shutdown can crash it: gRPC's threads outlive Python's finalisation."""
+        self._pool.shutdown()
+        if self._client is not None:
+            self._client.transport.close()
+            self._client = None
+
     def _get_client(self) -> monitoring_v3.MetricServiceClient:
         from google.cloud import monitoring_v3
 

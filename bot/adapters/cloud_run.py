@@ -206,6 +206,10 @@ class CloudRunRuntime:
         self._read_opts: dict[str, Any] = {"retry": None, "timeout": settings.cloud_call_deadline_s}
         self._write_opts: dict[str, Any] = {"retry": None, "timeout": settings.cloud_call_deadline_s}  # no replays
 
+    async def aclose(self) -> None:
+        """Drop queued calls; a running one ends at its own deadline."""
+        self._pool.shutdown()
+
     def _clients(self) -> tuple[run_v2.ServicesClient, run_v2.RevisionsClient]:
         from google.cloud import run_v2
 
