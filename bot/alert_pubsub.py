@@ -85,11 +85,16 @@ class PubSubAlerts:
         log.info("pulling alerts from Pub/Sub subscription %s", self.subscription)
 
     async def stop(self) -> None:
+        """Stop pulling and close the client's gRPC channel: an aio channel left open until interpreter exit can
+        take the process down with it."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        close = getattr(getattr(self.client, "transport", None), "close", None)
+        if close is not None:
+            await close()
 
     async def _run(self) -> None:
         # Never gives up (budget None); the wait restarts after a good pull. Each failure is one WARNING line.
