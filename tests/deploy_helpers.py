@@ -10,6 +10,7 @@ from handlers.context import ActionContext, CommandContext
 from handlers.registry import load_all
 from handlers.reply import FileOut, Reply
 from handlers.router import run_action, run_command
+from skills.deploy.render_service import DeployConfig, probe_for
 
 load_all()
 
@@ -99,3 +100,25 @@ def plan_id_of(reply: Reply | None) -> str:
 
 def plan_value(action: str, params: dict[str, Any]) -> str:
     return json.dumps({"action": action, "params": params})
+
+
+def deploy_config(**kw: object) -> DeployConfig:
+    """A 12B QAT service on one L4 with weights from a bucket; `kw` overrides any field."""
+    base: dict[str, object] = dict(
+        service="vllm-gemma4",
+        model="gemma-4-12b-qat",
+        hf_repo="google/gemma-4-12b-it-qat-w4a16-ct",
+        model_args=["--quantization", "compressed-tensors"],
+        gpu="nvidia-l4",
+        max_model_len=32768,
+        gpu_memory_utilization=0.9,
+        kv_cache_dtype="fp8",
+        max_num_seqs=8,
+        cpu="4",
+        memory="16Gi",
+        probe=probe_for(400),
+        image="vllm/vllm-openai:v0.11.0",
+        model_bucket="weights",
+    )
+    base.update(kw)
+    return DeployConfig.model_validate(base)

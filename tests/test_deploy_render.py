@@ -17,27 +17,11 @@ from skills.deploy.render_service import (
 )
 from skills.deploy.vllm_flags import VllmFlags
 from skills.errors import InvalidInput
+from tests.deploy_helpers import deploy_config
 
 
 def _cfg(**kw: object) -> DeployConfig:
-    base: dict[str, object] = dict(
-        service="vllm-gemma4",
-        model="gemma-4-12b-qat",
-        hf_repo="google/gemma-4-12b-it-qat-w4a16-ct",
-        model_args=["--quantization", "compressed-tensors"],
-        gpu="nvidia-l4",
-        max_model_len=32768,
-        gpu_memory_utilization=0.9,
-        kv_cache_dtype="fp8",
-        max_num_seqs=8,
-        cpu="4",
-        memory="16Gi",
-        probe=probe_for(400),
-        image="vllm/vllm-openai:v0.11.0",
-        model_bucket="weights",
-    )
-    base.update(kw)
-    return DeployConfig.model_validate(base)
+    return deploy_config(**kw)
 
 
 def test_fuse_mount_and_offline_mode() -> None:

@@ -9,23 +9,9 @@ from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.settings import Settings
 from skills.deploy.execute import Progress, execute
 from skills.deploy.plan_builder import build_plan
+from tests.fake_time import FakeTime
 
 pytest_plugins = ["tests.deploy_fixtures"]
-
-
-class FakeTime:
-    """A clock that moves only when something sleeps on it."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def runtime(settings: Settings, t: FakeTime, budget_s: float = 300.0) -> CloudRunRuntime:
@@ -45,7 +31,7 @@ async def deploy(rt: CloudRunRuntime, deps: Any) -> tuple[Any, list[Progress]]:
 async def test_watch_rides_out_429_and_503_with_backoff(
     deps: Any, fast_settings: Settings, cloud_run: CloudRunStandIn
 ) -> None:
-    t = FakeTime()
+    t = FakeTime(1000.0)
     rt = runtime(fast_settings, t)
     cloud_run.op_polls = 2
     for method, status, message in [
@@ -70,7 +56,7 @@ async def test_watch_rides_out_429_and_503_with_backoff(
 async def test_past_the_adapter_budget_the_watch_keeps_watching(
     deps: Any, fast_settings: Settings, cloud_run: CloudRunStandIn
 ) -> None:
-    t = FakeTime()
+    t = FakeTime(1000.0)
     rt = runtime(fast_settings, t, budget_s=5.0)
     for _ in range(8):  # more failures than 5 s of backoff allows: the adapter gives up, the watch does not
         cloud_run.fail_next("GET_REVISION", 503, "The service is currently unavailable.")
@@ -84,7 +70,7 @@ async def test_past_the_adapter_budget_the_watch_keeps_watching(
 async def test_a_terminal_failure_after_transient_errors_is_still_reported(
     deps: Any, fast_settings: Settings, cloud_run: CloudRunStandIn
 ) -> None:
-    t = FakeTime()
+    t = FakeTime(1000.0)
     rt = runtime(fast_settings, t)
     cloud_run.next_revision_outcome = "probe_failed"
     cloud_run.fail_next("GET_OPERATION", 503, "The service is currently unavailable.")
@@ -94,7 +80,7 @@ async def test_a_terminal_failure_after_transient_errors_is_still_reported(
 
 
 async def test_client_errors_are_not_retried(deps: Any, fast_settings: Settings, cloud_run: CloudRunStandIn) -> None:
-    t = FakeTime()
+    t = FakeTime(1000.0)
     rt = runtime(fast_settings, t)
     cloud_run.fail_next("GET_REVISION", 403, "Permission 'run.revisions.get' denied.")
     result, _ = await deploy(rt, deps)

@@ -18,6 +18,7 @@ from bot.settings import Settings, load_settings
 from skills.errors import CloudUnavailable, InvalidInput
 from skills.ports import LogQuery
 from tests.example_data import SCENARIOS
+from tests.fake_time import FakeTime
 
 
 def _shift_to_now(standin: CloudLoggingStandIn) -> None:
@@ -153,19 +154,6 @@ async def test_commands_logs_and_diagnose(
             await COMMANDS["logs"].run(ctx)
     finally:
         await close_deps(deps)
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 async def test_transient_errors_are_retried_with_one_warning_each(

@@ -18,6 +18,7 @@ from handlers.registry import load_all
 from handlers.router import run_command
 from skills.errors import UserFacingError
 from skills.observe.service_metrics import service_metrics
+from tests.fake_time import FakeTime
 from tests.observe_fixtures import RecordingResponder, deps_for, reply_text  # noqa: F401
 
 load_all()
@@ -101,19 +102,6 @@ async def test_status_includes_cloud_monitoring_when_wired(monitoring, cloud_run
     text = reply_text(reply)
     assert "Cloud Monitoring (last 30 min)" in text
     assert "75% now, peak 90%" in text and "2.00/s now" in text and "active 1" in text
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 async def test_transient_errors_are_retried_with_one_warning_each(

@@ -17,21 +17,7 @@ from bot.settings import Settings
 from skills.retrying import RetryPolicy, retry_call
 from tests.alerts_fixtures import gcp_alert, make_deps
 from tests.eventually import eventually
-
-
-class FakeTime:
-    """A clock that moves only when something sleeps on it."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
+from tests.fake_time import FakeTime
 
 
 class Flaky:

@@ -12,30 +12,15 @@ from skills.capacity.fit import FitRequest, check_fit
 from skills.deploy.diff import diff_specs
 from skills.deploy.plan_deploy import plan_deploy
 from skills.deploy.profiles import load_profiles
-from skills.deploy.render_service import DeployConfig, probe_for, render_service, vllm_args
+from skills.deploy.render_service import DeployConfig, render_service, vllm_args
 from skills.deploy.vllm_flags import VllmFlags, VllmFlagsError
+from tests.deploy_helpers import deploy_config
 
 pytest_plugins = ["tests.deploy_fixtures"]
 
 
 def _cfg(**kw: Any) -> DeployConfig:
-    base: dict[str, Any] = dict(
-        service="vllm-gemma4",
-        model="gemma-4-12b-qat",
-        hf_repo="google/gemma-4-12b-it-qat-w4a16-ct",
-        model_args=["--quantization", "compressed-tensors"],
-        gpu="nvidia-l4",
-        max_model_len=32768,
-        gpu_memory_utilization=0.9,
-        kv_cache_dtype="auto",
-        max_num_seqs=8,
-        cpu="4",
-        memory="16Gi",
-        probe=probe_for(400),
-        image="vllm/vllm-openai:v0.11.0",
-        model_bucket="weights",
-    )
-    return DeployConfig.model_validate(base | kw)
+    return deploy_config(**{"kv_cache_dtype": "auto", **kw})
 
 
 @pytest.mark.parametrize("profile", sorted(load_profiles()))
