@@ -23,6 +23,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 
 from bot.settings import Settings
+from skills.retrying import RetryPolicy, Sleep, retry_call
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +36,16 @@ _HINTS = {
 }
 
 
+class NotConnected(Exception):
+    """Slack did not open a Socket Mode connection; the message says why and what to do."""
+
+
 class SocketMode:
     """Owns the Socket Mode connection for the process's lifetime (started and stopped by the ASGI lifespan)."""
 
-    def __init__(self, bolt: AsyncApp, app_token: str, *, ping_interval: float = 10.0) -> None:
+    def __init__(
+        self, bolt: AsyncApp, app_token: str, *, ping_interval: float = 10.0, sleep: Sleep = asyncio.sleep
+    ) -> None:
         # slack-sdk narrates every reconnect at INFO; keep its warnings and errors, say the rest ourselves.
         sdk_log = logging.getLogger("slack_sdk.socket_mode")
         if sdk_log.level == logging.NOTSET:
@@ -50,36 +57,45 @@ class SocketMode:
             logger=sdk_log,
             ping_interval=ping_interval,
         )
+        self._sleep = sleep
         self._retry: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Connect now if Slack lets us; otherwise say why in one line and keep trying in the background."""
-        if not await self._connect():
+        try:
+            await self._connect()
+        except NotConnected as exc:
+            log.error("Slack Socket Mode: %s", exc)
             self._retry = asyncio.get_running_loop().create_task(self._keep_trying())
+            self._retry.add_done_callback(_said)
 
-    async def _connect(self) -> bool:
+    async def _connect(self) -> None:
         client = self.handler.client
         try:
             resp = await client.web_client.apps_connections_open(app_token=client.app_token)
         except SlackApiError as exc:
             err = str(exc.response.get("error", "unknown"))
-            log.error("Slack Socket Mode: apps.connections.open failed (%s): %s", err, _HINTS.get(err, "see Slack"))
-            return False
+            raise NotConnected(f"apps.connections.open failed ({err}): {_HINTS.get(err, 'see Slack')}") from None
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            log.error("Slack Socket Mode: cannot reach Slack's API (%s); retrying", type(exc).__name__)
-            return False
+            raise NotConnected(f"cannot reach Slack's API ({type(exc).__name__})") from None
         client.wss_uri = str(resp["url"])
         await self.handler.connect_async()  # from here slack-sdk reconnects by itself
         log.info("Slack Socket Mode connected (no public URL needed)")
-        return True
 
     async def _keep_trying(self) -> None:
-        delay = 5.0
-        while True:
-            await asyncio.sleep(delay)
-            if await self._connect():
-                return
-            delay = min(delay * 2, 300.0)
+        """The shared retry policy, never giving up: 5 s, doubling to 5 min, one WARNING line per failure."""
+        policy = RetryPolicy(
+            what="Slack Socket Mode",
+            transient=lambda exc: isinstance(exc, NotConnected),
+            initial_s=5.0,
+            max_s=300.0,
+            jitter_s=1.0,
+            sleep=self._sleep,
+            log=log,
+            describe=str,
+        )
+        await self._sleep(5.0)  # start() has just tried
+        await retry_call(policy, self._connect)
 
     async def stop(self) -> None:
         if self._retry is not None:
@@ -87,6 +103,12 @@ class SocketMode:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._retry
         await self.handler.close_async()
+
+
+def _said(task: asyncio.Task[None]) -> None:
+    """The reconnect loop ends only connected or stopped; anything else is said now, not at garbage collection."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("Slack Socket Mode: reconnecting stopped", exc_info=task.exception())
 
 
 def socket_mode_for(settings: Settings, bolt: AsyncApp) -> SocketMode | None:

@@ -4,6 +4,7 @@ disconnect). Commands, buttons, modals and thread replies behave as over HTTP; S
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -214,4 +215,33 @@ async def test_wrong_token_kind_is_one_clear_line(
     assert len(errors) == 1 and "invalid_auth" in errors[0].getMessage()
     assert "copy it again" in errors[0].getMessage() and errors[0].exc_info is None
     assert socket_slack.connects == 0
+    await deps.redis.aclose()
+
+
+async def test_reconnect_backs_off_on_the_shared_policy_until_slack_accepts(
+    settings: Settings, redis_client: object, socket_slack: SocketModeStandIn, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Refused at start, the connection is retried in the background: waits grow from 5 s (on an injected
+    sleep, so no time passes), one WARNING per failed attempt, and it connects once the token is right."""
+    from bot.slack_app import build_bolt
+    from bot.socket_mode import SocketMode
+
+    waits: list[float] = []
+    sm: SocketMode
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 4:  # the operator fixes the token after three failed retries
+            sm.handler.client.app_token = APP_TOKEN
+        await asyncio.sleep(0)
+
+    deps = build_deps(settings)
+    sm = SocketMode(build_bolt(deps), "xapp-1-not-the-right-one", sleep=sleep)
+    with caplog.at_level(logging.WARNING):
+        await sm.start()
+        assert await eventually(lambda: socket_slack.live_connections() == 1, timeout=20)
+    await sm.stop()
+    assert waits[0] == 5.0 and all(5.0 <= w <= 301.0 for w in waits) and waits[3] > waits[1]
+    retries = [r for r in caplog.records if r.levelno == logging.WARNING and "Slack Socket Mode" in r.getMessage()]
+    assert len(retries) == 3 and all("invalid_auth" in r.getMessage() for r in retries)
     await deps.redis.aclose()
