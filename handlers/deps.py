@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
-import redis.asyncio as redis
 from pydantic import SecretStr
 
 from skills.deploy.flow import WriteFlow
 from skills.diagnosis.agent_eval import Score
 from skills.diagnosis.remediation import ProposedAction, RemediationProposal
-from skills.ports import Logs, Metrics, ModelEndpoint, ModelServer, Runtime, StreamClients
+from skills.ports import Logs, Metrics, ModelEndpoint, ModelServer, Runtime, Store, StreamClients
 
 Progress = Callable[[str], Awaitable[None]]
 
@@ -165,7 +164,7 @@ class HandlerDeps(Protocol):
     def settings(self) -> HandlerSettings: ...
 
     @property
-    def redis(self) -> redis.Redis: ...
+    def redis(self) -> Store: ...
 
     @property
     def runtime(self) -> Runtime: ...
