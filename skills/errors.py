@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class UserFacingError(Exception):
     """An error whose message is fit for Slack: one sentence of what happened and a hint of what to do."""
@@ -33,3 +35,51 @@ class InvalidInput(UserFacingError):
 class TransientCloudError(UserFacingError):
     """A cloud API call failed in a way that may pass (429, 5xx, timeout) after the adapter's own retries:
     a watcher with time left keeps watching instead of reporting a failure."""
+
+
+def explain_validation(exc: Any, flag_style: bool = True) -> str:
+    """A pydantic ValidationError as sentences that name the field, in the bot's words, never pydantic's
+    ("Value error, ...", "Input should be ..."). `flag_style` names fields as command-line flags (--max-model-len)."""
+    sentences = []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ()) if not isinstance(p, int)]
+        name = ".".join(loc)
+        field = (f"--{name.replace('_', '-')}" if flag_style else name) if name else "the input"
+        ctx = err.get("ctx") or {}
+        given = err.get("input")
+        shown = f" (got {given!r})" if given is not None and not isinstance(given, dict | list) else ""
+        kind = err.get("type", "")
+        if kind in ("value_error", "assertion_error"):
+            reason = str(ctx.get("error", err.get("msg", ""))).strip()
+            sentences.append(f"{field}: {reason.rstrip('.')}" if name else reason.rstrip("."))
+            continue
+        what = _PHRASES.get(kind)
+        if what is None:
+            msg = str(err.get("msg", "is not valid"))
+            what = msg[0].lower() + msg[1:] if msg else "is not valid"
+            what = what.replace("input should be", "must be").replace("Input should be", "must be")
+            sentences.append(f"{field} {what}{shown}")
+            continue
+        sentences.append(f"{field} {what.format(**{k: v for k, v in ctx.items()})}{shown}")
+    return "; ".join(sentences) + "."
+
+
+_PHRASES = {
+    "missing": "is required",
+    "extra_forbidden": "is not a known option",
+    "greater_than": "must be greater than {gt}",
+    "greater_than_equal": "must be at least {ge}",
+    "less_than": "must be less than {lt}",
+    "less_than_equal": "must be at most {le}",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_parsing": "must be a number",
+    "bool_parsing": "must be true or false",
+    "string_pattern_mismatch": "is not in the expected form",
+    "string_too_short": "is too short",
+    "string_too_long": "is longer than {max_length} characters",
+    "too_short": "needs at least {min_length} item(s)",
+    "too_long": "takes at most {max_length} item(s)",
+    "literal_error": "must be one of {expected}",
+    "enum": "must be one of {expected}",
+}
