@@ -8,6 +8,7 @@ exists and matches is left alone. Exit codes: 0 done (or a dry run that could as
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -26,8 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--project", required=True)
     p.add_argument("--service", default="vllm-gemma4", help="the Cloud Run service serving vLLM")
-    target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--webhook-url", help="https://BOT_URL/alerts/gcp?auth_token=TOKEN (webhook alerts)")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument(
+        "--webhook-url",
+        help="https://BOT_URL/alerts/gcp?auth_token=TOKEN (webhook alerts; default: $ALERT_WEBHOOK_URL, which keeps "
+        "the token out of the process list)",
+    )
     target.add_argument("--pubsub-topic", help="projects/P/topics/T (Pub/Sub alerts)")
     p.add_argument("--kv-cache-usage", type=float, default=0.85)
     p.add_argument("--waiting-for-s", type=int, default=30)
@@ -69,8 +74,6 @@ def _clients(endpoint: str, anonymous: bool) -> tuple[Any, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
     from google.api_core import exceptions as gexc
     from google.auth.exceptions import DefaultCredentialsError
 
@@ -90,12 +93,16 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         print(f"{name}: {explain_validation(exc)}", file=sys.stderr)
         return 2
-    if args.webhook_url:
-        problem = check_webhook_url(args.webhook_url)
+    webhook_url = args.webhook_url or ("" if args.pubsub_topic else os.environ.get("ALERT_WEBHOOK_URL", "").strip())
+    if not webhook_url and not args.pubsub_topic:
+        print(f"{name}: say where alerts go: --webhook-url (or ALERT_WEBHOOK_URL) or --pubsub-topic", file=sys.stderr)
+        return 2
+    if webhook_url:
+        problem = check_webhook_url(webhook_url)
         if problem:
             print(f"{name}: {problem}", file=sys.stderr)
             return 2
-        kind, target = "webhook", args.webhook_url
+        kind, target = "webhook", webhook_url
     else:
         if not args.pubsub_topic.startswith(f"projects/{args.project}/topics/"):
             print(f"{name}: --pubsub-topic must be projects/{args.project}/topics/TOPIC", file=sys.stderr)
