@@ -34,15 +34,18 @@ existing = set(open(os.environ["FAKE_GCLOUD_EXISTING"]).read().split())
 words = [a for a in args if not a.startswith("-")]
 if args[:2] == ["config", "get-value"]:
     print("fake-proj"); sys.exit(0)
-if os.environ.get("FAKE_GCLOUD_DENY") and ({"describe", "list", "access"} & set(words) or "get-default-service-account" in words):
-    print(f"ERROR: (gcloud.{'.'.join(words[:3])}) PERMISSION_DENIED: The caller does not have permission", file=sys.stderr)
+asks = {"describe", "list", "access", "get-default-service-account"} & set(words)
+if os.environ.get("FAKE_GCLOUD_DENY") and asks:
+    cmd = ".".join(words[:3])
+    print(f"ERROR: (gcloud.{cmd}) PERMISSION_DENIED: The caller does not have permission", file=sys.stderr)
     sys.exit(1)
 if words[:2] == ["builds", "get-default-service-account"]:
     print("projects/p1/serviceAccounts/123456789-compute@developer.gserviceaccount.com"); sys.exit(0)
 if words[:3] == ["run", "services", "describe"]:
     if "bot-deployed" in existing:
         print("https://gemma-sre-abc123-uc.a.run.app"); sys.exit(0)
-    print(f"ERROR: (gcloud.run.services.describe) Cannot find service [{words[3]}]: NOT_FOUND", file=sys.stderr); sys.exit(1)
+    print(f"ERROR: (gcloud.run.services.describe) NOT_FOUND: service [{words[3]}]", file=sys.stderr)
+    sys.exit(1)
 if words[:4] == ["secrets", "versions", "access", "latest"]:
     secret = next(a.split("=", 1)[1] for a in args if a.startswith("--secret="))
     if secret + "@latest" in existing:
