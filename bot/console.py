@@ -32,6 +32,7 @@ from handlers.registry import load_all
 from handlers.render_text import to_text
 from handlers.reply import Button, FileOut, Reply
 from handlers.router import help_for, parse, run_action, run_command
+from skills.errors import failure_class
 
 log = logging.getLogger(__name__)
 
@@ -365,10 +366,12 @@ async def interact(deps: Deps, responder: ConsoleResponder, reader: LineReader, 
             if not task.cancelled():
                 raise
             print("^C (interrupted; `quit` or Ctrl-D leaves)", file=responder.out)
-        except Exception:
+        except Exception as exc:
             eid = uuid.uuid4().hex[:8]
             log.exception("console line failed (error id %s): %r", eid, line[:200])
-            print(f"! That failed unexpectedly (error id {eid}); details are in {log_path}.", file=responder.out)
+            kind = failure_class(exc)
+            said = f": {kind[0]}. {kind[1]}" if kind else " unexpectedly."
+            print(f"! That failed (error id {eid}){said} Details are in {log_path}.", file=responder.out)
         finally:
             if watching:
                 loop.remove_signal_handler(signal.SIGINT)
@@ -386,6 +389,7 @@ async def run_console(
     """`on_start` wires extra surfaces to the console's responder (the sandbox's incident threads)."""
     load_all()
     log_path = _log_to_file()
+    deps.log_location = f"the console's log, {log_path}"
     reader = LineReader(stdin, out)
     responder = ConsoleResponder(out, reader.read_sync)
     if on_start is not None:

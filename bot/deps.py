@@ -52,6 +52,8 @@ class Deps:
     streams: StreamClients | None = None  # the bench load generator's connections to the model endpoint
     sandbox: Sandbox | None = None  # when the bot runs on the simulated project
     max_background: int = 16
+    # Where an error id can be looked up; the console logs to a file and says which.
+    log_location: str = "the bot's log (JSON lines on the stdout of `gemma-sre serve`; on Cloud Run, Cloud Logging)"
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _slots: asyncio.Semaphore | None = None
 

@@ -199,6 +199,11 @@ class HandlerDeps(Protocol):
     @property
     def sandbox(self) -> Sandbox | None: ...
 
+    @property
+    def log_location(self) -> str:
+        """Where the bot's log lines go (a file for the console), for error messages that cite an error id."""
+        ...
+
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> Awaitable[Any]:
         """Run work after an ack (bounded; a failure is logged)."""
         ...

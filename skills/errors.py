@@ -83,3 +83,36 @@ _PHRASES = {
     "literal_error": "must be one of {expected}",
     "enum": "must be one of {expected}",
 }
+
+
+def failure_class(exc: BaseException) -> tuple[str, str] | None:
+    """What kind of failure an unexpected exception is, from its class and module (this module imports no client
+    library): (what happened, what to do), or None. The chain (`raise ... from`, context) is searched too."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        mod, name = type(e).__module__, type(e).__name__
+        text = str(e)[:160].rstrip(". ")
+        if mod.startswith("redis"):
+            if name in ("ConnectionError", "TimeoutError", "BusyLoadingError") or "connect" in text.lower():
+                refused = "refused" in text.lower() or "Error 111 " in text
+                return (
+                    f"Redis {'refused the connection' if refused else 'did not answer'} ({text})",
+                    "Start Redis or correct REDIS_URL (unset it to use the in-process store in the console).",
+                )
+            return (f"Redis refused a command ({name}: {text})", "Check the Redis server's log.")
+        if mod.startswith("google.auth") and name in ("DefaultCredentialsError", "RefreshError"):
+            return (
+                "Google credentials are missing or expired",
+                "Run `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS).",
+            )
+        if mod.startswith("slack_sdk") and name == "SlackApiError":
+            error = getattr(getattr(e, "response", None), "get", lambda *_: None)("error")
+            return (f"Slack refused the call ({error or text[:120]})", "Check SLACK_BOT_TOKEN and the app's scopes.")
+        if (mod.startswith("aiohttp") and "Connect" in name) or name == "ServerDisconnectedError":
+            return (f"Slack could not be reached ({text})", "Check the network and SLACK_API_URL.")
+        if isinstance(e, ConnectionRefusedError):
+            return (f"A connection was refused ({text})", "Check that the service it names is running.")
+        e = e.__cause__ or e.__context__
+    return None
