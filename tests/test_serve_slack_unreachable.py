@@ -8,8 +8,10 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import httpx
+import pytest
 
 from bot.sandbox.slack_signing import command_body, signed_headers
 from tests.eventually import eventually
@@ -23,7 +25,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def test_each_failed_slack_call_is_one_line_without_traceback() -> None:
+@pytest.fixture
+def server() -> Iterator[tuple[int, int, subprocess.Popen[str]]]:
     port, dead = _free_port(), _free_port()  # nothing listens on `dead`: Slack is unreachable
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "SLACK_", "REDIS_", "VLLM_"))}
     env |= {
@@ -38,6 +41,23 @@ async def test_each_failed_slack_call_is_one_line_without_traceback() -> None:
     }
     cmd = [sys.executable, "-m", "bot.cli", "serve", "--sandbox", "--host", "127.0.0.1", "--port", str(port)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        yield port, dead, proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    proc.terminate()
+    return proc.communicate(timeout=30)[0]
+
+
+async def test_each_failed_slack_call_is_one_line_without_traceback(
+    server: tuple[int, int, subprocess.Popen[str]],
+) -> None:
+    port, dead, proc = server
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
 
@@ -54,8 +74,7 @@ async def test_each_failed_slack_call_is_one_line_without_traceback() -> None:
                 resp = await client.post("/slack/events", content=body, headers=signed_headers(SECRET, body))
                 answers.append(resp)
     finally:
-        proc.terminate()
-        out = proc.communicate(timeout=30)[0]
+        out = _stop(proc)
     for resp in answers:
         assert resp.status_code == 200
         said = json.loads(resp.text)
