@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from handlers.args import CommandParser
 from skills.capacity.fit import FitRequest
-from skills.errors import InvalidInput
+from skills.errors import InvalidInput, explain_validation
 
 MODELS_HINT = "`/gemma models` lists the catalog."
 
@@ -63,10 +63,8 @@ def namespace_to_request(ns: argparse.Namespace, hint: str = "") -> FitRequest:
     try:
         return FitRequest(**fields)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"--{'.'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}" for e in exc.errors()
-        )
-        raise InvalidInput(f"Bad arguments: {problems}.", hint or f"Usage: `{chat_parser().usage_line()}`") from None
+        problems = explain_validation(exc)
+        raise InvalidInput(f"Bad arguments: {problems}", hint or f"Usage: `{chat_parser().usage_line()}`") from None
 
 
 def parse_fit_args(argv: list[str]) -> FitRequest:

@@ -37,31 +37,37 @@ class TransientCloudError(UserFacingError):
     a watcher with time left keeps watching instead of reporting a failure."""
 
 
-def explain_validation(exc: Any, flag_style: bool = True) -> str:
+def explain_validation(exc: Any, flag_style: bool = True, skip: tuple[str, ...] = ("params",)) -> str:
     """A pydantic ValidationError as sentences that name the field, in the bot's words, never pydantic's
-    ("Value error, ...", "Input should be ..."). `flag_style` names fields as command-line flags (--max-model-len)."""
-    sentences = []
-    for err in exc.errors():
-        loc = [str(p) for p in err.get("loc", ()) if not isinstance(p, int)]
-        name = ".".join(loc)
-        field = (f"--{name.replace('_', '-')}" if flag_style else name) if name else "the input"
-        ctx = err.get("ctx") or {}
-        given = err.get("input")
-        shown = f" (got {given!r})" if given is not None and not isinstance(given, dict | list) else ""
-        kind = err.get("type", "")
-        if kind in ("value_error", "assertion_error"):
-            reason = str(ctx.get("error", err.get("msg", ""))).strip()
-            sentences.append(f"{field}: {reason.rstrip('.')}" if name else reason.rstrip("."))
-            continue
-        what = _PHRASES.get(kind)
-        if what is None:
-            msg = str(err.get("msg", "is not valid"))
-            what = msg[0].lower() + msg[1:] if msg else "is not valid"
-            what = what.replace("input should be", "must be").replace("Input should be", "must be")
-            sentences.append(f"{field} {what}{shown}")
-            continue
-        sentences.append(f"{field} {what.format(**{k: v for k, v in ctx.items()})}{shown}")
-    return "; ".join(sentences) + "."
+    ("Value error, ...", "Input should be ..."). `flag_style` names fields as command-line flags (--max-model-len);
+    location parts in `skip` (the wrapper a model is validated under) are left out."""
+    return "; ".join(explain_error(err, flag_style, skip) for err in exc.errors()) + "."
+
+
+def explain_error(err: Any, flag_style: bool = True, skip: tuple[str, ...] = ("params",)) -> str:
+    """One pydantic error (an item of ValidationError.errors()) as one sentence without a final period."""
+    loc = [str(p) for p in err.get("loc", ()) if not isinstance(p, int) and str(p) not in skip]
+    name = ".".join(loc)
+    field = (f"--{name.replace('_', '-')}" if flag_style else name) if name else "the input"
+    ctx = err.get("ctx") or {}
+    given = err.get("input")
+    shown = f" (got {given!r})" if given is not None and not isinstance(given, dict | list) else ""
+    kind = err.get("type", "")
+    if kind in ("value_error", "assertion_error"):
+        reason = str(ctx.get("error", err.get("msg", ""))).strip().rstrip(".")
+        for prefix in ("Value error, ", "Assertion failed, "):
+            reason = reason.removeprefix(prefix)
+        return f"{field}: {reason}" if name else reason
+    what = _PHRASES.get(kind)
+    if what is None:
+        msg = str(err.get("msg", "is not valid")).rstrip(".")
+        what = msg[0].lower() + msg[1:] if msg else "is not valid"
+        what = what.replace("input should be", "must be")
+        return f"{field} {what}{shown}"
+    try:
+        return f"{field} {what.format(**ctx)}{shown}"
+    except (KeyError, IndexError):
+        return f"{field} is not valid{shown}"
 
 
 _PHRASES = {

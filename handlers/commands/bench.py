@@ -25,7 +25,7 @@ from skills.bench.sweep_preview import SweepPreview, make_preview, max_model_len
 from skills.capacity.cost import hourly_cost
 from skills.deploy.locks import LockHeld, ServiceLock
 from skills.durations import format_duration
-from skills.errors import InvalidInput, UserFacingError
+from skills.errors import InvalidInput, UserFacingError, explain_validation
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def spec_from(opts: argparse.Namespace) -> BenchSpec:
     try:
         return BenchSpec.model_validate({k: v for k, v in values.items() if v is not None})
     except ValidationError as exc:
-        msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        msgs = explain_validation(exc, flag_style=False).rstrip(".")
         usage = COMMANDS["bench"].parser.usage_hint()
         raise InvalidInput(f"Invalid benchmark options ({msgs}).", usage) from None
 

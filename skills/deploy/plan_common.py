@@ -15,7 +15,7 @@ from skills.deploy.render_service import (
     gib,
 )
 from skills.deploy.vllm_flags import VllmFlags
-from skills.errors import InvalidInput, NotFound
+from skills.errors import InvalidInput, NotFound, explain_validation
 from skills.ports import Runtime
 
 ActionKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy"]
@@ -27,11 +27,7 @@ def validate_params(model: type[BaseModel], params: dict[str, Any], kind: str) -
     try:
         return model.model_validate(params)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "params"
-            problems.append(f"{where}: {err['msg']}")
-        raise InvalidInput(f"Invalid {kind} parameters: " + "; ".join(problems) + ".") from None
+        raise InvalidInput(f"Invalid {kind} parameters: {explain_validation(exc, flag_style=False)}") from None
 
 
 def as_text(x: Any) -> str:

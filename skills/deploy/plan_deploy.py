@@ -34,7 +34,7 @@ from skills.deploy.render_service import (
     render_service,
     strip_output_only,
 )
-from skills.errors import CloudUnavailable, InvalidInput
+from skills.errors import CloudUnavailable, InvalidInput, explain_error
 from skills.ports import Runtime
 
 
@@ -112,7 +112,7 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
             service_account=env.service_account,
         )
     except ValidationError as exc:
-        raise InvalidInput(f"Cannot render the service: {exc.errors()[0]['msg']}.") from None
+        raise InvalidInput(f"Cannot render the service: {explain_error(exc.errors()[0], flag_style=False)}.") from None
     spec = render_service(cfg)
     unread = ""
     try:

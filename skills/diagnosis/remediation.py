@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from skills.actions.params import PROPOSABLE as PROPOSABLE_PARAMS
+from skills.errors import explain_error
 
 # Actions the bot may propose from model output: derived from the one params model per action
 # (skills/actions/params.py), which the agent's tool schemas and the plan builder use too.
@@ -82,7 +83,7 @@ def sanitize_action(action: ProposedAction) -> tuple[ProposedAction | None, str]
 
 
 def _short(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+    return "; ".join(explain_error(e, flag_style=False) for e in exc.errors()[:5])
 
 
 def merge_actions(*groups: list[ProposedAction]) -> list[ProposedAction]:
