@@ -31,6 +31,19 @@ def whole_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number, not `{text}`") from None
 
 
+def count(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    """A whole number within [lo, hi]: `-3` or `0` for "how many" is refused, not clamped or misread."""
+
+    def parse(text: str) -> int:
+        n = whole_number(text)
+        if n < lo or (hi is not None and n > hi):
+            span = f"from {lo} to {hi}" if hi is not None else f"of at least {lo}"
+            raise argparse.ArgumentTypeError(f"must be a whole number {span}, not `{text}`")
+        return n
+
+    return parse
+
+
 def number(text: str) -> float:
     try:
         return float(text)

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from handlers.args import CommandParser
 from skills.capacity.fit import FitRequest
+from skills.deploy.profiles import load_profiles
 from skills.errors import InvalidInput, explain_validation
 
 MODELS_HINT = "`/gemma models` lists the catalog."
@@ -29,17 +30,21 @@ def _memory(text: str) -> float:
 
 def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "model", metavar="MODEL", help="catalog model name, alias or Hub id (e.g. gemma-4-26b-a4b-qat, 26b-qat)"
+        "model",
+        metavar="MODEL",
+        help="catalog model name, alias or Hub id (e.g. gemma-4-26b-a4b-qat, 26b-qat), or a deploy profile "
+        "(gemma4-12b-qat-l4: its model, GPU and settings; flags given here override them)",
     )
-    p.add_argument("--gpu", default="nvidia-l4", help="GPU (nvidia-l4, nvidia-rtx-pro-6000, a100-80gb, ...)")
-    p.add_argument("--gpu-count", metavar="N", type=int, default=1)
+    # Defaults are None so that a profile's settings apply unless a flag is given (FitRequest has the defaults).
+    p.add_argument("--gpu", default=None, help="GPU (default nvidia-l4; nvidia-rtx-pro-6000, a100-80gb, ...)")
+    p.add_argument("--gpu-count", metavar="N", type=int, default=None)
     p.add_argument("--max-model-len", metavar="N", type=int, default=None)
-    p.add_argument("--gpu-memory-utilization", "--util", metavar="F", type=float, default=0.90)
+    p.add_argument("--gpu-memory-utilization", "--util", metavar="F", type=float, default=None, help="default 0.90")
     p.add_argument(
-        "--kv-cache-dtype", metavar="auto|fp8|bf16|fp16", choices=["auto", "fp8", "bf16", "fp16"], default="auto"
+        "--kv-cache-dtype", metavar="auto|fp8|bf16|fp16", choices=["auto", "fp8", "bf16", "fp16"], default=None
     )
-    p.add_argument("--cpu-offload-gb", metavar="N", type=float, default=0.0)
-    p.add_argument("--enforce-eager", action="store_true")
+    p.add_argument("--cpu-offload-gb", metavar="N", type=float, default=None)
+    p.add_argument("--enforce-eager", action="store_true", default=None)
     p.add_argument(
         "--memory", dest="host_memory_gib", metavar="SIZE", type=_memory, default=None, help="Cloud Run memory (32Gi)"
     )
@@ -47,7 +52,7 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-num-batched-tokens", metavar="N", type=int, default=None, help="sizes sliding-window KV reservations"
     )
-    p.add_argument("--dtype", metavar="auto|bfloat16|half", choices=["auto", "bfloat16", "half"], default="auto")
+    p.add_argument("--dtype", metavar="auto|bfloat16|half", choices=["auto", "bfloat16", "half"], default=None)
 
 
 def chat_parser() -> CommandParser:
@@ -59,7 +64,11 @@ def chat_parser() -> CommandParser:
 
 def namespace_to_request(ns: argparse.Namespace, hint: str = "") -> FitRequest:
     """Checked request; `hint` goes with an error (default: the surface-neutral `fit MODEL [...]` usage)."""
-    fields = {k: getattr(ns, k) for k in FitRequest.model_fields if hasattr(ns, k)}
+    fields = {k: getattr(ns, k) for k in FitRequest.model_fields if getattr(ns, k, None) is not None}
+    profile = load_profiles().get(str(fields.get("model", "")))
+    if profile is not None:  # a deploy profile: its model, GPU and settings, under the flags given
+        base = profile.model_dump(include=set(FitRequest.model_fields), exclude_none=True)
+        fields = {**base, **fields, "model": profile.model}
     try:
         return FitRequest(**fields)
     except ValidationError as exc:

@@ -254,6 +254,20 @@ class Sandbox:
 
     async def run_scenario(self, scenario: sc.Scenario, on_event: Callable[[str], Awaitable[None]]) -> None:
         """Make it happen, then send the alert; `on_event` narrates (a line in the chat)."""
+        svc = self.cloud_run.services.get(self.service)
+        redeploy = f"`/gemma deploy {SEED_PROFILE}`, then Confirm"
+        if svc is None:  # `/gemma destroy` deleted it: a scenario has nothing to break
+            await on_event(
+                f":warning: `{scenario.name}` needs the service `{self.service}`, which does not exist any more "
+                f"(it was destroyed). Deploy it again ({redeploy}), then run `/gemma sandbox {scenario.name}`."
+            )
+            return
+        if scenario.load and not svc.get("latestReadyRevision"):
+            await on_event(
+                f":warning: `{scenario.name}` loads the serving revision, and `{self.service}` has none ready. "
+                f"Wait for the deploy to finish, or deploy a working configuration ({redeploy})."
+            )
+            return
         if scenario.load:
             revision = self.saturate()
         else:

@@ -14,7 +14,7 @@ import secrets
 
 from pydantic import ValidationError
 
-from handlers.args import CommandParser, number_list, whole_number
+from handlers.args import CommandParser, count, number_list
 from handlers.context import ActionContext, CommandContext, Responder
 from handlers.registry import COMMANDS, action, command
 from handlers.reply import Button, FileOut, Reply
@@ -40,8 +40,8 @@ def _bench_args(p: CommandParser) -> None:
     )
     p.add_argument("--concurrency", metavar="1,8,32", type=number_list, help="concurrent streams per cell")
     p.add_argument("--context", dest="contexts", metavar="128,2048,8192", type=number_list, help="prompt tokens")
-    p.add_argument("--output", dest="output_tokens", metavar="N", type=whole_number, help="output tokens")
-    p.add_argument("--requests", dest="requests_per_cell", metavar="N", type=whole_number, help="requests per cell")
+    p.add_argument("--output", dest="output_tokens", metavar="N", type=count(1), help="output tokens")
+    p.add_argument("--requests", dest="requests_per_cell", metavar="N", type=count(1), help="requests per cell")
 
 
 def spec_from(opts: argparse.Namespace) -> BenchSpec:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from handlers.args import CommandParser, whole_number
+from handlers.args import CommandParser, count, whole_number
 from handlers.commands.plans import destroy_modal, make_plan
 from handlers.context import CommandContext
 from handlers.registry import command
@@ -47,7 +47,7 @@ def _quota_args(p: CommandParser) -> None:
 
 
 def _audit_args(p: CommandParser) -> None:
-    p.add_argument("n", metavar="N", nargs="?", type=whole_number, default=10, help="how many (1-50, default 10)")
+    p.add_argument("n", metavar="N", nargs="?", type=count(1, 50), default=10, help="how many (1-50, default 10)")
 
 
 @command("scale", "Plan new instance limits (Confirm to apply)", _scale_args, ack="Planning…",
@@ -132,8 +132,7 @@ async def quota(ctx: CommandContext) -> Reply:
     ack="Reading the audit log…",
 )
 async def audit(ctx: CommandContext) -> Reply:
-    n = min(50, max(1, ctx.opts.n))
-    entries = await latest(ctx.deps.redis, ctx.deps.settings.key("audit"), n)
+    entries = await latest(ctx.deps.redis, ctx.deps.settings.key("audit"), ctx.opts.n)
     reply = Reply(title=f":scroll: Last {len(entries)} write actions")
     lines = []
     for e in entries:
