@@ -3,10 +3,10 @@ there is nothing to read (empty, `[]`, binary) with a non-zero exit, and `| head
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
-import gzip
 import subprocess
 import sys
 from pathlib import Path
