@@ -81,6 +81,19 @@ def _entropy(s: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in counts.values())
 
 
+_PLAIN = frozenset({"true", "false", "none", "null", "yes", "no", "on", "off"})
+_PASSWORDISH = re.compile(r".*(?:passw(?:or)?d|passwd|passphrase|pwd|pin)")
+_NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
+
+
+def _plain_value(key: str, value: str) -> bool:
+    """A boolean, null or number after a secret-sounding key (`hf_token_from_secret=True`, `api_key_count: 2`):
+    not a credential. Tokens, keys and secrets are long mixed strings; only a password may be all digits."""
+    if value.lower() in _PLAIN:
+        return True
+    return _NUMBER.fullmatch(value) is not None and _PASSWORDISH.fullmatch(key) is None
+
+
 def _looks_secret(value: str) -> bool:
     """Long, mixed letters and digits, high entropy: a credential, not a word or an id like blk_-123."""
     if _HEX_TOKEN.fullmatch(value):  # 32+ hex digits after a token-ish key: a token whatever its entropy
@@ -153,6 +166,8 @@ def _key_values(text: str) -> str:
             continue
         if not strong and not _looks_secret(value):
             continue
+        if _plain_value(key, value):
+            continue
         out.append(text[last:vstart])
         out.append(MARK.format("secret"))
         last = vend
@@ -194,7 +209,14 @@ def redact_obj(value: Any) -> Any:
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         for k, v in value.items():
-            if isinstance(k, str) and isinstance(v, str | int) and str(v) and _STRONG.fullmatch(k.lower()):
+            plain = v is None or isinstance(v, bool) or (isinstance(v, int) and _plain_value(k.lower(), str(v)))
+            if (
+                isinstance(k, str)
+                and isinstance(v, str | int)
+                and not plain
+                and str(v)
+                and _STRONG.fullmatch(k.lower())
+            ):
                 out[k] = MARK.format("secret")
             else:
                 out[k] = redact_obj(v)
