@@ -112,6 +112,11 @@ class Agent(Protocol):
     @property
     def conversations(self) -> Conversations: ...
 
+    @property
+    def endpoint(self) -> ModelEndpoint:
+        """The model it thinks with (in the sandbox: VLLM_BASE_URL's, never the simulated server)."""
+        ...
+
     async def ask(
         self, history: list[dict[str, str]], question: str, progress: Progress | None = None
     ) -> AgentAnswer: ...

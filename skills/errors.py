@@ -91,6 +91,21 @@ _PHRASES = {
 }
 
 
+# Slack Web API error codes (https://docs.slack.dev/reference/methods/chat.postMessage#errors) -> what to do.
+_SLACK_HINTS = {
+    "not_in_channel": "Invite the bot to the channel (`/invite @gemma-sre`), then try again.",
+    "channel_not_found": "Check the channel (SLACK_ALERTS_CHANNEL for alerts) and invite the bot to it.",
+    "is_archived": "The channel is archived: unarchive it or pick another one.",
+    "invalid_auth": "Check SLACK_BOT_TOKEN (the xoxb- token of the installed app).",
+    "not_authed": "Set SLACK_BOT_TOKEN (the xoxb- token of the installed app).",
+    "token_revoked": "The token was revoked: reinstall the app and update SLACK_BOT_TOKEN.",
+    "account_inactive": "The token was revoked: reinstall the app and update SLACK_BOT_TOKEN.",
+    "missing_scope": "Add the scope in the app's OAuth & Permissions (see slack-app-manifest.yaml), reinstall.",
+    "ratelimited": "Slack is rate limiting the bot: try again in a minute.",
+}
+_SLACK_DEFAULT_HINT = "Check SLACK_BOT_TOKEN and the app's scopes."
+
+
 def failure_class(exc: BaseException) -> tuple[str, str] | None:
     """What kind of failure an unexpected exception is, from its class and module (this module imports no client
     library): (what happened, what to do), or None. The chain (`raise ... from`, context) is searched too."""
@@ -114,8 +129,8 @@ def failure_class(exc: BaseException) -> tuple[str, str] | None:
                 "Run `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS).",
             )
         if mod.startswith("slack_sdk") and name == "SlackApiError":
-            error = getattr(getattr(e, "response", None), "get", lambda *_: None)("error")
-            return (f"Slack refused the call ({error or text[:120]})", "Check SLACK_BOT_TOKEN and the app's scopes.")
+            error = str(getattr(getattr(e, "response", None), "get", lambda *_: None)("error") or "")
+            return (f"Slack refused the call ({error or text[:120]})", _SLACK_HINTS.get(error, _SLACK_DEFAULT_HINT))
         if (mod.startswith("aiohttp") and "Connect" in name) or name == "ServerDisconnectedError":
             return (f"Slack could not be reached ({text})", "Check the network and SLACK_API_URL.")
         if isinstance(e, ConnectionRefusedError):

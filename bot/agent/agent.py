@@ -30,6 +30,7 @@ from skills.errors import UserFacingError
 from skills.logs.redact import redact
 
 if TYPE_CHECKING:
+    from bot.adapters.llm import LLMEndpoint
     from bot.deps import Deps
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,10 @@ class Agent:
         self.settings = deps.settings
         self._backoff = (initial_backoff_s, max_backoff_s)
         self.conversations = ConversationStore(deps.redis, deps.settings)
+
+    @property
+    def endpoint(self) -> LLMEndpoint:
+        return self.deps.endpoint
 
     # --- plumbing ----------------------------------------------------------------------------------------
 

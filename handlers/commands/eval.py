@@ -7,6 +7,7 @@ score (skills/diagnosis/agent_eval.py).
 
 from __future__ import annotations
 
+from handlers.commands.agent import require_agent
 from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.reply import Reply
@@ -26,10 +27,12 @@ async def evaluate(ctx: CommandContext) -> Reply | None:
     unknown = [n for n in names if n not in known]
     if unknown:
         raise InvalidInput(f"Unknown scenario {unknown[0]!r}.", f"Known scenarios: {', '.join(known)}.")
-    if ctx.deps.endpoint is None:
+    # The model scored is the one the agent thinks with: in the sandbox, VLLM_BASE_URL's or none at all.
+    endpoint = require_agent(ctx).endpoint if ctx.deps.sandbox is not None else ctx.deps.endpoint
+    if endpoint is None:
         raise UserFacingError("The model endpoint is not configured.", "Set VLLM_BASE_URL or deploy the model first.")
-    base = await ctx.deps.endpoint.base_url()
-    model = await ctx.deps.endpoint.model_id()
+    base = await endpoint.base_url()
+    model = await endpoint.model_id()
     ts = await ctx.responder.post(
         Reply(title=f":test_tube: Evaluating {model} on {len(names) or len(known)} scenario(s)…")
     )

@@ -13,6 +13,7 @@ from skills.logs.redact import redact
 from skills.observe.health import DeepHealth, deep_health
 from skills.observe.model_metrics import ModelMetrics, Percentiles, collect_model_metrics
 from skills.observe.query import QueryResult, stream_query
+from skills.text import shorten
 
 
 def _service_arg(p: CommandParser) -> None:
@@ -92,7 +93,7 @@ def render_health(h: DeepHealth) -> Reply:
         fields.append(("/health", f"{'ok' if p.ok else 'FAILED ' + p.error} ({p.latency_ms:.0f} ms)"))
     chat = f"ok in {h.chat_latency_ms:.0f} ms" if h.chat_ok else f"FAILED: {h.chat_error}"
     if h.chat_ok and h.chat_reply:
-        chat += f" — replied “{redact(h.chat_reply)[:60]}”"
+        chat += f" — replied “{shorten(redact(h.chat_reply), 60)}”"
     fields.append(("Chat completion", chat))
     fields.append(("Tool calling", f"{h.tools}: {h.tools_detail}"))
     reply.add(fields=fields)

@@ -12,6 +12,7 @@ from handlers.reply import Reply
 from skills.deploy.audit import latest
 from skills.deploy.revisions import quota_advice, revisions
 from skills.durations import format_duration
+from skills.text import shorten
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ async def list_revisions(ctx: CommandContext) -> Reply:
         when = r.create_time.strftime("%Y-%m-%d %H:%M UTC") if r.create_time else "—"
         line = f"`{r.name}`  {state}  {r.traffic_percent}% traffic  · {when}"
         if r.ready is False and (r.reason or r.message):
-            line += f"\n      {r.reason}: {r.message[:200]}"
+            line += f"\n      {r.reason}: {shorten(r.message, 200)}"
         rows.append(line)
     reply = Reply(title=f":card_index: Revisions of `{service}`")
     reply.add(text="\n".join(rows) or "No revisions.")
@@ -140,7 +141,7 @@ async def audit(ctx: CommandContext) -> Reply:
         lines.append(
             f"{_AUDIT_ICON.get(e.result, '')} {e.when()} {reply.mention(e.user_id)} *{e.action}* `{e.service}` "
             f"({params}) → "
-            f"{e.result} in {format_duration(e.duration_s)}" + (f": {e.detail[:150]}" if e.detail else "")
+            f"{e.result} in {format_duration(e.duration_s)}" + (f": {shorten(e.detail, 150)}" if e.detail else "")
         )
     reply.add(text="\n".join(lines) or "No write actions recorded yet.")
     return reply

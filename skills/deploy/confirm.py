@@ -19,6 +19,7 @@ from skills.deploy.locks import LockHeld, ServiceLock
 from skills.deploy.plans import Plan, PlanStore
 from skills.errors import UserFacingError
 from skills.ports import Logs, Runtime, Store
+from skills.text import shorten
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ async def _audit(gate: WriteGate, plan: Plan, user_id: str, result: str, detail:
         service=plan.service,
         params=plan.params,
         result=result,
-        detail=detail[:500],
+        detail=shorten(detail, 500),
         plan_id=plan.id,
         duration_s=round(duration_s, 2),
     )
