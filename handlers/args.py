@@ -155,7 +155,37 @@ class CommandParser(argparse.ArgumentParser):
             argv = ["--", *argv]  # a question may contain '--max-model-len': words, not options
         elif self.key_values:
             argv = [self._key_value(a) for a in argv]
-        return self.parse_args(argv)
+        return self.parse_args(self._glue_dash_values(argv))
+
+    def _glue_dash_values(self, argv: list[str]) -> list[str]:
+        """`--since -3h`: argparse reads a value that starts with '-' as an option and says "expected one
+        argument"; glued as `--since=-3h` it reaches the option's own check, which says what is wrong with it."""
+        takes_value = {
+            opt
+            for a in self._actions
+            if a.option_strings and a.nargs is None and not isinstance(a, argparse._StoreConstAction)
+            for opt in a.option_strings
+        }
+        out: list[str] = []
+        i = 0
+        while i < len(argv):
+            word = argv[i]
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            if word == "--":
+                out.extend(argv[i:])
+                break
+            if (
+                word in takes_value
+                and nxt
+                and nxt.startswith("-")
+                and nxt.split("=", 1)[0] not in self._option_string_actions
+            ):
+                out.append(f"{word}={nxt}")
+                i += 2
+                continue
+            out.append(word)
+            i += 1
+        return out
 
     def _key_value(self, word: str) -> str:
         """`max_model_len=8192` -> `--max-model-len=8192`; a boolean's `=value` picks `--x` or `--no-x`."""

@@ -22,6 +22,8 @@ STEPS = [
     ("rollback-revision", ["/gemma rollback nope-00001"]),
     ("audit-negative", ["/gemma audit -3"]),
     ("audit-zero", ["/gemma audit 0"]),
+    ("since-negative", ["/gemma logs --since -3h"]),
+    ("fit-negative", ["/gemma fit gemma-4-12b-qat --max-model-len -5"]),
     ("fit-profile", ["/gemma fit gemma4-12b-qat-l4"]),
     ("eval", ["/gemma eval"]),
     ("ask", ["/gemma ask why is it slow?"]),
@@ -85,6 +87,12 @@ def test_counts_below_one_are_refused(session: dict[str, str], step: str) -> Non
     out = session[step]
     assert "must be a whole number from 1 to 50" in out and "Usage: `/gemma audit [N]`" in out, out
     assert "write actions" not in out
+
+
+def test_negative_values_reach_their_own_check(session: dict[str, str]) -> None:
+    """A value that starts with '-' used to read as an option ("`--since` needs a value")."""
+    assert "--since '-3h' is out of range" in session["since-negative"], session["since-negative"]
+    assert "--max-model-len must be at least 256 (got -5)" in session["fit-negative"], session["fit-negative"]
 
 
 def test_fit_takes_a_deploy_profile(session: dict[str, str]) -> None:
