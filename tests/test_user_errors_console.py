@@ -27,6 +27,7 @@ STEPS = [
     ("fit-profile", ["/gemma fit gemma4-12b-qat-l4"]),
     ("eval", ["/gemma eval"]),
     ("ask", ["/gemma ask why is it slow?"]),
+    ("query", ["/gemma query hello"]),
     ("scale-inverted", ["/gemma scale 3 1"]),
     ("fit-too-short", ["/gemma fit gemma-4-12b-qat --max-model-len 10"]),
     ("gated-model", ["/gemma sandbox gated-model", "click Plan redeploy: hf_token_from_secret=True", "click Confirm"]),
@@ -105,6 +106,8 @@ def test_eval_and_ask_tell_one_story_about_the_sandbox_model(session: dict[str, 
     story = "The sandbox has no model to think with"
     assert story in session["ask"] and story in session["eval"], session["eval"]
     assert "Evaluating" not in session["eval"]
+    # what measures the simulated server says what it is
+    assert "simulated vLLM" in session["query"] and "not a model to reason with" in session["query"]
 
 
 def test_validation_errors_name_the_field_in_the_bots_words(session: dict[str, str]) -> None:

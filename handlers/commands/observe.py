@@ -110,7 +110,18 @@ async def health(ctx: CommandContext) -> Reply:
     base = await d.endpoint.base_url()
     client = await d.endpoint.client()
     model = await d.endpoint.model_id()
-    return render_health(await deep_health(client, model, base, d.model_server))
+    return _simulated_note(ctx, render_health(await deep_health(client, model, base, d.model_server)))
+
+
+# The sandbox serves a simulated vLLM: real timings and metrics of its path, canned text for answers. The
+# commands that measure it say so; the ones that need a model to reason (ask, analyze, eval) refuse it.
+SIMULATED = "the sandbox's simulated vLLM: real timings and metrics, canned answers (it is not a model to reason with)"
+
+
+def _simulated_note(ctx: CommandContext, reply: Reply) -> Reply:
+    if ctx.deps.sandbox is not None:
+        reply.context = f"{reply.context} · {SIMULATED}" if reply.context else SIMULATED
+    return reply
 
 
 def render_query(prompt: str, r: QueryResult) -> Reply:
@@ -144,7 +155,7 @@ async def query(ctx: CommandContext) -> Reply:
     d = ctx.deps
     client = await d.endpoint.client()
     model = await d.endpoint.model_id()
-    return render_query(prompt, await stream_query(client, model, prompt))
+    return _simulated_note(ctx, render_query(prompt, await stream_query(client, model, prompt)))
 
 
 def _usd(v: float) -> str:
