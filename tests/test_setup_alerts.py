@@ -45,6 +45,11 @@ def test_creates_the_channel_and_policies_once_then_changes_nothing(
     assert channel.type_ == "webhook_tokenauth" and channel.labels["url"] == URL
     assert "s3cret-token" not in first and "auth_token=…" in first
     assert all(list(p.notification_channels) == [channel.name] for p in a.policies.values())
+    # vLLM's series carry no service_name: the policy's labels tell the bot which service an incident is about
+    assert all(p.user_labels["service"] == "vllm-gemma4" for p in a.policies.values())
+    by_key = {p.user_labels["gemma-sre-policy"]: p for p in a.policies.values()}
+    assert by_key["startup-failure-logs"].user_labels["severity"] == "critical"
+    assert by_key["kv-cache-usage"].severity == monitoring_v3.AlertPolicy.Severity.WARNING
     filters = " ".join(
         c.condition_threshold.filter or c.condition_prometheus_query_language.query or c.condition_matched_log.filter
         for p in a.policies.values()

@@ -167,15 +167,20 @@ def desired_policies(service: str, thresholds: AlertThresholds, channels: list[s
             ),
         ),
     }
+    severity = {"startup-probe-failed": "critical", "startup-failure-logs": "critical", "5xx-rate": "error"}
     out: dict[str, AlertPolicy] = {}
     for key, (title, condition) in conditions.items():
+        level = severity.get(key, "warning")
         policy = AlertPolicy(
             display_name=f"gemma-sre: {service}: {title}",
             documentation=AlertPolicy.Documentation(
                 content=f"Opens an incident thread in Slack through gemma-sre, with a diagnosis of `{service}`.",
                 mime_type="text/markdown",
             ),
-            user_labels={"managed-by": MANAGED_BY, "gemma-sre-policy": key},
+            # The bot reads the service from the incident's resource labels, or from the policy's `service`
+            # label (handlers/alerts/gcp.py): vLLM's series (prometheus_target) carry no service_name.
+            user_labels={"managed-by": MANAGED_BY, "gemma-sre-policy": key, "service": service, "severity": level},
+            severity=getattr(AlertPolicy.Severity, level.upper()),
             conditions=[condition],
             combiner=AlertPolicy.ConditionCombinerType.OR,
             notification_channels=channels,

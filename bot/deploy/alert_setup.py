@@ -68,7 +68,7 @@ def desired_channel(kind: str, target: str, service: str) -> NotificationChannel
 def _comparable(p: AlertPolicy) -> dict[str, Any]:
     """The fields setup sets, without what the service fills in (names, records, enabled)."""
     d = AlertPolicy.to_dict(p)
-    for k in ("name", "creation_record", "mutation_record", "enabled", "validity", "severity"):
+    for k in ("name", "creation_record", "mutation_record", "enabled", "validity"):
         d.pop(k, None)
     for c in d.get("conditions", []):
         c.pop("name", None)
