@@ -234,6 +234,7 @@ def test_real_run_issues_the_printed_commands_and_a_rerun_creates_nothing(fake: 
     assert len(alerting.policies) == 6
     assert "tok-from-secret-manager" not in again.stdout + again.stderr
     assert "/alerts/gcp?auth_token=<alert-webhook-token>" in again.stdout
+    assert "put https://gemma-sre-abc123-uc.a.run.app/slack/events as the request URL" in again.stdout
 
     before = dict(alerting.policies)
     alerting.calls.clear()

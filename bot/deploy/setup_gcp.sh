@@ -252,6 +252,13 @@ if [ -z "$DEPLOYERS" ]; then
   echo "   ⋮ > Copy member ID), comma-separated, or export DEPLOYER_USER_IDS and run ./dev setup again."
 fi
 
+BOT_URL="$(value_of gcloud run services describe "$BOT_SERVICE" --region="$REGION" --project="$PROJECT" \
+  --format='value(status.url)' || true)"
+if [ -n "$BOT_URL" ] && [ "$SLACK_MODE" = http ]; then
+  echo "   The bot is at $BOT_URL: in the Slack app put $BOT_URL/slack/events as the request URL of the /gemma"
+  echo "   command, Event Subscriptions and Interactivity (slack-app-manifest.yaml's BOT_URL lines)."
+fi
+
 step "10. Alert policies that feed the bot (notification channel + Cloud Monitoring policies)"
 ALERT_ARGS=(setup-alerts --project="$PROJECT" --service="$VLLM_SERVICE")
 [ "$DRY_RUN" = 1 ] && ALERT_ARGS+=(--dry-run)
@@ -262,8 +269,6 @@ ready=1
 if [ "$ALERTS" = pubsub ]; then
   ALERT_ARGS+=(--pubsub-topic="projects/$PROJECT/topics/$TOPIC")
 else
-  BOT_URL="$(value_of gcloud run services describe "$BOT_SERVICE" --region="$REGION" --project="$PROJECT" \
-    --format='value(status.url)' || true)"
   if [ -z "$BOT_URL" ]; then
     ready=0
     echo "   The bot has no URL yet: after its first deploy (step 9), run ./dev setup again. It then creates the"
