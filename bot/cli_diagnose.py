@@ -163,13 +163,18 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: cannot read {args.logs}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    if _looks_binary(first):  # bytes that happen to split into "lines" are still not logs
-        kind = "gzip-compressed (zcat it first)" if first.startswith(b"\x1f\x8b") else "binary data, not logs"
-        print(f"error: {name} is {kind}. {_EXPECTED}", file=sys.stderr)
-        return 1
+    # Binary bytes that happen to split into "lines" are junk, not entries: counted as malformed, so a binary
+    # file says so (exit 1) while junk around real entries does not stop the run.
+    readable = [e for e in entries if not _looks_binary(e.text.encode("utf-8", "replace"))]
+    malformed += len(entries) - len(readable)
+    entries = readable
     if not entries:
         if not first.strip():
             why = "it is empty"
+        elif first.startswith(b"\x1f\x8b"):
+            why = "it is gzip-compressed (zcat it first)"
+        elif _looks_binary(first):
+            why = "it looks like binary data, not logs"
         elif first.lstrip().startswith(b"[") and not malformed:
             why = "it is an empty JSON array (did `gcloud logging read` match no entries?)"
         else:
