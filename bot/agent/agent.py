@@ -26,7 +26,7 @@ from bot.agent.toolset import Toolset, findings_text
 from skills.capacity.fit import FitRequest, check_fit
 from skills.deploy.render_service import ANNOTATION_MODEL
 from skills.diagnosis.remediation import ProposedAction, RemediationProposal, merge_actions, plan_from_findings
-from skills.errors import UserFacingError
+from skills.errors import UserFacingError, explain_error
 from skills.logs.redact import redact
 
 if TYPE_CHECKING:
@@ -247,7 +247,7 @@ def parse_plan(text: str) -> tuple[RemediationProposal | None, str]:
         try:
             return RemediationProposal.model_validate(data), ""
         except ValidationError as exc:
-            err = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+            err = "; ".join(explain_error(e, flag_style=False) for e in exc.errors()[:5])  # users may see it
     return None, err
 
 
