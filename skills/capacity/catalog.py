@@ -93,9 +93,9 @@ class GpuProfile(BaseModel):
     compute_capability: float
     bf16: bool
     fp8: bool
-    price_per_hour_usd: float
+    price_per_hour_usd: float = 0.0  # Cloud Run GPUs: filled from skills/data/prices.yaml (GPU only)
     price_includes_host: bool  # comparison clouds quote an all-in price
-    price_source: str
+    price_source: str = ""
     available_on_cloud_run: bool
     platform: str = "Cloud Run"  # where this GPU is offered; only Cloud Run GPUs can be deployed to
     launch_stage: Literal["GA", "BETA"] = "GA"  # a Preview Cloud Run GPU needs the service's BETA launch stage
@@ -116,9 +116,7 @@ class GpuProfile(BaseModel):
 
 
 class CloudRunPrices(BaseModel):
-    vcpu_usd_per_s: float
-    memory_usd_per_gib_s: float
-    cpu_for_memory: dict[int, int]
+    cpu_for_memory: dict[int, int]  # prices themselves: skills/data/prices.yaml
 
 
 class PlannerConstants(BaseModel):
@@ -215,11 +213,27 @@ def parse_catalog(data: dict[str, Any]) -> Catalog:
         cat = Catalog.model_validate({**data, "models": models, "gpus": gpus})
     except ValidationError as exc:
         raise ValueError(f"invalid catalog: {exc}") from exc
+    _price_cloud_run_gpus(cat)
     for m in cat.models.values():
         if m.quantization not in cat.quantizations:
             raise ValueError(f"model {m.name}: unknown quantization {m.quantization}")
         m.approx_disk_gb = round(cat.weights_gb(m), 1)
     return cat
+
+
+def _price_cloud_run_gpus(cat: Catalog) -> None:
+    """A Cloud Run GPU's $/h is the price table's (default region, no zonal redundancy, as the bot deploys)."""
+    from skills.capacity.prices import load_prices
+
+    table = load_prices()
+    for g in cat.gpus.values():
+        if not g.available_on_cloud_run:
+            continue
+        if g.name not in table.gpus:
+            raise ValueError(f"GPU {g.name}: no Cloud Run price in skills/data/prices.yaml")
+        rate = table.gpus[g.name]["1"].no_zonal_redundancy
+        g.price_per_hour_usd = rate.value * 3600
+        g.price_source = f"Cloud Run Tier 1, no zonal redundancy, {rate.source}, checked {rate.checked.isoformat()}"
 
 
 @lru_cache(maxsize=1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from skills.capacity.catalog import Catalog, GpuProfile, ModelProfile
 from skills.capacity.fit_types import GIB, FitRequest
+from skills.capacity.prices import instance_price
 from skills.deploy.vllm_flags import VllmFlags, kv_flag
 
 
@@ -34,11 +35,10 @@ def cpu_for(cat: Catalog, g: GpuProfile, memory_gib: float) -> int:
 
 
 def hourly_usd(cat: Catalog, g: GpuProfile, count: int, cpu: int, memory_gib: float) -> float:
-    hourly = g.price_per_hour_usd * count
-    if not g.price_includes_host:
-        cr = cat.planner.cloud_run
-        hourly += cpu * cr.vcpu_usd_per_s * 3600 + memory_gib * cr.memory_usd_per_gib_s * 3600
-    return round(hourly, 2)
+    """A Cloud Run GPU instance through the one price function; comparison GPUs at their quoted all-in price."""
+    if g.available_on_cloud_run:
+        return round(instance_price(g.name, count, cpu, memory_gib).usd_per_hour, 2)
+    return round(g.price_per_hour_usd * count, 2)
 
 
 def cold_start_estimate_s(cat: Catalog, m: ModelProfile, r: FitRequest) -> float:
