@@ -106,7 +106,7 @@ async def test_cost_command_uses_service_spec_and_last_sweep(deps_for, cloud_run
         reply = await run_command(_ctx(deps, []), "cost")
     assert reply is not None
     text = reply_text(reply)
-    per_hour = 8 * 0.0864 + 32 * 0.009 + 0.72
+    per_hour = (8 * 0.000018 + 32 * 0.000002 + 0.0001867) * 3600  # instance-based, Tier 1 (test_prices)
     assert f"${per_hour:.2f}/hour" in reply.title
     assert f"${usd_per_m_tokens(per_hour, 80):.2f} per M output tokens at 80.0 tok/s" in text
     assert "at 400.0 tok/s (concurrency 8" in text and "900" not in text
