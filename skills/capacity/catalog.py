@@ -132,8 +132,6 @@ class PlannerConstants(BaseModel):
     decode_efficiency: float
     kv_block_tokens: int
     max_num_batched_tokens: int
-    async_batches: int = 1
-    kv_report: Literal["capacity", "legacy"] = "capacity"
     min_useful_max_model_len: int
     cloud_run: CloudRunPrices
     sources: dict[str, str] = Field(default_factory=dict)

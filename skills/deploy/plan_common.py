@@ -68,6 +68,7 @@ def fit_for(model: str, o: dict[str, Any], memory: str | None) -> FitReport:
             enforce_eager=bool(o.get("enforce_eager", False)),
             host_memory_gib=gib(memory) if memory else None,
             max_num_seqs=o.get("max_num_seqs"),
+            vllm_image=o.get("vllm_image"),  # the image being deployed: its release's KV accounting
         )
     )
 
