@@ -49,8 +49,10 @@ def test_gpu_services_must_bill_instance_based_and_unknowns_are_refused() -> Non
 
 def test_every_rate_names_a_source_and_a_date() -> None:
     t = load_prices()
-    rates = [r for tier in t.tiers.values() for mode in tier.values() for r in (mode.vcpu_usd_per_s, mode.memory_usd_per_gib_s)]
-    rates += [r for g in t.gpus.values() for tier in g.values() for r in (tier.no_zonal_redundancy, tier.zonal_redundancy)]
+    modes = [mode for tier in t.tiers.values() for mode in tier.values()]
+    rates = [r for mode in modes for r in (mode.vcpu_usd_per_s, mode.memory_usd_per_gib_s)]
+    gpus = [tier for g in t.gpus.values() for tier in g.values()]
+    rates += [r for tier in gpus for r in (tier.no_zonal_redundancy, tier.zonal_redundancy)]
     assert rates and all(r.source and r.checked <= dt.date(2026, 11, 27) for r in rates)
 
 
