@@ -11,7 +11,7 @@ def test_12b_qat_on_a100_kv_tokens_within_2_percent_of_the_report() -> None:
     m = next(x for x in load_measurements() if x.id == "12b-qat-a100-80")
     r = check_fit(m.request())
     assert abs(r.kv_cache_tokens - 1_050_170) / 1_050_170 < 0.02
-    assert r.startup_lines[1].startswith("Maximum concurrency for 32,768 tokens per request: 32.0")
+    assert r.startup_lines[1].startswith("Maximum concurrency for 32,768 tokens per request: 32.")
 
 
 def test_vllm_accounting_reproduces_the_12b_report_exactly_from_its_kv_memory() -> None:

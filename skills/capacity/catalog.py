@@ -24,6 +24,20 @@ class QuantProfile(BaseModel):
     weights_dtype: str
     min_compute_capability: float | None = None
     source: str = ""
+    # The checkpoint also stores the LM head (a copy of the tied embeddings), which vLLM skips when the config ties
+    # them: it costs disk and download, not GPU memory.
+    checkpoint_stores_lm_head: bool = False
+    checkpoint_source: str = ""
+
+
+# The modalities whose --limit-mm-per-prompt of 0 lets vLLM skip building a tower (gemma4_mm.py builds the vision
+# tower under _mark_tower_model(vllm_config, {"image", "video"}) and the audio tower under "audio"; vLLM's
+# SupportsMultiModal._mark_tower_model: "Tower model components are automatically skipped when
+# `--limit-mm-per-prompt` is set to zero for all of their modalities").
+TOWER_MODALITIES: dict[str, frozenset[str]] = {
+    "vision": frozenset({"image", "video"}),
+    "audio": frozenset({"audio"}),
+}
 
 
 class ModelProfile(BaseModel):
@@ -37,7 +51,7 @@ class ModelProfile(BaseModel):
     architecture: str = "gemma4"  # config.json model_type
     params_b: float  # total parameters, billions (per-layer embeddings included)
     active_params_b: float  # per-token active parameters (MoE, or "effective" for E2B/E4B)
-    unquantized_params_b: float  # embeddings / LM head / towers kept in bf16 even in quantised builds
+    towers: dict[str, float] = Field(default_factory=dict)  # tower -> params (billions) vLLM builds besides the LM
     quantization: Quantization
     layers: int
     full_attention_every: int = Field(ge=1)  # layer_types: layer i is full attention when (i + 1) % N == 0
@@ -52,6 +66,7 @@ class ModelProfile(BaseModel):
     hidden_size: int
     vocab_size: int
     per_layer_input_size: int = 0
+    vocab_size_per_layer_input: int = 0  # per-layer embedding rows (E2B/E4B)
     tie_word_embeddings: bool = True
     default_max_model_len: int
     activation_gib: float  # peak activations of vLLM's profiling run (estimate)
@@ -65,6 +80,28 @@ class ModelProfile(BaseModel):
     @property
     def family(self) -> str:
         return self.base or self.name
+
+    @property
+    def embedding_params_b(self) -> float:
+        """Token embeddings (vocab_size x hidden_size, tied to the LM head) plus per-layer embeddings
+        (num_hidden_layers x hidden_size_per_layer_input x vocab_size_per_layer_input), from config.json."""
+        per_layer = self.layers * self.per_layer_input_size * self.vocab_size_per_layer_input
+        return (self.vocab_size * self.hidden_size + per_layer) / 1e9
+
+    def loaded_towers(self, limit_mm_per_prompt: dict[str, int] | None = None) -> dict[str, float]:
+        """The towers vLLM builds: all of them, unless --limit-mm-per-prompt zeroes every modality of one."""
+        limits = limit_mm_per_prompt or {}
+        return {
+            name: params
+            for name, params in self.towers.items()
+            if not all(limits.get(mod, 1) == 0 for mod in TOWER_MODALITIES.get(name, frozenset({name})))
+        }
+
+    @property
+    def unquantized_params_b(self) -> float:
+        """Parameters every build keeps in bf16: embeddings and towers (gemma4_mm.py leaves a tower unquantised
+        when the method needs dimensions divisible by 64, as Marlin and FP8 do; the vision tower's 4304 is not)."""
+        return self.embedding_params_b + sum(self.towers.values())
 
     def layer_types(self) -> list[str]:
         """ "full" or "sliding" per layer, as config.json's layer_types lists them."""
@@ -119,12 +156,17 @@ class CloudRunPrices(BaseModel):
     cpu_for_memory: dict[int, int]  # prices themselves: skills/data/prices.yaml
 
 
+class FuseCalibration(BaseModel):
+    model: str  # a catalog model whose load over GCS FUSE was reported
+    load_s: float = Field(gt=0)
+
+
 class PlannerConstants(BaseModel):
     runtime_overhead_gib: float
     cuda_graph_gib: float
     host_runtime_gib: float
     host_memory_margin: float
-    gcs_fuse_mb_s: float
+    gcs_fuse_calibration: FuseCalibration
     container_start_s: float
     compile_s: float
     eager_compile_s: float
@@ -150,11 +192,29 @@ class Catalog(BaseModel):
     def gpu(self, name: str) -> GpuProfile:
         return self.gpus[_lookup(name, self.gpus, "GPU", "/gemma models")]
 
-    def weights_gb(self, m: ModelProfile) -> float:
-        """Weights as stored and loaded: quantised params x bytes/param + unquantised params in bf16 (GB)."""
+    def weights_gb(self, m: ModelProfile, limit_mm_per_prompt: dict[str, int] | None = None) -> float:
+        """Weights vLLM loads onto the GPU (GB): the decoder's quantised params x bytes/param, plus embeddings and
+        the towers it builds in bf16 (a tower skipped by --limit-mm-per-prompt costs nothing)."""
         q = self.quantizations[m.quantization]
         quantised = max(m.params_b - m.unquantized_params_b, 0.0)
-        return quantised * q.bytes_per_param + m.unquantized_params_b * 2.0
+        towers = sum(m.loaded_towers(limit_mm_per_prompt).values())
+        return quantised * q.bytes_per_param + (m.embedding_params_b + towers) * 2.0
+
+    @property
+    def gcs_fuse_mb_s(self) -> float:
+        """MB/s over GCS FUSE on the basis the planner applies it to: its weight figure for the calibration model."""
+        cal = self.planner.gcs_fuse_calibration
+        return self.weights_gb(self.model(cal.model)) * 1000 / cal.load_s
+
+    def load_s(self, m: ModelProfile) -> float:
+        """Seconds to read `m`'s weights over GCS FUSE, on the same basis the rate was derived on."""
+        return self.weights_gb(m) * 1000 / self.gcs_fuse_mb_s
+
+    def checkpoint_gb(self, m: ModelProfile) -> float:
+        """The checkpoint's size (GB): every tower, plus an LM-head copy where the build stores one."""
+        q = self.quantizations[m.quantization]
+        head = m.vocab_size * m.hidden_size / 1e9 * 2.0 if q.checkpoint_stores_lm_head else 0.0
+        return self.weights_gb(m) + head
 
 
 def _norm(s: str) -> str:
@@ -215,7 +275,7 @@ def parse_catalog(data: dict[str, Any]) -> Catalog:
     for m in cat.models.values():
         if m.quantization not in cat.quantizations:
             raise ValueError(f"model {m.name}: unknown quantization {m.quantization}")
-        m.approx_disk_gb = round(cat.weights_gb(m), 1)
+        m.approx_disk_gb = round(cat.checkpoint_gb(m), 1)
     return cat
 
 

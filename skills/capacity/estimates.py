@@ -43,7 +43,7 @@ def hourly_usd(cat: Catalog, g: GpuProfile, count: int, cpu: int, memory_gib: fl
 
 def cold_start_estimate_s(cat: Catalog, m: ModelProfile, r: FitRequest) -> float:
     p = cat.planner
-    load = cat.weights_gb(m) * 1000 / p.gcs_fuse_mb_s
+    load = cat.load_s(m)
     return round(p.container_start_s + load + (p.eager_compile_s if r.enforce_eager else p.compile_s))
 
 
