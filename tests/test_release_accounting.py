@@ -28,7 +28,9 @@ def test_each_release_row_names_its_sources_and_date() -> None:
     for row in data.accounting:
         assert all(s in data.sources for s in row.sources), row
         assert row.checked.isoformat() == "2026-11-27"
-        assert row.gpu_memory_utilization_default == 0.9 and row.async_scheduling_default
+        assert row.async_scheduling_default  # on by default since v0.14.0
+    defaults = {r.from_: r.gpu_memory_utilization_default for r in data.accounting}
+    assert defaults == {"0.19.0": 0.9, "0.20.0": 0.92, "0.26.0": 0.92}  # PR #38284: 0.9 -> 0.92
 
 
 @pytest.mark.parametrize(

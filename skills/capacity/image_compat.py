@@ -84,6 +84,7 @@ class Accounting(BaseModel):
     gpu_memory_utilization_default: float = Field(gt=0, le=1)
     kv_report: Literal["capacity", "legacy"]
     sources: list[str] = Field(min_length=1)
+    estimates: str = ""  # which of the row's figures are estimates, and what they rest on
     checked: dt.date
 
     def concurrent_batches(self, async_scheduling: bool | None = None) -> int:
