@@ -275,3 +275,15 @@ def test_batched_tokens_size_the_sliding_window_reservation() -> None:
 def test_kv_shared_layers_own_no_cache() -> None:
     e2b = fit("gemma-4-e2b", "nvidia-l4")
     assert e2b.kv_groups == 5  # 12 sliding + 3 full owning layers: groups of 3; the 20 shared layers own none
+
+
+def test_limit_mm_per_prompt_zero_for_image_and_video_skips_the_vision_tower() -> None:
+    # gemma4_mm.py builds the vision tower under _mark_tower_model(vllm_config, {"image", "video"}); vLLM skips a
+    # tower whose modalities are all limited to 0. The 31B's ~0.55B bf16 tower is ~1.1 GB.
+    full = fit("31b-qat", "nvidia-rtx-pro-6000")
+    text = fit("31b-qat", "nvidia-rtx-pro-6000", limit_mm_per_prompt={"image": 0, "video": 0})
+    assert full.weights_gib - text.weights_gib == pytest.approx(0.55 * 2 * 1e9 / 2**30, abs=0.01)
+    assert text.kv_cache_tokens > full.kv_cache_tokens
+    assert text.vllm_args[-2:] == ["--limit-mm-per-prompt", '{"image":0,"video":0}']
+    # images still allowed (video 0 only): the tower is built
+    assert fit("31b-qat", "nvidia-rtx-pro-6000", limit_mm_per_prompt={"video": 0}).weights_gib == full.weights_gib

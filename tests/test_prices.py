@@ -35,7 +35,7 @@ def test_zonal_redundancy_and_rtx_pro_6000() -> None:
 
 def test_tier_2_region_says_it_used_tier_1_rates() -> None:
     p = instance_price("nvidia-l4", 1, 4, 16, "asia-southeast1")
-    assert p.tier == "1" and any("Tier 2" in n for n in p.notes)
+    assert p.tier == "1" and any("tier (2)" in n for n in p.notes)
 
 
 def test_gpu_services_must_bill_instance_based_and_unknowns_are_refused() -> None:
@@ -43,8 +43,9 @@ def test_gpu_services_must_bill_instance_based_and_unknowns_are_refused() -> Non
         instance_price("nvidia-l4", 1, 4, 16, billing="request")
     with pytest.raises(InvalidInput, match="No Cloud Run price"):
         instance_price("h100-80gb", 1, 4, 16)
-    with pytest.raises(InvalidInput, match="region"):
-        instance_price("nvidia-l4", 1, 4, 16, "mars-north1")
+    unlisted = instance_price("nvidia-l4", 1, 4, 16, "us-west1")  # no Cloud Run GPU there
+    assert any("does not offer nvidia-l4" in n for n in unlisted.notes)
+    assert any("Tier 1 rates used" in n for n in unlisted.notes)
 
 
 def test_every_rate_names_a_source_and_a_date() -> None:
@@ -72,3 +73,11 @@ def test_regions_offering_each_gpu_and_the_default_region_advice() -> None:
     assert advice is not None and "invitation only" in advice and "us-east4" in advice
     assert region_advice("nvidia-rtx-pro-6000", "us-central1") is None
     assert "does not offer" in (region_advice("nvidia-rtx-pro-6000", "us-east4") or "")
+
+
+def test_fit_warns_when_the_region_offers_the_gpu_only_by_invitation_and_names_alternatives() -> None:
+    default = check_fit(FitRequest(model="gemma-4-12b-qat", gpu="nvidia-l4"))  # default region us-central1
+    assert any("us-central1 offers nvidia-l4 by invitation only" in w and "us-east4" in w for w in default.warnings)
+    east = check_fit(FitRequest(model="gemma-4-12b-qat", gpu="nvidia-l4", region="us-east4"))
+    assert not any("invitation" in w for w in east.warnings)
+    assert east.cost_per_hour_usd == default.cost_per_hour_usd  # both Tier 1

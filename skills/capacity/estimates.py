@@ -4,6 +4,8 @@ Each rests on the catalog's sourced figures; the estimates there say what they r
 
 from __future__ import annotations
 
+import json
+
 from skills.capacity.catalog import Catalog, GpuProfile, ModelProfile
 from skills.capacity.fit_types import GIB, FitRequest
 from skills.capacity.prices import instance_price
@@ -34,10 +36,12 @@ def cpu_for(cat: Catalog, g: GpuProfile, memory_gib: float) -> int:
     return max(g.cloud_run.min_cpu, fitting[0] if fitting else g.cloud_run.min_cpu)
 
 
-def hourly_usd(cat: Catalog, g: GpuProfile, count: int, cpu: int, memory_gib: float) -> float:
+def hourly_usd(
+    cat: Catalog, g: GpuProfile, count: int, cpu: int, memory_gib: float, region: str | None = None
+) -> float:
     """A Cloud Run GPU instance through the one price function; comparison GPUs at their quoted all-in price."""
     if g.available_on_cloud_run:
-        return round(instance_price(g.name, count, cpu, memory_gib).usd_per_hour, 2)
+        return round(instance_price(g.name, count, cpu, memory_gib, region).usd_per_hour, 2)
     return round(g.price_per_hour_usd * count, 2)
 
 
@@ -60,4 +64,7 @@ def vllm_args(m: ModelProfile, r: FitRequest) -> list[str]:
         max_num_seqs=r.max_num_seqs,
         max_num_batched_tokens=r.max_num_batched_tokens,
     )
-    return flags.merged(VllmFlags.parse(m.vllm_args)).to_args()
+    args = flags.merged(VllmFlags.parse(m.vllm_args)).to_args()
+    if r.limit_mm_per_prompt:  # vLLM takes it as JSON: '{"image": 0, "video": 0}'
+        args += ["--limit-mm-per-prompt", json.dumps(r.limit_mm_per_prompt, separators=(",", ":"))]
+    return args

@@ -28,6 +28,7 @@ from skills.capacity import kv_accounting as kva
 from skills.capacity.catalog import Catalog, GpuProfile, ModelProfile, load_catalog
 from skills.capacity.estimates import cold_start_estimate_s, cpu_for, hourly_usd, tok_s_estimate, vllm_args
 from skills.capacity.fit_types import GIB, FitReport, FitRequest, KvDtype, Verdict
+from skills.capacity.prices import load_prices, region_advice
 from skills.capacity.release import assumed_release
 
 __all__ = [
@@ -105,7 +106,7 @@ def _recommended_memory(g: GpuProfile, need_gib: float, margin: float) -> tuple[
 def compute_memory(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) -> _Calc:
     p = cat.planner
     assert r.max_model_len is not None and r.kv_cache_dtype != "auto"
-    weights = cat.weights_gb(m) * 1e9 / GIB
+    weights = cat.weights_gb(m, r.limit_mm_per_prompt) * 1e9 / GIB
     weights_gpu = max(weights - r.cpu_offload_gb * r.gpu_count, 0.0) / r.gpu_count
     overhead = p.runtime_overhead_gib + m.activation_gib + (0.0 if r.enforce_eager else p.cuda_graph_gib)
     budget = g.memory_gib * r.gpu_memory_utilization
@@ -324,6 +325,10 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
     cold = cold_start_estimate_s(cat, m, eff)
     release = assumed_release(eff.gpu, eff.vllm_image)
     notes.append(release.describe())
+    if g.available_on_cloud_run:
+        advice = region_advice(g.name, eff.region or load_prices().default_region)
+        if advice:
+            warnings.append(advice)
     report = FitReport(
         verdict=o.verdict,
         weights_gib=round(c.weights_gib, 2),
@@ -337,7 +342,7 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
         startup_lines=kva.startup_lines(c.kv, c.limits, release.accounting.kv_report) if c.kv and c.limits else [],
         host_memory_gib=round(c.host_need_gib, 1),
         cold_start_s=cold,
-        cost_per_hour_usd=hourly_usd(cat, g, eff.gpu_count, cpu, memory),
+        cost_per_hour_usd=hourly_usd(cat, g, eff.gpu_count, cpu, memory, eff.region),
         est_tokens_per_s=tok if o.verdict != "does_not_fit" else None,
         changes=o.changes,
         alternatives=[],

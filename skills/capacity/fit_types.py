@@ -35,6 +35,9 @@ class FitRequest(BaseModel):
     dtype: Literal["auto", "bfloat16", "half"] = "auto"  # vLLM --dtype; "half" where bf16 is unsupported
     max_num_batched_tokens: int | None = Field(default=None, ge=16)  # None = the planner's (what we render)
     vllm_image: str | None = None  # the image to deploy: its release's KV accounting; None = the GPU's default
+    # vLLM's --limit-mm-per-prompt: a tower whose every modality is 0 is not built (no weights, no encoder cache)
+    limit_mm_per_prompt: dict[str, int] | None = None
+    region: str | None = None  # Cloud Run region (prices, GPU availability); None = skills/data/prices.yaml default
 
 
 class FitReport(BaseModel):

@@ -64,10 +64,8 @@ class PriceTable(BaseModel):
     default_region: str
 
     def region(self, name: str) -> Region:
-        if name not in self.regions:
-            known = ", ".join(self.regions)
-            raise InvalidInput(f"No Cloud Run GPU region `{name}` in the price table.", f"Known: {known}.")
-        return self.regions[name]
+        """A region the table lists; any other offers no Cloud Run GPU here and its tier is not on record."""
+        return self.regions.get(name) or Region(tier="unlisted")
 
 
 class Price(BaseModel):
@@ -92,7 +90,7 @@ def load_prices() -> PriceTable:
 def _tier_rates(table: PriceTable, tier: str, billing: BillingMode) -> tuple[TierRates, str, list[str]]:
     if tier in table.tiers and billing in table.tiers[tier]:
         return table.tiers[tier][billing], tier, []
-    note = f"No sourced Tier {tier} {billing}-based rates: Tier 1 rates used (Tier 2 regions cost more)."
+    note = f"No sourced {billing}-based rates for this region's tier ({tier}): Tier 1 rates used (Tier 2 costs more)."
     return table.tiers["1"][billing], "1", [note]
 
 

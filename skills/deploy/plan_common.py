@@ -69,6 +69,7 @@ def fit_for(model: str, o: dict[str, Any], memory: str | None) -> FitReport:
             host_memory_gib=gib(memory) if memory else None,
             max_num_seqs=o.get("max_num_seqs"),
             vllm_image=o.get("vllm_image"),  # the image being deployed: its release's KV accounting
+            region=o.get("region"),  # where it deploys: prices and GPU availability
         )
     )
 
