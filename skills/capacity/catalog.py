@@ -6,6 +6,7 @@ architecture and override only what differs (quantization, repo id, vLLM args).
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 from functools import lru_cache
 from importlib import resources
@@ -20,6 +21,7 @@ Quantization = Literal["bf16", "fp8", "w4a16"]
 
 
 class QuantProfile(BaseModel):
+    checked: dt.date  # when its figures were last read against their sources
     bytes_per_param: float
     weights_dtype: str
     min_compute_capability: float | None = None
@@ -76,6 +78,8 @@ class ModelProfile(BaseModel):
     approx_disk_gb: float = 0.0  # filled from the weights arithmetic
     notes: list[str] = Field(default_factory=list)
     sources: dict[str, str] = Field(default_factory=dict)  # field -> config field, model card, or "estimate: ..."
+    checked: dt.date  # when its figures were last read against their sources
+    checked_fields: dict[str, dt.date] = Field(default_factory=dict)  # fields read on another day
 
     @property
     def family(self) -> str:
@@ -121,6 +125,8 @@ class CloudRunLimits(BaseModel):
 
 
 class GpuProfile(BaseModel):
+    checked: dt.date
+    sources: dict[str, str] = Field(default_factory=dict)
     name: str  # as Cloud Run spells it (nvidia-l4) or a comparison name (a100-80gb)
     display: str
     aliases: list[str] = Field(default_factory=list)
@@ -177,6 +183,8 @@ class PlannerConstants(BaseModel):
     min_useful_max_model_len: int
     cloud_run: CloudRunPrices
     sources: dict[str, str] = Field(default_factory=dict)
+    checked: dt.date
+    checked_fields: dict[str, dt.date] = Field(default_factory=dict)
 
 
 class Catalog(BaseModel):

@@ -6,6 +6,7 @@ with their reason and left out of the mean error: the planner is never tuned to 
 
 from __future__ import annotations
 
+import datetime as dt
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -21,6 +22,7 @@ class Measurement(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str
+    checked: dt.date  # when the report was last read against its source
     description: str
     setup: dict[str, Any]
     assumed: dict[str, Any] = Field(default_factory=dict)
