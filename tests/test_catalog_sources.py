@@ -4,11 +4,10 @@ vllm_images.yaml's accounting rows (tests/test_release_accounting.py)."""
 
 from __future__ import annotations
 
-from importlib import resources
-from typing import Any
-
 import datetime as dt
 import re
+from importlib import resources
+from typing import Any
 
 import pytest
 import yaml
