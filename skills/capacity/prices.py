@@ -105,8 +105,9 @@ def instance_price(
     billing: BillingMode = "instance",
     table: PriceTable | None = None,
 ) -> Price:
-    """$/hour of one running Cloud Run instance. `gpu` None: no GPU. Raises InvalidInput for a GPU or region the
-    table does not price, or a GPU with request-based billing (Cloud Run refuses that combination)."""
+    """$/hour of one running Cloud Run instance. `gpu` None: no GPU. Raises InvalidInput for a GPU the table does
+    not price, or a GPU with request-based billing (Cloud Run refuses that combination). A region the table does not
+    list, or one whose tier has no sourced rates, is priced at Tier 1 and the price's notes say so."""
     t = table or load_prices()
     where = region or t.default_region
     reg = t.region(where)
