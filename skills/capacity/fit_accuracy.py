@@ -1,7 +1,8 @@
 """The planner against every measured point in skills/data/field_measurements.yaml: predicted vs reported.
 
 bench/fit_accuracy.py prints the table; tests hold the acceptance figures. Reports marked unreliable are shown
-with their reason and left out of the mean error: the planner is never tuned to them.
+with their reason and left out of the mean error: the planner is never tuned to them. A report marked `calibrates`
+is one a planner figure is derived from (it matches by construction): shown, and left out of the mean too.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Measurement(BaseModel):
     assumed: dict[str, Any] = Field(default_factory=dict)
     reported: dict[str, float | str]
     unreliable: dict[str, str] = Field(default_factory=dict)
+    calibrates: dict[str, str] = Field(default_factory=dict)  # quantity -> the planner figure derived from it
 
     def request(self) -> FitRequest:
         extra = {k: v for k, v in self.assumed.items() if k != "why"}
@@ -41,10 +43,11 @@ class Row(BaseModel):
     reported: float | str
     error_pct: float | None  # None for verdicts
     unreliable: str = ""  # why this report is not a check
+    calibrates: str = ""  # the planner figure derived from this report: matches by construction, not a check
 
     @property
     def counts(self) -> bool:
-        return self.error_pct is not None and not self.unreliable
+        return self.error_pct is not None and not self.unreliable and not self.calibrates
 
 
 @lru_cache(maxsize=1)
@@ -93,6 +96,7 @@ def rows(catalog: Catalog | None = None) -> list[Row]:
                     reported=reported,
                     error_pct=err,
                     unreliable=m.unreliable.get(quantity, ""),
+                    calibrates=m.calibrates.get(quantity, ""),
                 )
             )
     return out
