@@ -8,7 +8,7 @@ import pytest
 
 from skills.capacity.cost import hourly_cost
 from skills.capacity.fit import FitRequest, check_fit
-from skills.capacity.prices import instance_price, load_prices, region_advice, regions_offering
+from skills.capacity.prices import instance_price, load_prices, region_advice, regions_offering, usage_cost
 from skills.errors import InvalidInput
 from skills.ports import ServiceInfo
 
@@ -54,6 +54,7 @@ def test_every_rate_names_a_source_and_a_date() -> None:
     rates = [r for mode in modes for r in (mode.vcpu_usd_per_s, mode.memory_usd_per_gib_s)]
     gpus = [tier for g in t.gpus.values() for tier in g.values()]
     rates += [r for tier in gpus for r in (tier.no_zonal_redundancy, tier.zonal_redundancy)]
+    rates += [r for free in t.free_tier.values() for r in (free.vcpu_s, free.memory_gib_s)]
     assert rates and all(r.source and r.checked <= dt.date(2026, 11, 27) for r in rates)
 
 
@@ -81,3 +82,18 @@ def test_fit_warns_when_the_region_offers_the_gpu_only_by_invitation_and_names_a
     east = check_fit(FitRequest(model="gemma-4-12b-qat", gpu="nvidia-l4", region="us-east4"))
     assert not any("invitation" in w for w in east.warnings)
     assert east.cost_per_hour_usd == default.cost_per_hour_usd  # both Tier 1
+
+
+def test_googles_ai_inference_example_reproduced_to_the_cent() -> None:
+    # Pricing page example "AI inference (GPU): 4 vCPU, 16 GiB, L4, 2 peak instances": $822.40 a month.
+    # One instance all month (730 h) + a second 2 h a day (730 / 24 days), no zonal redundancy, free tier deducted:
+    #   CPU    4 x 2,847,000 s - 240,000 = 11,148,000 vCPU-s x 0.000018  = 200.664
+    #   memory 16 x 2,847,000 s - 450,000 = 45,102,000 GiB-s x 0.000002  =  90.204
+    #   L4     2,847,000 GPU-s x 0.0001867                                = 531.5349
+    example = load_prices().worked_example
+    assert example is not None and example.usd_per_month == 822.40
+    seconds = 730 * 3600 + 2 * 3600 * 730 / 24
+    assert seconds == 2_847_000
+    assert round(usage_cost("nvidia-l4", 4, 16, seconds, "us-central1"), 2) == example.usd_per_month
+    # The request-based CPU rate alone ($0.000024, what the catalog used before) adds ~$67 a month to it.
+    assert usage_cost("nvidia-l4", 4, 16, seconds) + 11_148_000 * (0.000024 - 0.000018) > 889

@@ -51,6 +51,22 @@ class Region(BaseModel):
     gpus: dict[str, Availability] = Field(default_factory=dict)
 
 
+class FreeTier(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    vcpu_s: Rate
+    memory_gib_s: Rate
+
+
+class WorkedExample(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    description: str
+    usd_per_month: float
+    source: str
+    checked: dt.date
+
+
 class PriceTable(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -62,6 +78,8 @@ class PriceTable(BaseModel):
     regions: dict[str, Region]
     regions_source: dict[str, str]
     default_region: str
+    free_tier: dict[BillingMode, FreeTier] = Field(default_factory=dict)
+    worked_example: WorkedExample | None = None
 
     def region(self, name: str) -> Region:
         """A region the table lists; any other offers no Cloud Run GPU here and its tier is not on record."""
@@ -163,3 +181,27 @@ def region_advice(gpu: str, region: str, table: PriceTable | None = None) -> str
     if status == "invitation":
         return f"{region} offers {gpu} by invitation only {src}{alt}."
     return f"{region} does not offer {gpu} on Cloud Run {src}{alt}."
+
+
+def usage_cost(
+    gpu: str | None,
+    vcpu: float,
+    memory_gib: float,
+    instance_seconds: float,
+    region: str | None = None,
+    *,
+    zonal_redundancy: bool = False,
+    free_tier: bool = True,
+    table: PriceTable | None = None,
+) -> float:
+    """$ for `instance_seconds` of running instances (summed over instances) in a month, with the monthly free tier
+    for CPU and memory deducted (there is none for GPUs). Rates from `instance_price`, so the two agree."""
+    t = table or load_prices()
+    p = instance_price(gpu, 1, vcpu, memory_gib, region, zonal_redundancy=zonal_redundancy, table=t)
+    cpu_s, mem_s = vcpu * instance_seconds, memory_gib * instance_seconds
+    free = t.free_tier.get("instance") if free_tier else None
+    if free is not None:
+        cpu_s, mem_s = max(cpu_s - free.vcpu_s.value, 0.0), max(mem_s - free.memory_gib_s.value, 0.0)
+    per_vcpu_s = p.breakdown["cpu"] / 3600 / vcpu if vcpu else 0.0
+    per_gib_s = p.breakdown["memory"] / 3600 / memory_gib if memory_gib else 0.0
+    return cpu_s * per_vcpu_s + mem_s * per_gib_s + p.breakdown.get("gpu", 0.0) / 3600 * instance_seconds
