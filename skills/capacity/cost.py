@@ -121,11 +121,11 @@ def hourly_cost(info: ServiceInfo, region: str | None = None) -> CostReport:
     )
 
 
-def cost_report(info: ServiceInfo, sweep: SweepResult | None) -> CostReport:
-    """$/hour, plus $/M output tokens at the last sweep's single-stream and best batched throughput."""
+def cost_report(info: ServiceInfo, sweep: SweepResult | None, region: str | None = None) -> CostReport:
+    """$/hour in `region`, plus $/M output tokens at the last sweep's single-stream and best batched throughput."""
     from skills.bench.report import best_throughput
 
-    rep = hourly_cost(info)
+    rep = hourly_cost(info, region)
     if sweep is None:
         rep.notes.append("No benchmark stored yet: run `/gemma bench` for $/million tokens at measured throughput.")
         return rep
