@@ -7,6 +7,7 @@ renders it, the CLI prints it and exits 2).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 
 from pydantic import ValidationError
@@ -26,6 +27,19 @@ def _memory(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a size like 32Gi, got {text!r}")
     value, unit = float(m.group(1)), m.group(2) or "gi"
     return value / 1024 if unit.startswith("m") else value
+
+
+def _mm_limits(text: str) -> dict[str, int]:
+    """vLLM's --limit-mm-per-prompt JSON: '{"image":0,"video":0}' -> {"image": 0, "video": 0}."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in value.items()
+    ):
+        raise argparse.ArgumentTypeError(f'expected JSON like {{"image":0,"video":0}}, got {text!r}')
+    return value
 
 
 def add_fit_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,6 +67,15 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
         "--max-num-batched-tokens", metavar="N", type=int, default=None, help="sizes sliding-window KV reservations"
     )
     p.add_argument("--dtype", metavar="auto|bfloat16|half", choices=["auto", "bfloat16", "half"], default=None)
+    p.add_argument(
+        "--limit-mm-per-prompt",
+        metavar="JSON",
+        type=_mm_limits,
+        default=None,
+        help='vLLM\'s flag: {"image":0,"video":0} skips the vision tower\'s weights',
+    )
+    p.add_argument("--region", default=None, help="Cloud Run region: prices and GPU availability (us-east4, ...)")
+    p.add_argument("--vllm-image", metavar="IMAGE", default=None, help="the image to deploy: its release's KV rules")
 
 
 def chat_parser() -> CommandParser:
@@ -68,6 +91,8 @@ def namespace_to_request(ns: argparse.Namespace, hint: str = "") -> FitRequest:
     profile = load_profiles().get(str(fields.get("model", "")))
     if profile is not None:  # a deploy profile: its model, GPU and settings, under the flags given
         base = profile.model_dump(include=set(FitRequest.model_fields), exclude_none=True)
+        if profile.image:  # the profile's pinned image decides the release's KV rules, as its deploy would
+            base["vllm_image"] = profile.image
         fields = {**base, **fields, "model": profile.model}
     try:
         return FitRequest(**fields)

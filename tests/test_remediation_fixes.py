@@ -86,7 +86,7 @@ def spec_for(model: str = "gemma-4-12b-qat", *, bucket: str | None = BUCKET, gpu
         cpu="8",
         memory="32Gi",
         probe=probe_for(400),
-        image="vllm/vllm-openai:v0.24.0-cu129",
+        image="vllm/vllm-openai:v0.25.1-cu129",
         model_bucket=bucket,
     )
     return render_service(cfg)

@@ -90,7 +90,7 @@ async def _preview(ctx: CommandContext) -> Reply:
     usd_h: float | None = None
     try:
         info = await d.runtime.get_service(d.settings.vllm_service_name)
-        usd_h = hourly_cost(info).usd_per_hour
+        usd_h = hourly_cost(info, d.settings.google_cloud_location).usd_per_hour
         max_len = max_len or max_model_len_from_args(info.args)
     except UserFacingError:
         pass  # no Cloud Run access (e.g. VLLM_BASE_URL only): plan without a cost

@@ -200,4 +200,5 @@ async def cost(ctx: CommandContext) -> Reply:
     service = ctx.opts.service or d.settings.vllm_service_name
     info = await d.runtime.get_service(service)
     sweeps = await recent_sweeps(d.redis, d.settings.key("bench", "history"), 1)
-    return render_cost(cost_report(info, sweeps[0] if sweeps else None))
+    region = d.settings.google_cloud_location  # where the service runs: its tier's rates
+    return render_cost(cost_report(info, sweeps[0] if sweeps else None, region))

@@ -49,7 +49,8 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
     service = o.pop("service", None) or env.service
     o["gpu"] = check_gpu(o["gpu"])
     one_gpu(o)
-    report = fit_for(profile.model, o, o.get("memory"))
+    image_region = {"vllm_image": _pick_image(env, profile, o["gpu"])[0], "region": env.region}
+    report = fit_for(profile.model, {**o, **image_region}, o.get("memory"))
     # The planner's effective request already carries its required changes (fits_with_changes): render that.
     eff = report.request
     gpu = load_catalog().gpu(eff.gpu)
