@@ -178,6 +178,18 @@ def test_standin_rejects_malformed_conditions(client: monitoring_v3.AlertPolicyS
         client.create_alert_policy(name="projects/p1", alert_policy=_policy(**bad))
 
 
+def test_standin_checks_that_a_promql_metric_exists_unless_told_not_to(
+    standin: MonitoringStandIn, client: monitoring_v3.AlertPolicyServiceClient
+) -> None:
+    policy = desired_policies("svc", AlertThresholds(), [])["requests-waiting"]
+    assert policy.conditions[0].condition_prometheus_query_language.disable_metric_validation  # setup's choice
+    policy.conditions[0].condition_prometheus_query_language.disable_metric_validation = False
+    with pytest.raises(gexc.InvalidArgument, match="vllm:num_requests_waiting"):
+        client.create_alert_policy(name="projects/p1", alert_policy=policy)
+    standin.alerting.prometheus_metrics.add("vllm:num_requests_waiting")  # the sidecar has written a point
+    assert client.create_alert_policy(name="projects/p1", alert_policy=policy).name
+
+
 def test_standin_rejects_missing_fields_names_and_unknown_channels(
     client: monitoring_v3.AlertPolicyServiceClient,
 ) -> None:

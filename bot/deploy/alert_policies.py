@@ -151,6 +151,9 @@ def desired_policies(service: str, thresholds: AlertThresholds, channels: list[s
                     query="max(vllm:num_requests_waiting) > 0",
                     duration=timedelta(seconds=t.waiting_for_s),
                     evaluation_interval=timedelta(seconds=30),
+                    # Setup runs before vLLM's sidecar has written a point; without this the API checks that
+                    # the metric exists and refuses the policy (the field's documentation in alert.py).
+                    disable_metric_validation=True,
                 ),
             ),
         ),

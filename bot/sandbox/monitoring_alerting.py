@@ -14,7 +14,10 @@ from google/monitoring/v3/*.proto):
   in the Monitoring filter language (https://cloud.google.com/monitoring/api/v3/filters); only COMPARISON_GT and
   COMPARISON_LT; `duration` a multiple of a minute; an aligner other than ALIGN_NONE needs an alignment period of
   at least 60 s (at most 90,000 s for alerting policies); a cross-series reducer needs an aligner;
-- PromQL: a non-empty query; `duration` non-negative; `evaluation_interval` a positive multiple of 30 s;
+- PromQL: a non-empty query; `duration` non-negative; `evaluation_interval` a positive multiple of 30 s; the
+  metrics it names must exist unless `disable_metric_validation` ("allows alerting policies to be defined on
+  metrics that do not yet exist"): this stand-in knows those in `prometheus_metrics` and looks only for
+  namespaced names (vllm:...); the refusal's status code, INVALID_ARGUMENT, is our assumption;
 - user labels: keys start with a letter; keys and values use lowercase letters, digits, `_` and `-`, at most 63;
 - notification channels named by a policy must exist; a channel's type must be a known descriptor and its labels
   exactly that descriptor's (required ones present, no others).
@@ -80,6 +83,7 @@ _QUOTED = r'"(?:[^"\\]|\\.)*"'
 _VALUE = rf"(?:{_QUOTED}|[A-Za-z0-9_.-]+|(?:starts_with|ends_with|has_substring|one_of)\((?:\s*{_QUOTED}\s*,?)+\))"
 _TERM = re.compile(rf"\s*(?P<sel>{_SELECTOR})\s*(?P<op>!=|=|:)\s*(?P<val>{_VALUE})\s*")
 _JOIN = re.compile(r"\s*(AND|OR)\s+")
+_PROM_NAME = re.compile(r"\b[a-zA-Z_][a-zA-Z0-9_]*:[a-zA-Z0-9_:]+")  # namespaced names (vllm:...), not functions
 
 
 class FilterError(ValueError):
@@ -115,6 +119,7 @@ class AlertingStandIn:
         self.channels: dict[str, notification.NotificationChannel] = {}
         self.calls: list[str] = []  # method names, in order
         self.fail_with: grpc.StatusCode | None = None  # every call fails (e.g. PERMISSION_DENIED)
+        self.prometheus_metrics: set[str] = set()  # Prometheus names with points written (vllm:...)
         self._ids = itertools.count(1000)
         self._lock = threading.Lock()
 
@@ -227,6 +232,10 @@ class AlertingStandIn:
                     grpc.StatusCode.INVALID_ARGUMENT,
                     f"{where}.evaluation_interval: a positive multiple of 30 s",
                 )
+            named = {re.sub(r"_(bucket|sum|count)$", "", m) for m in _PROM_NAME.findall(q.query)}
+            missing = sorted(named - self.prometheus_metrics)
+            if missing and not q.disable_metric_validation:
+                _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{where}: no data for {', '.join(missing)}")
         elif kind == "condition_matched_log":
             if not c.condition_matched_log.filter.strip():
                 _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{where}.condition_matched_log.filter is required")
