@@ -14,8 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-_EPILOG = """thresholds: --kv-cache-usage 0.85 --waiting-for-s 30 --ttft-p95-s 5 --error-rate-per-s 0.05
-endpoint: CLOUD_MONITORING_API_ENDPOINT overrides Google's (a 127.0.0.1 one is plain-text gRPC, for stand-ins)"""
+_EPILOG = """endpoint: CLOUD_MONITORING_API_ENDPOINT overrides Google's (a 127.0.0.1 one is plain-text gRPC, for stand-ins)"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--project", required=True)
+    p.add_argument("--project", required=True, help="the Google Cloud project of the vLLM service")
     p.add_argument("--service", default="vllm-gemma4", help="the Cloud Run service serving vLLM")
     target = p.add_mutually_exclusive_group()
     target.add_argument(
@@ -34,10 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the token out of the process list)",
     )
     target.add_argument("--pubsub-topic", help="projects/P/topics/T (Pub/Sub alerts)")
-    p.add_argument("--kv-cache-usage", type=float, default=0.85)
-    p.add_argument("--waiting-for-s", type=int, default=30)
-    p.add_argument("--ttft-p95-s", type=float, default=5.0)
-    p.add_argument("--error-rate-per-s", type=float, default=0.05)
+    p.add_argument("--kv-cache-usage", metavar="F", type=float, default=0.85, help="KV-cache fraction (0.85)")
+    p.add_argument("--waiting-for-s", metavar="S", type=int, default=30, help="requests waiting this long (30)")
+    p.add_argument("--ttft-p95-s", metavar="S", type=float, default=5.0, help="p95 time to first token (5)")
+    p.add_argument("--error-rate-per-s", metavar="R", type=float, default=0.05, help="5xx per second (0.05)")
     p.add_argument(
         "--kv-cache-metric", default="vllm:kv_cache_usage_perc", help="vllm:gpu_cache_usage_perc on old vLLM"
     )
