@@ -14,7 +14,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-_EPILOG = """endpoint: CLOUD_MONITORING_API_ENDPOINT overrides Google's (a 127.0.0.1 one is plain-text gRPC, for stand-ins)"""
+_EPILOG = (
+    "endpoint: CLOUD_MONITORING_API_ENDPOINT overrides Google's (a 127.0.0.1 one is plain-text gRPC, for stand-ins)"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
