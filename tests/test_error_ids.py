@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import google.auth
 import pytest
 import redis.asyncio as aioredis
 from google.auth.exceptions import DefaultCredentialsError
@@ -43,10 +44,11 @@ async def test_slack_unreachable() -> None:
     assert kind is not None and kind[0].startswith("Slack could not be reached") and "SLACK_API_URL" in kind[1]
 
 
-def test_credentials_missing_even_when_wrapped() -> None:
+def test_credentials_missing_even_when_wrapped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-key.json"))
     try:
         try:
-            raise DefaultCredentialsError("Could not automatically determine credentials.")
+            google.auth.default()  # the library's own refusal
         except DefaultCredentialsError as inner:
             raise RuntimeError("listing revisions failed") from inner
     except RuntimeError as exc:
