@@ -207,6 +207,10 @@ def test_standin_rejects_missing_fields_names_and_unknown_channels(
     chan.notification_channels = ["projects/p1/notificationChannels/404"]
     with pytest.raises(gexc.NotFound):
         client.create_alert_policy(name="projects/p1", alert_policy=chan)
+    typo = desired_policies("svc", AlertThresholds(), [])["startup-failure-logs"]
+    typo.conditions[0].condition_matched_log.filter = 'log_name:"run.googleapis.com%2Fvarlog%2Fsystem"'
+    with pytest.raises(gexc.InvalidArgument, match="log_name"):  # LogEntry's field is logName
+        client.create_alert_policy(name="projects/p1", alert_policy=typo)
     log = desired_policies("svc", AlertThresholds(), [])["startup-failure-logs"]
     del log.alert_strategy
     with pytest.raises(gexc.InvalidArgument):  # log-match policies need a notification rate limit

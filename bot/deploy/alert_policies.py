@@ -16,8 +16,9 @@ Each condition names its metric and where the name comes from:
   In PromQL (the "waiting for 30 s" condition) the name is the Prometheus one, `vllm:num_requests_waiting`.
   Older vLLM called the KV gauge `vllm:gpu_cache_usage_perc`; pass `kv_cache_metric` for those.
 - Cloud Run writes a revision's start-up failures (probe failures, "Container called exit(1)") to its system log,
-  `run.googleapis.com%2Fvarlog%2Fsystem`, at severity ERROR or above
-  (https://cloud.google.com/run/docs/logging#container-logs); a log-match condition turns one into an incident.
+  whose logName ends in `run.googleapis.com%2Fvarlog%2Fsystem` (as it appears in exported Cloud Run entries and in
+  public log-match alert configurations), at severity ERROR or above; a log-match condition turns one into an
+  incident. The filter is in the Logging query language (https://cloud.google.com/logging/docs/view/logging-query-language).
 Limits the conditions respect (google-cloud-monitoring's AlertPolicy field docs): a threshold's duration is a
 multiple of a minute, so "waiting > 0 for 30 s" is a PromQL condition (its duration has no such rule, its
 evaluation interval is a multiple of 30 s); a log-match condition is its policy's only condition and needs a
@@ -108,7 +109,7 @@ def desired_policies(service: str, thresholds: AlertThresholds, channels: list[s
                 condition_matched_log=AlertPolicy.Condition.LogMatch(
                     filter=(
                         f'resource.type = "cloud_run_revision" AND resource.labels.service_name = "{service}" '
-                        'AND log_name:"run.googleapis.com%2Fvarlog%2Fsystem" AND severity >= ERROR'
+                        'AND logName:"run.googleapis.com%2Fvarlog%2Fsystem" AND severity >= ERROR'
                     ),
                     label_extractors={"revision": "EXTRACT(resource.labels.revision_name)"},
                 ),

@@ -83,6 +83,13 @@ _QUOTED = r'"(?:[^"\\]|\\.)*"'
 _VALUE = rf"(?:{_QUOTED}|[A-Za-z0-9_.-]+|(?:starts_with|ends_with|has_substring|one_of)\((?:\s*{_QUOTED}\s*,?)+\))"
 _TERM = re.compile(rf"\s*(?P<sel>{_SELECTOR})\s*(?P<op>!=|=|:)\s*(?P<val>{_VALUE})\s*")
 _JOIN = re.compile(r"\s*(AND|OR)\s+")
+# The LogEntry fields a Logging query compares (https://cloud.google.com/logging/docs/view/logging-query-language;
+# LogEntry: https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry): `log_name` is not one of them.
+LOG_FIELDS = frozenset(
+    {"resource", "logName", "severity", "textPayload", "jsonPayload", "protoPayload", "labels", "timestamp",
+     "receiveTimestamp", "insertId", "httpRequest", "operation", "trace", "spanId", "sourceLocation"}
+)  # fmt: skip
+_LOG_FIELD = re.compile(r"(?<![\w.\"])([A-Za-z_][\w.]*)\s*(?:=~|!~|!=|>=|<=|[:=<>])")
 _PROM_NAME = re.compile(r"\b[a-zA-Z_][a-zA-Z0-9_]*:[a-zA-Z0-9_:]+")  # namespaced names (vllm:...), not functions
 
 
@@ -237,8 +244,12 @@ class AlertingStandIn:
             if missing and not q.disable_metric_validation:
                 _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{where}: no data for {', '.join(missing)}")
         elif kind == "condition_matched_log":
-            if not c.condition_matched_log.filter.strip():
+            text = c.condition_matched_log.filter
+            if not text.strip():
                 _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{where}.condition_matched_log.filter is required")
+            unknown = sorted({f for f in _LOG_FIELD.findall(text) if f.split(".")[0] not in LOG_FIELDS})
+            if unknown:
+                _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{where}: unknown log field(s) {', '.join(unknown)}")
         else:
             _abort(context, grpc.StatusCode.UNIMPLEMENTED, f"{where}: {kind} is not served by this stand-in")
         return kind
