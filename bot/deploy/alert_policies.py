@@ -93,7 +93,7 @@ def desired_policies(service: str, thresholds: AlertThresholds, channels: list[s
                     "run.googleapis.com/container/completed_probe_count",
                     "cloud_run_revision",
                     svc,
-                    'metric.labels.is_healthy = "false"',
+                    "metric.labels.is_healthy = false",  # a BOOL label: bare, as public configurations write it
                 ),
                 0,
                 aligner=Aggregation.Aligner.ALIGN_SUM,
