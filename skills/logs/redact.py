@@ -171,7 +171,10 @@ _PEM_TAIL = re.compile(r"(?:[A-Za-z0-9+/=]{16,}(?:\\[nr]|\s)+)+(?=-----END[A-Z ]
 # read around it and classified: strong names always hold a secret ("password=hunter2"); weak names only
 # when the value looks like one (`token=Token{a64f992` in an Android log is not a credential).
 _KEY_TRIGGERS = ("pass", "pwd", "secret", "key", "token", "auth", "credential", "session", "cookie", "sig")
-_KEY_RX = re.compile(r"(?:pass|pwd|secret|key|token|auth|credential|session|cookie|sig)[a-z0-9_.-]*[\"']?\s*[:=]\s*")
+# The key may be quoted, or quoted with escaped quotes (JSON logged inside a JSON string: `{\"password\": \"x\"}`).
+_KEY_RX = re.compile(
+    r"(?:pass|pwd|secret|key|token|auth|credential|session|cookie|sig)[a-z0-9_.-]*(?:\\?[\"'])?\s*[:=]\s*"
+)
 _STRONG = re.compile(
     r".*(?:passw(?:or)?d|passwd|passphrase|pwd|secret|secret_?key|private_?key(?:_?id)?|api_?key|apikey"
     r"|access_?key(?:_?id)?|credentials?|auth_?token|access_?token|refresh_?token|id_?token|bot_?token"
@@ -275,7 +278,7 @@ def _key_values(text: str) -> str:
         start = m.start()
         while start > 0 and low[start - 1] in _KEY_CHARS:
             start -= 1
-        key = low[start : m.end()].rstrip(" \t=:\"'").replace("-", "_")
+        key = low[start : m.end()].rstrip(" \t=:\"'\\").replace("-", "_")
         strong = _STRONG.fullmatch(key) is not None
         if not strong and _WEAK.fullmatch(key) is None:
             continue
@@ -283,11 +286,13 @@ def _key_values(text: str) -> str:
         if text.startswith(("['", '["'), pos):  # a list of one value, as in vLLM's `'api_key': ['KEY']`
             pos += 1
         quote = text[pos] if pos < len(text) and text[pos] in "\"'" else ""
+        if text.startswith(('\\"', "\\'"), pos):
+            quote = text[pos : pos + 2]
         if quote:
-            close = text.find(quote, pos + 1, pos + 4002)
+            close = text.find(quote, pos + len(quote), pos + 4002)
             if close < 0:
                 continue
-            vstart, vend = pos + 1, close
+            vstart, vend = pos + len(quote), close
         else:
             vm = _BARE_VALUE.match(text, pos)
             if vm is None:
