@@ -1,5 +1,6 @@
-"""No secret from the corpus (62 synthetic secrets of 21 kinds: single, repeated, in JSON payloads, in
-multi-line entries and tracebacks, a private key in one entry and one per line) reaches any surface:
+"""No secret from the corpus (136 synthetic secrets of 45 kinds: single, repeated, in JSON payloads, in
+multi-line entries and tracebacks, encoded (percent, base64), private keys in one entry, one per line,
+interleaved with another instance's lines, and cut at the window's start) reaches any surface:
 Slack (through the Slack stand-in, over HTTP), the model's input (through the scripted OpenAI stand-in),
 the console, `gemma-sre diagnose` text and JSON, the bot's own log lines, and the audit stream."""
 
@@ -38,7 +39,7 @@ pytest_plugins = ["tests.agent_fixtures"]
 @pytest.fixture(scope="module")
 def corpus() -> Corpus:
     c = build(seed=20)
-    assert len(c.secrets) >= 60 and len(c.kinds) >= 15
+    assert len(c.secrets) >= 130 and len(c.kinds) >= 45
     return c
 
 
