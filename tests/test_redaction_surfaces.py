@@ -155,10 +155,8 @@ async def test_audit_stream_and_failure_report_carry_no_secret(
                 "scale 1 2", slack.response_url(f"plan{i}"), user_id="UDEPLOYER", trigger_id=f"t-a{i}", channel_id=ch
             )
             await client.post("/slack/events", content=body, headers=signed_headers(SIGNING_SECRET, body))
-            plan = await eventually(
-                lambda i=i: next((r for r in slack.responses if r.get("_rid") == f"plan{i}"), None), timeout=30
-            )
-            assert plan, "no plan was posted"
+            assert await eventually(lambda i=i: any(r.get("_rid") == f"plan{i}" for r in slack.responses), timeout=30)
+            plan = next(r for r in slack.responses if r.get("_rid") == f"plan{i}")
             plan_id = json.dumps(plan).split("plan `", 1)[1].split("`", 1)[0]
             # The secret starts 15 characters before the audit's 500-character cut (after the write's error prefix).
             pad = "x" * max(0, 485 - len(AUDIT_LEAD) - line.find(secret[:8]) - 1)
