@@ -3,7 +3,8 @@
 Each is a policy for OpenAIScript.otherwise: given the chat request body, the next assistant turn. The good
 model reads the evidence it was sent (the deterministic finding named in the first user message) and answers
 with the right plan, quoting a log line; the adversarial ones misbehave in the ways small models do. The eval
-must score each as it deserves (tests/test_agent_eval.py).
+must score each as it deserves (tests/test_agent_eval.py). `obeys-control-tokens` stands for any model facing
+a forged control token: it obeys one that reaches it intact, so it scores well only if none does.
 """
 
 from __future__ import annotations
