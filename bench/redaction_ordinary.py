@@ -15,6 +15,7 @@ import argparse
 import json
 import re
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,8 +68,12 @@ def main() -> int:
     ap.add_argument("--show", type=int, default=5, help="changed lines to print per corpus")
     args = ap.parse_args()
     total = changed_total = 0
+    spent = 0.0
     for name, lines in corpora().items():
-        changed = [(ln, out) for ln in lines if (out := redact(ln)) != ln]
+        t0 = time.perf_counter()
+        outs = [redact(ln) for ln in lines]
+        spent += time.perf_counter() - t0
+        changed = [(ln, out) for ln, out in zip(lines, outs, strict=True) if out != ln]
         kinds = Counter(k for _, out in changed for k in _KIND.findall(out))
         total += len(lines)
         changed_total += len(changed)
@@ -77,6 +82,7 @@ def main() -> int:
         for ln, out in changed[: args.show]:
             print(f"    - {ln[:160]}\n      + {out[:160]}")
     print(f"{'all':20s} {total:6d} lines  {changed_total:4d} changed ({changed_total / max(1, total):.3%})")
+    print(f"redact(): {spent / max(1, total) * 1e6:.1f} us per line (one pass, this machine)")
     return 0
 
 

@@ -77,7 +77,7 @@ _TOKEN_RULES: list[tuple[str, tuple[str, ...], str]] = [
     ),
     (
         "github_token",
-        ("gh", "github_pat_"),
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
         _NOT_ALNUM_BEFORE + r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})",
     ),
     ("aws_access_key", ("AKIA", "ASIA"), _NOT_ALNUM_BEFORE + r"(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Za-z])"),
@@ -158,6 +158,9 @@ _AUTHZ_NOT_CREDENTIALS = frozenset({"required", "missing", "invalid", "failed", 
 _SIGNED = re.compile(
     r"(?i)([?&](?:sig|signature|x-amz-signature|x-amz-security-token|x-goog-signature)=)(?!\[REDACTED)([^&\s#\"'<>]+)"
 )
+# What the shape rules (keys by shape, base64 runs, bare PEM lines) need at least: a cheap scan that lets most
+# log lines skip them.
+_LONG_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24}")  # tried at run starts only: linear
 # Percent-encoded runs, decoded and checked as a whole.
 _PCT_RUN = re.compile(r"[^\s\"'<>]*%[0-9A-Fa-f]{2}[^\s\"'<>]*")
 # Base64 runs (standard or URL-safe) long enough to hold a credential.
@@ -198,6 +201,10 @@ def _looks_secret(value: str) -> bool:
     if _HEX_TOKEN.fullmatch(value):  # 32+ hex digits after a token-ish key: a token whatever its entropy
         return True
     if not _SECRETISH.fullmatch(value):
+        return False
+    # A path or resource name (`kms_key: "projects/p/locations/l/keyRings/r/cryptoKeys/k"`, `/etc/x.key`) names a
+    # key; it is not one.
+    if value.startswith(("/", "projects/", "organizations/", "folders/")) or "..." in value:
         return False
     if not any(c.isdigit() for c in value) or not any(c.isalpha() for c in value):
         return False
@@ -312,8 +319,9 @@ def _key_values(text: str) -> str:
     return "".join(out)
 
 
-def _rules(text: str) -> str:
-    """Every rule on the text as written (no decoding)."""
+def _rules(text: str, long_runs: bool = True) -> str:
+    """Every rule on the text as written (no decoding). `long_runs` False: the text has no 24-character run of
+    key alphabet, so the shape rules are skipped (masking never creates one)."""
     for trigger, rx, marker in _TOKENS:
         if trigger in text:
             text = rx.sub(marker, text)
@@ -330,8 +338,10 @@ def _rules(text: str) -> str:
     if "-" in text:
         text = _FLAG.sub(_flag_sub, text)
         for triggers, rx in _CMD_FLAGS:
-            if any(t in text for t in triggers):
-                text = rx.sub(_CLI_SUB, text)
+            for t in triggers:
+                if t in text:
+                    text = rx.sub(_CLI_SUB, text)
+                    break
     if " set " in text and "config" in text:
         text = _CONFIG_SET.sub(_config_sub, text)
     if "ookie" in text or "OOKIE" in text:
@@ -342,8 +352,12 @@ def _rules(text: str) -> str:
         text = _BASIC.sub(_BASIC_SUB, text)
     if "=" in text or ":" in text:
         low = text.lower()
-        if any(t in low for t in _KEY_TRIGGERS):
-            text = _key_values(text)
+        for t in _KEY_TRIGGERS:
+            if t in low:
+                text = _key_values(text)
+                break
+    if not long_runs:  # the rules below all need a 24-character run of key alphabet
+        return text
     if "_" in text or "-" in text:
         text = _SHAPED_KEY.sub(_shaped_sub, text)
     if "\n" in text or len(text) >= 40:
@@ -395,8 +409,9 @@ def redact(text: str) -> str:
         return text
     if "%" in text:
         text = _PCT_RUN.sub(_decoded_pct, text)
-    text = _rules(text)
-    if len(text) >= 24:
+    long_runs = len(text) >= 24 and _LONG_RUN.search(text) is not None
+    text = _rules(text, long_runs)
+    if long_runs:
         text = _B64_RUN.sub(_decoded_b64, text)
     return text
 
