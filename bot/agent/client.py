@@ -7,6 +7,9 @@ said `reasoning_content`) are dropped here: they are never shown to users and ne
 With tools, the request says `skip_special_tokens: false` (skills/data/vllm_images.yaml `serving`): Gemma 4's
 tool-call delimiters are special tokens, and a server that strips them leaves the gemma4 parser nothing to parse
 (vLLM's gemma4 tool parser sets it itself on the releases we pin; older ones relied on the request).
+
+Every message leaves through here with its Gemma 4 control-token strings escaped (skills/control_tokens.py): a
+question, an alert summary, a log line or a tool result can never become a turn marker or a tool call.
 """
 
 from __future__ import annotations
