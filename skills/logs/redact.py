@@ -394,8 +394,13 @@ _KIND = re.compile(r"\[REDACTED:([a-z_]+)\]")
 
 def _decoded_b64(m: re.Match[str]) -> str:
     run = m.group(0)
-    if run.startswith("LS0tLS1CRUdJTi"):  # base64 of "-----BEGIN": a PEM block, whatever follows
-        return MARK.format("private_key")
+    if run.startswith("LS0tLS1CRUdJTi"):  # base64 of "-----BEGIN": a PEM block, cut or whole
+        try:
+            head = base64.b64decode(run[:60])[:40]  # 60 characters: whole 4-character groups
+        except (binascii.Error, ValueError):
+            head = b""
+        public = b"CERTIFICATE" in head or b"PUBLIC KEY" in head  # public material stays readable
+        return run if public else MARK.format("private_key")
     text = _b64_text(run)
     if text is None:
         return run
