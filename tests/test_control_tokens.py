@@ -144,3 +144,14 @@ async def test_what_the_bot_sends_renders_with_only_the_templates_tokens(make_de
     for body in script.chat_requests:
         messages, tools = body["messages"], body.get("tools")
         assert specials(render(messages, tools)) == specials(render(placeholder(messages), tools))
+
+
+def test_ordinary_text_is_left_alone() -> None:
+    ordinary = [
+        "if a < b || c > d: pass",
+        "html <br> <div class='x'> <a href=\"/v1\">",
+        "parser <|> alternative; x |> f |> g; cmd |& tee out.log",
+        "2026-11-27 INFO [api_server.py:1090] vLLM API server version 0.24.0 <no tokens here>",
+    ]
+    assert [neutralise(t) for t in ordinary] == ordinary
+    assert neutralise_messages([{"role": "user", "content": ordinary[0]}]) == [{"role": "user", "content": ordinary[0]}]
