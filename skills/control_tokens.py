@@ -7,9 +7,12 @@ marker, and a forged `<|tool_call>` as a real tool call. vLLM's chat API has no 
 the bot escapes every occurrence before a request leaves it.
 
 The escape puts U+200B ZERO WIDTH SPACE right after the `<`. An added token only matches its exact character
-sequence, so `<` + U+200B + `|turn>` matches none; the tokenizer encodes it as ordinary pieces (U+200B through
-the byte fallback), the text still reads the same to a person and to the model, and the change is one character
-per occurrence. The same applies to the shape of the family (`<|name>`, `<name|>`, `<|name|>`), so a control
+sequence, so `<` + U+200B + `|turn>` matches none; the tokenizer encodes it as ordinary pieces (U+200B as a
+vocabulary piece or as UTF-8 byte pieces, either way text), the words still read the same to a person and to the
+model, and the change is one character per occurrence. Zero-width rather than a look-alike (`＜`, `‹`): a
+look-alike changes what a person copying the text gets, and some are themselves pieces of other models' special
+tokens (DeepSeek's use U+FF5C); nothing normalises U+200B away on the way (Python's strip() and Jinja's trim keep
+it, and Gemma's tokenizer normaliser only replaces spaces). The same applies to the shape of the family (`<|name>`, `<name|>`, `<|name|>`), so a control
 token added by a later Gemma 4 tokenizer is escaped too. The token list and its sources:
 skills/data/gemma4_control_tokens.yaml.
 """
