@@ -11,8 +11,9 @@ sequence, so `<` + U+200B + `|turn>` matches none; the tokenizer encodes it as o
 vocabulary piece or as UTF-8 byte pieces, either way text), the words still read the same to a person and to the
 model, and the change is one character per occurrence. Zero-width rather than a look-alike (`＜`, `‹`): a
 look-alike changes what a person copying the text gets, and some are themselves pieces of other models' special
-tokens (DeepSeek's use U+FF5C); nothing normalises U+200B away on the way (Python's strip() and Jinja's trim keep
-it, and Gemma's tokenizer normaliser only replaces spaces). The same applies to the shape of the family (`<|name>`, `<name|>`, `<|name|>`), so a control
+tokens (DeepSeek's use U+FF5C). U+200B is not whitespace to Python, so the template's `trim` keeps it; the
+test (tests/test_control_tokens.py) also matches tokens after a space-replacing normaliser, as Gemma's
+tokenizers have. The escape also covers the family's shape (`<|name>`, `<name|>`, `<|name|>`), so a control
 token added by a later Gemma 4 tokenizer is escaped too. The token list and its sources:
 skills/data/gemma4_control_tokens.yaml.
 """
