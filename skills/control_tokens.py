@@ -12,8 +12,8 @@ vocabulary piece or as UTF-8 byte pieces, either way text), the words still read
 model, and the change is one character per occurrence. Zero-width rather than a look-alike (`＜`, `‹`): a
 look-alike changes what a person copying the text gets, and some are themselves pieces of other models' special
 tokens (DeepSeek's use U+FF5C). U+200B is not whitespace to Python, so the template's `trim` keeps it; the
-test (tests/test_control_tokens.py) also matches tokens after a space-replacing normaliser, as Gemma's
-tokenizers have. The escape also covers the family's shape (`<|name>`, `<name|>`, `<|name|>`), so a control
+test (tests/test_control_tokens.py) matches added tokens both on the raw text and after a SentencePiece-style
+space-replacing normaliser. The escape also covers the family's shape (`<|name>`, `<name|>`, `<|name|>`), so a control
 token added by a later Gemma 4 tokenizer is escaped too. The token list and its sources:
 skills/data/gemma4_control_tokens.yaml.
 """
