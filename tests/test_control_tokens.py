@@ -43,7 +43,7 @@ def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = 
 
 def tokenizer(normalized: bool) -> Tokenizer:
     tok = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
-    # Gemma's tokenizers replace spaces with U+2581 before the model; with `normalized` the added tokens are
+    # SentencePiece-style tokenizers replace spaces with U+2581 before the model; with `normalized` added tokens are
     # matched after that step, else on the raw text. Either way a broken token must not match.
     tok.normalizer = normalizers.Replace(" ", "\u2581")
     tok.add_special_tokens([AddedToken(t, normalized=normalized, special=True) for t in TOKENS])
