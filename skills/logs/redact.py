@@ -144,7 +144,7 @@ _CMD_FLAGS: list[tuple[tuple[str, ...], re.Pattern[str]]] = [
 # `aws configure set aws_secret_access_key X`, `npm config set //host/:_authToken X`, `git config set ...`.
 _CONFIG_SET = re.compile(r"(\bconfig(?:ure)?\s+set\s+(?:--?[\w-]+\s+)*([^\s=]+)\s+['\"]?)(?!\[REDACTED)([^\s'\"]+)")
 # A Cookie / Set-Cookie header carries session credentials: the whole value goes.
-_COOKIE = re.compile(r"(?i)(\b(?:set-)?cookie[\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED)([^\r\n\"']+)")
+_COOKIE = re.compile(r"(?i)(\b(?:set-)?cookie[\"']?\s*[:=]\s*[\"']?)(?!\s*\[REDACTED)([^\r\n\"']+)")
 _HEX_TOKEN = re.compile(r"[0-9a-fA-F]{32,}")
 _BEARER = re.compile(r"(\b[Bb]earer\s+)([A-Za-z0-9._~+/-]{8,}=*)")
 _BASIC = re.compile(r"(\b[Bb]asic\s+)([A-Za-z0-9+/]{8,}={0,2})")
