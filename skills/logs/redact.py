@@ -196,17 +196,14 @@ def _entropy(s: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in counts.values())
 
 
-_PLAIN = frozenset({"true", "false", "none", "null", "yes", "no", "on", "off"})
-_PASSWORDISH = re.compile(r".*(?:passw(?:or)?d|passwd|passphrase|pwd|pin)")
-_NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
+_PLAIN = frozenset({"true", "false", "none", "null"})
 
 
-def _plain_value(key: str, value: str) -> bool:
-    """A boolean, null or number after a secret-sounding key (`hf_token_from_secret=True`, `api_key_count: 2`):
-    not a credential. Tokens, keys and secrets are long mixed strings; only a password may be all digits."""
-    if value.lower() in _PLAIN:
-        return True
-    return _NUMBER.fullmatch(value) is not None and _PASSWORDISH.fullmatch(key) is None
+def _plain_value(value: str) -> bool:
+    """A boolean or null after a name that ends in a secret word (`hf_token_from_secret=True`): a setting, not
+    a credential. A number there stays masked (an API key or PIN can be all digits); names that only mention a
+    secret (`api_key_count: 2`, `auth_token_ttl_s=3600`) are not secret names in the first place."""
+    return value.lower() in _PLAIN
 
 
 def _looks_secret(value: str) -> bool:
@@ -323,7 +320,7 @@ def _key_values(text: str) -> str:
             continue
         if not strong and not _looks_secret(value):
             continue
-        if _plain_value(key, value):
+        if _plain_value(value):
             continue
         out.append(text[last:vstart])
         out.append(MARK.format("secret"))
@@ -445,7 +442,7 @@ def redact_obj(value: Any) -> Any:
         out: dict[Any, Any] = {}
         for k, v in value.items():
             name = k.lower().replace("-", "_") if isinstance(k, str) else ""
-            plain = v is None or isinstance(v, bool) or (isinstance(v, int) and _plain_value(name, str(v)))
+            plain = v is None or isinstance(v, bool)  # settings, not credentials (see _plain_value)
             if name and isinstance(v, str | int) and not plain and str(v) and _STRONG.fullmatch(name):
                 out[k] = MARK.format("secret")
             else:
