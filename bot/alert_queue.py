@@ -8,7 +8,7 @@
   entry still being worked on is kept fresh by a heartbeat, so a slow job is not stolen. After
   `alert_max_attempts` it goes to the dead-letter stream and the dead-letter handler says so in Slack.
 - Redis going away is survived: workers back off and reconnect, and re-create the group if it vanished.
-- A job only records the alert (handlers/incidents.py); the Slack calls are made by the incident publisher that
+- A job only records the alert (skills/incidents/threads.py); the Slack calls are made by the incident publisher that
   starts and stops with the workers (`publisher`), so a slow or rate-limited Slack never holds an entry.
 """
 
@@ -327,7 +327,7 @@ def build_alert_queue(
     deps.chat. `clock`: a test's or bench's scaled clock (pacing, debounce, coalescing)."""
     from bot.slack_app import ChannelResponder, make_web_client
     from handlers.button_payloads import ButtonPayloads
-    from handlers.incidents import IncidentThreads, make_investigator
+    from skills.incidents.threads import IncidentThreads, make_investigator
 
     if investigate is None:
         investigate = make_investigator(deps)

@@ -80,7 +80,7 @@ class Settings(BaseSettings):
     # Cloud Monitoring -> Pub/Sub topic -> this subscription (projects/P/subscriptions/S, or S in
     # GOOGLE_CLOUD_PROJECT): alerts without a public URL. Unset: webhooks only.
     alert_pubsub_subscription: str | None = None
-    # Storms (handlers/incident_publisher.py): repeats of an incident within the interval become one thread line;
+    # Storms (skills/incidents/publisher.py): repeats of an incident within the interval become one thread line;
     # header edits wait at least the debounce and show the latest state; beyond the threshold of new incidents
     # per minute on one channel, a storm summary lists them all at once while their threads open one by one.
     alert_coalesce_interval_s: float = Field(default=60.0, ge=0)

@@ -18,7 +18,7 @@ from bot.sandbox.server import serve
 from bot.sandbox.slack_api import Fault
 from bot.settings import Settings
 from bot.web import create_app
-from handlers.incidents import IncidentThreads
+from skills.incidents.threads import IncidentThreads
 from handlers.reply import Reply
 from skills.clock import ScaledClock
 from skills.incidents.model import Alert, Incident

@@ -54,7 +54,7 @@ async def attach_console(deps: Deps, responder: Any) -> None:
     """Alerts the sandbox sends reach the bot's webhook route and open incident threads in the console."""
     from bot.alert_queue import AlertQueue
     from handlers.alerts.web import alert_routes
-    from handlers.incidents import IncidentThreads, make_investigator
+    from skills.incidents.threads import IncidentThreads, make_investigator
 
     sandbox = deps.sandbox
     if sandbox is None:

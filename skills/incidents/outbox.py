@@ -1,7 +1,7 @@
 """The publisher's side of incident storage: which channels have Slack work, what each incident's Slack state
 is, the storm summary, and the records of effects that went wrong.
 
-The publisher (handlers/incident_publisher.py) decides and calls Slack; everything it reads or writes in Redis
+The publisher (skills/incidents/publisher.py) decides and calls Slack; everything it reads or writes in Redis
 goes through here. Writes that record what Slack was asked or answered go through the channel's fenced lease
 (skills/incidents/leases.py `guarded_hset`), so a holder that lost its lease cannot overwrite its successor's record.
 

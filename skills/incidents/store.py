@@ -3,7 +3,7 @@
 Recording is an optimistic transaction (WATCH the alert's and the service's index keys and the incident): two
 workers, on one instance or several, folding alerts of one service at once never lose one of them, and
 nothing needs a lock, so a worker killed mid-record stalls nobody. The same transaction marks the incident
-dirty in its channel's outbox; the publisher (handlers/incident_publisher.py) posts what it asks for.
+dirty in its channel's outbox; the publisher (skills/incidents/publisher.py) posts what it asks for.
 
 Per incident:
   incident:<id>          the Incident (JSON)

@@ -1,4 +1,4 @@
-"""The Slack effects of the incident publisher (handlers/incident_publisher.py), each made at most once.
+"""The Slack effects of the incident publisher (skills/incidents/publisher.py), each made at most once.
 
 Before a post its intent is recorded under the channel's fenced lease (fx:<effect> = intent:<lease>), after
 it the result (done:<ts>), with the state it moves on (the thread's ts, the last event posted). A holder that

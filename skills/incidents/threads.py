@@ -2,7 +2,7 @@
 
 A queue worker calls `IncidentThreads.handle(entry_id, alert)` for each queued alert. The job only records:
 the alert is folded into its incident in Redis (skills/incidents/store.py, an optimistic transaction, no lock)
-and the incident is marked for the publisher (handlers/incident_publisher.py), which makes every Slack call
+and the incident is marked for the publisher (skills/incidents/publisher.py), which makes every Slack call
 within Slack's rate limits, with an intent recorded before each post. An incident's first alert also runs
 its investigation (findings, then the agent's plan) once per incident, however many alerts it groups; the
 replies are stored and posted under the thread once it exists.
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from handlers.commands.logs import render_diagnosis
 from handlers.context import Responder
-from handlers.incident_publisher import IncidentPublisher
+from skills.incidents.publisher import IncidentPublisher
 from handlers.incident_render import event_line, header_reply, lines_reply
 from handlers.remediation_render import render_remediation
 from handlers.reply import Reply

@@ -13,7 +13,7 @@ header edits. Repeats coalesce into one line per `alert_coalesce_interval_s`; he
 minute on one channel, one storm summary lists them all (edited in place every `alert_storm_edit_interval_s`)
 while their own threads open as the rate allows.
 
-Each effect is made at most once, its intent recorded first: handlers/incident_effects.py.
+Each effect is made at most once, its intent recorded first: skills/incidents/effects.py.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from handlers.incident_effects import REDIS_DOWN as _REDIS_DOWN
-from handlers.incident_effects import DeadNotice, Effect, ResponderFor, SlackEffects
+from skills.incidents.effects import REDIS_DOWN as _REDIS_DOWN
+from skills.incidents.effects import DeadNotice, Effect, ResponderFor, SlackEffects
 from handlers.incident_render import storm_reply
 from skills.clock import Clock
 from skills.incidents.leases import Lease
