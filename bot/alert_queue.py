@@ -76,6 +76,9 @@ class Companion(Protocol):
 JobHandler = Callable[[str, Alert], Awaitable[None]]
 DeadHandler = Callable[[str, Alert | None, str, int], Awaitable[None]]
 _REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+STORE_DOWN: tuple[type[BaseException], ...] = (
+    _REDIS_DOWN  # what a Redis outage raises (the incident pipeline rides it out)
+)
 
 
 def _describe_worker_error(exc: BaseException) -> str:
@@ -327,13 +330,16 @@ def build_alert_queue(
     deps.chat. `clock`: a test's or bench's scaled clock (pacing, debounce, coalescing)."""
     from bot.slack_app import ChannelResponder, make_web_client
     from handlers.button_payloads import ButtonPayloads
-    from skills.incidents.threads import IncidentThreads, make_investigator
+    from handlers.incident_chat import RenderedIncidentChat
+    from handlers.incident_investigation import make_investigator
+    from skills.incidents.threads import IncidentThreads
 
     if investigate is None:
         investigate = make_investigator(deps)
     client = deps.chat if deps.chat is not None else make_web_client(deps.settings, clock)
     payloads = ButtonPayloads(deps.redis, deps.settings.key)
-    threads = IncidentThreads(
-        deps, lambda channel: ChannelResponder(client, channel, payloads=payloads), investigate, clock
+    chat = RenderedIncidentChat(
+        lambda channel: ChannelResponder(client, channel, payloads=payloads), deps.settings.vllm_service_name
     )
+    threads = IncidentThreads(deps.redis, deps.settings, chat, investigate, clock, store_down=_REDIS_DOWN)
     return AlertQueue(deps, threads.handle, threads.on_dead, concurrency=concurrency, publisher=threads.publisher)

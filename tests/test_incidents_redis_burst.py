@@ -8,7 +8,6 @@ import asyncio
 import json
 import logging
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest

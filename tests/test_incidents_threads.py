@@ -18,10 +18,11 @@ from bot.sandbox.server import serve
 from bot.sandbox.slack_api import Fault
 from bot.settings import Settings
 from bot.web import create_app
-from skills.incidents.threads import IncidentThreads
+from handlers.incident_chat import RenderedIncidentChat
 from handlers.reply import Reply
 from skills.clock import ScaledClock
 from skills.incidents.model import Alert, Incident
+from skills.incidents.threads import IncidentThreads
 from tests.alerts_fixtures import (
     PostsSlack,
     am_alert,
@@ -202,7 +203,8 @@ async def test_worker_dying_mid_job_loses_nothing_and_duplicates_nothing(setting
         got = await deps.redis.xreadgroup(GROUP, "worker-a", {queue.stream: ">"}, count=10)
         [(_, entries)] = got
         assert len(entries) == 2
-        threads = IncidentThreads(deps, _responder(deps), quiet)
+        chat = RenderedIncidentChat(_responder(deps), s.vllm_service_name)
+        threads = IncidentThreads(deps.redis, s, chat, quiet)
         first_id, first_fields = entries[0]
         await threads.handle(first_id, Alert.model_validate_json(first_fields["alert"]))  # recorded, not posted
         await threads.publisher.step()  # A's publisher posts the header, then A dies

@@ -52,14 +52,17 @@ def build_sandbox_deps(settings: Settings, sandbox: Sandbox, agent_base_url: str
 
 async def attach_console(deps: Deps, responder: Any) -> None:
     """Alerts the sandbox sends reach the bot's webhook route and open incident threads in the console."""
-    from bot.alert_queue import AlertQueue
+    from bot.alert_queue import STORE_DOWN, AlertQueue
     from handlers.alerts.web import alert_routes
-    from skills.incidents.threads import IncidentThreads, make_investigator
+    from handlers.incident_chat import RenderedIncidentChat
+    from handlers.incident_investigation import make_investigator
+    from skills.incidents.threads import IncidentThreads
 
     sandbox = deps.sandbox
     if sandbox is None:
         raise RuntimeError("attach_console needs the sandbox wired (deps.sandbox)")
-    threads = IncidentThreads(deps, lambda channel: responder, make_investigator(deps))
+    chat = RenderedIncidentChat(lambda channel: responder, deps.settings.vllm_service_name)
+    threads = IncidentThreads(deps.redis, deps.settings, chat, make_investigator(deps), store_down=STORE_DOWN)
     queue = AlertQueue(deps, threads.handle, threads.on_dead, concurrency=2, publisher=threads.publisher)
     await queue.start()
     sandbox.closers.append(queue.stop)

@@ -28,28 +28,18 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
-from skills.incidents.effects import REDIS_DOWN as _REDIS_DOWN
-from skills.incidents.effects import DeadNotice, Effect, ResponderFor, SlackEffects
-from handlers.incident_render import storm_reply
 from skills.clock import Clock
+from skills.incidents.effects import STORE_DOWN, DeadAnnounce, Effect, SlackEffects
 from skills.incidents.leases import Lease
 from skills.incidents.model import Incident, severity_rank
 from skills.incidents.outbox import IncidentOutbox, Loaded, Record
+from skills.incidents.settings import IncidentSettings
 from skills.incidents.store import IncidentStore
+from skills.ports import IncidentChat, Store
 from skills.retrying import RetryPolicy, describe_error, retry_call
 
-if TYPE_CHECKING:
-    from handlers.deps import HandlerDeps
-
 log = logging.getLogger(__name__)
-
-
-def _describe_error(exc: BaseException) -> str:
-    if isinstance(exc, _REDIS_DOWN):
-        return f"Redis unavailable ({type(exc).__name__})"
-    return f"unexpected error ({describe_error(exc)})"
 
 
 STORM_WINDOW_S = 60.0
@@ -78,14 +68,20 @@ class _Bucket:
 
 class IncidentPublisher(SlackEffects):
     def __init__(
-        self, deps: HandlerDeps, responder_for: ResponderFor, clock: Clock, on_dead: DeadNotice | None = None
+        self,
+        store: Store,
+        settings: IncidentSettings,
+        chat: IncidentChat,
+        clock: Clock,
+        on_dead: DeadAnnounce | None = None,
+        store_down: tuple[type[BaseException], ...] = STORE_DOWN,
     ) -> None:
-        self.deps = deps
-        self.s = deps.settings
+        self.s = settings
         self.clock = clock
-        self.outbox = IncidentOutbox(IncidentStore(deps.redis, self.s.key_prefix, clock))
-        self.responder_for = responder_for
+        self.outbox = IncidentOutbox(IncidentStore(store, self.s.key_prefix, clock))
+        self.chat = chat
         self.on_dead = on_dead
+        self.store_down = store_down
         self.owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.leases: dict[str, Lease] = {}
         self.post_buckets: dict[str, _Bucket] = {}
@@ -110,7 +106,7 @@ class IncidentPublisher(SlackEffects):
                 await asyncio.wait_for(self._task, timeout=grace_s)
             self._task = None
         for lease in self.leases.values():
-            with contextlib.suppress(*_REDIS_DOWN):
+            with contextlib.suppress(*self.store_down):
                 await lease.release()
 
     def wake(self) -> None:
@@ -140,11 +136,16 @@ class IncidentPublisher(SlackEffects):
             jitter_s=0.1,
             sleep=backoff,
             log=log,
-            describe=_describe_error,
-            traceback=lambda exc: not isinstance(exc, _REDIS_DOWN),
+            describe=self._describe_error,
+            traceback=lambda exc: not isinstance(exc, self.store_down),
         )
         while not self._stopping.is_set():
             await retry_call(policy, once)
+
+    def _describe_error(self, exc: BaseException) -> str:
+        if isinstance(exc, self.store_down):
+            return f"Redis unavailable ({type(exc).__name__})"
+        return f"unexpected error ({describe_error(exc)})"
 
     async def _idle(self, due_in: float | None, real_s: float = 0.1) -> None:
         """Wait before the next look at the outboxes. If something is waiting for Slack's budget or its
@@ -246,12 +247,14 @@ class IncidentPublisher(SlackEffects):
         incs = [x.inc for x in loaded.values() if x.inc is not None]
         threads = {i for i, x in loaded.items() if x.pub.get("ts")}
         since = datetime.fromisoformat(storm["since_wall"])
-        reply = storm_reply(incs, threads, ch, since)
-        digest = hashlib.sha256(reply.model_dump_json().encode()).hexdigest()[:16]
+        # What the summary shows, as data (the surface renders it): it is edited only when this changes.
+        shown = sorted((i.id, i.state, i.severity, i.id in threads) for i in incs)
+        digest = hashlib.sha256(repr(shown).encode()).hexdigest()[:16]
+        view = (incs, threads, since)
         if not storm.get("ts"):
-            return [Effect((0,), now, "summary", "post", None, storm, (self.outbox.storm(ch), reply, digest))]
+            return [Effect((0,), now, "summary", "post", None, storm, (self.outbox.storm(ch), view, digest))]
         if storm.get("digest") != digest:
-            return [Effect((0,), due, "summary-edit", "update", None, storm, (self.outbox.storm(ch), reply, digest))]
+            return [Effect((0,), due, "summary-edit", "update", None, storm, (self.outbox.storm(ch), view, digest))]
         if recent == 0 and len(threads) == len(incs):  # quiet, every thread open, summary final: storm over
             await self.outbox.end_storm(ch)
             log.info("alert storm on %s is over (%d incidents)", ch, len(incs))
