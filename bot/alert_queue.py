@@ -180,9 +180,47 @@ class AlertQueue:
         block_ms = int(min(1000, reclaim_every * 1000))
         next_reclaim = [0.0]
         loop = asyncio.get_running_loop()
+        # Where this consumer's own pending entries are re-read from ("" : nothing to recover). A Redis error
+        # mid-batch leaves the entry in hand and the rest of the batch pending for THIS consumer: `>` never hands
+        # them out again, and waiting for the idle reclaim (alert_reclaim_idle_ms, a minute by default, 8 at a
+        # time) stalled a burst for minutes after Redis came back. They are re-read from the pending list
+        # instead (XREADGROUP with an id, Redis's documented recovery of a consumer's own history), once through.
+        recover = ["0"]
 
         async def step() -> None:
+            try:
+                await read_step()
+            except _REDIS_DOWN:
+                recover[0] = "0"
+                raise
+
+        async def recover_own() -> None:
+            try:
+                resp: Any = await self.deps.redis.xreadgroup(GROUP, consumer, {self.stream: recover[0]}, count=8)
+            except ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                recover[0] = ""  # the group is gone (Redis lost its data): nothing pending to recover
+                return
+            entries = [e for _stream, es in resp or [] for e in es]
+            if not entries:
+                recover[0] = ""
+                return
+            for entry_id, fields in entries:
+                recover[0] = entry_id  # a failed job stays pending for the reclaim: read past it, once
+                if not fields:  # deleted while pending
+                    await self.deps.redis.xack(self.stream, GROUP, entry_id)
+                    continue
+                if await self.deps.redis.hexists(self.errors_key, entry_id):
+                    continue  # a job that failed: it waits for the reclaim's backoff, not a quick retry
+                log.info("alert worker %s resumes its pending entry %s", consumer, entry_id)
+                await self._process(consumer, entry_id, fields)
+
+        async def read_step() -> None:
             if self._stopping.is_set():
+                return
+            if recover[0]:
+                await recover_own()
                 return
             try:
                 if loop.time() >= next_reclaim[0]:

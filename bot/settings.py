@@ -87,6 +87,11 @@ class Settings(BaseSettings):
     alert_header_debounce_s: float = Field(default=5.0, ge=0)
     alert_storm_threshold_per_min: int = Field(default=10, ge=1)
     alert_storm_edit_interval_s: float = Field(default=2.0, ge=0)
+    # A fix confirmed from an incident's thread is followed up: "fix applied; condition still firing after N min"
+    # when its condition has not cleared this long after the fix completed. An estimate: Cloud Monitoring closes
+    # an incident once its condition has been false for the condition's duration window plus evaluation delay
+    # (https://cloud.google.com/monitoring/alerts/concepts-indepth), commonly 5 min or less; 10 min leaves room.
+    alert_fix_check_s: float = Field(default=600.0, gt=0)
     # The lease one instance holds to post into a channel (renewed while working; a dead holder's expires).
     alert_channel_lease_ms: int = Field(default=10_000, ge=100)
     # Our own pacing of chat.postMessage per channel, matching Slack's documented 1/s with a short burst.

@@ -17,11 +17,12 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from skills.clock import Clock
 from skills.incidents.leases import Lease
-from skills.incidents.model import Alert, Incident
+from skills.incidents.model import Alert, Event, Incident
 from skills.incidents.outbox import IncidentOutbox, Record
 from skills.logs.redact import redact
 from skills.ports import ChatRefused, IncidentChat
@@ -75,6 +76,8 @@ class SlackEffects:
                 await self._lines(lease, eff)
             elif eff.kind == "edit":
                 await self._edit(lease, eff)
+            elif eff.kind == "fixcheck":
+                await self._fixcheck(lease, eff)
             else:
                 await self._summary(ch, lease, eff)
             self.retry_at.pop(eff.name, None)
@@ -184,6 +187,25 @@ class SlackEffects:
             state = {f"fx:lines:{last}": f"done:{ts}", "through": str(last), "line_at": repr(self.clock.now())}
             await self._save(lease, rec, state)
 
+    async def _fixcheck(self, lease: Lease, eff: Effect) -> None:
+        """The fix confirmed from the thread did not clear the condition in time: say so, once per fix."""
+        inc = eff.inc
+        assert inc is not None and inc.fix is not None
+        fix_key = eff.pub.get("fix", "")
+        now = self.clock.now()
+        armed_at = float(eff.pub.get("fixcheck_due", now)) - self.s.alert_fix_check_s
+        at = datetime.now(UTC)
+        ev = Event(seq=0, kind="fix_pending", name=inc.lead.name, first_at=at, last_at=at, fix=inc.fix,
+                   waited_s=max(now - armed_at, 0.0))  # fmt: skip
+        rec = self.outbox.incident(inc.id)
+
+        async def post() -> str:
+            return await self.chat.post_lines(eff.pub["channel"], eff.pub["ts"], [ev], inc.service)
+
+        ts = await self._once(lease, rec, eff.pub, f"fixcheck:{fix_key}", post)
+        if ts is not None:
+            await self._save(lease, rec, {f"fx:fixcheck:{fix_key}": f"done:{ts}", "fixcheck_done": fix_key})
+
     async def _edit(self, lease: Lease, eff: Effect) -> None:
         inc = eff.inc
         assert inc is not None
@@ -239,6 +261,8 @@ class SlackEffects:
             await self.outbox.write(lease, rec, {"through": str(eff.arg[-1].seq)})
         elif eff.kind == "reply":
             await self.outbox.write(lease, rec, {"replies": str(int(eff.arg) + 1)})
+        elif eff.kind == "fixcheck":
+            await self.outbox.write(lease, rec, {"fixcheck_done": eff.pub.get("fix", "")})
         else:
             await self.outbox.write(lease, rec, {"rev": str(inc.rev)})
 

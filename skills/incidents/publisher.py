@@ -66,6 +66,11 @@ class _Bucket:
         self.tokens -= 1.0
 
 
+def _fix_key(inc: Incident) -> str:
+    """Which fix of the incident (a later fix is checked anew)."""
+    return inc.fix.at.isoformat() if inc.fix else ""
+
+
 class IncidentPublisher(SlackEffects):
     def __init__(
         self,
@@ -164,6 +169,7 @@ class IncidentPublisher(SlackEffects):
     # --- one step: every channel with work, one effect each ----------------------------------------------
     async def step(self) -> tuple[bool, float | None]:
         await self._flush()
+        await self.outbox.due_fix_checks(self.clock.now())
         did = False
         due: float | None = None
         for ch in await self.outbox.channels():
@@ -201,6 +207,11 @@ class IncidentPublisher(SlackEffects):
         scores = dict(entries)
         clean: list[str] = []
         for inc_id, (inc, pub, n_replies) in loaded.items():
+            if inc is not None and inc.fix is not None and pub.get("fix") != _fix_key(inc):
+                # A fix confirmed from its thread: checked after alert_fix_check_s on this clock.
+                if not await outbox.arm_fix_check(lease, inc, _fix_key(inc), now + self.s.alert_fix_check_s):
+                    return False, None
+                pub = {**pub, "fix": _fix_key(inc), "fixcheck_due": repr(now + self.s.alert_fix_check_s)}
             fx = self._effects(inc, pub, n_replies, now) if inc else []
             if fx:
                 effects += fx
@@ -234,6 +245,10 @@ class IncidentPublisher(SlackEffects):
                 last = pub.get("line_at")  # leading edge: the first line after a quiet interval goes at once
                 due = now if urgent or not last else float(last) + self.s.alert_coalesce_interval_s
                 out.append(Effect((2 if urgent else 3, sev, opened, 1), due, "lines", "post", inc, pub, events))
+        fix_due = pub.get("fixcheck_due")
+        if inc.fix is not None and not resolved and fix_due and pub.get("fixcheck_done") != pub.get("fix"):
+            if now >= float(fix_due):  # not yet due: not kept dirty (outbox:fixchecks marks it again then)
+                out.append(Effect((3, sev, opened, 2), now, "fixcheck", "post", inc, pub))
         if int(pub.get("rev", 0)) < inc.rev:
             due = now if resolved else float(pub.get("edit_at", 0)) + self.s.alert_header_debounce_s
             out.append(Effect((2 if resolved else 4, sev, opened), due, "edit", "update", inc, pub))
