@@ -76,9 +76,13 @@ def make_investigator(deps: HandlerDeps) -> Investigator:
         if deps.logs is None:
             yield Reply(title=":warning: No log source is wired, so there are no findings for this alert.")
         else:
-            # Service-wide (not just the alert's revision): rollouts between revisions are often the story.
+            # One failure, one diagnosis: a Cloud Monitoring alert names the revision it is about (its monitored
+            # resource), and that revision's logs are its story; earlier failures of other revisions in the
+            # window have incidents of their own. Alerts naming no Cloud Run revision (Alertmanager's
+            # `instance` is a scrape target) read the whole service: rollouts between revisions may be the story.
             query = LogQuery(
                 service=inc.service,
+                revision=(alert.revision or None) if alert.source == "gcp" else None,
                 since=since,
                 until=until,
                 max_entries=s.log_max_entries,
