@@ -62,7 +62,11 @@ async def attach_console(deps: Deps, responder: Any) -> None:
     if sandbox is None:
         raise RuntimeError("attach_console needs the sandbox wired (deps.sandbox)")
     chat = RenderedIncidentChat(lambda channel: responder, deps.settings.vllm_service_name)
-    threads = IncidentThreads(deps.redis, deps.settings, chat, make_investigator(deps), store_down=STORE_DOWN)
+    # The incident pipeline runs on the sandbox's clock: a fix's follow-up after ALERT_FIX_CHECK_S, coalescing and
+    # debounce pass at SANDBOX_SPEED, like the simulated cold starts they follow.
+    threads = IncidentThreads(
+        deps.redis, deps.settings, chat, make_investigator(deps), sandbox.clock, store_down=STORE_DOWN
+    )
     queue = AlertQueue(deps, threads.handle, threads.on_dead, concurrency=2, publisher=threads.publisher)
     await queue.start()
     sandbox.closers.append(queue.stop)
