@@ -365,6 +365,10 @@ async def interact(deps: Deps, responder: ConsoleResponder, reader: LineReader, 
         try:
             if not await task:
                 break
+            if deps.sandbox is not None and deps.sandbox.settle is not None:
+                # At a terminal the prompt blocks the loop: let the command's incident updates (a fix's close
+                # notification, its follow-up line) show before it, as Slack would show them meanwhile.
+                await deps.sandbox.settle(30.0)
         except asyncio.CancelledError:
             if not task.cancelled():
                 raise

@@ -73,7 +73,10 @@ async def attach_console(deps: Deps, responder: Any) -> None:
     sandbox.alert_app = Starlette(routes=alert_routes(deps, queue.enqueue))
 
     async def settle(timeout_s: float = 300.0) -> None:
-        # The console prints the thread before its next prompt: wait until the queue has done the alert.
+        # The console prints the thread before its next prompt: wait until the queue has done the alert (and
+        # any close notification a command just made due: a fix's revision became ready).
+        assert sandbox is not None
+        await sandbox.close_cleared()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             b = await queue.backlog()

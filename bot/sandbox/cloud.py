@@ -81,7 +81,7 @@ class Sandbox:
         self.alert_token = secrets.token_urlsafe(16)
         # Set by whoever wires the bot: the ASGI app with the alert webhooks, and a wait for the queue.
         self.alert_app: Any = None
-        self.settle: Callable[[], Awaitable[None]] | None = None
+        self.settle: Callable[..., Awaitable[None]] | None = None  # settle(timeout_s=300.0)
         self.saturated = False
         # Alerts sent and not yet closed: incident id -> (the revision it is about, the open payload). Like Cloud
         # Monitoring, the sandbox sends the close notification when the condition stops being met.
@@ -322,19 +322,26 @@ class Sandbox:
         its conditions continuously; here, every `every_s` of real time)."""
         while self.open_alerts:
             await asyncio.sleep(every_s)
-            for iid, (revision, opened) in list(self.open_alerts.items()):
-                if not self.cleared(revision):
-                    continue
-                if opened["incident"]["policy_name"] == sc.SCENARIOS["queue-saturation"].alert:
-                    self.saturated = False  # the load moved to the new revision
-                summary = f"The condition on {self.service} (revision {revision}) is no longer met."
-                try:
-                    resp = await self.post_alert(sc.gcp_closed(opened, summary))
-                except Exception as exc:  # noqa: BLE001 - the next look retries, as Cloud Monitoring would
-                    log.warning("sandbox: close notification for %s failed: %s", iid, exc)
-                    continue
-                if resp.status_code == 202:
-                    del self.open_alerts[iid]
+            await self.close_cleared()
+
+    async def close_cleared(self) -> int:
+        """One look: send the close notification of every open alert whose condition cleared; how many."""
+        sent = 0
+        for iid, (revision, opened) in list(self.open_alerts.items()):
+            if iid not in self.open_alerts or not self.cleared(revision):
+                continue
+            if opened["incident"]["policy_name"] == sc.SCENARIOS["queue-saturation"].alert:
+                self.saturated = False  # the load moved to the new revision
+            summary = f"The condition on {self.service} (revision {revision}) is no longer met."
+            try:
+                resp = await self.post_alert(sc.gcp_closed(opened, summary))
+            except Exception as exc:  # noqa: BLE001 - the next look retries, as Cloud Monitoring would
+                log.warning("sandbox: close notification for %s failed: %s", iid, exc)
+                continue
+            if resp.status_code == 202:
+                self.open_alerts.pop(iid, None)
+                sent += 1
+        return sent
 
     def wait_budget_s(self) -> float:
         """Real seconds to wait for a revision: the longest cold start the planner knows, at this speed."""
