@@ -79,7 +79,8 @@ def make_investigator(deps: HandlerDeps) -> Investigator:
             # One failure, one diagnosis: a Cloud Monitoring alert names the revision it is about (its monitored
             # resource), and that revision's logs are its story; earlier failures of other revisions in the
             # window have incidents of their own. Alerts naming no Cloud Run revision (Alertmanager's
-            # `instance` is a scrape target) read the whole service: rollouts between revisions may be the story.
+            # `instance` is a scrape target) read the whole service: rollouts between revisions may be the story,
+            # and so does an alert whose revision shows no known failure in the window.
             query = LogQuery(
                 service=inc.service,
                 revision=(alert.revision or None) if alert.source == "gcp" else None,
@@ -90,6 +91,9 @@ def make_investigator(deps: HandlerDeps) -> Investigator:
             )
             try:
                 d = await diagnose_service(deps.logs, query, token_budget=s.log_token_budget)
+                if query.revision and not d.findings:
+                    wide = query.model_copy(update={"revision": None})
+                    d = await diagnose_service(deps.logs, wide, token_budget=s.log_token_budget)
             except UserFacingError as exc:
                 yield Reply(title=f":warning: Could not read the logs for {span}: {redact(exc.message)[:300]}")
             else:
