@@ -6,7 +6,9 @@ and the incident is marked for the publisher (skills/incidents/publisher.py), wh
 within Slack's rate limits, with an intent recorded before each post, through the IncidentChat port
 (skills/ports.py; the surface renders). An incident's first alert also runs its investigation (the injected
 `Investigator`: findings, then the agent's plan) once per incident; its messages are stored and posted under
-the thread once it exists.
+the thread once it exists. An incident is one failing condition on one service, so an alert of another
+condition gets an incident (thread, investigation, buttons) of its own: why a thread rather than a section of
+the service's thread is said in skills/incidents/model.py.
 """
 
 from __future__ import annotations
