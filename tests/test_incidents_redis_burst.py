@@ -89,7 +89,9 @@ async def test_burst_across_a_redis_restart_delivers_every_accepted_alert(
         assert await eventually(lambda: not (accepted - _names_in_slack(slack)), timeout=left), (
             f"not in Slack 60 s after the restart: {sorted(accepted - _names_in_slack(slack))}"
         )
+        took = asyncio.get_running_loop().time() - restarted
     finally:
         await close(bot)
         own.stop()
     assert len(accepted) == N
+    print(f"redis restart mid-burst: all {N} accepted alerts in Slack {took:.1f} s after the restart")
