@@ -137,3 +137,28 @@ async def test_a_fix_that_does_not_clear_the_condition_is_followed_up_then_its_r
         for t in texts
     )
     assert "RESOLVED" in _shown(slack, h) and "Fix" in _shown(slack, h)
+
+
+async def test_a_fix_recorded_after_the_condition_cleared_is_credited_at_once(
+    settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock
+) -> None:
+    """The close can arrive before the write reports back (the revision is ready before the deploy's last poll):
+    the follow-up goes out at once, not after the coalescing interval."""
+    s = tuned(settings, alert_coalesce_interval_s=3600)
+    bot = await start(s, clock)
+    store = IncidentStore(bot.deps.redis, s.key_prefix)
+    try:
+        await _gcp(bot, "0.early")
+        assert await drained(bot)
+        [h] = incident_headers(slack)
+        await _gcp(bot, "0.early", "closed")
+        assert await eventually(lambda: [m for m in replies(slack, h["ts"]) if "Incident resolved" in text_of(m)])
+        found = re.search(r"incident (inc-[0-9-]+)", text_of(h))
+        assert found
+        fix = Fix(action="redeploy `vllm-gemma4`", revision="vllm-gemma4-00008-def", at=utcnow())
+        assert await store.record_fix(found.group(1), fix, fix.at)
+        assert await drained(bot, timeout=5)  # no clock advance: the line is not held for the interval
+    finally:
+        await close(bot)
+    last = text_of(replies(slack, h["ts"])[-1])
+    assert "fixed by redeploy `vllm-gemma4` at" in last and "`vllm-gemma4-00008-def` ready, condition cleared" in last

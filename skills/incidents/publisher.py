@@ -241,7 +241,7 @@ class IncidentPublisher(SlackEffects):
             through = int(pub.get("through", 0))
             events = [e for e in inc.events if e.seq > through]
             if events:
-                urgent = any(e.kind in ("resolved", "refired") for e in events)
+                urgent = any(e.kind in ("resolved", "refired", "fixed") for e in events)
                 last = pub.get("line_at")  # leading edge: the first line after a quiet interval goes at once
                 due = now if urgent or not last else float(last) + self.s.alert_coalesce_interval_s
                 out.append(Effect((2 if urgent else 3, sev, opened, 1), due, "lines", "post", inc, pub, events))
