@@ -202,7 +202,9 @@ async def test_storm_across_two_instances_summary_first_one_thread_each_most_sev
 async def test_repeats_coalesce_into_one_line_headers_debounce_resolves_go_first(
     settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock
 ) -> None:
-    s = tuned(settings, alert_coalesce_interval_s=600, alert_header_debounce_s=300)
+    # Intervals long against the wall time the 40 posts take on a loaded machine (this clock runs 20x): only the
+    # advance below may end them.
+    s = tuned(settings, alert_coalesce_interval_s=6000, alert_header_debounce_s=3000)
     bot = await start(s, clock)
     seen = s.key("alerts", "seen", "*")
 
@@ -219,9 +221,9 @@ async def test_repeats_coalesce_into_one_line_headers_debounce_resolves_go_first
         for _ in range(37):
             await repeat(am("vllm-gemma4", "KVCacheFull", "critical"))
         await bot.post(am("vllm-gemma4", "KVCacheFull", "critical", n=2, start=1))  # two more instances
-        assert await drained(bot, timeout=1) is False  # the rest waits for the interval (600 s on this clock)
+        assert await drained(bot, timeout=1) is False  # the rest waits for the interval (6000 s on this clock)
         assert len(replies(slack, h["ts"])) == 1 and not [u for u in slack.accepted if u["_method"] == "chat.update"]
-        clock.advance(600)
+        clock.advance(6000)
         assert await drained(bot)
         assert "Still firing: *KVCacheFull* (repeat notification #1)" in text_of(first)
         [_, second] = replies(slack, h["ts"])
