@@ -80,6 +80,9 @@ class ConsoleResponder:
         self.buttons: list[tuple[Button, str]] = []  # (button, ts of the message carrying it)
         self.numbers: dict[str, int] = {}  # ts -> the message number people see (#N)
         self.threads: list[str] = []  # ts of messages that have replies, most recent last
+        # ts of a thread reply -> its thread's ts: a button clicked in a thread says which thread, as Slack's
+        # payload does (message.thread_ts), so a plan asked for in an incident's thread belongs to that incident.
+        self.parent: dict[str, str] = {}
         self._shown: dict[str, list[str]] = {}  # ts -> lines last shown (updates print only what changed)
         self._n = itertools.count(1)
         self._last_ts = 0.0
@@ -126,6 +129,7 @@ class ConsoleResponder:
             print(f"  | (thread #{n}: `reply TEXT` answers here)", file=self.out)
         if thread_ts:
             self.threads = [t for t in self.threads if t != thread_ts] + [thread_ts]
+            self.parent[ts] = thread_ts
         self._show(reply, ts, prefix="  | " if thread_ts else "")
         for f in reply.files:
             await self.upload(f, thread_ts or ts)
@@ -200,7 +204,7 @@ async def handle_line(deps: Deps, responder: ConsoleResponder, line: str) -> boo
             action_id=button.action_id,
             value=button.value,
             message_ts=ts,
-            thread_ts=ts,
+            thread_ts=responder.parent.get(ts, ts),
         )
         await _deliver(responder, await run_action(click))
     else:
@@ -362,6 +366,10 @@ async def interact(deps: Deps, responder: ConsoleResponder, reader: LineReader, 
         try:
             if not await task:
                 break
+            if deps.sandbox is not None and deps.sandbox.settle is not None:
+                # At a terminal the prompt blocks the loop: let the command's incident updates (a fix's close
+                # notification, its follow-up line) show before it, as Slack would show them meanwhile.
+                await deps.sandbox.settle(30.0)
         except asyncio.CancelledError:
             if not task.cancelled():
                 raise

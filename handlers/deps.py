@@ -25,6 +25,7 @@ class HandlerSettings(Protocol):
 
     alert_channel_lease_ms: int
     alert_coalesce_interval_s: float
+    alert_fix_check_s: float
     alert_group_window_s: int
     alert_header_debounce_s: float
     alert_max_attempts: int

@@ -54,7 +54,7 @@ class Bot:
 
 
 async def proposes(inc: Incident, alert: Alert) -> AsyncIterator[Reply]:
-    """Stands in for the agent's plan: proposed actions as plan buttons, as handlers/incidents.py renders them."""
+    """Stands in for the agent's plan: proposed actions as plan buttons, as skills/incidents/threads.py renders them."""
     reply = Reply(title=":brain: Plan (high confidence): scale out, or redeploy with a shorter context")
     reply.buttons.append(plan_button("scale", SCALE, "Plan scale"))
     reply.buttons.append(plan_button("deploy", {"profile": "gemma4-12b-qat-l4", "max_model_len": "8192"}))

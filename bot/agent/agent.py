@@ -31,7 +31,7 @@ from skills.logs.redact import redact
 
 if TYPE_CHECKING:
     from bot.adapters.llm import LLMEndpoint
-    from bot.deps import Deps
+    from bot.agent.ports import AgentPorts
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class Answer:
 
 
 class Agent:
-    def __init__(self, deps: Deps, *, initial_backoff_s: float = 2.0, max_backoff_s: float = 30.0) -> None:
+    def __init__(self, deps: AgentPorts, *, initial_backoff_s: float = 2.0, max_backoff_s: float = 30.0) -> None:
         self.deps = deps
         self.settings = deps.settings
         self._backoff = (initial_backoff_s, max_backoff_s)
@@ -251,7 +251,7 @@ def parse_plan(text: str) -> tuple[RemediationProposal | None, str]:
     return None, err
 
 
-async def cold_start_estimate_min(deps: Deps) -> float | None:
+async def cold_start_estimate_min(deps: AgentPorts) -> float | None:
     """The capacity planner's cold-start estimate for the model the service runs (from its annotation)."""
     info = await deps.runtime.get_service(deps.settings.vllm_service_name)
     model = (info.spec.get("annotations") or {}).get(ANNOTATION_MODEL)
