@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from skills.diagnosis.analyzers import access, container, cuda, engine, memory, platform, serving, startup  # noqa: F401  (registration)
 from skills.diagnosis.analyzers.base import REGISTRY, LogView
 from skills.diagnosis.analyzers.bounds import bound
-from skills.diagnosis.analyzers.causes import STARTUP_KINDS, order_by_cause
+from skills.diagnosis.analyzers.causes import order_by_cause
 from skills.diagnosis.analyzers.fallback import startup_fatal
 
 if TYPE_CHECKING:
@@ -52,7 +52,10 @@ def run_all(view: LogView) -> list[Finding]:
             bound(view, finding)
             findings.append(finding)
     # A fatal start no kind explains is still reported (fallback.py); a specific kind, when one applied, wins.
-    if not any(f.kind in STARTUP_KINDS for f in findings) and (fallback := startup_fatal(view)) is not None:
+    # Any other finding already explains the log (a serving-time error means it was serving); only a probe that
+    # gave up is left for the fallback to explain.
+    unexplained = all(f.kind == "startup_probe_timeout" for f in findings)
+    if unexplained and (fallback := startup_fatal(view)) is not None:
         bound(view, fallback)
         findings.append(fallback)
     return order_by_cause(view, findings)

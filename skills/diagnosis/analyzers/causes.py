@@ -46,9 +46,6 @@ CAUSED_BY: dict[str, tuple[str, ...]] = {
     "request_queue_saturated": ("engine_hung",),
 }
 
-# Kinds that explain why the server never started: when one applies, the start-up fallback stays silent.
-STARTUP_KINDS = frozenset((*_STARTUP_FATAL, "engine_startup_failed"))
-
 # A consequence's own title may guess at a cause ("before vLLM finished loading"); shown as a consequence it
 # states only what happened.
 _NEUTRAL_TITLE = {
