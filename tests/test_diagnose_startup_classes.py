@@ -213,3 +213,30 @@ def test_an_image_too_old_for_the_model_proposes_a_catalog_image() -> None:
     f = d.findings[0]
     assert f.kind == "container_exited_at_start"
     assert [a.params for a in f.remediation.actions] == [{"image": "vllm/vllm-openai:v0.25.1-cu129"}]
+
+
+def _stats(waiting: int, i: int) -> str:
+    return (
+        f"(APIServer pid=851) INFO 04-28 22:54:{i:02d} [loggers.py:257] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+        f"Avg generation throughput: 5.4 tokens/s, Running: 1 reqs, Waiting: {waiting} reqs, GPU KV cache usage: 76.5%, "
+        "Prefix cache hit rate: 92.0%"
+    )
+
+
+def test_a_queue_that_persists_across_intervals_is_saturation() -> None:
+    # https://github.com/intel/llm-scaler/issues/391: Waiting: 14 interval after interval.
+    d = run(*(_stats(14, 10 * i) for i in range(3)))
+    assert d.root_kinds() == ["request_queue_saturated"]
+
+
+def test_a_burst_that_drains_with_every_request_answered_is_not_saturation() -> None:
+    ok = '(APIServer pid=851) INFO:     10.109.20.86:59146 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+    burst = [_stats(w, 10 * i) for i, w in enumerate((24, 18, 11, 6, 2))] + [ok] * 24 + [_stats(0, 59)]
+    assert run(*burst).findings == []
+
+
+def test_one_waiting_request_on_a_healthy_server_is_not_saturation() -> None:
+    # https://github.com/vllm-project/vllm/issues/3094: one stats line, 3 pending, on a server under users.
+    line = "INFO 02-28 21:48:18 metrics.py:161] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 44.9 tokens/s, Running: 2 reqs, Swapped: 0 reqs, Pending: 3 reqs, GPU KV cache usage: 82.1%, CPU KV cache usage: 0.0%"
+    assert run(line).findings == []
+    assert run(_stats(1, 0), _stats(1, 10), _stats(0, 20)).findings == []
