@@ -4,8 +4,9 @@
 
 With no argument it scores every labelled set in tests/data, each on its own: the frozen corpus the rules were
 tuned on (field_logs), the first held-out batch (field_logs_heldout), and issue 31's new logs, its tuning half
-(field_logs_tuning) and its held-out half (field_logs_heldout2). For each set it prints the exact-match rate on root-cause kinds, recall per kind, consequences placed under their cause,
-false positives on healthy logs, and every log the diagnosis gets wrong.
+(field_logs_tuning) and its held-out half (field_logs_heldout2). For each set it prints the exact-match rate on
+root-cause kinds, recall per kind, consequences placed under their cause, false positives on healthy logs, failures
+no kind covers that were given a cause anyway, and every log the diagnosis gets wrong.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from skills.diagnosis.corpus_eval import render, score_corpus  # noqa: E402
-
 
 SETS = ("field_logs", "field_logs_heldout", "field_logs_tuning", "field_logs_heldout2")
 

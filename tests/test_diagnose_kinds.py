@@ -187,7 +187,9 @@ CASES: dict[str, list[list[str | tuple]]] = {
             "functions before calling NumCudaDevices() that might have already set an error? Error 804: forward "
             "compatibility was attempted on non supported HW"
         ],
-        [" CUDA error: 35 (0x23) cudaErrorInsufficientDriver : CUDA driver version is insufficient for CUDA runtime version"],
+        [
+            " CUDA error: 35 (0x23) cudaErrorInsufficientDriver : CUDA driver version is insufficient for CUDA runtime version"
+        ],
         ["vllm_1   | RuntimeError: CUDA error: no kernel image is available for execution on the device"],
         ["RuntimeError: The NVIDIA driver on your system is too old"],
     ],
@@ -392,7 +394,9 @@ def test_remediations_carry_concrete_parameters() -> None:
     assert _actions(CASES["max_model_len_exceeds_model"][0]) == [("redeploy", {"max_model_len": 131072})]
     assert _actions(CASES["cloud_run_quota_exceeded"][1]) == [("scale", {"min_instances": 0, "max_instances": 10})]
     # The image lacks the gemma4 parser: a redeploy onto the image the compatibility data names (issue 31).
-    assert _actions(CASES["container_exited_at_start"][0]) == [("redeploy", {"image": "vllm/vllm-openai:v0.25.1-cu129"})]
+    assert _actions(CASES["container_exited_at_start"][0]) == [
+        ("redeploy", {"image": "vllm/vllm-openai:v0.25.1-cu129"})
+    ]
     assert _actions(CASES["container_memory_exceeded"][3]) == [("redeploy", {"memory": "4Gi"})]
     assert _actions(CASES["container_memory_exceeded"][4]) == [("redeploy", {"memory": "16Gi", "cpu": "4"})]
 

@@ -80,7 +80,7 @@ def test_the_fallback_says_nothing_when_a_specific_kind_applies_and_keeps_the_ca
     # vLLM #40291: an OOM while creating weights, in the V1 format; then Cloud Run's probe line.
     d = run(
         "(EngineCore pid=6849) ERROR 04-19 15:32:42 [core.py:1108] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 84.00 MiB. GPU 0 has a total capacity of 31.35 GiB of which 93.06 MiB is free.",
-        "STARTUP HTTP probe failed 1 time consecutively for container \"vllm\" on port 8080 path \"/health\".",
+        'STARTUP HTTP probe failed 1 time consecutively for container "vllm" on port 8080 path "/health".',
     )
     assert d.root_kinds() == ["gpu_oom_at_load"]
     assert {f.kind: f.caused_by for f in d.findings}.get("startup_probe_timeout") == "gpu_oom_at_load"
@@ -88,7 +88,9 @@ def test_the_fallback_says_nothing_when_a_specific_kind_applies_and_keeps_the_ca
 
 
 def test_the_fallback_is_the_cause_of_the_probe_timeout_it_explains() -> None:
-    d = run(*HEAD_SIZE, "STARTUP HTTP probe failed 1 time consecutively for container \"vllm\" on port 8080 path \"/health\".")
+    d = run(
+        *HEAD_SIZE, 'STARTUP HTTP probe failed 1 time consecutively for container "vllm" on port 8080 path "/health".'
+    )
     assert d.root_kinds() == ["engine_startup_failed"]
     assert {f.kind: f.caused_by for f in d.findings}["startup_probe_timeout"] == "engine_startup_failed"
 
@@ -178,7 +180,12 @@ def test_other_google_services_gpu_quota_wordings(line: str) -> None:
 
 def test_a_gemini_api_rate_limit_is_not_gpu_quota() -> None:
     # https://github.com/googleapis/python-genai/issues/2065
-    assert run("ClientError: 429 RESOURCE_EXHAUSTED. {'error': {'code': 429, 'message': 'Resource has been exhausted (e.g. check quota).', 'status': 'RESOURCE_EXHAUSTED'}}").findings == []
+    assert (
+        run(
+            "ClientError: 429 RESOURCE_EXHAUSTED. {'error': {'code': 429, 'message': 'Resource has been exhausted (e.g. check quota).', 'status': 'RESOURCE_EXHAUSTED'}}"
+        ).findings
+        == []
+    )
 
 
 def test_a_kernel_the_image_cannot_run_under_a_compile_wrapper_is_not_a_torch_compile_failure() -> None:

@@ -5,9 +5,10 @@ How it ends is decided from the revision's own settings, not scripted: the capac
 check (skills.capacity.fit.check_as_deployed) says whether the weights, the KV cache for one full sequence, the
 CUDA-graph warm-up and the host RAM for loading fit; the startup probe's budget is compared with the
 planner's cold-start estimate; a GCS FUSE mount without uid=1001 cannot be read; a Hub download without
-HF_TOKEN is refused (gated model); an image whose vLLM predates the model, or whose CUDA build the GPU's driver
-cannot run, fails as the compatibility data says it would (skills/data/vllm_images.yaml). Phases: pulling the image and starting the container, weights loading
-(vLLM's shard progress), warm-up, then ready or failed. Nothing here sleeps: `tick()` writes what is due by
+HF_TOKEN is refused (gated model); an image whose vLLM predates the model, or whose CUDA build the GPU's
+driver cannot run, fails as the compatibility data (skills/data/vllm_images.yaml) says it would. Phases:
+pulling the image and starting the container, weights loading (vLLM's shard progress), warm-up, then ready
+or failed. Nothing here sleeps: `tick()` writes what is due by
 the clock, and whoever polls (the Cloud Run and Logging simulators, the sandbox's ticker) calls it.
 """
 

@@ -11,9 +11,9 @@ import re
 
 from skills.deploy.vllm_flags import BY_FIELD
 from skills.diagnosis.analyzers.base import Line, LogView, analyzer, first_seen
+from skills.diagnosis.analyzers.cuda import compatible_image
 from skills.diagnosis.analyzers.lines import READY
 from skills.diagnosis.analyzers.startup import _PROBE_FAIL
-from skills.diagnosis.analyzers.cuda import compatible_image
 from skills.diagnosis.findings import Finding, ProposedAction, Remediation
 
 # Classes of the first decisive line of a process that exits before it listens. Wordings by shape:
@@ -125,7 +125,9 @@ def exited_at_start(view: LogView) -> Finding | None:
         # The image is too old for the model or its parsers: the compatibility data names one that is not.
         image, why = compatible_image(view)
         if image:
-            actions.append(ProposedAction(action="redeploy", params={"image": image}, reason="a vLLM that knows the model"))
+            actions.append(
+                ProposedAction(action="redeploy", params={"image": image}, reason="a vLLM that knows the model")
+            )
             steps = [*steps, f"Redeploy with {why}"]
     evidence = [line.evidence()]
     if line.idx > 0 and _MODEL_TYPE.search(view.lines[line.idx - 1].text) and not _MODEL_TYPE.search(line.text):

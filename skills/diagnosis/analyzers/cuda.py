@@ -83,8 +83,13 @@ def compatible_image(view: LogView) -> tuple[str | None, str]:
     if image and running and running.split("@", 1)[0] == image:
         return None, f"`{running}` is already the image the compatibility data names {where}."
     if running and family and check_image(running, family, gpu).ok and image:
-        return image, f"`{running}` passes the compatibility data {where}, yet failed here: `{image}` is the newest image it names."
-    return image, f"`{image}` is the newest image the compatibility data names {where}" + (f" for {family}" if family else "") + "."
+        return (
+            image,
+            f"`{running}` passes the compatibility data {where}, yet failed here: `{image}` is the newest image it names.",
+        )
+    return image, f"`{image}` is the newest image the compatibility data names {where}" + (
+        f" for {family}" if family else ""
+    ) + "."
 
 
 @analyzer("cuda_incompatible")
@@ -108,7 +113,11 @@ def cuda_incompatible(view: LogView) -> Finding | None:
         f"Redeploy with an image built for this GPU and driver: {why}",
         "The driver belongs to Cloud Run (it cannot be upgraded): the image is what must change. The planner checks the new image against the GPU's driver and the model's minimum vLLM before anything is written.",
     ]
-    actions = [ProposedAction(action="redeploy", params={"image": image}, reason="an image the GPU's driver runs")] if image else []
+    actions = (
+        [ProposedAction(action="redeploy", params={"image": image}, reason="an image the GPU's driver runs")]
+        if image
+        else []
+    )
     return Finding(
         kind="cuda_incompatible",
         title=title,

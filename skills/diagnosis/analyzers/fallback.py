@@ -34,9 +34,13 @@ _BUILTIN = re.compile(
 _TRACEBACK = re.compile(r"^Traceback \(most recent call last\)|^File \"[^\"]+\", line \d+, in \S")
 # Workers' own error lines (vllm/v1/executor/multiproc_executor.py, vllm/worker/worker_base.py,
 # vllm/executor/multiproc_worker_utils.py "Exception in worker ... while processing method ...").
-_WORKER = re.compile(r"WorkerProc hit an exception|WorkerProc failed to start|Error executing method|Exception in worker \S+ while processing method")
+_WORKER = re.compile(
+    r"WorkerProc hit an exception|WorkerProc failed to start|Error executing method|Exception in worker \S+ while processing method"
+)
 # Frames of a running server's step (not start-up): a crash while serving is not a start-up failure.
-_STEP = re.compile(r", in (?:execute_model|worker_busy_loop|step|step_async|run_busy_loop|_process_engine_step)\b|WorkerProc hit an exception")
+_STEP = re.compile(
+    r", in (?:execute_model|worker_busy_loop|step|step_async|run_busy_loop|_process_engine_step)\b|WorkerProc hit an exception"
+)
 _START = re.compile(
     r", in (?:run_engine_core|run_mp_engine|\w*initialize\w*|determine_\w+|profile_run|_dummy_run|load_model|init_worker|"
     r"init_device|capture_model|compile_or_warm_up_model|_init_executor|wait_for_ready|from_engine_args|from_vllm_config|"
@@ -56,7 +60,9 @@ _VLLM_ERROR = re.compile(
     r"^(?:ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|File \"[^\"]*/vllm/[^\"]*\", line \d+, in (?!<module>)"
 )
 # vLLM's summaries and re-raises say that it failed, not why.
-_NOT_DECISIVE = re.compile(r"Engine core initialization failed|EngineCore failed to start|Engine process failed|^raise ")
+_NOT_DECISIVE = re.compile(
+    r"Engine core initialization failed|EngineCore failed to start|Engine process failed|^raise "
+)
 
 
 def _decisive(lines: list[Line]) -> tuple[Line | None, bool]:

@@ -103,10 +103,12 @@ def gpu_quota(view: LogView) -> Finding | None:
             severity="critical",
             evidence=evidence_of(hits),
             remediation=Remediation(
-                summary="The project has no GPU quota left for the service that asked (the metric or quota the error names).",
+                summary="The project has no GPU quota left for the service that asked (the quota the error names).",
                 steps=[
-                    "Request the quota the error names: Console > IAM & Admin > Quotas, filtered by that metric and region.",
-                    "Or use a region or GPU type with quota. Cloud Run GPUs have their own quota (service 'Cloud Run Admin API').",
+                    "Request the quota the error names: Console > IAM & Admin > Quotas, filtered by that metric "
+                    "and region.",
+                    "Or use a region or GPU type with quota. Cloud Run GPUs have their own quota "
+                    "(service 'Cloud Run Admin API').",
                 ],
             ),
             first_seen=first_seen(hits),
