@@ -23,6 +23,9 @@ _CLI = re.compile(
     r"(?:^|[\s\"'])([\w./-]+(?: [\w-]+)?): error: ((?:argument [^:]+|unrecognized arguments|the following arguments are required|invalid choice)\b.*)"
 )
 _PARSER = re.compile(r"invalid (tool call|reasoning) parser:? '?([\w.-]+)")
+# Transformers: models/auto/configuration_auto.py (AutoConfig.from_pretrained: "The checkpoint you are trying to load
+# has model type `X` but Transformers does not recognize this architecture"); vLLM's model registry
+# (vllm/model_executor/models/registry.py: "Model architectures ['X'] are not supported for now").
 _ARCH = re.compile(
     r"Transformers does not recognize this architecture|"
     r"Model architectures? \[?'?([\w]+)'?\]? (?:is|are) not supported|"

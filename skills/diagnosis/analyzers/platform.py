@@ -7,6 +7,9 @@ import re
 from skills.diagnosis.analyzers.base import Line, LogView, analyzer, evidence_of, first_seen, rx
 from skills.diagnosis.findings import Finding, ProposedAction, Remediation
 
+# Source: vLLM's dtype check (_check_if_gpu_supports_dtype in vllm/worker/worker.py, later vllm/platforms/cuda.py):
+# "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has compute
+# capability 7.5. You can use float16 instead ...".
 _BF16 = rx(
     r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0",
     r"(?:bf16|bfloat16|BFloat16)(?: is)? (?:not supported|unsupported)",

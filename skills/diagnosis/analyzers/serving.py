@@ -8,6 +8,9 @@ import re
 from skills.diagnosis.analyzers.base import Line, LogView, analyzer, evidence_of, first_seen, rx
 from skills.diagnosis.findings import Finding, ProposedAction, Remediation
 
+# Sources: vLLM's OpenAI server (vllm/entrypoints/openai/serving_engine.py _validate_input: "This model's maximum
+# context length is N tokens. However, you requested M tokens ..."), the engine's input check
+# (vllm/v1/engine/processor.py: "The decoder prompt (length M) is longer than the maximum model length of N").
 _CTX = rx(
     r"maximum context length is (\d+) tokens",
     r"is longer than the maximum model length of (\d+)",
@@ -56,6 +59,8 @@ def context_length(view: LogView) -> Finding | None:
     )
 
 
+# Source: vLLM's chat completion validation (vllm/entrypoints/openai/serving_chat.py: '"auto" tool choice requires
+# --enable-auto-tool-choice and --tool-call-parser to be set'), and the tool-parser registry's lookup error.
 _TOOLS = rx(
     r"tool choice requires --enable-auto-tool-choice",
     r"tool[_ ]choice.{0,40}requires.{0,40}--tool-call-parser",
