@@ -18,6 +18,7 @@ from skills.deploy.execute import ExecResult, ProgressFn, execute
 from skills.deploy.locks import LockHeld, ServiceLock
 from skills.deploy.plans import Plan, PlanStore
 from skills.errors import UserFacingError
+from skills.logs.redact import redact
 from skills.ports import Logs, Runtime, Store
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ async def _audit(gate: WriteGate, plan: Plan, user_id: str, result: str, detail:
         service=plan.service,
         params=plan.params,
         result=result,
-        detail=detail[:500],
+        detail=redact(detail)[:500],  # redacted before it is cut: a cut secret no longer matches its rule
         plan_id=plan.id,
         duration_s=round(duration_s, 2),
     )
