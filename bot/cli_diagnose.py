@@ -19,6 +19,7 @@ from bot.settings import Settings
 from skills.diagnosis.diagnose import diagnose
 from skills.diagnosis.findings import Diagnosis
 from skills.logs.fetch import entry_from_api, parse_lines
+from skills.logs.input_format import sniff
 from skills.ports import LogEntry
 
 _EXPECTED = (
@@ -135,8 +136,8 @@ def render_text(d: Diagnosis) -> str:
 
 def _read(stream: BinaryIO) -> tuple[list[LogEntry], int, bytes]:
     first = stream.read(64 * 1024)
-    chunks = _chunks(first, stream)
-    if first.lstrip().startswith(b"["):
+    fmt, chunks = sniff(_chunks(first, stream))  # decided by parsing: `[rank0]:` text is not an array
+    if fmt == "json-array":
         entries, malformed = _array_entries(chunks)
     else:
         entries, malformed = parse_lines(_lines(chunks))
