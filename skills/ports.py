@@ -9,7 +9,7 @@ import builtins
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -397,3 +397,54 @@ class ModelEndpoint(Protocol):
     async def model_id(self) -> str: ...
 
     async def client(self, *, timeout_s: float | None = None) -> ModelAPI: ...
+
+
+# --- Preflight: what a deploy needs to exist before Confirm (skills/deploy/preflight.py) --------------------
+
+
+class PreflightUnavailable(Exception):
+    """A preflight source could not be asked (unreachable, refused the bot's own credentials, answered in a way
+    that says nothing about the deploy); str() says why, fit for the plan."""
+
+
+class HubAccess(BaseModel):
+    """What the model hub says of a checkpoint, asked with the bot's copy of the service's HF token."""
+
+    state: Literal["ok", "missing", "gated", "token_rejected", "forbidden"]
+    gated: bool = False  # the repo asks users to accept its licence before downloading
+    with_token: bool = False  # the question was asked with a token (False: anonymously)
+    detail: str = ""  # the hub's own words, when it gave some (redacted by the adapter)
+
+
+class ImageLookup(BaseModel):
+    """A registry's answer to a manifest request for one image reference."""
+
+    state: Literal["ok", "missing", "denied"]
+    digest: str = ""  # Docker-Content-Digest of the manifest (or index) found
+    detail: str = ""
+
+
+class WeightsListing(BaseModel):
+    """Object names under a prefix of a bucket (at most the adapter's limit)."""
+
+    state: Literal["ok", "no_bucket", "denied"]
+    names: list[str] = Field(default_factory=list)
+    detail: str = ""
+
+
+class ModelHub(Protocol):
+    async def access(self, repo_id: str) -> HubAccess: ...
+
+
+class ImageRegistry(Protocol):
+    async def lookup(self, image: str) -> ImageLookup: ...
+
+
+class WeightStore(Protocol):
+    async def list_prefix(self, bucket: str, prefix: str) -> WeightsListing: ...
+
+
+class QuotaReader(Protocol):
+    async def quota_value(self, service: str, quota_id: str, region: str) -> int | None:
+        """The quota's value in `region` (None: the API gives no value there); -1 means unlimited."""
+        ...

@@ -1,0 +1,56 @@
+"""Cloud Run GPU quota in a region, read through the Cloud Quotas API (QuotaReader port): for preflight and for
+`/gemma quota`.
+
+Quota ids of service run.googleapis.com. The bot renders services without zonal redundancy
+(render_service: gpuZonalRedundancyDisabled), which draw on the "...NoZonalRedundancy..." quota. Ids as
+`gcloud beta quotas info describe ID --service=run.googleapis.com` takes them, seen in several public deploy
+scripts and notes (public-code index, checked 2026-11-27: NvidiaL4GpuAllocNoZonalRedundancyPerProjectRegion and
+NvidiaRtxPro6000GpuAllocNoZonalRedundancyPerProjectRegion); their display names ("Total Nvidia L4 GPU allocation
+without zonal redundancy, per project per region") from the Cloud Run GPU pages' quota links.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from skills.ports import QuotaReader
+
+QUOTA_SERVICE = "run.googleapis.com"
+GPU_QUOTA_IDS = {
+    "nvidia-l4": "NvidiaL4GpuAllocNoZonalRedundancyPerProjectRegion",
+    "nvidia-rtx-pro-6000": "NvidiaRtxPro6000GpuAllocNoZonalRedundancyPerProjectRegion",
+}
+_DISPLAY = {
+    "nvidia-l4": "Total Nvidia L4 GPU allocation without zonal redundancy, per project per region",
+    "nvidia-rtx-pro-6000": "Total Nvidia RTX Pro 6000 GPU allocation without zonal redundancy, per project per region",
+}
+
+
+class GpuQuota(BaseModel):
+    gpu: str
+    region: str
+    quota_id: str
+    display: str
+    value: int | None  # None: no value for the region; -1: unlimited
+
+    def request_fix(self, project: str | None) -> str:
+        where = f"?project={project}" if project else ""
+        return (
+            f"request quota *{self.display}* (`{self.quota_id}`, service {QUOTA_SERVICE}) in {self.region}: "
+            f"https://console.cloud.google.com/iam-admin/quotas{where} (filter `{self.quota_id}`), or deploy to a "
+            "region that has it."
+        )
+
+
+def quota_id(gpu: str) -> str | None:
+    return GPU_QUOTA_IDS.get(gpu)
+
+
+async def read_gpu_quota(reader: QuotaReader, gpu: str, region: str) -> GpuQuota | None:
+    """The quota for `gpu` in `region` (None when no quota id is known for that GPU). Raises
+    PreflightUnavailable (from the reader) when the API cannot be asked."""
+    qid = quota_id(gpu)
+    if qid is None:
+        return None
+    value = await reader.quota_value(QUOTA_SERVICE, qid, region)
+    return GpuQuota(gpu=gpu, region=region, quota_id=qid, display=_DISPLAY[gpu], value=value)
