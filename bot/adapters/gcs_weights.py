@@ -35,8 +35,10 @@ class GcsWeights:
     def _list(self, bucket: str, prefix: str) -> WeightsListing:
         client = self._storage()
         try:
+            # One attempt: the library's default retry rides out a dead endpoint for up to 120 s, far past the
+            # check's time limit; an unanswered check is asked again at the next plan (it is not cached).
             blobs = client.list_blobs(  # type: ignore[attr-defined]
-                bucket, prefix=prefix, max_results=_MAX_NAMES, timeout=self._settings.preflight_timeout_s
+                bucket, prefix=prefix, max_results=_MAX_NAMES, timeout=self._settings.preflight_timeout_s, retry=None
             )
             names = [b.name for b in blobs]
         except gexc.NotFound:
