@@ -133,6 +133,8 @@ class Sandbox:
             # Poll often enough that each phase of a fast simulated start is seen (Slack edits stay few).
             "deploy_poll_s": min(settings.deploy_poll_s, 1.0),
             **self.preflight.settings_update(),
+            # The preflight scenarios change the stand-ins between two plans: a cached answer would hide that.
+            "preflight_cache_s": 0,
         }
         if not settings.alert_webhook_token:
             update["alert_webhook_token"] = SecretStr(self.alert_token)

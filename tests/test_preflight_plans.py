@@ -1,0 +1,107 @@
+"""Preflight in deploy and redeploy plans, through the command surface and the write flow: a failed check shows
+its fix and the plan has no Confirm (a forged one is refused); a check that could not run is a warning and
+Confirm stays; a redeploy to another catalog model (what the agent may propose) is checked the same way."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from bot.deps import Deps
+from bot.sandbox.cloud_run_api import CloudRunStandIn
+from bot.sandbox.preflight_standins import PreflightStandIns
+from bot.settings import Settings
+from bot.wiring import build_deps, close_deps
+from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION
+from skills.capacity.fit import load_catalog
+from skills.capacity.image_compat import default_image
+from skills.deploy.gpu_quota import GPU_QUOTA_IDS, QUOTA_SERVICE
+from skills.diagnosis.remediation import sanitize_action
+from skills.diagnosis.findings import ProposedAction
+from tests.deploy_helpers import click, command, plan_id_of
+
+PROFILE_REPO = load_catalog().model("gemma-4-12b-qat").hf_repo
+
+
+@pytest.fixture(scope="module")
+def standins() -> Iterator[PreflightStandIns]:
+    s = PreflightStandIns().start()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+async def deps(settings: Settings, standins: PreflightStandIns, redis_client: Any) -> AsyncIterator[Deps]:
+    standins.seed()
+    st = settings.model_copy(update={**standins.settings_update(), "google_cloud_location": "europe-west1"})
+    d = build_deps(st)
+    yield d
+    await close_deps(d)
+
+
+def _preflight_text(reply: Any) -> str:
+    return next(s.text or "" for s in reply.sections if s.heading == "Preflight")
+
+
+async def test_healthy_deploy_plan_lists_every_check_and_can_be_confirmed(deps: Deps) -> None:
+    reply, _ = await command(deps, "deploy gemma4-12b-qat-l4")
+    text = _preflight_text(reply)
+    assert text.count("✓") == 4, text  # checkpoint, region, image, quota
+    assert f"checkpoint `{PROFILE_REPO}` exists" in text and "could not check" not in text
+    assert plan_id_of(reply)
+
+
+async def test_missing_tag_is_refused_at_plan_time_with_the_fix(
+    deps: Deps, standins: PreflightStandIns, cloud_run: CloudRunStandIn
+) -> None:
+    standins.registry.remove(default_image("nvidia-l4"))
+    reply, _ = await command(deps, "deploy gemma4-12b-qat-l4")
+    assert reply is not None
+    text = _preflight_text(reply)
+    assert "✗ image `vllm/vllm-openai:v0.25.1-cu129` does not exist" in text and "Fix:" in text
+    assert not any(b.action_id == CONFIRM_ACTION for b in reply.buttons)
+    assert any("Preflight failed" in (s.text or "") for s in reply.sections)
+    plan_id = next(b.value for b in reply.buttons if b.action_id == CANCEL_ACTION)
+    refusal, _ = await click(deps, CONFIRM_ACTION, plan_id)  # a forged Confirm
+    assert refusal is not None and "cannot be confirmed" in refusal.title
+    assert not [r for r in cloud_run.requests if r[0] != "GET"]
+
+
+async def test_missing_checkpoint_and_zero_quota_both_show(deps: Deps, standins: PreflightStandIns) -> None:
+    del standins.hub.repos[PROFILE_REPO]
+    standins.quotas.set(QUOTA_SERVICE, GPU_QUOTA_IDS["nvidia-l4"], "europe-west1", 0)
+    reply, _ = await command(deps, "deploy gemma4-12b-qat-l4")
+    text = _preflight_text(reply)
+    assert "✗ checkpoint" in text and "✗ the project has no nvidia-l4 quota in europe-west1" in text
+    assert not any(b.action_id == CONFIRM_ACTION for b in reply.buttons)
+
+
+async def test_a_check_that_could_not_run_warns_but_does_not_block(deps: Deps, standins: PreflightStandIns) -> None:
+    standins.quotas.values.clear()  # the API does not know the quota id
+    reply, _ = await command(deps, "deploy gemma4-12b-qat-l4")
+    text = _preflight_text(reply)
+    assert "? could not check: the Cloud Quotas API does not know" in text
+    assert "they do not block Confirm" in text
+    assert plan_id_of(reply)
+
+
+async def test_redeploy_to_another_catalog_model_goes_through_the_same_preflight(
+    deps: Deps, standins: PreflightStandIns
+) -> None:
+    ok, _ = await command(deps, "deploy gemma4-12b-qat-l4")
+    await click(deps, CONFIRM_ACTION, plan_id_of(ok))
+    other = load_catalog().model("gemma-4-e4b-qat")
+    del standins.hub.repos[other.hf_repo]
+    # what the agent may propose: a catalog name only (a repo id or path is not one)
+    smuggled, note = sanitize_action(ProposedAction(action="redeploy", params={"model": "evil/gemma-4-12b"}))
+    assert smuggled is None and note
+    action, _ = sanitize_action(
+        ProposedAction(action="redeploy", params={"model": other.name, "model_source": "hub"})
+    )
+    assert action is not None
+    plan = await deps.writes.propose(action.action, action.params, user_id="UDEPLOYER", channel_id="C1")
+    checks = {c.name: c for c in plan.preflight}
+    assert checks["checkpoint"].status == "fail" and other.hf_repo in checks["checkpoint"].text
+    assert "Preflight failed" in plan.blocked()
