@@ -105,3 +105,22 @@ async def test_redeploy_to_another_catalog_model_goes_through_the_same_preflight
     checks = {c.name: c for c in plan.preflight}
     assert checks["checkpoint"].status == "fail" and other.hf_repo in checks["checkpoint"].text
     assert "Preflight failed" in plan.blocked()
+
+
+async def test_quota_command_reads_the_cloud_quotas_api(deps: Deps, standins: PreflightStandIns) -> None:
+    standins.quotas.set(QUOTA_SERVICE, GPU_QUOTA_IDS["nvidia-l4"], "europe-west1", 0)
+    reply, _ = await command(deps, "quota")
+    assert reply is not None
+    lines = (reply.sections[0].text or "").splitlines()
+    assert lines[0] == "• `europe-west1` (deploys go here): :x: 0 GPU(s)"
+    assert "• `us-east4`: :white_check_mark: 3 GPU(s)" in lines
+    assert "NvidiaL4GpuAllocNoZonalRedundancyPerProjectRegion" in (reply.sections[1].text or "")
+    standins.quotas.hold_s = 10.0  # a slow API: each region says it could not be read, within the limit
+    try:
+        slow = deps.settings.model_copy(update={"preflight_timeout_s": 0.3})
+        d = build_deps(slow)
+        reply, _ = await command(d, "quota nvidia-rtx-pro-6000")
+        assert reply is not None and "could not read (no answer within 0.3 s)" in (reply.sections[0].text or "")
+        await close_deps(d)
+    finally:
+        standins.quotas.hold_s = 0.0

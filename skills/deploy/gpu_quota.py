@@ -11,9 +11,11 @@ without zonal redundancy, per project per region") from the Cloud Run GPU pages'
 
 from __future__ import annotations
 
+import asyncio
+
 from pydantic import BaseModel
 
-from skills.ports import QuotaReader
+from skills.ports import PreflightUnavailable, QuotaReader
 
 QUOTA_SERVICE = "run.googleapis.com"
 GPU_QUOTA_IDS = {
@@ -54,3 +56,24 @@ async def read_gpu_quota(reader: QuotaReader, gpu: str, region: str) -> GpuQuota
         return None
     value = await reader.quota_value(QUOTA_SERVICE, qid, region)
     return GpuQuota(gpu=gpu, region=region, quota_id=qid, display=_DISPLAY[gpu], value=value)
+
+
+class RegionQuota(BaseModel):
+    region: str
+    quota: GpuQuota | None = None
+    why: str = ""  # when it could not be read
+
+
+async def quota_by_region(reader: QuotaReader, gpu: str, regions: list[str], timeout_s: float) -> list[RegionQuota]:
+    """The GPU's quota in each region, read at once, each within `timeout_s` (a failure says why)."""
+
+    async def one(region: str) -> RegionQuota:
+        try:
+            q = await asyncio.wait_for(read_gpu_quota(reader, gpu, region), timeout=timeout_s)
+        except TimeoutError:
+            return RegionQuota(region=region, why=f"no answer within {timeout_s:g} s")
+        except PreflightUnavailable as exc:
+            return RegionQuota(region=region, why=str(exc))
+        return RegionQuota(region=region, quota=q)
+
+    return list(await asyncio.gather(*(one(r) for r in regions)))
