@@ -145,9 +145,7 @@ async def test_without_a_token_a_gated_checkpoint_cannot_be_checked(
     assert all(tok == "" for _, tok in stand.hub.requests[-1:])  # asked anonymously
 
 
-async def test_hub_unreachable_is_could_not_check(
-    stand: PreflightStandIns, key_prefix: str, redis_client: Any
-) -> None:
+async def test_hub_unreachable_is_could_not_check(stand: PreflightStandIns, key_prefix: str, redis_client: Any) -> None:
     c = await _check(_sources(stand, key_prefix, redis_client, hf_endpoint=_closed_port()), "checkpoint")
     assert c.status == "unknown" and "cannot reach the Hub" in c.text and "huggingface.co" in c.text
     assert c.line().startswith("? could not check:")
@@ -224,9 +222,7 @@ async def test_image_present_through_the_token_flow(
     assert stand.registry.requests[-2:] == [("HEAD", f"{repo}:{tag}"), ("HEAD", f"{repo}:{tag}")]
 
 
-async def test_tag_missing_and_repository_missing(
-    stand: PreflightStandIns, key_prefix: str, redis_client: Any
-) -> None:
+async def test_tag_missing_and_repository_missing(stand: PreflightStandIns, key_prefix: str, redis_client: Any) -> None:
     src = _sources(stand, key_prefix, redis_client)
     c = await _check(src, "image", image="vllm/vllm-openai:v0.25.9-cu129")
     # a well-formed tag the compatibility rules accept, which was never published
@@ -291,9 +287,7 @@ async def test_quota_present_short_and_zero(stand: PreflightStandIns, key_prefix
     assert c.status == "fail"
 
 
-async def test_quota_unknown_id_unreachable_slow(
-    stand: PreflightStandIns, key_prefix: str, redis_client: Any
-) -> None:
+async def test_quota_unknown_id_unreachable_slow(stand: PreflightStandIns, key_prefix: str, redis_client: Any) -> None:
     stand.quotas.values.clear()
     src = _sources(stand, key_prefix, redis_client)
     c = await _check(src, "quota")

@@ -18,8 +18,8 @@ from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION
 from skills.capacity.fit import load_catalog
 from skills.capacity.image_compat import default_image
 from skills.deploy.gpu_quota import GPU_QUOTA_IDS, QUOTA_SERVICE
-from skills.diagnosis.remediation import sanitize_action
 from skills.diagnosis.findings import ProposedAction
+from skills.diagnosis.remediation import sanitize_action
 from tests.deploy_helpers import click, command, plan_id_of
 
 PROFILE_REPO = load_catalog().model("gemma-4-12b-qat").hf_repo
@@ -97,9 +97,7 @@ async def test_redeploy_to_another_catalog_model_goes_through_the_same_preflight
     # what the agent may propose: a catalog name only (a repo id or path is not one)
     smuggled, note = sanitize_action(ProposedAction(action="redeploy", params={"model": "evil/gemma-4-12b"}))
     assert smuggled is None and note
-    action, _ = sanitize_action(
-        ProposedAction(action="redeploy", params={"model": other.name, "model_source": "hub"})
-    )
+    action, _ = sanitize_action(ProposedAction(action="redeploy", params={"model": other.name, "model_source": "hub"}))
     assert action is not None
     plan = await deps.writes.propose(action.action, action.params, user_id="UDEPLOYER", channel_id="C1")
     checks = {c.name: c for c in plan.preflight}

@@ -51,7 +51,9 @@ class CloudQuotas:
         except gexc.NotFound:
             raise PreflightUnavailable(f"the Cloud Quotas API does not know `{quota_id}` of {service}.") from None
         except gexc.GoogleAPICallError as exc:
-            raise PreflightUnavailable(f"the Cloud Quotas API answered {exc.code}: {redact(exc.message)[:200]}") from None
+            raise PreflightUnavailable(
+                f"the Cloud Quotas API answered {exc.code}: {redact(exc.message)[:200]}"
+            ) from None
         except OSError as exc:
             raise PreflightUnavailable(f"cannot reach the Cloud Quotas API ({type(exc).__name__}).") from None
         default: int | None = None

@@ -22,10 +22,12 @@ class GcsWeights:
 
     def _storage(self) -> object:
         if self._client is None:
-            from google.cloud import storage  # a slow import a process may never need
+            from google.cloud import storage  # type: ignore[attr-defined]  # slow; a process may never need it
 
             creds, project = cloud_credentials(self._settings)
-            opts = {"api_endpoint": self._settings.storage_api_endpoint} if self._settings.storage_api_endpoint else None
+            opts = (
+                {"api_endpoint": self._settings.storage_api_endpoint} if self._settings.storage_api_endpoint else None
+            )
             self._client = storage.Client(project=project, credentials=creds, client_options=opts)
         return self._client
 
@@ -46,7 +48,9 @@ class GcsWeights:
         except gexc.Forbidden as exc:
             return WeightsListing(state="denied", detail=redact(exc.message or "403")[:200])
         except gexc.GoogleAPICallError as exc:
-            raise PreflightUnavailable(f"Cloud Storage answered {exc.code}: {redact(exc.message or '')[:200]}") from None
+            raise PreflightUnavailable(
+                f"Cloud Storage answered {exc.code}: {redact(exc.message or '')[:200]}"
+            ) from None
         except OSError as exc:  # requests' connection errors and timeouts
             raise PreflightUnavailable(f"cannot reach Cloud Storage ({type(exc).__name__}).") from None
         return WeightsListing(state="ok", names=names)

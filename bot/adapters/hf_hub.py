@@ -21,7 +21,6 @@ from skills.logs.redact import redact
 from skills.ports import HubAccess, PreflightUnavailable
 
 
-
 def bound_hub_session(timeout_s: float) -> None:
     """huggingface_hub's shared client has no timeout (default_client_factory: timeout=None) and auth_check takes
     none, so a Hub that accepts and never answers would hold a thread for ever; give the shared client one.

@@ -56,9 +56,7 @@ def split_image(image: str) -> tuple[str, str, str]:
 
 
 class HttpImageRegistry:
-    def __init__(
-        self, endpoints: dict[str, str], timeout_s: float, google_token: GoogleToken | None = None
-    ) -> None:
+    def __init__(self, endpoints: dict[str, str], timeout_s: float, google_token: GoogleToken | None = None) -> None:
         self._endpoints = {k: v.rstrip("/") for k, v in endpoints.items()}
         self._timeout_s = timeout_s
         self._google_token = google_token

@@ -41,7 +41,7 @@ class QuotasStandIn:
         self.requests.append(request.url.path)
         unknown = set(request.query_params) - _PARAMS
         if unknown:
-            return _error(400, f"Invalid JSON payload received. Unknown name \"{sorted(unknown)[0]}\".")
+            return _error(400, f'Invalid JSON payload received. Unknown name "{sorted(unknown)[0]}".')
         if p["location"] != "global":
             return _error(400, "The location of a QuotaInfo must be 'global'.")
         key = (p["service"], p["quota_id"])

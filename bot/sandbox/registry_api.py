@@ -81,9 +81,7 @@ class RegistryStandIn:
         auth = request.headers.get("authorization", "")
         token = auth.removeprefix("Bearer ")
         if not auth.startswith("Bearer ") or self._tokens.get(token) != name:
-            challenge = (
-                f'Bearer realm="{self.base_url}/token",service="{self.service}",scope="repository:{name}:pull"'
-            )
+            challenge = f'Bearer realm="{self.base_url}/token",service="{self.service}",scope="repository:{name}:pull"'
             resp = _err(401, "UNAUTHORIZED", "authentication required", head)
             resp.headers["WWW-Authenticate"] = challenge
             return resp
@@ -95,7 +93,9 @@ class RegistryStandIn:
             return _err(404, "MANIFEST_UNKNOWN", "manifest unknown", head)
         accept = request.headers.get("accept", "")
         if INDEX not in accept:
-            return _err(404, "MANIFEST_UNKNOWN", "OCI index found, but accept header does not support OCI indexes", head)
+            return _err(
+                404, "MANIFEST_UNKNOWN", "OCI index found, but accept header does not support OCI indexes", head
+            )
         body = json.dumps({"schemaVersion": 2, "mediaType": INDEX, "manifests": []}).encode()
         tag = ref if ref in self.tags[name] else next(t for t in self.tags[name] if _digest(name, t) == ref)
         headers = {"Docker-Content-Digest": _digest(name, tag), "Content-Type": INDEX}

@@ -9,8 +9,8 @@ from handlers.commands.plans import destroy_modal, make_plan
 from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.reply import Reply
-from skills.deploy.audit import latest
 from skills.capacity.prices import regions_offering
+from skills.deploy.audit import latest
 from skills.deploy.gpu_quota import GPU_QUOTA_IDS, quota_by_region
 from skills.deploy.revisions import quota_advice, revisions
 from skills.durations import format_duration
