@@ -68,7 +68,8 @@ secret() {
 
 step "1. APIs"
 apis=(run.googleapis.com artifactregistry.googleapis.com cloudbuild.googleapis.com secretmanager.googleapis.com
-      redis.googleapis.com compute.googleapis.com iam.googleapis.com logging.googleapis.com monitoring.googleapis.com)
+      redis.googleapis.com compute.googleapis.com iam.googleapis.com logging.googleapis.com monitoring.googleapis.com
+      cloudquotas.googleapis.com)  # cloudquotas: preflight and /gemma quota read the Cloud Run GPU quota
 [ "$EGRESS" = connector ] && apis+=(vpcaccess.googleapis.com)
 [ "$ALERTS" = pubsub ] && apis+=(pubsub.googleapis.com)
 run gcloud services enable "${apis[@]}" --project="$PROJECT"  # enabling an enabled API is a no-op
@@ -84,9 +85,11 @@ if ! exists gcloud iam service-accounts describe "$SA" --project="$PROJECT"; the
   run gcloud iam service-accounts create "$SA_NAME" --display-name="gemma-sre bot" --project="$PROJECT"
 fi
 # run.developer: deploy/scale/destroy the vLLM service; iam.serviceAccountUser: deploy it with its runtime account;
-# run.invoker: call the private model; logging/monitoring viewers: read-only diagnosis; secretAccessor: its secrets.
+# run.invoker: call the private model; logging/monitoring viewers: read-only diagnosis; secretAccessor: its secrets
+# (the Slack ones, and the HF token preflight checks the checkpoint with); cloudquotas.viewer: GPU quota (preflight,
+# /gemma quota). With MODEL_BUCKET, also grant roles/storage.objectViewer on that bucket so preflight can list it.
 roles=(roles/run.developer roles/iam.serviceAccountUser roles/run.invoker roles/logging.viewer roles/monitoring.viewer
-       roles/secretmanager.secretAccessor)
+       roles/secretmanager.secretAccessor roles/cloudquotas.viewer)
 for role in "${roles[@]}"; do  # adding a binding that exists is a no-op
   run gcloud projects add-iam-policy-binding "$PROJECT" --member="serviceAccount:$SA" --role="$role" \
     --condition=None --quiet
@@ -158,6 +161,6 @@ REDIS_HOST="$(gcloud redis instances describe "$REDIS_INSTANCE" --region="$REGIO
   --format='value(host)' 2>/dev/null || true)"
 REDIS_URL="redis://${REDIS_HOST:-REDIS_HOST}:6379/0"
 if [ "$SLACK_MODE" = socket ]; then SLACK_SECRET="SLACK_APP_TOKEN=slack-app-token:latest"; else SLACK_SECRET="SLACK_SIGNING_SECRET=slack-signing-secret:latest"; fi
-SECRETS="^|^SLACK_BOT_TOKEN=slack-bot-token:latest|$SLACK_SECRET|ALERT_WEBHOOK_TOKEN=alert-webhook-token:latest"
+SECRETS="^|^SLACK_BOT_TOKEN=slack-bot-token:latest|$SLACK_SECRET|ALERT_WEBHOOK_TOKEN=alert-webhook-token:latest|HF_TOKEN=$HF_SECRET:latest"
 printf '  gcloud builds submit --config cloudbuild.yaml --project=%s \\\n' "$PROJECT"
 printf "    '--substitutions=%s'\n" "^;^_REGION=$REGION;_REPO=$REPO;_REDIS_URL=$REDIS_URL;_VPC_FLAG=$VPC_FLAG;_SERVICE_ACCOUNT=$SA_NAME;_ALERT_SUBSCRIPTION=$SUB_PATH;_SECRETS=$SECRETS;_DEPLOYERS=U012ABC,U034DEF"
