@@ -11,10 +11,7 @@ nothing about access; auth_check (GET /api/models/REPO/auth-check) does.
 
 from __future__ import annotations
 
-import httpx2
-from huggingface_hub import HfApi, set_client_factory
-from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
-from huggingface_hub.utils._http import default_client_factory
+from typing import Any
 
 from bot.adapters.blocking import BlockingPool
 from skills.logs.redact import redact
@@ -25,6 +22,9 @@ def bound_hub_session(timeout_s: float) -> None:
     """huggingface_hub's shared client has no timeout (default_client_factory: timeout=None) and auth_check takes
     none, so a Hub that accepts and never answers would hold a thread for ever; give the shared client one.
     The bot is the only user of huggingface_hub in its process."""
+    import httpx2
+    from huggingface_hub import set_client_factory
+    from huggingface_hub.utils._http import default_client_factory
 
     def factory() -> httpx2.Client:
         client = default_client_factory()
@@ -35,8 +35,10 @@ def bound_hub_session(timeout_s: float) -> None:
 
 
 class HfHub:
+    """huggingface_hub is imported on the first check (a slow import start-up does not need)."""
+
     def __init__(self, endpoint: str, token: str | None, timeout_s: float, pool: BlockingPool) -> None:
-        self._api = HfApi(endpoint=endpoint.rstrip("/"), token=token or False)
+        self._api: Any = None
         self._token: str | bool = token or False  # False: never fall back to a token from env or disk
         self._timeout_s = timeout_s
         self._pool = pool
@@ -46,6 +48,13 @@ class HfHub:
         return await self._pool.run(self._access, repo_id)
 
     def _access(self, repo_id: str) -> HubAccess:
+        import httpx2
+        from huggingface_hub import HfApi
+        from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+
+        if self._api is None:
+            bound_hub_session(self._timeout_s)
+            self._api = HfApi(endpoint=self._endpoint.rstrip("/"), token=self._token)
         with_token = bool(self._token)
         try:
             info = self._api.model_info(repo_id, token=self._token, timeout=self._timeout_s)
@@ -71,7 +80,7 @@ class HfHub:
         return HubAccess(state="ok", gated=gated, with_token=with_token)
 
 
-def _said(exc: HfHubHTTPError) -> str:
+def _said(exc: Any) -> str:
     """The Hub's own message (X-Error-Message or the body's error), redacted, short."""
     r = exc.response
     msg = ""

@@ -12,7 +12,7 @@ from bot.adapters.blocking import BlockingPool
 from bot.adapters.cloud_quotas import CloudQuotas
 from bot.adapters.gcs_weights import GcsWeights
 from bot.adapters.google_auth import cloud_credentials
-from bot.adapters.hf_hub import HfHub, bound_hub_session
+from bot.adapters.hf_hub import HfHub
 from bot.adapters.image_registry import HttpImageRegistry
 from bot.settings import Settings
 from skills.deploy.preflight import PreflightSources
@@ -24,7 +24,6 @@ from skills.short_cache import ShortCache
 def make_preflight(settings: Settings, store: Store) -> PreflightSources:
     st = settings
     threads = max(2, st.cloud_client_threads)
-    bound_hub_session(st.preflight_timeout_s)
     token = st.hf_token.get_secret_value() if st.hf_token else None
 
     async def google_token() -> str | None:
