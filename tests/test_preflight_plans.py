@@ -122,3 +122,31 @@ async def test_quota_command_reads_the_cloud_quotas_api(deps: Deps, standins: Pr
         await close_deps(d)
     finally:
         standins.quotas.hold_s = 0.0
+
+
+async def test_deploy_from_a_bucket_checks_the_folder_it_will_read(
+    settings: Settings, standins: PreflightStandIns, redis_client: Any
+) -> None:
+    standins.seed()
+    standins.gcs.buckets.clear()
+    standins.stock_bucket("weights")
+    folder = PROFILE_REPO.rsplit("/", 1)[-1]
+    update = {
+        **standins.settings_update(),
+        "google_cloud_location": "europe-west1",
+        "model_bucket": "weights",
+        "preflight_cache_s": 0,  # the bucket changes between the two plans below
+    }
+    d = build_deps(settings.model_copy(update=update))
+    try:
+        reply, _ = await command(d, "deploy gemma4-12b-qat-l4")
+        text = _preflight_text(reply)
+        assert f"✓ gs://weights/{folder}/ holds config.json and 1 safetensors file(s)." in text
+        assert "checkpoint" not in text  # the Hub is not where this service reads its weights
+        del standins.gcs.buckets["weights"][f"{folder}/model-00001-of-00001.safetensors"]
+        reply, _ = await command(d, "deploy gemma4-12b-qat-l4")
+        text = _preflight_text(reply)
+        assert f"✗ gs://weights/{folder}/ has no *.safetensors." in text and f"hf download {PROFILE_REPO}" in text
+        assert not any(b.action_id == CONFIRM_ACTION for b in reply.buttons)
+    finally:
+        await close_deps(d)

@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -62,17 +63,17 @@ class Target(BaseModel):
     hf_token_secret: str = "hf-token"
 
 
-def target_of(spec: dict[str, object], env: DeployEnv) -> Target:
-    container = main_container(spec)  # type: ignore[arg-type]
+def target_of(spec: dict[str, Any], env: DeployEnv) -> Target:
+    """The checkpoint (Hub id, or bucket folder under a GCS mount), image, GPU and scaling a spec runs with."""
+    container = main_container(spec)
     flags = container_flags(container)
-    model = model_of(spec, flags)  # type: ignore[arg-type]
+    model = model_of(spec, flags)
     path = flags.model_path or ""
     template = spec.get("template") or {}
-    assert isinstance(template, dict)
     hf_repo = bucket = None
     prefix = ""
     if path.startswith("/"):
-        for volume, mount in gcs_mounts(spec, container):  # type: ignore[arg-type]
+        for volume, mount in gcs_mounts(spec, container):
             root = mount.rstrip("/") + "/"
             if path.startswith(root):
                 bucket = str(volume["gcs"].get("bucket", ""))
