@@ -8,6 +8,13 @@ private one), GatedRepo (403 with a token whose account has not accepted the lic
 401 with X-Error-Message "Invalid credentials in Authorization header" for an unknown token. A token of kind
 "no_gated_scope" (a fine-grained token without "read access to public gated repos") gets a 403 without a code.
 `hold_s` holds every answer that long (a slow Hub).
+
+The wordings are the Hub's as users quote them: "Access to model google/gemma-3-4b-pt is restricted and you are not
+in the authorized list. Visit https://huggingface.co/google/gemma-3-4b-pt to ask for access." with a 403
+(github.com/ariG23498/gemma3-object-detection/issues/5, github.com/kubeai-project/kubeai/issues/155); "... is
+restricted. You must have access to it and be authenticated to access it. Please log in." with a 401
+(github.com/vllm-project/semantic-router/issues/817); 404 {"error":"Repository not found"} for a repo the token
+cannot see (github.com/trufflesecurity/trufflehog/pull/3000).
 """
 
 from __future__ import annotations
@@ -110,7 +117,10 @@ class HubStandIn:
             )
             return _error(403, msg, None)
         if repo not in self.tokens[token]:
-            msg = f"Access to model {repo} is restricted and you are not in the authorized list."
+            msg = (
+                f"Access to model {repo} is restricted and you are not in the authorized list. Visit "
+                f"{request.base_url}{repo} to ask for access."
+            )
             return _error(403, msg, "GatedRepo")
         return JSONResponse({})
 
