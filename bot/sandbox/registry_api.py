@@ -5,7 +5,9 @@ GET/HEAD /v2/NAME/manifests/REF without a valid bearer token: 401 with
 `WWW-Authenticate: Bearer realm="BASE/token",service="SERVICE",scope="repository:NAME:pull"` (as Docker Hub's
 registry-1.docker.io points at auth.docker.io/token). GET /token?service=…&scope=… returns {"token",
 "access_token", "expires_in", "issued_at"}. A manifest is an OCI image index (multi-arch, as vLLM's tags are):
-served only when the Accept header allows that media type, else 404 MANIFEST_UNKNOWN (as registries answer);
+served only when the Accept header allows that media type, else 404 MANIFEST_UNKNOWN "OCI index found, but accept
+header does not support OCI indexes" (the reference registry's answer, distribution/distribution
+registry/handlers/manifests.go, ErrorCodeManifestUnknown);
 unknown repository: 404 NAME_UNKNOWN; unknown tag: 404 MANIFEST_UNKNOWN; errors in the spec's JSON
 {"errors":[{"code","message","detail"}]} (a HEAD carries no body). Other methods: 405 UNSUPPORTED.
 `hold_s` holds every answer (a slow registry); `denied` repositories refuse the token (403 DENIED).
