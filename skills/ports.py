@@ -444,7 +444,21 @@ class WeightStore(Protocol):
     async def list_prefix(self, bucket: str, prefix: str) -> WeightsListing: ...
 
 
+class QuotaRequest(BaseModel):
+    """A quota preference: someone asked for a value (an increase request), and what Google granted so far."""
+
+    region: str = ""  # "" when the preference has no region dimension
+    preferred: int
+    granted: int | None = None
+    pending: bool = False  # still awaiting Google's approval and fulfilment (the API's `reconciling`)
+    detail: str = ""
+
+
 class QuotaReader(Protocol):
     async def quota_value(self, service: str, quota_id: str, region: str) -> int | None:
         """The quota's value in `region` (None: the API gives no value there); -1 means unlimited."""
+        ...
+
+    async def quota_requests(self, service: str, quota_id: str) -> list[QuotaRequest]:
+        """The project's quota preferences for that quota (increase requests and their state)."""
         ...

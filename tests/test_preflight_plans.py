@@ -150,3 +150,28 @@ async def test_deploy_from_a_bucket_checks_the_folder_it_will_read(
         assert not any(b.action_id == CONFIRM_ACTION for b in reply.buttons)
     finally:
         await close_deps(d)
+
+
+async def test_quota_command_shows_increase_requests(deps: Deps, standins: PreflightStandIns) -> None:
+    qid = GPU_QUOTA_IDS["nvidia-l4"]
+    standins.quotas.set(QUOTA_SERVICE, qid, "europe-west1", 0)
+    standins.quotas.preferences.clear()
+    for i in range(3):  # other quotas' preferences, over more than one page of the listing
+        standins.quotas.request("compute.googleapis.com", f"Other{i}", "europe-west1", 8, 8, False)
+    standins.quotas.request(QUOTA_SERVICE, qid, "europe-west1", 3, 0, True)
+    standins.quotas.request(QUOTA_SERVICE, qid, "us-east4", 3, 3, False)
+    standins.quotas.page_size = 2
+    asked_before = len(standins.quotas.requests)
+    try:
+        reply, _ = await command(deps, "quota")
+    finally:
+        standins.quotas.preferences.clear()
+        standins.quotas.page_size = 100
+    listed = [r for r in standins.quotas.requests[asked_before:] if r.endswith("/quotaPreferences")]
+    assert len(listed) == 3  # 5 preferences, 2 a page: the client followed nextPageToken
+    assert reply is not None
+    lines = (reply.sections[0].text or "").splitlines()
+    assert lines[0] == (
+        "• `europe-west1` (deploys go here): :x: 0 GPU(s) · request for 3, granted 0 (pending Google's review)"
+    )
+    assert "• `us-east4`: :white_check_mark: 3 GPU(s) · request for 3, granted 3 (decided)" in lines

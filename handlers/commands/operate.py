@@ -11,7 +11,7 @@ from handlers.registry import command
 from handlers.reply import Reply
 from skills.capacity.prices import regions_offering
 from skills.deploy.audit import latest
-from skills.deploy.gpu_quota import GPU_QUOTA_IDS, quota_by_region
+from skills.deploy.gpu_quota import GPU_QUOTA_IDS, quota_by_region, request_text
 from skills.deploy.revisions import quota_advice, revisions
 from skills.durations import format_duration
 from skills.errors import InvalidInput
@@ -146,6 +146,8 @@ async def quota(ctx: CommandContext) -> Reply:
         else:
             icon = ":white_check_mark:" if q.value > 0 else ":x:"
             lines.append(f"• `{row.region}`{here}: {icon} {q.value} GPU(s)")
+        if row.requests:
+            lines[-1] += " · " + "; ".join(request_text(r) for r in row.requests)
     first = next((r.quota for r in rows if r.quota is not None), None)
     reply = Reply(title=f":bar_chart: Cloud Run {gpu} GPU quota")
     reply.add(text="\n".join(lines))

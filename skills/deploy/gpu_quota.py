@@ -15,7 +15,7 @@ import asyncio
 
 from pydantic import BaseModel
 
-from skills.ports import PreflightUnavailable, QuotaReader
+from skills.ports import PreflightUnavailable, QuotaReader, QuotaRequest
 
 QUOTA_SERVICE = "run.googleapis.com"
 GPU_QUOTA_IDS = {
@@ -62,6 +62,26 @@ class RegionQuota(BaseModel):
     region: str
     quota: GpuQuota | None = None
     why: str = ""  # when it could not be read
+    requests: list[QuotaRequest] = []  # increase requests for this region
+
+
+def request_text(r: QuotaRequest) -> str:
+    granted = f", granted {r.granted}" if r.granted is not None else ""
+    state = "pending Google's review" if r.pending else "decided"
+    return f"request for {r.preferred}{granted} ({state})"
+
+
+async def quota_requests(reader: QuotaReader, gpu: str, timeout_s: float) -> tuple[list[QuotaRequest], str]:
+    """The increase requests for the GPU's quota, and why they could not be read ('' when they could)."""
+    qid = quota_id(gpu)
+    if qid is None:
+        return [], ""
+    try:
+        return await asyncio.wait_for(reader.quota_requests(QUOTA_SERVICE, qid), timeout=timeout_s), ""
+    except TimeoutError:
+        return [], f"no answer within {timeout_s:g} s"
+    except PreflightUnavailable as exc:
+        return [], str(exc)
 
 
 async def quota_by_region(reader: QuotaReader, gpu: str, regions: list[str], timeout_s: float) -> list[RegionQuota]:
@@ -76,4 +96,9 @@ async def quota_by_region(reader: QuotaReader, gpu: str, regions: list[str], tim
             return RegionQuota(region=region, why=str(exc))
         return RegionQuota(region=region, quota=q)
 
-    return list(await asyncio.gather(*(one(r) for r in regions)))
+    rows, (requests, _) = await asyncio.gather(
+        asyncio.gather(*(one(r) for r in regions)), quota_requests(reader, gpu, timeout_s)
+    )
+    for row in rows:
+        row.requests = [q for q in requests if q.region == row.region]
+    return list(rows)
