@@ -320,3 +320,29 @@ async def test_definite_answers_are_cached_briefly_could_not_check_is_not(
     assert (await _check(src_slow, "quota", region="europe-west4")).status == "unknown"
     stand.quotas.hold_s = 0.0
     assert (await _check(src_slow, "quota", region="europe-west4")).status == "ok"
+
+
+async def test_artifact_registry_is_asked_with_the_bots_access_token(stand: PreflightStandIns) -> None:
+    import base64
+
+    from bot.adapters.image_registry import HttpImageRegistry, split_image
+
+    image = "europe-docker.pkg.dev/acme/mirror/vllm-openai:v0.25.1-cu129"
+    stand.registry.add(image.split("/", 1)[1])
+
+    async def access_token() -> str | None:
+        return "ya29.bot-access-token"
+
+    reg = HttpImageRegistry({"europe-docker.pkg.dev": stand.urls["registry"]}, 5.0, access_token)
+    try:
+        found = await reg.lookup(image)
+        assert found.state == "ok" and found.digest.startswith("sha256:")
+        basic = base64.b64encode(b"oauth2accesstoken:ya29.bot-access-token").decode()
+        assert stand.registry.token_auth[-1] == f"Basic {basic}"
+        # without an override Docker Hub's short names go to its registry host (never asked here)
+        assert reg.base_url("docker.io") == "https://registry-1.docker.io"
+        assert reg.base_url("ghcr.io") == "https://ghcr.io"
+    finally:
+        await reg.aclose()
+    assert split_image("ubuntu") == ("docker.io", "library/ubuntu", "latest")
+    assert split_image("localhost:5000/a/b@sha256:ab") == ("localhost:5000", "a/b", "sha256:ab")

@@ -41,6 +41,7 @@ class RegistryStandIn:
         self.base_url = ""  # set once served: the token realm is on the same server
         self._tokens: dict[str, str] = {}  # token -> repository it may pull
         self.requests: list[tuple[str, str]] = []
+        self.token_auth: list[str] = []  # the Authorization header of each token request ('' when anonymous)
 
     def add(self, image: str) -> None:
         """`repo:tag` (Docker Hub's short names as library/NAME)."""
@@ -62,6 +63,7 @@ class RegistryStandIn:
     async def _token(self, request: Request) -> Response:
         await hold(self.hold_s)
         q = request.query_params
+        self.token_auth.append(request.headers.get("authorization", ""))
         unknown = set(q) - {"service", "scope", "account", "client_id", "offline_token"}
         if unknown or q.get("service") != self.service:
             return JSONResponse({"details": "invalid service or parameters"}, status_code=400)
