@@ -220,6 +220,7 @@ async def test_image_present_through_the_token_flow(
     repo, tag = IMAGE.split(":")
     # 401 challenge, token, then the authorised HEAD
     assert stand.registry.requests[-2:] == [("HEAD", f"{repo}:{tag}"), ("HEAD", f"{repo}:{tag}")]
+    assert stand.registry.token_auth[-1] == ""  # Docker Hub's pull token, asked anonymously
 
 
 async def test_tag_missing_and_repository_missing(stand: PreflightStandIns, key_prefix: str, redis_client: Any) -> None:
