@@ -1,15 +1,21 @@
 """Time per deploy plan: capacity check + render + diff against a running service + gcloud command.
 
 Prints the median over many runs, and the share each step takes (render+diff vs the planner), in-process.
+Then the whole deploy plan (skills/deploy/plan_builder.build_plan) without and with preflight, the four checks
+answered by the stand-ins on 127.0.0.1 through the real clients: every check asked (cache off), and answered
+from the short cache (the in-process store). Network time to the real Hub, Docker Hub and Google APIs is not in
+these figures; each check's time limit (PREFLIGHT_TIMEOUT_S, 5 s) bounds it.
 Usage: .venv/bin/python bench/plan_latency.py [RUNS]
 """
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -45,6 +51,49 @@ def _one(running: dict) -> tuple[float, float]:
     deploy_command("vllm-gemma4", spec, "us-central1", "proj")
     t2 = time.perf_counter()
     return t1 - t0, t2 - t1
+
+
+class _NoService:
+    async def get_service_spec(self, name: str) -> dict[str, Any] | None:
+        return None
+
+
+async def _whole_plans(runs: int) -> None:
+    import fakeredis.aioredis
+
+    from bot.adapters.preflight import make_preflight
+    from bot.sandbox.preflight_standins import PreflightStandIns
+    from bot.settings import load_settings
+    from skills.deploy.env import DeployEnv
+    from skills.deploy.plan_builder import build_plan
+
+    env = DeployEnv(service="vllm-gemma4", region="europe-west1", project="bench")
+    params = {"profile": "gemma4-12b-qat-l4"}
+    standins = PreflightStandIns().start()
+    try:
+        base: dict[str, Any] = dict(
+            google_cloud_project="bench", google_anonymous_credentials=True, **standins.settings_update()
+        )
+        store = fakeredis.aioredis.FakeRedis()
+        sources = {
+            "without preflight": None,
+            "with preflight, every check asked": make_preflight(load_settings(**base, preflight_cache_s=0), store),
+            "with preflight, from the short cache": make_preflight(load_settings(**base, preflight_cache_s=600), store),
+        }
+        for label, src in sources.items():
+            times = []
+            for i in range(runs + 5):
+                t0 = time.perf_counter()
+                plan = await build_plan("deploy", params, _NoService(), env, preflight=src)  # type: ignore[arg-type]
+                if i >= 5:  # the first few warm imports, clients and the cache
+                    times.append(time.perf_counter() - t0)
+            assert plan.blocked() == "", plan.blocked()
+            print(
+                f"whole deploy plan {label}: median {statistics.median(times) * 1e3:.2f} ms "
+                f"(p95 {sorted(times)[int(len(times) * 0.95) - 1] * 1e3:.2f} ms) over {runs} plans"
+            )
+    finally:
+        standins.close()
 
 
 def main() -> int:
@@ -84,6 +133,7 @@ def main() -> int:
         f"({statistics.median(render_t) / med:.0%} of a plan)"
     )
     print(f"  plans per second (one core): {1 / med:,.0f}")
+    asyncio.run(_whole_plans(max(20, runs // 10)))
     return 0
 
 

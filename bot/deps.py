@@ -16,6 +16,7 @@ from skills.deploy.confirm import UsergroupMembers, WriteGate
 from skills.deploy.env import DeployEnv
 from skills.deploy.flow import WriteFlow
 from skills.deploy.plans import PlanStore
+from skills.deploy.preflight import PreflightSources
 from skills.incidents.store import IncidentStore
 from skills.ports import Logs, Metrics, ModelServer, Runtime, StreamClients
 from skills.short_cache import ShortCache
@@ -51,6 +52,7 @@ class Deps:
     agent: Agent | None = None  # the agent (tool-calling loop), when wired
     streams: StreamClients | None = None  # the bench load generator's connections to the model endpoint
     sandbox: Sandbox | None = None  # when the bot runs on the simulated project
+    preflight: PreflightSources | None = None  # what deploy/redeploy plans check before Confirm
     max_background: int = 16
     # Where an error id can be looked up; the console logs to a file and says which.
     log_location: str = "the bot's log (JSON lines on the stdout of `gemma-sre serve`; on Cloud Run, Cloud Logging)"
@@ -87,6 +89,7 @@ class Deps:
             incidents=IncidentStore(self.redis, st.key_prefix),
             logs=self.logs,
             poll_s=st.deploy_poll_s,
+            preflight=self.preflight,
         )
 
     def _usergroup_members(self) -> UsergroupMembers | None:

@@ -110,6 +110,19 @@ class Settings(BaseSettings):
     # How often a deploy polls Cloud Run while it waits for the new revision (progress is edited in place).
     deploy_poll_s: float = Field(default=5.0, gt=0, le=60)
 
+    # --- Preflight (skills/deploy/preflight.py): what a deploy plan checks before Confirm ------------------------
+    # The bot's copy of the token the vLLM service downloads with (on Cloud Run: the HF_TOKEN_SECRET secret
+    # mounted as HF_TOKEN on the bot too); unset: the Hub is asked anonymously and gated models are "could not check".
+    hf_token: SecretStr | None = None
+    hf_endpoint: str = "https://huggingface.co"
+    # Registry host -> base URL overrides (JSON, e.g. {"docker.io": "http://127.0.0.1:5000"}); others are
+    # https://HOST, Docker Hub (docker.io) is https://registry-1.docker.io.
+    registry_endpoints: dict[str, str] = Field(default_factory=dict)
+    storage_api_endpoint: str | None = None  # Cloud Storage JSON API (google-cloud-storage)
+    cloud_quotas_api_endpoint: str | None = None  # Cloud Quotas API (google-cloud-quotas, REST)
+    preflight_timeout_s: float = Field(default=5.0, gt=0, le=60)  # each check's time limit
+    preflight_cache_s: int = Field(default=60, ge=0, le=3600)  # how long a check's definite answer is reused
+
     # --- Sandbox (a simulated project on this machine: `console` without credentials, `--sandbox`) -------
     # Simulated seconds per real second: a cold start of minutes plays in seconds (0 stops the clock).
     sandbox_speed: float = Field(default=30.0, ge=0)

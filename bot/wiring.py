@@ -8,6 +8,7 @@ from bot.adapters.cloud_run import CloudRunRuntime
 from bot.adapters.google_auth import IdentityTokens
 from bot.adapters.llm import LLMEndpoint
 from bot.adapters.model_server import HttpModelServer
+from bot.adapters.preflight import make_preflight
 from bot.adapters.stream_client import EndpointStreams
 from bot.agent import Agent
 from bot.agent_evals import ScenarioEvals
@@ -34,6 +35,7 @@ def build_deps(settings: Settings) -> Deps:
         logs=CloudLoggingLogs(settings),
     )
     deps.streams = EndpointStreams(deps.endpoint)  # the bench's streaming client, with the endpoint's auth
+    deps.preflight = make_preflight(settings, deps.redis)  # checks before a deploy's Confirm
     deps.agent = Agent(deps)  # the tool-calling loop over deps.endpoint (bot/agent)
     return deps
 
@@ -41,7 +43,8 @@ def build_deps(settings: Settings) -> Deps:
 async def close_deps(deps: Deps) -> None:
     await deps.drain()
     # Adapters with connections or threads close them (the ports do not require it: stand-ins may not).
-    for part in (deps.model_server, deps.metrics, deps.logs, deps.runtime):
+    registry = deps.preflight.registry if deps.preflight else None
+    for part in (deps.model_server, deps.metrics, deps.logs, deps.runtime, registry):
         close = getattr(part, "aclose", None)
         if close is not None:
             await close()

@@ -9,7 +9,7 @@ import builtins
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -467,3 +467,68 @@ class IncidentChat(Protocol):
     ) -> None: ...
 
     async def post_dead(self, channel: str, thread_ts: str | None, notice: DeadNotice) -> None: ...
+
+
+# --- Preflight: what a deploy needs to exist before Confirm (skills/deploy/preflight.py) --------------------
+
+
+class PreflightUnavailable(Exception):
+    """A preflight source could not be asked (unreachable, refused the bot's own credentials, answered in a way
+    that says nothing about the deploy); str() says why, fit for the plan."""
+
+
+class HubAccess(BaseModel):
+    """What the model hub says of a checkpoint, asked with the bot's copy of the service's HF token."""
+
+    state: Literal["ok", "missing", "gated", "token_rejected", "forbidden"]
+    gated: bool = False  # the repo asks users to accept its licence before downloading
+    with_token: bool = False  # the question was asked with a token (False: anonymously)
+    detail: str = ""  # the hub's own words, when it gave some (redacted by the adapter)
+
+
+class ImageLookup(BaseModel):
+    """A registry's answer to a manifest request for one image reference."""
+
+    state: Literal["ok", "missing", "denied"]
+    digest: str = ""  # Docker-Content-Digest of the manifest (or index) found
+    detail: str = ""
+
+
+class WeightsListing(BaseModel):
+    """Object names under a prefix of a bucket (at most the adapter's limit)."""
+
+    state: Literal["ok", "no_bucket", "denied"]
+    names: list[str] = Field(default_factory=list)
+    detail: str = ""
+
+
+class ModelHub(Protocol):
+    async def access(self, repo_id: str) -> HubAccess: ...
+
+
+class ImageRegistry(Protocol):
+    async def lookup(self, image: str) -> ImageLookup: ...
+
+
+class WeightStore(Protocol):
+    async def list_prefix(self, bucket: str, prefix: str) -> WeightsListing: ...
+
+
+class QuotaRequest(BaseModel):
+    """A quota preference: someone asked for a value (an increase request), and what Google granted so far."""
+
+    region: str = ""  # "" when the preference has no region dimension
+    preferred: int
+    granted: int | None = None
+    pending: bool = False  # still awaiting Google's approval and fulfilment (the API's `reconciling`)
+    detail: str = ""
+
+
+class QuotaReader(Protocol):
+    async def quota_value(self, service: str, quota_id: str, region: str) -> int | None:
+        """The quota's value in `region` (None: the API gives no value there); -1 means unlimited."""
+        ...
+
+    async def quota_requests(self, service: str, quota_id: str) -> list[QuotaRequest]:
+        """The project's quota preferences for that quota (increase requests and their state)."""
+        ...

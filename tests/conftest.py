@@ -12,6 +12,7 @@ import redis.asyncio as redis
 from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.sandbox.model_server import ModelServerStandIn
+from bot.sandbox.preflight_standins import PreflightStandIns
 from bot.sandbox.server import serve
 from bot.sandbox.slack_api import SlackStandIn
 from bot.settings import Settings, load_settings
@@ -73,6 +74,17 @@ def quiet_logging() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="session")
+def preflight_ok() -> Iterator[PreflightStandIns]:
+    """The preflight stand-ins (Hub, registry, Cloud Storage, Cloud Quotas) of a healthy project, shared by the
+    session: nobody changes them (a test of a failure starts its own)."""
+    standins = PreflightStandIns().start()
+    for bucket in ("weights", "w", "acme-weights"):  # the buckets the tests' services read their weights from
+        standins.stock_bucket(bucket)
+    yield standins
+    standins.close()
+
+
 @pytest.fixture
 def settings(
     key_prefix: str,
@@ -80,6 +92,7 @@ def settings(
     cloud_run: CloudRunStandIn,
     model_server: ModelServerStandIn,
     quiet_logging: str,
+    preflight_ok: PreflightStandIns,
 ) -> Settings:
     """Settings pointing every remote at a local stand-in."""
     return load_settings(
@@ -98,4 +111,5 @@ def settings(
         deployer_user_ids="UDEPLOYER",
         alert_webhook_token="alert-token-123",
         alert_webhook_password="alert-pass-123",
+        **preflight_ok.settings_update(),
     )

@@ -257,6 +257,10 @@ def test_socket_mode_and_direct_vpc_egress(fake: dict[str, Any]) -> None:
     parsed = gcloud_dict(shlex.split(line)[0].split("=", 1)[1])
     assert parsed["_VPC_FLAG"] == "--subnet=default" and parsed["_DEPLOYERS"] == ""
     assert gcloud_dict(parsed["_SECRETS"])["SLACK_APP_TOKEN"] == "slack-app-token:latest"
+    # the bot gets the HF token too (preflight checks the checkpoint with it) and may read GPU quota
+    assert gcloud_dict(parsed["_SECRETS"])["HF_TOKEN"] == "hf-token:latest"
+    assert "cloudquotas.googleapis.com" in cmds[0]
+    assert any("--role=roles/cloudquotas.viewer" in c for c in cmds)
 
 
 def test_no_example_ids_in_printed_commands(fake: dict[str, Any]) -> None:

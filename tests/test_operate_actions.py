@@ -121,10 +121,13 @@ async def test_cancel_discards_the_plan(deps: Any, cloud_run: CloudRunStandIn) -
     assert not [r for r in cloud_run.requests if r[0] != "GET"]
 
 
-async def test_config_renders_without_deploying_and_quota_explains(deps: Any, cloud_run: CloudRunStandIn) -> None:
+async def test_config_renders_without_deploying_and_quota_reads_the_api(deps: Any, cloud_run: CloudRunStandIn) -> None:
     reply, _ = await command(deps, "config gemma4-12b-qat-l4")
     assert reply is not None and "nothing deployed" in reply.title
     assert reply.files and b"nvidia.com/gpu" in reply.files[0].content
     assert not [r for r in cloud_run.requests if r[0] != "GET"]
     quota, _ = await command(deps, "quota")
-    assert quota is not None and "without zonal redundancy" in (quota.sections[0].text or "")
+    # read from the Cloud Quotas API (stand-in): the deploy region first, then the others that offer the GPU
+    text = quota.sections[0].text or "" if quota is not None else ""
+    assert text.startswith("• `us-central1` (deploys go here): :white_check_mark: 3 GPU(s)"), text
+    assert "`europe-west1`" in text and "gcloud" not in text

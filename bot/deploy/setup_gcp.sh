@@ -108,7 +108,8 @@ value_of() {
 
 step "1. APIs"
 apis=(run.googleapis.com artifactregistry.googleapis.com cloudbuild.googleapis.com secretmanager.googleapis.com
-      redis.googleapis.com compute.googleapis.com iam.googleapis.com logging.googleapis.com monitoring.googleapis.com)
+      redis.googleapis.com compute.googleapis.com iam.googleapis.com logging.googleapis.com monitoring.googleapis.com
+      cloudquotas.googleapis.com)  # cloudquotas: preflight and /gemma quota read the Cloud Run GPU quota
 [ "$EGRESS" = connector ] && apis+=(vpcaccess.googleapis.com)
 [ "$ALERTS" = pubsub ] && apis+=(pubsub.googleapis.com)
 run gcloud services enable "${apis[@]}" --project="$PROJECT"  # enabling an enabled API is a no-op
@@ -124,9 +125,11 @@ if missing gcloud iam service-accounts describe "$SA" --project="$PROJECT"; then
   run gcloud iam service-accounts create "$SA_NAME" --display-name="gemma-sre bot" --project="$PROJECT"
 fi
 # run.developer: deploy/scale/destroy the vLLM service; iam.serviceAccountUser: deploy it with its runtime account;
-# run.invoker: call the private model; logging/monitoring viewers: read-only diagnosis; secretAccessor: its secrets.
+# run.invoker: call the private model; logging/monitoring viewers: read-only diagnosis; secretAccessor: its secrets
+# (the Slack ones, and the HF token preflight checks the checkpoint with); cloudquotas.viewer: GPU quota (preflight,
+# /gemma quota). With MODEL_BUCKET, also grant roles/storage.objectViewer on that bucket so preflight can list it.
 roles=(roles/run.developer roles/iam.serviceAccountUser roles/run.invoker roles/logging.viewer roles/monitoring.viewer
-       roles/secretmanager.secretAccessor)
+       roles/secretmanager.secretAccessor roles/cloudquotas.viewer)
 for role in "${roles[@]}"; do  # adding a binding that exists is a no-op
   run gcloud projects add-iam-policy-binding "$PROJECT" --member="serviceAccount:$SA" --role="$role" \
     --condition=None --quiet
@@ -235,7 +238,7 @@ REDIS_HOST="$(value_of gcloud redis instances describe "$REDIS_INSTANCE" --regio
   --format='value(host)' || true)"
 REDIS_URL="redis://${REDIS_HOST:-REDIS_HOST}:6379/0"
 if [ "$SLACK_MODE" = socket ]; then SLACK_SECRET="SLACK_APP_TOKEN=slack-app-token:latest"; else SLACK_SECRET="SLACK_SIGNING_SECRET=slack-signing-secret:latest"; fi
-SECRETS="^|^SLACK_BOT_TOKEN=slack-bot-token:latest|$SLACK_SECRET|ALERT_WEBHOOK_TOKEN=alert-webhook-token:latest"
+SECRETS="^|^SLACK_BOT_TOKEN=slack-bot-token:latest|$SLACK_SECRET|ALERT_WEBHOOK_TOKEN=alert-webhook-token:latest|HF_TOKEN=$HF_SECRET:latest"
 DEPLOYERS="${DEPLOYER_USER_IDS:-}"
 if [ "${#MISSING_SECRETS[@]}" -gt 0 ]; then
   echo "   Not yet: the deploy reads these secrets at :latest and would fail without a value:"

@@ -31,6 +31,8 @@ from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.sandbox.lifecycle import RevisionLifecycle, Startup
 from bot.sandbox.monitoring_grpc import MonitoringStandIn, serve_monitoring
+from bot.sandbox.preflight_standins import SCENARIOS as PREFLIGHT_SCENARIOS
+from bot.sandbox.preflight_standins import PreflightStandIns
 from bot.sandbox.server import serve
 from bot.sandbox.vllm_sim import SimConfig, VllmSim
 from bot.settings import Settings
@@ -68,6 +70,7 @@ class Sandbox:
         self.cloud_run = CloudRunStandIn(PROJECT, LOCATION)
         self.logging = CloudLoggingStandIn()
         self.monitoring = MonitoringStandIn()
+        self.preflight = PreflightStandIns()  # the Hub, the registry, Cloud Storage, Cloud Quotas
         self._spec = self._render_seed()
         args = [str(a) for a in self._spec["template"]["containers"][0].get("args") or []]
         flags = VllmFlags.parse(args)  # the simulator serves what the seeded service runs
@@ -102,6 +105,8 @@ class Sandbox:
         self.urls["monitoring"] = s.enter_context(serve_monitoring(self.monitoring))
         self.urls["vllm"] = s.enter_context(serve(self.vllm.app))
         self.lifecycle.uri = self.urls["vllm"]
+        self._stack.callback(self.preflight.close)
+        self.preflight.start()
         self._seed(self._spec)
         self.ensure_ticker()
         return self
@@ -133,6 +138,9 @@ class Sandbox:
             "model_bucket": None,
             # Poll often enough that each phase of a fast simulated start is seen (Slack edits stay few).
             "deploy_poll_s": min(settings.deploy_poll_s, 1.0),
+            **self.preflight.settings_update(),
+            # The preflight scenarios change the stand-ins between two plans: a cached answer would hide that.
+            "preflight_cache_s": 0,
         }
         if not settings.alert_webhook_token:
             update["alert_webhook_token"] = SecretStr(self.alert_token)
@@ -253,11 +261,16 @@ class Sandbox:
 
     def scenario_list(self) -> list[tuple[str, str, str]]:
         """(name, what happens, the finding kind) for each scenario."""
-        return [(s.name, s.summary, s.kind) for s in sc.SCENARIOS.values()]
+        field = [(s.name, s.summary, s.kind) for s in sc.SCENARIOS.values()]
+        return field + [(name, what, "preflight, at plan time") for name, what in PREFLIGHT_SCENARIOS.items()]
 
     async def fire(self, name: str, on_event: Callable[[str], Awaitable[None]]) -> None:
         """Run a scenario by name, narrating failures of the sandbox itself instead of raising them."""
         try:
+            if name in PREFLIGHT_SCENARIOS:
+                repo = self._seed_repo()
+                await on_event(self.preflight.scenario(name, repo, LOCATION))
+                return
             await self.run_scenario(sc.SCENARIOS[name], on_event)
         except Exception as exc:
             log.warning("sandbox scenario %s failed: %s: %s", name, type(exc).__name__, str(exc)[:200], exc_info=True)
@@ -356,6 +369,11 @@ class Sandbox:
                 self.open_alerts.pop(iid, None)
                 sent += 1
         return sent
+
+    def _seed_repo(self) -> str:
+        """The Hub repo the default profile pulls (what the preflight scenarios take away)."""
+        args = [str(a) for a in self._spec["template"]["containers"][0].get("args") or []]
+        return VllmFlags.parse(args).model_path or ""
 
     def wait_budget_s(self) -> float:
         """Real seconds to wait for a revision: the longest cold start the planner knows, at this speed."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -84,3 +85,10 @@ def serve(app: Any, *, ws_max: int | None = None) -> Iterator[str]:
     finally:
         server.stop(thread)
         sock.close()
+
+
+async def hold(seconds: float) -> None:
+    """A slow service: hold the answer. A stand-in stopped meanwhile drops the held request quietly."""
+    if seconds > 0:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(seconds)

@@ -9,9 +9,12 @@ from handlers.commands.plans import destroy_modal, make_plan
 from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.reply import Reply
+from skills.capacity.prices import regions_offering
 from skills.deploy.audit import latest
+from skills.deploy.gpu_quota import GPU_QUOTA_IDS, quota_by_region, request_text
 from skills.deploy.revisions import quota_advice, revisions
 from skills.durations import format_duration
+from skills.errors import InvalidInput
 from skills.text import shorten
 
 log = logging.getLogger(__name__)
@@ -115,15 +118,48 @@ async def destroy(ctx: CommandContext) -> Reply:
     return reply
 
 
-@command("quota", "How much Cloud Run GPU quota the region has (or how to check)", _quota_args, ack="Checking…")
+@command("quota", "Cloud Run GPU quota by region, read from the Cloud Quotas API", _quota_args, ack="Checking…")
 async def quota(ctx: CommandContext) -> Reply:
     gpu = ctx.opts.gpu
-    advice = quota_advice(ctx.deps.writes.env, gpu)
-    return (
-        Reply(title=f":bar_chart: GPU quota: {advice.gpu} in {advice.region}")
-        .add(text=advice.text)
-        .add(heading="Check it with", code="\n".join(advice.commands))
+    flow = ctx.deps.writes
+    env, src = flow.env, flow.preflight
+    if gpu not in GPU_QUOTA_IDS:
+        raise InvalidInput(f"No Cloud Run quota is recorded for `{gpu}`.", "GPUs: " + ", ".join(sorted(GPU_QUOTA_IDS)))
+    if src is None or src.quotas is None:
+        advice = quota_advice(env, gpu)
+        return (
+            Reply(title=f":bar_chart: GPU quota: {advice.gpu} in {advice.region}")
+            .add(text=advice.text)
+            .add(heading="Check it with", code="\n".join(advice.commands))
+        )
+    # The deploy region first, then every other region that offers the GPU (invitation-only ones included).
+    regions = [env.region, *(r for r in regions_offering(gpu, invitation=True) if r != env.region)]
+    rows = await quota_by_region(src.quotas, gpu, regions, src.timeout_s)
+    lines = []
+    for row in rows:
+        here = " (deploys go here)" if row.region == env.region else ""
+        q = row.quota
+        if q is None or q.value is None:
+            why = row.why or "the API gives no value for this region"
+            lines.append(f"• `{row.region}`{here}: could not read ({why})")
+        elif q.value == -1:
+            lines.append(f"• `{row.region}`{here}: unlimited")
+        else:
+            icon = ":white_check_mark:" if q.value > 0 else ":x:"
+            lines.append(f"• `{row.region}`{here}: {icon} {q.value} GPU(s)")
+        if row.requests:
+            lines[-1] += " · " + "; ".join(request_text(r) for r in row.requests)
+    first = next((r.quota for r in rows if r.quota is not None), None)
+    reply = Reply(title=f":bar_chart: Cloud Run {gpu} GPU quota")
+    reply.add(text="\n".join(lines))
+    qid = GPU_QUOTA_IDS[gpu]
+    reply.context = (
+        f"`{qid}` (service run.googleapis.com, what services without zonal redundancy use); the limit, not "
+        "what is in use."
     )
+    if first is not None and any(r.quota is not None and r.quota.value == 0 for r in rows):
+        reply.add(heading="To get quota", text=first.request_fix(env.project))
+    return reply
 
 
 @command(

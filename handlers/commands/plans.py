@@ -27,6 +27,7 @@ from skills.actions.button_payloads import PayloadStore
 from skills.deploy.confirm import Refused, Where
 from skills.deploy.execute import ExecResult, Progress
 from skills.deploy.plans import Plan
+from skills.deploy.preflight_check import UNKNOWN_NOTE
 from skills.durations import format_duration
 from skills.errors import InvalidInput
 from skills.logs.redact import redact
@@ -57,6 +58,11 @@ def render_plan(plan: Plan, *, with_buttons: bool = True) -> Reply:
         if plan.fit_changes:
             lines.append("Applied to fit: " + ", ".join(f"`{c}`" for c in plan.fit_changes))
         reply.add(heading="Capacity check", text="\n".join(lines))
+    if plan.preflight:
+        lines = [c.line() for c in plan.preflight]
+        if any(c.status == "unknown" for c in plan.preflight):
+            lines.append(f"_{UNKNOWN_NOTE}_")
+        reply.add(heading="Preflight", text="\n".join(lines))
     if plan.notes:
         reply.add(heading="Notes", text="\n".join(f"• {n}" for n in plan.notes))
     if plan.kind != "destroy":

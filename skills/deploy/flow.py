@@ -18,6 +18,7 @@ from skills.deploy.execute import ExecResult, ProgressFn
 from skills.deploy.locks import ServiceLock
 from skills.deploy.plan_builder import build_plan
 from skills.deploy.plans import Plan, PlanStore
+from skills.deploy.preflight import PreflightSources
 from skills.incidents.model import Fix, utcnow
 from skills.incidents.store import IncidentStore
 from skills.ports import Logs, Runtime
@@ -34,13 +35,16 @@ class WriteFlow:
     incidents: IncidentStore
     logs: Logs | None = None
     poll_s: float = 5.0
+    preflight: PreflightSources | None = None  # deploy/redeploy plans are checked before Confirm
 
     async def propose(
         self, kind: str, params: dict[str, Any], *, user_id: str, channel_id: str, thread_ts: str = ""
     ) -> Plan:
         """Compute and store a plan (the one entry point for commands and plan buttons). A plan asked for in a
         thread remembers it, and the incident whose thread it is, so progress and outcome land there."""
-        plan = await build_plan(kind, params, self.runtime, self.env, user_id=user_id, channel_id=channel_id)
+        plan = await build_plan(
+            kind, params, self.runtime, self.env, user_id=user_id, channel_id=channel_id, preflight=self.preflight
+        )
         if thread_ts:
             plan.thread_ts = thread_ts
             plan.incident_id = await self.incidents.thread_incident(channel_id, thread_ts)

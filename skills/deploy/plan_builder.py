@@ -15,6 +15,7 @@ from skills.deploy.plan_deploy import plan_deploy
 from skills.deploy.plan_operate import plan_destroy, plan_rollback, plan_scale
 from skills.deploy.plan_redeploy import plan_redeploy
 from skills.deploy.plans import Plan
+from skills.deploy.preflight import PreflightSources, run_preflight, target_of
 from skills.errors import InvalidInput
 from skills.ports import Runtime
 
@@ -38,8 +39,9 @@ async def build_plan(
     user_id: str = "",
     channel_id: str = "",
     offline: bool = False,
+    preflight: PreflightSources | None = None,
 ) -> Plan:
-    """`offline` (deploy only): see plan_deploy."""
+    """`offline` (deploy only): see plan_deploy. `preflight`: run the checks on a deploy or redeploy plan."""
     builder = _BUILDERS.get(kind)
     if builder is None:
         raise InvalidInput(f"Unknown action `{kind}`.", "Known: " + ", ".join(sorted(_BUILDERS)) + ".")
@@ -51,4 +53,6 @@ async def build_plan(
         else builder(runtime, env, params)
     )
     plan.created_by, plan.channel_id = user_id, channel_id
+    if preflight is not None and kind in ("deploy", "redeploy") and plan.spec is not None and not offline:
+        plan.preflight = await run_preflight(preflight, target_of(plan.spec, env))
     return plan

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from skills.deploy.diff import FieldChange
+from skills.deploy.preflight_check import PreflightCheck, preflight_blocked
 from skills.ports import Store
 
 PlanKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy"]
@@ -47,6 +48,7 @@ class Plan(BaseModel):
     cold_start_s: float | None = None
     wait_budget_s: float = 0.0  # how long execution waits for the revision to become ready
     target_revision: str = ""  # rollback
+    preflight: list[PreflightCheck] = Field(default_factory=list)  # deploy/redeploy: skills/deploy/preflight.py
 
     def blocked(self) -> str:
         """Why this plan cannot be confirmed ('' when it can)."""
@@ -54,7 +56,7 @@ class Plan(BaseModel):
             return (
                 "The capacity planner says this configuration does not fit; pick one of the alternatives and re-plan."
             )
-        return ""
+        return preflight_blocked(self.preflight)
 
     def expired(self, now: float | None = None) -> bool:
         return bool(self.expires_at) and (now or time.time()) >= self.expires_at

@@ -1,0 +1,111 @@
+"""The four preflight stand-ins served together (Hub, registry, Cloud Storage, Cloud Quotas), seeded with what a
+healthy project has: every catalog checkpoint (gated, as Google's Gemma repos are, with the licence accepted by
+the bot's token), every image in skills/data/vllm_images.yaml, GPU quota in every region that offers the GPU.
+Scenarios (`scenario()`) take one of them away. Used by the sandbox and by the tests."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from pydantic import SecretStr
+
+from bot.sandbox.cloud_quotas_api import QuotasStandIn
+from bot.sandbox.gcs_api import GcsStandIn
+from bot.sandbox.hf_hub_api import HubStandIn
+from bot.sandbox.registry_api import RegistryStandIn
+from bot.sandbox.server import serve
+from skills.capacity.fit import load_catalog
+from skills.capacity.image_compat import default_image, load_image_data
+from skills.capacity.prices import load_prices
+from skills.deploy.gpu_quota import GPU_QUOTA_IDS, QUOTA_SERVICE
+
+HF_TOKEN = "hf_sandboxTokenWithTheGemmaLicenceAccepted"
+DEFAULT_QUOTA = 3
+# (name, what happens): each makes the next deploy plan of the default L4 profile fail one check.
+SCENARIOS = {
+    "checkpoint-missing": "the Hub no longer has the default profile's checkpoint (a wrong catalog repo id)",
+    "licence-not-accepted": "the bot's HF token has not accepted the Gemma licence of the default checkpoint",
+    "tag-missing": "the registry no longer has the L4 default vLLM image tag",
+    "quota-zero": "the project has no L4 GPU quota in the region",
+    "hub-slow": "the Hub holds every answer past preflight's time limit (the check says it could not check)",
+    "preflight-healthy": "undo the preflight scenarios above",
+}
+
+
+class PreflightStandIns:
+    def __init__(self) -> None:
+        self.hub = HubStandIn()
+        self.registry = RegistryStandIn()
+        self.gcs = GcsStandIn()
+        self.quotas = QuotasStandIn()
+        self.urls: dict[str, str] = {}
+        self._stack = contextlib.ExitStack()
+        self.seed()
+
+    def seed(self) -> None:
+        self.hub.repos.clear()
+        self.hub.tokens.clear()
+        self.hub.no_gated_scope.clear()
+        self.hub.hold_s = self.registry.hold_s = self.gcs.hold_s = self.quotas.hold_s = 0.0
+        for m in load_catalog().models.values():
+            self.hub.add(m.hf_repo, gated="manual")
+        self.hub.tokens[HF_TOKEN] = set(self.hub.repos)
+        self.registry.tags.clear()
+        for image in load_image_data().images:
+            self.registry.add(image)
+        self.quotas.values.clear()
+        for name, region in load_prices().regions.items():
+            for gpu in region.gpus:
+                if gpu in GPU_QUOTA_IDS:
+                    self.quotas.set(QUOTA_SERVICE, GPU_QUOTA_IDS[gpu], name, DEFAULT_QUOTA)
+        for qid in GPU_QUOTA_IDS.values():  # regions without their own value: none
+            self.quotas.set(QUOTA_SERVICE, qid, "", 0)
+
+    def stock_bucket(self, bucket: str) -> None:
+        """A bucket holding every catalog checkpoint as `hf download REPO --local-dir FOLDER` lays it out (the
+        folder a bucket-served deploy points --model at: the repo's last part)."""
+        for m in load_catalog().models.values():
+            folder = m.hf_repo.rsplit("/", 1)[-1]
+            self.gcs.put(bucket, f"{folder}/config.json", 2_000)
+            self.gcs.put(bucket, f"{folder}/model-00001-of-00001.safetensors", 5_000_000_000)
+
+    def start(self) -> PreflightStandIns:
+        s = self._stack
+        self.urls["hub"] = s.enter_context(serve(self.hub.app()))
+        self.urls["registry"] = self.registry.base_url = s.enter_context(serve(self.registry.app()))
+        self.urls["storage"] = s.enter_context(serve(self.gcs.app()))
+        self.urls["quotas"] = s.enter_context(serve(self.quotas.app()))
+        return self
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def settings_update(self) -> dict[str, Any]:
+        """Settings pointing preflight at these stand-ins (Docker Hub's short names included)."""
+        return {
+            "hf_endpoint": self.urls["hub"],
+            "hf_token": SecretStr(HF_TOKEN),
+            "registry_endpoints": {"docker.io": self.urls["registry"]},
+            "storage_api_endpoint": self.urls["storage"],
+            "cloud_quotas_api_endpoint": self.urls["quotas"],
+        }
+
+    def scenario(self, name: str, profile_repo: str, region: str, hold_s: float = 30.0) -> str:
+        """Make one preflight failure happen; returns what the next deploy plan should show."""
+        if name == "preflight-healthy":
+            self.seed()
+            return "Preflight stand-ins are healthy again."
+        if name == "checkpoint-missing":
+            self.hub.repos.pop(profile_repo, None)
+        elif name == "licence-not-accepted":
+            self.hub.tokens[HF_TOKEN].discard(profile_repo)
+        elif name == "tag-missing":
+            self.registry.remove(default_image("nvidia-l4"))
+        elif name == "quota-zero":
+            self.quotas.set(QUOTA_SERVICE, GPU_QUOTA_IDS["nvidia-l4"], region, 0)
+        elif name == "hub-slow":
+            self.hub.hold_s = hold_s
+        else:
+            raise KeyError(name)
+        return f"Done: {SCENARIOS[name]}. Plan a deploy (`/gemma deploy gemma4-12b-qat-l4`) to see preflight catch it."

@@ -1,0 +1,315 @@
+"""Preflight: before a deploy or redeploy can be confirmed, check for real what a 15-minute deploy would
+otherwise find out at the end: the checkpoint exists and the token can read it (or the bucket holds the
+weights), the image tag exists (and passes the compatibility check), the region offers the GPU, and the project
+has GPU quota there.
+
+Each check is ✓, ✗ with the fix (blocks Confirm) or "could not check" with why (a warning). They run at once,
+each within `timeout_s`; definite answers are kept a short while (ShortCache), so re-planning stays fast.
+A source not wired (no adapter) is a "could not check".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from skills.capacity.fit import load_catalog
+from skills.capacity.image_compat import check_image
+from skills.capacity.prices import load_prices, regions_offering
+from skills.deploy.env import DeployEnv
+from skills.deploy.gpu_quota import read_gpu_quota
+from skills.deploy.plan_common import container_flags
+from skills.deploy.plan_redeploy import model_of
+from skills.deploy.preflight_check import PreflightCheck
+from skills.deploy.render_service import gcs_mounts, main_container
+from skills.errors import UserFacingError
+from skills.ports import ImageRegistry, ModelHub, PreflightUnavailable, QuotaReader, WeightStore
+from skills.short_cache import ShortCache
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PreflightSources:
+    """The adapters preflight asks (None: not wired; that check says it could not run) and its limits."""
+
+    hub: ModelHub | None = None
+    registry: ImageRegistry | None = None
+    weights: WeightStore | None = None
+    quotas: QuotaReader | None = None
+    cache: ShortCache | None = None
+    timeout_s: float = 5.0
+    hub_url: str = "https://huggingface.co"  # where a user accepts a licence (HF_ENDPOINT)
+
+
+class Target(BaseModel):
+    """What a rendered service needs to exist, read from its spec."""
+
+    image: str
+    model: str | None = None  # catalog name
+    family: str | None = None
+    hf_repo: str | None = None  # weights pulled from the Hub
+    bucket: str | None = None  # or read from this bucket ...
+    prefix: str = ""  # ... under this folder
+    gpu: str
+    region: str
+    project: str | None = None
+    max_instances: int = 1
+    hf_token_secret: str = "hf-token"
+
+
+def target_of(spec: dict[str, Any], env: DeployEnv) -> Target:
+    """The checkpoint (Hub id, or bucket folder under a GCS mount), image, GPU and scaling a spec runs with."""
+    container = main_container(spec)
+    flags = container_flags(container)
+    model = model_of(spec, flags)
+    path = flags.model_path or ""
+    template = spec.get("template") or {}
+    hf_repo = bucket = None
+    prefix = ""
+    if path.startswith("/"):
+        for volume, mount in gcs_mounts(spec, container):
+            root = mount.rstrip("/") + "/"
+            if path.startswith(root):
+                bucket = str(volume["gcs"].get("bucket", ""))
+                prefix = path[len(root) :].strip("/") + "/"
+    elif path:
+        hf_repo = path
+    return Target(
+        image=str(container.get("image", "")),
+        model=model,
+        family=load_catalog().model(model).family if model else None,
+        hf_repo=hf_repo,
+        bucket=bucket,
+        prefix=prefix,
+        gpu=str((template.get("nodeSelector") or {}).get("accelerator") or "nvidia-l4"),
+        region=env.region,
+        project=env.project,
+        max_instances=int((template.get("scaling") or {}).get("maxInstanceCount") or 1),
+        hf_token_secret=env.hf_token_secret,
+    )
+
+
+async def run_preflight(src: PreflightSources, t: Target) -> list[PreflightCheck]:
+    checks: list[tuple[str, str, Callable[[], Awaitable[PreflightCheck]]]] = [
+        ("region", "", lambda: _region(t)),
+        ("image", f"image:{t.image}:{t.family}:{t.gpu}", lambda: _image(src, t)),
+        ("quota", f"quota:{t.project}:{t.gpu}:{t.region}:{t.max_instances}", lambda: _quota(src, t)),
+    ]
+    if t.bucket:
+        checks.insert(0, ("weights", f"weights:{t.bucket}/{t.prefix}", lambda: _weights(src, t)))
+    elif t.hf_repo:
+        checks.insert(0, ("checkpoint", f"hub:{t.hf_repo}", lambda: _hub(src, t)))
+    return list(await asyncio.gather(*(_bounded(src, name, key, fn) for name, key, fn in checks)))
+
+
+async def _bounded(
+    src: PreflightSources, name: str, key: str, fn: Callable[[], Awaitable[PreflightCheck]]
+) -> PreflightCheck:
+    """One check within the time limit, through the cache; whatever goes wrong becomes "could not check"."""
+    if key and src.cache is not None:
+        try:
+            hit = await src.cache.get(key)
+        except Exception as exc:  # noqa: BLE001 - a cache outage only costs the lookup
+            log.warning("preflight cache read failed: %s", type(exc).__name__)
+            hit = None
+        if hit is not None:
+            return PreflightCheck.model_validate(hit)
+    try:
+        check = await asyncio.wait_for(fn(), timeout=src.timeout_s)
+    except TimeoutError:
+        return PreflightCheck(name=name, status="unknown", text=f"no answer within {src.timeout_s:g} s ({name}).")
+    except PreflightUnavailable as exc:
+        return PreflightCheck(name=name, status="unknown", text=str(exc))
+    except UserFacingError as exc:
+        return PreflightCheck(name=name, status="unknown", text=str(exc))
+    if key and src.cache is not None and check.status != "unknown":
+        try:
+            await src.cache.put(key, check.model_dump())
+        except Exception as exc:  # noqa: BLE001 - as above
+            log.warning("preflight cache write failed: %s", type(exc).__name__)
+    return check
+
+
+def _not_wired(name: str, what: str) -> PreflightCheck:
+    return PreflightCheck(name=name, status="unknown", text=f"{what} is not wired in this process.")
+
+
+async def _hub(src: PreflightSources, t: Target) -> PreflightCheck:
+    repo = t.hf_repo or ""
+    if src.hub is None:
+        return _not_wired("checkpoint", "the Hugging Face Hub")
+    a = await src.hub.access(repo)
+    page = f"{src.hub_url.rstrip('/')}/{repo}"
+    secret = f"secret `{t.hf_token_secret}`"
+    if a.state == "ok":
+        if a.gated and not a.with_token:
+            return PreflightCheck(
+                name="checkpoint",
+                status="unknown",
+                text=f"`{repo}` exists and is gated, but the bot has no HF_TOKEN, so whether the service's token "
+                f"({secret}) has accepted its licence was not checked.",
+            )
+        gated = " (gated: the token's account has accepted its licence)" if a.gated else ""
+        return PreflightCheck(
+            name="checkpoint", status="ok", text=f"checkpoint `{repo}` exists and the HF token can read it{gated}."
+        )
+    if a.state == "missing":
+        return PreflightCheck(
+            name="checkpoint",
+            status="fail",
+            text=f"checkpoint `{repo}` was not found on the Hub" + (f" ({a.detail})" if a.detail else "") + ".",
+            fix=f"the catalog's repo id for `{t.model or repo}` is wrong or the repo is private to another account: "
+            f"pick another model (`/gemma models`) or serve the weights from MODEL_BUCKET.",
+        )
+    if a.state == "gated":
+        return PreflightCheck(
+            name="checkpoint",
+            status="fail",
+            text=f"`{repo}` is gated and the account of the HF token in {secret} has not accepted its licence.",
+            fix=f"accept the licence at {page} with that account (or store a token of an account that has).",
+        )
+    if a.state == "token_rejected":
+        return PreflightCheck(
+            name="checkpoint",
+            status="fail",
+            text=f"the Hub rejects the HF token in {secret}" + (f" ({a.detail})" if a.detail else "") + ".",
+            fix=f"store a valid read token: `printf %s hf_… | gcloud secrets versions add {t.hf_token_secret} "
+            "--data-file=-`.",
+        )
+    return PreflightCheck(
+        name="checkpoint",
+        status="fail",
+        text=f"the HF token in {secret} may not read `{repo}`" + (f" ({a.detail})" if a.detail else "") + ".",
+        fix="give the token read access (a fine-grained token needs 'Read access to contents of all public gated "
+        "repos you can access'), or use a classic read token.",
+    )
+
+
+async def _weights(src: PreflightSources, t: Target) -> PreflightCheck:
+    where = f"gs://{t.bucket}/{t.prefix}"
+    if src.weights is None:
+        return _not_wired("weights", "Cloud Storage")
+    listing = await src.weights.list_prefix(str(t.bucket), t.prefix)
+    if listing.state == "no_bucket":
+        return PreflightCheck(
+            name="weights",
+            status="fail",
+            text=f"bucket `{t.bucket}` does not exist.",
+            fix="set MODEL_BUCKET to the bucket holding the weights, or pull from the Hub (`model_source=hub`).",
+        )
+    if listing.state == "denied":
+        return PreflightCheck(
+            name="weights",
+            status="unknown",
+            text=f"the bot may not list {where} ({listing.detail or 'permission denied'}); give its service account "
+            "roles/storage.objectViewer on the bucket to have this checked.",
+        )
+    names = [n[len(t.prefix) :] for n in listing.names]
+    has_config = "config.json" in names
+    shards = [n for n in names if n.endswith(".safetensors")]
+    if has_config and shards:
+        return PreflightCheck(
+            name="weights", status="ok", text=f"{where} holds config.json and {len(shards)} safetensors file(s)."
+        )
+    missing = ", ".join(x for x, ok in (("config.json", has_config), ("*.safetensors", bool(shards))) if not ok)
+    repo = load_catalog().model(t.model).hf_repo if t.model else "REPO"
+    return PreflightCheck(
+        name="weights",
+        status="fail",
+        text=f"{where} has no {missing}" + (" (the folder is empty)" if not names else "") + ".",
+        fix=f"copy the checkpoint there: `hf download {repo} --local-dir w && gcloud storage cp -r w/* {where}`.",
+    )
+
+
+async def _image(src: PreflightSources, t: Target) -> PreflightCheck:
+    compat_note = ""
+    if t.family:
+        compat = check_image(t.image, t.family, t.gpu)
+        if not compat.ok:
+            return PreflightCheck(
+                name="image",
+                status="fail",
+                text=f"image `{t.image}` cannot run {t.family} on {t.gpu}: " + " ".join(compat.problems),
+                fix=f"use `{compat.suggestion}`." if compat.suggestion else "no recorded image fits.",
+            )
+        compat_note = " and passes the vLLM/CUDA compatibility check"
+    if src.registry is None:
+        return _not_wired("image", "the image registry")
+    found = await src.registry.lookup(t.image)
+    if found.state == "ok":
+        digest = f" ({found.digest[:19]}…)" if found.digest else ""
+        return PreflightCheck(name="image", status="ok", text=f"image `{t.image}` exists{digest}{compat_note}.")
+    if found.state == "missing":
+        return PreflightCheck(
+            name="image",
+            status="fail",
+            text=f"image `{t.image}` does not exist in its registry" + (f" ({found.detail})" if found.detail else ""),
+            fix="check the tag's spelling (vLLM's tags: https://hub.docker.com/r/vllm/vllm-openai/tags) or unset "
+            "VLLM_IMAGE to use the GPU's pinned default.",
+        )
+    return PreflightCheck(
+        name="image",
+        status="unknown",
+        text=f"the registry refused the bot's request for `{t.image}` ({found.detail or 'denied'}); Cloud Run pulls "
+        "with its own service agent, which may still have access.",
+    )
+
+
+async def _region(t: Target) -> PreflightCheck:
+    prices = load_prices()
+    region = prices.regions.get(t.region)
+    status = region.gpus.get(t.gpu) if region else None
+    src = f"Cloud Run GPU regions, checked {prices.checked.isoformat()}"
+    if status == "available":
+        return PreflightCheck(name="region", status="ok", text=f"{t.region} offers {t.gpu} on Cloud Run ({src}).")
+    others = ", ".join(regions_offering(t.gpu, prices)) or "none recorded"
+    if status == "invitation":
+        return PreflightCheck(
+            name="region",
+            status="unknown",
+            text=f"{t.region} offers {t.gpu} by invitation only ({src}); whether this project is invited cannot be "
+            f"read. Regions open to all: {others}.",
+        )
+    return PreflightCheck(
+        name="region",
+        status="fail",
+        text=f"{t.region} does not offer {t.gpu} on Cloud Run ({src}).",
+        fix=f"set GOOGLE_CLOUD_LOCATION to a region that does: {others}.",
+    )
+
+
+async def _quota(src: PreflightSources, t: Target) -> PreflightCheck:
+    if src.quotas is None:
+        return _not_wired("quota", "the Cloud Quotas API")
+    q = await read_gpu_quota(src.quotas, t.gpu, t.region)
+    if q is None:
+        return PreflightCheck(name="quota", status="unknown", text=f"no Cloud Run quota id is recorded for {t.gpu}.")
+    if q.value is None:
+        return PreflightCheck(
+            name="quota",
+            status="unknown",
+            text=f"the Cloud Quotas API gives no value of `{q.quota_id}` for {t.region}.",
+        )
+    if q.value == -1:
+        return PreflightCheck(name="quota", status="ok", text=f"`{q.quota_id}` in {t.region}: unlimited.")
+    if q.value <= 0:
+        return PreflightCheck(
+            name="quota",
+            status="fail",
+            text=f"the project has no {t.gpu} quota in {t.region} (`{q.quota_id}` = 0): Cloud Run would refuse the "
+            "revision.",
+            fix=q.request_fix(t.project),
+        )
+    text = f"`{q.quota_id}` in {t.region}: {q.value} GPU(s)"
+    if q.value < t.max_instances:
+        text += (
+            f", fewer than max instances {t.max_instances}: at most {q.value} instance(s) can run (GPUs used by "
+            "other services in the region count against it too)"
+        )
+    return PreflightCheck(name="quota", status="ok", text=text + ".")

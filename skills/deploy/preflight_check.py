@@ -1,0 +1,36 @@
+"""One preflight check's outcome, as a plan carries it: passed, failed (with the fix; blocks Confirm), or could
+not be checked (with why; a warning that does not block)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+CheckStatus = Literal["ok", "fail", "unknown"]
+_MARK = {"ok": "✓", "fail": "✗", "unknown": "?"}
+
+
+class PreflightCheck(BaseModel):
+    name: str  # checkpoint | weights | image | region | quota
+    status: CheckStatus
+    text: str  # what was found, one sentence
+    fix: str = ""  # for a failure: what to change
+
+    def line(self) -> str:
+        if self.status == "fail":
+            return f"✗ {self.text}" + (f" Fix: {self.fix}" if self.fix else "")
+        if self.status == "unknown":
+            return f"? could not check: {self.text}"
+        return f"{_MARK[self.status]} {self.text}"
+
+
+def preflight_blocked(checks: list[PreflightCheck]) -> str:
+    """Why Confirm is refused ('' when no check failed)."""
+    failed = [c for c in checks if c.status == "fail"]
+    if not failed:
+        return ""
+    return "Preflight failed: " + " ".join(c.line() for c in failed)
+
+
+UNKNOWN_NOTE = "Checks that could not run are warnings: they do not block Confirm."

@@ -1,0 +1,177 @@
+"""Preflight in deploy and redeploy plans, through the command surface and the write flow: a failed check shows
+its fix and the plan has no Confirm (a forged one is refused); a check that could not run is a warning and
+Confirm stays; a redeploy to another catalog model (what the agent may propose) is checked the same way."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from bot.deps import Deps
+from bot.sandbox.cloud_run_api import CloudRunStandIn
+from bot.sandbox.preflight_standins import PreflightStandIns
+from bot.settings import Settings
+from bot.wiring import build_deps, close_deps
+from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION
+from skills.capacity.fit import load_catalog
+from skills.capacity.image_compat import default_image
+from skills.deploy.gpu_quota import GPU_QUOTA_IDS, QUOTA_SERVICE
+from skills.diagnosis.findings import ProposedAction
+from skills.diagnosis.remediation import sanitize_action
+from tests.deploy_helpers import click, command, plan_id_of
+
+PROFILE_REPO = load_catalog().model("gemma-4-12b-qat").hf_repo
+
+
+@pytest.fixture(scope="module")
+def standins() -> Iterator[PreflightStandIns]:
+    s = PreflightStandIns().start()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+async def deps(settings: Settings, standins: PreflightStandIns, redis_client: Any) -> AsyncIterator[Deps]:
+    standins.seed()
+    st = settings.model_copy(update={**standins.settings_update(), "google_cloud_location": "europe-west1"})
+    d = build_deps(st)
+    yield d
+    await close_deps(d)
+
+
+def _preflight_text(reply: Any) -> str:
+    return next(s.text or "" for s in reply.sections if s.heading == "Preflight")
+
+
+async def test_healthy_deploy_plan_lists_every_check_and_can_be_confirmed(deps: Deps) -> None:
+    reply, _ = await command(deps, "deploy gemma4-12b-qat-l4")
+    text = _preflight_text(reply)
+    assert text.count("✓") == 4, text  # checkpoint, region, image, quota
+    assert f"checkpoint `{PROFILE_REPO}` exists" in text and "could not check" not in text
+    assert plan_id_of(reply)
+
+
+async def test_missing_tag_is_refused_at_plan_time_with_the_fix(
+    deps: Deps, standins: PreflightStandIns, cloud_run: CloudRunStandIn
+) -> None:
+    standins.registry.remove(default_image("nvidia-l4"))
+    reply, _ = await command(deps, "deploy gemma4-12b-qat-l4")
+    assert reply is not None
+    text = _preflight_text(reply)
+    assert "✗ image `vllm/vllm-openai:v0.25.1-cu129` does not exist" in text and "Fix:" in text
+    assert not any(b.action_id == CONFIRM_ACTION for b in reply.buttons)
+    assert any("Preflight failed" in (s.text or "") for s in reply.sections)
+    plan_id = next(b.value for b in reply.buttons if b.action_id == CANCEL_ACTION)
+    refusal, _ = await click(deps, CONFIRM_ACTION, plan_id)  # a forged Confirm
+    assert refusal is not None and "cannot be confirmed" in refusal.title
+    assert not [r for r in cloud_run.requests if r[0] != "GET"]
+
+
+async def test_missing_checkpoint_and_zero_quota_both_show(deps: Deps, standins: PreflightStandIns) -> None:
+    del standins.hub.repos[PROFILE_REPO]
+    standins.quotas.set(QUOTA_SERVICE, GPU_QUOTA_IDS["nvidia-l4"], "europe-west1", 0)
+    reply, _ = await command(deps, "deploy gemma4-12b-qat-l4")
+    text = _preflight_text(reply)
+    assert "✗ checkpoint" in text and "✗ the project has no nvidia-l4 quota in europe-west1" in text
+    assert not any(b.action_id == CONFIRM_ACTION for b in reply.buttons)
+
+
+async def test_a_check_that_could_not_run_warns_but_does_not_block(deps: Deps, standins: PreflightStandIns) -> None:
+    standins.quotas.values.clear()  # the API does not know the quota id
+    reply, _ = await command(deps, "deploy gemma4-12b-qat-l4")
+    text = _preflight_text(reply)
+    assert "? could not check: the Cloud Quotas API does not know" in text
+    assert "they do not block Confirm" in text
+    assert plan_id_of(reply)
+
+
+async def test_redeploy_to_another_catalog_model_goes_through_the_same_preflight(
+    deps: Deps, standins: PreflightStandIns
+) -> None:
+    ok, _ = await command(deps, "deploy gemma4-12b-qat-l4")
+    await click(deps, CONFIRM_ACTION, plan_id_of(ok))
+    other = load_catalog().model("gemma-4-e4b-qat")
+    del standins.hub.repos[other.hf_repo]
+    # what the agent may propose: a catalog name only (a repo id or path is not one)
+    smuggled, note = sanitize_action(ProposedAction(action="redeploy", params={"model": "evil/gemma-4-12b"}))
+    assert smuggled is None and note
+    action, _ = sanitize_action(ProposedAction(action="redeploy", params={"model": other.name, "model_source": "hub"}))
+    assert action is not None
+    plan = await deps.writes.propose(action.action, action.params, user_id="UDEPLOYER", channel_id="C1")
+    checks = {c.name: c for c in plan.preflight}
+    assert checks["checkpoint"].status == "fail" and other.hf_repo in checks["checkpoint"].text
+    assert "Preflight failed" in plan.blocked()
+
+
+async def test_quota_command_reads_the_cloud_quotas_api(deps: Deps, standins: PreflightStandIns) -> None:
+    standins.quotas.set(QUOTA_SERVICE, GPU_QUOTA_IDS["nvidia-l4"], "europe-west1", 0)
+    reply, _ = await command(deps, "quota")
+    assert reply is not None
+    lines = (reply.sections[0].text or "").splitlines()
+    assert lines[0] == "• `europe-west1` (deploys go here): :x: 0 GPU(s)"
+    assert "• `us-east4`: :white_check_mark: 3 GPU(s)" in lines
+    assert "NvidiaL4GpuAllocNoZonalRedundancyPerProjectRegion" in (reply.sections[1].text or "")
+    standins.quotas.hold_s = 10.0  # a slow API: each region says it could not be read, within the limit
+    try:
+        slow = deps.settings.model_copy(update={"preflight_timeout_s": 0.3})
+        d = build_deps(slow)
+        reply, _ = await command(d, "quota nvidia-rtx-pro-6000")
+        assert reply is not None and "could not read (no answer within 0.3 s)" in (reply.sections[0].text or "")
+        await close_deps(d)
+    finally:
+        standins.quotas.hold_s = 0.0
+
+
+async def test_deploy_from_a_bucket_checks_the_folder_it_will_read(
+    settings: Settings, standins: PreflightStandIns, redis_client: Any
+) -> None:
+    standins.seed()
+    standins.gcs.buckets.clear()
+    standins.stock_bucket("weights")
+    folder = PROFILE_REPO.rsplit("/", 1)[-1]
+    update = {
+        **standins.settings_update(),
+        "google_cloud_location": "europe-west1",
+        "model_bucket": "weights",
+        "preflight_cache_s": 0,  # the bucket changes between the two plans below
+    }
+    d = build_deps(settings.model_copy(update=update))
+    try:
+        reply, _ = await command(d, "deploy gemma4-12b-qat-l4")
+        text = _preflight_text(reply)
+        assert f"✓ gs://weights/{folder}/ holds config.json and 1 safetensors file(s)." in text
+        assert "checkpoint" not in text  # the Hub is not where this service reads its weights
+        del standins.gcs.buckets["weights"][f"{folder}/model-00001-of-00001.safetensors"]
+        reply, _ = await command(d, "deploy gemma4-12b-qat-l4")
+        text = _preflight_text(reply)
+        assert f"✗ gs://weights/{folder}/ has no *.safetensors." in text and f"hf download {PROFILE_REPO}" in text
+        assert not any(b.action_id == CONFIRM_ACTION for b in reply.buttons)
+    finally:
+        await close_deps(d)
+
+
+async def test_quota_command_shows_increase_requests(deps: Deps, standins: PreflightStandIns) -> None:
+    qid = GPU_QUOTA_IDS["nvidia-l4"]
+    standins.quotas.set(QUOTA_SERVICE, qid, "europe-west1", 0)
+    standins.quotas.preferences.clear()
+    for i in range(3):  # other quotas' preferences, over more than one page of the listing
+        standins.quotas.request("compute.googleapis.com", f"Other{i}", "europe-west1", 8, 8, False)
+    standins.quotas.request(QUOTA_SERVICE, qid, "europe-west1", 3, 0, True)
+    standins.quotas.request(QUOTA_SERVICE, qid, "us-east4", 3, 3, False)
+    standins.quotas.page_size = 2
+    asked_before = len(standins.quotas.requests)
+    try:
+        reply, _ = await command(deps, "quota")
+    finally:
+        standins.quotas.preferences.clear()
+        standins.quotas.page_size = 100
+    listed = [r for r in standins.quotas.requests[asked_before:] if r.endswith("/quotaPreferences")]
+    assert len(listed) == 3  # 5 preferences, 2 a page: the client followed nextPageToken
+    assert reply is not None
+    lines = (reply.sections[0].text or "").splitlines()
+    assert lines[0] == (
+        "• `europe-west1` (deploys go here): :x: 0 GPU(s) · request for 3, granted 0 (pending Google's review)"
+    )
+    assert "• `us-east4`: :white_check_mark: 3 GPU(s) · request for 3, granted 3 (decided)" in lines

@@ -1,0 +1,38 @@
+"""In the sandbox (`./dev console` with no credentials) the preflight stand-ins are wired: a deploy of a missing
+checkpoint or a missing image tag is refused at plan time with the fix, and works again once healthy."""
+
+from __future__ import annotations
+
+from tests.test_sandbox_console import _console, _env
+
+
+def test_sandbox_refuses_a_missing_checkpoint_or_tag_at_plan_time() -> None:
+    script = "\n".join(
+        [
+            "/gemma sandbox",
+            "/gemma sandbox checkpoint-missing",
+            "/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384",
+            "click Confirm",
+            "/gemma sandbox preflight-healthy",
+            "/gemma sandbox tag-missing",
+            "/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384",
+            "/gemma sandbox preflight-healthy",
+            "/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384",
+            "quit",
+        ]
+    )
+    result = _console(script + "\n", _env())
+    out, err = result.stdout, result.stderr
+    assert result.returncode == 0, err
+    assert "checkpoint-missing" in out and "preflight, at plan time" in out  # listed with the scenarios
+    plans = out.split("Plan: Deploy")
+    assert len(plans) == 4, out
+    missing_ckpt, missing_tag, healthy = plans[1], plans[2], plans[3]
+    assert "✗ checkpoint `google/gemma-4-12B-it-qat-w4a16-ct` was not found on the Hub" in missing_ckpt
+    assert "Fix: the catalog's repo id" in missing_ckpt
+    assert "Preflight failed" in missing_ckpt
+    assert "✗ image `vllm/vllm-openai:v0.25.1-cu129` does not exist" in missing_tag
+    assert "MANIFEST_UNKNOWN" in missing_tag and "Fix: check the tag's spelling" in missing_tag
+    assert "✓ checkpoint" in healthy and "✓ image" in healthy and "Preflight failed" not in healthy
+    assert "revision created" not in out  # nothing was deployed from the refused plans
+    assert "Traceback" not in err
