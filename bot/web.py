@@ -101,12 +101,19 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
         return JSONResponse({"ok": True})
 
     async def readyz(request: Request) -> Response:
+        body: dict[str, Any] = {"ok": True, "redis": "ok"}
         try:
             await deps.redis.ping()
         except Exception as exc:  # noqa: BLE001 - any Redis failure means not ready
             log.warning("readyz: redis unreachable: %s: %s", type(exc).__name__, str(exc)[:200])
-            return JSONResponse({"ok": False, "redis": f"unreachable: {type(exc).__name__}"}, status_code=503)
-        return JSONResponse({"ok": True, "redis": "ok"})
+            body |= {"ok": False, "redis": f"unreachable: {type(exc).__name__}"}
+        # An inbound path that is configured but not running is not ready (never silently off).
+        for name, part in (("socket_mode", socket_mode), ("pubsub", pubsub)):
+            if part is not None:
+                ready, said = part.status()
+                body[name] = said
+                body["ok"] = body["ok"] and ready
+        return JSONResponse(body, status_code=200 if body["ok"] else 503)
 
     async def metrics(request: Request) -> Response:
         return Response(generate_latest(deps.telemetry.registry), media_type=CONTENT_TYPE_LATEST)

@@ -173,7 +173,7 @@ async def test_serve_pulls_alerts_from_pubsub_into_the_alerts_channel(
 
         async def ready() -> bool:
             resp = await serve.readyz()
-            return resp is not None and resp.status_code == 200 or serve.proc.poll() is not None
+            return (resp is not None and resp.status_code == 200) or serve.proc.poll() is not None
 
         assert await eventually(ready, 60)
         assert serve.proc.poll() is None, "serve exited:\n" + "".join(serve.lines[-20:])
