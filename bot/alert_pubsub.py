@@ -156,19 +156,21 @@ class PubSubAlerts:
             raise QueueDown
 
     async def _handle(self, received: list[Any]) -> bool:
-        """Enqueue then ack each message; False when the queue is down (back off; messages come again)."""
+        """Enqueue then ack each message; False when the queue is down (back off; messages come again).
+
+        Poison is isolated: a message that cannot be parsed, serialized or enqueued for any reason but the
+        queue being down is acknowledged alone with one log line, and the rest of the batch goes on."""
         done: list[str] = []
         ok = True
         for rm in received:
             mid = rm.message.message_id
             try:
                 alerts = to_alerts(bytes(rm.message.data))
+                new, dup = await self.enqueue(alerts)
             except MalformedAlert as exc:
                 log.error("Pub/Sub alert message %s dropped (acknowledged, it can never be handled): %s", mid, exc)
                 done.append(rm.ack_id)
                 continue
-            try:
-                new, dup = await self.enqueue(alerts)
             except (RedisError, OSError) as exc:
                 log.warning(
                     "alert queue unavailable (%s); Pub/Sub message %s not acknowledged, it will be redelivered",
@@ -177,6 +179,14 @@ class PubSubAlerts:
                 )
                 ok = False
                 break
+            except Exception as exc:  # noqa: BLE001 - poison (e.g. unserializable): ack it alone, say so once
+                log.error(
+                    "Pub/Sub alert message %s dropped (acknowledged, it cannot be queued): %s",
+                    mid,
+                    redact(describe_error(exc))[:300],
+                )
+                done.append(rm.ack_id)
+                continue
             log.info("Pub/Sub alert message %s: %d new, %d duplicate", mid, new, dup)
             done.append(rm.ack_id)
         if done:
