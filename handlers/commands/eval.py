@@ -1,26 +1,44 @@
 """/gemma eval [SCENARIO ...]: score the served model as the on-call agent, over the bundled scenarios.
 
 The model is the one the bot talks to; the logs and the service it investigates are the sandbox's recorded
-scenarios (the deps' `evals`), so nothing real is read or changed. Posts the scorecard table and the one-line
-score (skills/diagnosis/agent_eval.py).
+scenarios (the deps' `evals`), so nothing real is read or changed. But every scenario sends real requests to
+the live model (and can wake a scaled-to-zero GPU), so it goes like `/gemma bench`: a plan with Run/Cancel
+buttons, run only by a deployer (handlers/authz.py), one evaluation at a time (a Redis lock), a double click
+runs once. Posts the scorecard table and the one-line score (skills/diagnosis/agent_eval.py).
 """
 
 from __future__ import annotations
 
-from handlers.context import CommandContext
-from handlers.registry import command
-from handlers.reply import Reply
+import json
+import logging
+import secrets
+
+from handlers.authz import require_author_or_deployer, require_deployer
+from handlers.context import ActionContext, CommandContext
+from handlers.registry import action, command
+from handlers.reply import Button, Reply
+from skills.deploy.locks import LockHeld, ServiceLock
 from skills.diagnosis.agent_eval import one_line, table
 from skills.errors import InvalidInput, UserFacingError
+
+log = logging.getLogger(__name__)
+
+CONFIRM = "gemma_eval_confirm"
+DISMISS = "gemma_eval_cancel"
+LOCK_TTL_S = 3600  # a dead runner's lock lapses after this (an eval of every scenario takes minutes)
+
+
+def _plan_key(ctx: CommandContext | ActionContext, plan_id: str) -> str:
+    return ctx.deps.settings.key("eval", "plan", plan_id)
 
 
 @command(
     "eval",
     "Score the served model as the on-call agent over the example scenarios (cause, fix, valid calls, cost)",
     lambda p: p.add_argument("scenarios", metavar="SCENARIO", nargs="*", help="bundled scenarios (default: all)"),
-    ack="Evaluating the model…",
+    ack="Planning the evaluation…",
 )
-async def evaluate(ctx: CommandContext) -> Reply | None:
+async def evaluate(ctx: CommandContext) -> Reply:
     known = ctx.deps.evals.scenarios()
     names = [a for a in ctx.opts.scenarios if a]
     unknown = [n for n in names if n not in known]
@@ -28,17 +46,70 @@ async def evaluate(ctx: CommandContext) -> Reply | None:
         raise InvalidInput(f"Unknown scenario {unknown[0]!r}.", f"Known scenarios: {', '.join(known)}.")
     if ctx.deps.endpoint is None:
         raise UserFacingError("The model endpoint is not configured.", "Set VLLM_BASE_URL or deploy the model first.")
-    base = await ctx.deps.endpoint.base_url()
-    model = await ctx.deps.endpoint.model_id()
-    ts = await ctx.responder.post(
-        Reply(title=f":test_tube: Evaluating {model} on {len(names) or len(known)} scenario(s)…")
-    )
+    plan_id = secrets.token_hex(6)
+    plan = {"names": names, "user_id": ctx.user_id, "channel_id": ctx.channel_id}
+    await ctx.deps.redis.set(_plan_key(ctx, plan_id), json.dumps(plan), ex=ctx.deps.settings.plan_ttl_s)
+    count = len(names) or len(known)
+    reply = Reply(title=f":test_tube: Evaluation plan: {count} scenario(s) against the live model")
+    reply.add(text=", ".join(f"`{n}`" for n in (names or known)))
+    reply.buttons = [
+        Button(label="Run evaluation", action_id=CONFIRM, value=plan_id, style="primary"),
+        Button(label="Cancel", action_id=DISMISS, value=plan_id),
+    ]
+    reply.context = "Each scenario sends real requests to the model server (a scaled-to-zero GPU wakes up)."
+    return reply
 
-    async def progress(text: str) -> None:
-        await ctx.responder.post(Reply(title=text), thread_ts=ts)
 
-    scores = await ctx.deps.evals.run(base, model, names, progress)
-    reply = Reply(title=f":bar_chart: {one_line(model, scores)}")
-    reply.add(code=table(scores))
-    await ctx.responder.post(reply, thread_ts=ts)
+@action(DISMISS)
+async def dismiss(ctx: ActionContext) -> Reply:
+    raw = await ctx.deps.redis.get(_plan_key(ctx, ctx.value))
+    if raw:
+        author = str(json.loads(raw).get("user_id", ""))
+        await require_author_or_deployer(ctx.deps, ctx.user_id, author, "cancel this evaluation plan")
+    await ctx.deps.redis.delete(_plan_key(ctx, ctx.value))
+    return Reply(title="Evaluation cancelled; nothing was run.", ephemeral=True)
+
+
+@action(CONFIRM)
+async def confirm(ctx: ActionContext) -> Reply | None:
+    d = ctx.deps
+    await require_deployer(d, ctx.user_id, "run an evaluation (it sends requests to the live model)")
+    raw = await d.redis.getdel(_plan_key(ctx, ctx.value))  # single use: a double click runs once
+    if not raw:
+        raise UserFacingError("This evaluation plan has expired or was already used.", "Run `/gemma eval` again.")
+    names = [str(n) for n in json.loads(raw).get("names", [])]
+    lock = ServiceLock(d.redis, d.settings.key("eval", "lock"), LOCK_TTL_S)
+    try:
+        await lock.acquire(ctx.user_id, f"evaluation {ctx.value}")
+    except LockHeld as exc:
+        raise UserFacingError(
+            f"Another evaluation is running: {exc}.",
+            "Wait for it to finish, then run `/gemma eval` again.",
+            (exc.holder.user_id,) if exc.holder else (),
+        ) from None
+    d.spawn(_run(ctx, names, lock))
     return None
+
+
+async def _run(ctx: ActionContext, names: list[str], lock: ServiceLock) -> None:
+    d = ctx.deps
+    try:
+        base = await d.endpoint.base_url()
+        model = await d.endpoint.model_id()
+        count = len(names) or len(d.evals.scenarios())
+        ts = await ctx.responder.post(Reply(title=f":test_tube: Evaluating {model} on {count} scenario(s)…"))
+
+        async def progress(text: str) -> None:
+            await ctx.responder.post(Reply(title=text), thread_ts=ts)
+
+        scores = await d.evals.run(base, model, names, progress)
+        reply = Reply(title=f":bar_chart: {one_line(model, scores)}")
+        reply.add(code=table(scores))
+        await ctx.responder.post(reply, thread_ts=ts)
+    except UserFacingError as exc:
+        await ctx.responder.post(Reply(title=f":warning: Evaluation failed: {exc.message}").add(text=exc.hint or None))
+    except Exception:
+        log.exception("evaluation failed")
+        await ctx.responder.post(Reply(title=":warning: Evaluation failed unexpectedly; see the bot's logs."))
+    finally:
+        await lock.release()
