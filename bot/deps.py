@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as redis
 
+from bot.fair_share import FairShares
 from bot.settings import Settings
 from bot.telemetry import Telemetry
 from skills.deploy.confirm import UsergroupMembers, WriteGate
@@ -51,9 +53,8 @@ class Deps:
     agent: Agent | None = None  # the agent (tool-calling loop), when wired
     streams: StreamClients | None = None  # the bench load generator's connections to the model endpoint
     sandbox: Sandbox | None = None  # when the bot runs on the simulated project
-    max_background: int = 16
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
-    _slots: asyncio.Semaphore | None = None
+    _shares: FairShares | None = None
 
     @property
     def writes(self) -> WriteFlow:
@@ -105,27 +106,38 @@ class Deps:
 
         return members
 
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    @property
+    def shares(self) -> FairShares:
+        if self._shares is None:
+            self._shares = FairShares()
+        return self._shares
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], *, kind: str = "system", user: str = "") -> asyncio.Task[Any]:
         """Run work after an ack, keeping a reference so it is not garbage-collected mid-flight.
 
-        At most `max_background` run at once: a burst of commands then queues here instead of flooding the
-        event loop, so acks (which Slack wants within 3 s) keep their turn."""
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.max_background)
-        task = asyncio.get_running_loop().create_task(self._bounded(self._slots, coro))
+        It waits for a fair share (bot/fair_share.py: per user and per kind -- "read", "write", "watch",
+        "system"): a burst from one user queues behind that user's own work instead of flooding the event loop
+        or starving everyone else, and acks (which Slack wants within 3 s) keep their turn."""
+        task = asyncio.get_running_loop().create_task(self._bounded(self.shares, kind, user, coro))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
+    def watching(self, user: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """Around a long wait inside background work (a deploy's progress): counted as a watcher from there."""
+        return self.shares.watching(user)
+
     @staticmethod
-    async def _bounded(slots: asyncio.Semaphore, coro: Coroutine[Any, Any, Any]) -> Any:
-        async with slots:
-            try:
+    async def _bounded(shares: FairShares, kind: str, user: str, coro: Coroutine[Any, Any, Any]) -> Any:
+        try:
+            async with shares.slot(kind, user):
                 return await coro
-            except Exception:
-                # Said now, with its traceback, rather than "Task exception was never retrieved" at some GC.
-                log.exception("background work %s failed", getattr(coro, "__qualname__", "?"))
-                return None
+        except Exception:
+            # Said now, with its traceback, rather than "Task exception was never retrieved" at some GC.
+            log.exception("background work %s failed", getattr(coro, "__qualname__", "?"))
+            return None
+        finally:
+            coro.close()  # never started (cancelled while queued): no "was never awaited" warning
 
     async def drain(self, timeout_s: float = 10.0) -> None:
         """Wait for work started after acks (shutdown, tests)."""

@@ -270,7 +270,7 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             raw_text=body.get("text", ""),
             trigger_id=body.get("trigger_id", ""),
         )
-        deps.spawn(_once(deps, body, _run_command(deps, ctx, name)))
+        deps.spawn(_once(deps, body, _run_command(deps, ctx, name)), kind=cmd.kind, user=ctx.user_id)
 
     @app.action(re.compile(".*"))
     async def on_action(ack: Any, body: dict[str, Any]) -> None:
@@ -292,7 +292,8 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             thread_ts=message.get("thread_ts") or message.get("ts", ""),
             trigger_id=body.get("trigger_id", ""),
         )
-        deps.spawn(_once(deps, body, _run_action(ctx)))
+        # Buttons and modals are plans' Confirm/Cancel and their kin: write work, in the clicking user's share.
+        deps.spawn(_once(deps, body, _run_action(ctx)), kind="write", user=ctx.user_id)
 
     @app.view(re.compile(".*"))
     async def on_view(ack: Any, body: dict[str, Any]) -> None:
@@ -319,7 +320,7 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             await ack(response_action="errors", errors=errors)  # shown inside the modal, to this user
             return
         await ack()
-        deps.spawn(_once(deps, body, _run_action(ctx)))
+        deps.spawn(_once(deps, body, _run_action(ctx)), kind="write", user=ctx.user_id)
 
     @app.event("message")
     async def on_message(event: dict[str, Any], body: dict[str, Any]) -> None:
@@ -342,7 +343,7 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             str(event.get("user") or ""),
             str(event.get("text") or ""),
         )
-        deps.spawn(_once(deps, body, work))
+        deps.spawn(_once(deps, body, work), kind="read", user=str(event.get("user") or ""))
 
     return app
 

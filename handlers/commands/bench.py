@@ -161,7 +161,7 @@ async def confirm(ctx: ActionContext) -> Reply | None:
     except Exception:
         await lock.release()
         raise
-    d.spawn(run_and_report(ctx, plan, lock, ts))
+    d.spawn(run_and_report(ctx, plan, lock, ts), kind="watch", user=ctx.user_id)  # minutes: counted apart
     return None
 
 

@@ -87,7 +87,7 @@ async def confirm(ctx: ActionContext) -> Reply | None:
             "Wait for it to finish, then run `/gemma eval` again.",
             (exc.holder.user_id,) if exc.holder else (),
         ) from None
-    d.spawn(_run(ctx, names, lock))
+    d.spawn(_run(ctx, names, lock), kind="watch", user=ctx.user_id)  # minutes: counted apart
     return None
 
 
