@@ -47,9 +47,13 @@ def lines(n: int) -> Iterator[str]:
                 f"Running: {i % 7} reqs, Waiting: 0 reqs, GPU KV cache usage: {k}.1%, Prefix cache hit rate: 0.0%"
             )
         elif k < 95:
-            yield f'(APIServer pid=1) INFO:     169.254.1.{k}:{40000 + i % 20000} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+            peer = f"169.254.1.{k}:{40000 + i % 20000}"
+            yield f'(APIServer pid=1) INFO:     {peer} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
         elif k < 99:
-            yield f"(APIServer pid=1) WARNING 04-28 {h:02d}:{m:02d}:{s:02d} [protocol.py:58] The following fields were present in the request but ignored: {{'store'}}"
+            yield (
+                f"(APIServer pid=1) WARNING 04-28 {h:02d}:{m:02d}:{s:02d} [protocol.py:58] The following fields "
+                "were present in the request but ignored: {'store'}"
+            )
         else:
             yield TRACEBACK[tb % len(TRACEBACK)]
             tb += 1
