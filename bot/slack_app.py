@@ -37,7 +37,7 @@ from handlers.context import ActionContext, CommandContext
 from handlers.registry import VIEW_CHECKS
 from handlers.render_slack import escape, to_blocks
 from handlers.reply import FileOut, Reply
-from handlers.router import help_for, help_reply, lookup, parse, run_action, run_command
+from handlers.router import help_for, help_reply, lookup, parse, run_action, run_command, too_long
 from skills.clock import REAL_CLOCK, Clock
 from skills.logs.redact import redact
 
@@ -250,6 +250,11 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
 
     @app.command(re.compile(r"^/gemma.*"))
     async def on_command(ack: Any, body: dict[str, Any]) -> None:
+        refused = too_long(str(body.get("text", "")))
+        if refused is not None:  # before any parsing: one clear error in the ack, nothing runs
+            text, blocks = to_blocks(refused)
+            await ack(text=text, blocks=blocks, response_type="ephemeral")
+            return
         name, args = parse(body.get("text", ""))
         cmd, quick = lookup(name), help_for(name, args)
         if cmd is None or quick is not None:  # help answers in the ack itself: nothing to wait for

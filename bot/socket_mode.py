@@ -27,6 +27,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 
 from bot.settings import Settings
+from skills.logs.redact import redact
 from skills.retrying import RetryPolicy, Sleep, retry_call
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,16 @@ _HINTS = {
     "not_allowed_token_type": "SLACK_APP_TOKEN must be an app-level token (xapp-…), not the bot token",
     "missing_scope": "the app-level token needs the connections:write scope",
 }
+
+
+class _OneLine(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """slack-sdk's Socket Mode logger, with its `logger.exception(...)` calls -- a frame that is not JSON, an
+    envelope whose payload Bolt cannot read -- said as one WARNING line, redacted and cut, without the
+    traceback: the sender's fault, the connection goes on, and a traceback per bad frame only floods the log."""
+
+    def exception(self, msg: object, *args: object, exc_info: object = True, **kwargs: object) -> None:
+        text = redact(str(msg) % args if args else str(msg))
+        self.logger.warning("Slack Socket Mode: %s", text[:300])
 
 
 class NotConnected(Exception):
@@ -54,7 +65,8 @@ class SocketMode:
         sdk_log = logging.getLogger("slack_sdk.socket_mode")
         if sdk_log.level == logging.NOTSET:
             sdk_log.setLevel(logging.WARNING)
-        self._bolt, self._app_token, self._logger, self._ping_interval = bolt, app_token, sdk_log, ping_interval
+        self._bolt, self._app_token, self._ping_interval = bolt, app_token, ping_interval
+        self._logger = _OneLine(sdk_log, {})
         self.handler: AsyncSocketModeHandler | None = None  # made on the event loop, in start()
         self._sleep = sleep
         self._retry: asyncio.Task[None] | None = None

@@ -14,8 +14,24 @@ from skills.errors import UserFacingError
 log = logging.getLogger(__name__)
 
 
+# Our limit on a command's text (not Slack's: it documents none for slash commands): the longest question
+# pasted into `/gemma ask` fits many times over; beyond it, one clear error in the ack and nothing runs.
+MAX_COMMAND_CHARS = 8000
+
+
+def too_long(text: str) -> Reply | None:
+    """The refusal of a command text over MAX_COMMAND_CHARS (checked before any parsing), else None."""
+    if len(text or "") <= MAX_COMMAND_CHARS:
+        return None
+    return error_reply(
+        f"That command is too long ({len(text):,} characters; at most {MAX_COMMAND_CHARS:,}).",
+        "Shorten it: a question, or a few options, fits well within the limit.",
+    )
+
+
 def parse(text: str) -> tuple[str, list[str]]:
-    """'/gemma status svc' arrives as text 'status svc'. Unbalanced quotes fall back to whitespace split."""
+    """'/gemma status svc' arrives as text 'status svc'. Unbalanced quotes fall back to whitespace split.
+    Callers check `too_long` first: shlex reads a character at a time."""
     try:
         parts = shlex.split(text or "")
     except ValueError:
