@@ -82,7 +82,7 @@ class SocketMode:
             self._bolt,
             app_token=self._app_token,
             web_client=self._bolt.client,  # the app's own client: one base URL, one session, one set of retries
-            logger=self._logger,
+            logger=self._logger,  # type: ignore[arg-type]  # an adapter: the Logger methods slack-sdk calls
             ping_interval=self._ping_interval,
         )
         try:
