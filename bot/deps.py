@@ -55,6 +55,7 @@ class Deps:
     sandbox: Sandbox | None = None  # when the bot runs on the simulated project
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _shares: FairShares | None = None
+    _stopping: bool = False
 
     @property
     def writes(self) -> WriteFlow:
@@ -118,7 +119,7 @@ class Deps:
         It waits for a fair share (bot/fair_share.py: per user and per kind -- "read", "write", "watch",
         "system"): a burst from one user queues behind that user's own work instead of flooding the event loop
         or starving everyone else, and acks (which Slack wants within 3 s) keep their turn."""
-        task = asyncio.get_running_loop().create_task(self._bounded(self.shares, kind, user, coro))
+        task = asyncio.get_running_loop().create_task(self._bounded(kind, user, coro))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -127,10 +128,11 @@ class Deps:
         """Around a long wait inside background work (a deploy's progress): counted as a watcher from there."""
         return self.shares.watching(user)
 
-    @staticmethod
-    async def _bounded(shares: FairShares, kind: str, user: str, coro: Coroutine[Any, Any, Any]) -> Any:
+    async def _bounded(self, kind: str, user: str, coro: Coroutine[Any, Any, Any]) -> Any:
         try:
-            async with shares.slot(kind, user):
+            async with self.shares.slot(kind, user):
+                if self._stopping:  # queued when shutdown began: its clients are about to close
+                    return None
                 return await coro
         except Exception:
             # Said now, with its traceback, rather than "Task exception was never retrieved" at some GC.
@@ -138,6 +140,17 @@ class Deps:
             return None
         finally:
             coro.close()  # never started (cancelled while queued): no "was never awaited" warning
+
+    async def stop_background(self, grace_s: float = 5.0) -> None:
+        """At shutdown, before the clients close: work still queued never starts; work running gets `grace_s`,
+        then is cancelled (rather than failing on a closed client with a traceback)."""
+        self._stopping = True
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(set(self._tasks), timeout=grace_s)
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     async def drain(self, timeout_s: float = 10.0) -> None:
         """Wait for work started after acks (shutdown, tests)."""

@@ -157,6 +157,7 @@ async def test_serve_with_a_wrong_app_token_is_not_ready_and_says_why(
         serve.stop()
     said = [r for r in serve.records() if r["severity"] == "ERROR" and "Socket Mode" in str(r["message"])]
     assert len(said) == 1 and "invalid_auth" in str(said[0]["message"])
+    assert any("Socket Mode: not connected" in p.get("text", "") for p in slack.of("chat.postMessage"))
 
 
 async def test_serve_pulls_alerts_from_pubsub_into_the_alerts_channel(
@@ -213,3 +214,5 @@ async def test_serve_with_pubsub_that_cannot_start_is_not_ready(
         serve.stop()
     said = [r for r in serve.records() if "Pub/Sub alerts are off" in str(r["message"])]
     assert len(said) == 1
+    # and a start-up message where the alerts would have gone
+    assert any("Pub/Sub alerts: off" in p.get("text", "") for p in slack.of("chat.postMessage"))
