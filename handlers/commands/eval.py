@@ -9,7 +9,6 @@ runs once. Posts the scorecard table and the one-line score (skills/diagnosis/ag
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 
@@ -19,17 +18,17 @@ from handlers.registry import action, command
 from handlers.reply import Button, Reply
 from skills.deploy.locks import LockHeld, ServiceLock
 from skills.diagnosis.agent_eval import one_line, table
+from skills.diagnosis.eval_plans import EvalPlan, EvalPlans
 from skills.errors import InvalidInput, UserFacingError
 
 log = logging.getLogger(__name__)
 
 CONFIRM = "gemma_eval_confirm"
 DISMISS = "gemma_eval_cancel"
-LOCK_TTL_S = 3600  # a dead runner's lock lapses after this (an eval of every scenario takes minutes)
 
 
-def _plan_key(ctx: CommandContext | ActionContext, plan_id: str) -> str:
-    return ctx.deps.settings.key("eval", "plan", plan_id)
+def _plans(ctx: CommandContext | ActionContext) -> EvalPlans:
+    return EvalPlans(ctx.deps.redis, ctx.deps.settings.key, ctx.deps.settings.plan_ttl_s)
 
 
 @command(
@@ -47,8 +46,7 @@ async def evaluate(ctx: CommandContext) -> Reply:
     if ctx.deps.endpoint is None:
         raise UserFacingError("The model endpoint is not configured.", "Set VLLM_BASE_URL or deploy the model first.")
     plan_id = secrets.token_hex(6)
-    plan = {"names": names, "user_id": ctx.user_id, "channel_id": ctx.channel_id}
-    await ctx.deps.redis.set(_plan_key(ctx, plan_id), json.dumps(plan), ex=ctx.deps.settings.plan_ttl_s)
+    await _plans(ctx).save(EvalPlan(id=plan_id, names=names, user_id=ctx.user_id, channel_id=ctx.channel_id))
     count = len(names) or len(known)
     reply = Reply(title=f":test_tube: Evaluation plan: {count} scenario(s) against the live model")
     reply.add(text=", ".join(f"`{n}`" for n in (names or known)))
@@ -62,11 +60,10 @@ async def evaluate(ctx: CommandContext) -> Reply:
 
 @action(DISMISS)
 async def dismiss(ctx: ActionContext) -> Reply:
-    raw = await ctx.deps.redis.get(_plan_key(ctx, ctx.value))
-    if raw:
-        author = str(json.loads(raw).get("user_id", ""))
-        await require_author_or_deployer(ctx.deps, ctx.user_id, author, "cancel this evaluation plan")
-    await ctx.deps.redis.delete(_plan_key(ctx, ctx.value))
+    plan = await _plans(ctx).get(ctx.value)
+    if plan is not None:
+        await require_author_or_deployer(ctx.deps, ctx.user_id, plan.user_id, "cancel this evaluation plan")
+    await _plans(ctx).drop(ctx.value)
     return Reply(title="Evaluation cancelled; nothing was run.", ephemeral=True)
 
 
@@ -74,11 +71,11 @@ async def dismiss(ctx: ActionContext) -> Reply:
 async def confirm(ctx: ActionContext) -> Reply | None:
     d = ctx.deps
     await require_deployer(d, ctx.user_id, "run an evaluation (it sends requests to the live model)")
-    raw = await d.redis.getdel(_plan_key(ctx, ctx.value))  # single use: a double click runs once
-    if not raw:
+    plan = await _plans(ctx).take(ctx.value)  # single use: a double click runs once
+    if plan is None:
         raise UserFacingError("This evaluation plan has expired or was already used.", "Run `/gemma eval` again.")
-    names = [str(n) for n in json.loads(raw).get("names", [])]
-    lock = ServiceLock(d.redis, d.settings.key("eval", "lock"), LOCK_TTL_S)
+    names = plan.names
+    lock = _plans(ctx).lock()
     try:
         await lock.acquire(ctx.user_id, f"evaluation {ctx.value}")
     except LockHeld as exc:
