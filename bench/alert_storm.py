@@ -2,7 +2,8 @@
 Slack stand-in that enforces Slack's rate limits (bot/sandbox/slack_limits.py: ~1 post/s per channel with a
 short burst, a workspace-wide limit, chat.update Tier 3), answering 429 + Retry-After as Slack does.
 
-100 incidents (one service each, severities mixed), 10 distinct alerts per incident, each delivered 10 times:
+100 incidents (one service each, severities mixed), 10 alerts per incident (one condition on 10 instances: one
+failure, one incident), each delivered 10 times:
 1,000 unique alerts, 90% duplicate deliveries, in shuffled order, split across the two bots. Prints accepted/s
 and webhook latency (p50/p99, with GET /healthz as the baseline); then, once everything is posted: time from
 the first delivery until each incident is visible in Slack (its own header or a row of the storm summary) and
@@ -204,8 +205,9 @@ def deliveries(n: int, incidents: int = 100, per_incident: int = 10) -> list[byt
                     {
                         "status": "firing",
                         "labels": {
-                            "alertname": f"StormAlert{j}",
+                            "alertname": "StormAlert",
                             "service": f"storm-svc-{i:03d}",
+                            "instance": f"10.0.{i}.{j}:8000",
                             "severity": ("critical", "error", "warning", "info")[i % 4],
                         },
                         "annotations": {"summary": f"storm alert {j} on service {i}"},

@@ -26,9 +26,11 @@ def main() -> None:
         if r.error_pct is not None:
             err = f"{r.error_pct:+.1f}"
         flag = f"  [unreliable: {r.unreliable}]" if r.unreliable else ""
+        flag += f"  [calibration point: {r.calibrates}]" if r.calibrates else ""
         print(f"{r.measurement:<22} {r.quantity:<22} {_fmt(r.predicted):>12} {_fmt(r.reported):>12} {err:>8}{flag}")
     counted = [r for r in table if r.counts]
     print(f"\nmean absolute error over {len(counted)} reliable numeric points: {mean_abs_error(table):.1f}%")
+    print("(calibration points and unreliable reports are shown but not counted)")
     for m in load_measurements():
         why = m.assumed.get("why")
         if why:

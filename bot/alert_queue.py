@@ -8,7 +8,7 @@
   entry still being worked on is kept fresh by a heartbeat, so a slow job is not stolen. After
   `alert_max_attempts` it goes to the dead-letter stream and the dead-letter handler says so in Slack.
 - Redis going away is survived: workers back off and reconnect, and re-create the group if it vanished.
-- A job only records the alert (handlers/incidents.py); the Slack calls are made by the incident publisher that
+- A job only records the alert (skills/incidents/threads.py); the Slack calls are made by the incident publisher that
   starts and stops with the workers (`publisher`), so a slow or rate-limited Slack never holds an entry.
 """
 
@@ -76,6 +76,9 @@ class Companion(Protocol):
 JobHandler = Callable[[str, Alert], Awaitable[None]]
 DeadHandler = Callable[[str, Alert | None, str, int], Awaitable[None]]
 _REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+STORE_DOWN: tuple[type[BaseException], ...] = (
+    _REDIS_DOWN  # what a Redis outage raises (the incident pipeline rides it out)
+)
 
 
 def _describe_worker_error(exc: BaseException) -> str:
@@ -184,9 +187,47 @@ class AlertQueue:
         block_ms = int(min(1000, reclaim_every * 1000))
         next_reclaim = [0.0]
         loop = asyncio.get_running_loop()
+        # Where this consumer's own pending entries are re-read from ("" : nothing to recover). A Redis error
+        # mid-batch leaves the entry in hand and the rest of the batch pending for THIS consumer: `>` never hands
+        # them out again, and waiting for the idle reclaim (alert_reclaim_idle_ms, a minute by default, 8 at a
+        # time) stalled a burst for minutes after Redis came back. They are re-read from the pending list
+        # instead (XREADGROUP with an id, Redis's documented recovery of a consumer's own history), once through.
+        recover = ["0"]
 
         async def step() -> None:
+            try:
+                await read_step()
+            except _REDIS_DOWN:
+                recover[0] = "0"
+                raise
+
+        async def recover_own() -> None:
+            try:
+                resp: Any = await self.deps.redis.xreadgroup(GROUP, consumer, {self.stream: recover[0]}, count=8)
+            except ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                recover[0] = ""  # the group is gone (Redis lost its data): nothing pending to recover
+                return
+            entries = [e for _stream, es in resp or [] for e in es]
+            if not entries:
+                recover[0] = ""
+                return
+            for entry_id, fields in entries:
+                recover[0] = entry_id  # a failed job stays pending for the reclaim: read past it, once
+                if not fields:  # deleted while pending
+                    await self.deps.redis.xack(self.stream, GROUP, entry_id)
+                    continue
+                if await self.deps.redis.hexists(self.errors_key, entry_id):
+                    continue  # a job that failed: it waits for the reclaim's backoff, not a quick retry
+                log.info("alert worker %s resumes its pending entry %s", consumer, entry_id)
+                await self._process(consumer, entry_id, fields)
+
+        async def read_step() -> None:
             if self._stopping.is_set():
+                return
+            if recover[0]:
+                await recover_own()
                 return
             try:
                 if loop.time() >= next_reclaim[0]:
@@ -335,13 +376,16 @@ def build_alert_queue(
     deps.chat. `clock`: a test's or bench's scaled clock (pacing, debounce, coalescing)."""
     from bot.slack_app import ChannelResponder, make_web_client
     from handlers.button_payloads import ButtonPayloads
-    from handlers.incidents import IncidentThreads, make_investigator
+    from handlers.incident_chat import RenderedIncidentChat
+    from handlers.incident_investigation import make_investigator
+    from skills.incidents.threads import IncidentThreads
 
     if investigate is None:
         investigate = make_investigator(deps)
     client = deps.chat if deps.chat is not None else make_web_client(deps.settings, clock)
     payloads = ButtonPayloads(deps.redis, deps.settings.key)
-    threads = IncidentThreads(
-        deps, lambda channel: ChannelResponder(client, channel, payloads=payloads), investigate, clock
+    chat = RenderedIncidentChat(
+        lambda channel: ChannelResponder(client, channel, payloads=payloads), deps.settings.vllm_service_name
     )
+    threads = IncidentThreads(deps.redis, deps.settings, chat, investigate, clock, store_down=_REDIS_DOWN)
     return AlertQueue(deps, threads.handle, threads.on_dead, concurrency=concurrency, publisher=threads.publisher)

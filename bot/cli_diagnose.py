@@ -26,6 +26,10 @@ from skills.logs.fetch import Malformed, entry_from_api, iter_line_entries
 from skills.logs.sieve import LogSieve
 from skills.ports import LogEntry
 
+_EXPECTED = (
+    "Expected plain text lines, JSON lines of Cloud Logging entries, or the output of "
+    "`gcloud logging read --format=json`."
+)
 _CHUNK = 1 << 20
 _MAX_ENTRY = 4 * _CHUNK  # one array element larger than this is not a log entry
 
@@ -35,8 +39,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--logs", required=True, help="file of Cloud Logging JSON lines or plain text lines; - for stdin")
     p.add_argument("--format", choices=("json", "text"), default="text")
     default_budget = Settings.model_fields["log_token_budget"].default
-    p.add_argument("--budget", type=int, default=default_budget, help="token budget of the digest")
+    p.add_argument("--budget", type=_budget, default=default_budget, help="token budget of the digest (>= 200)")
     p.set_defaults(func=run)
+
+
+def _budget(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of tokens, not {text!r}") from None
+    if n < 200:
+        raise argparse.ArgumentTypeError(f"must be at least 200 tokens (a smaller digest holds nothing), not {n}")
+    return n
 
 
 def _chunks(first: bytes, stream: BinaryIO) -> Iterator[bytes]:
@@ -163,22 +177,25 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: cannot read {args.logs}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     entries = sieve.kept()
+    # Binary bytes that happen to split into "lines" are junk, not entries: counted as malformed, so a binary
+    # file says so (exit 1) while junk around real entries does not stop the run.
+    readable = [e for e in entries if not _looks_binary(e.text.encode("utf-8", "replace"))]
+    malformed += len(entries) - len(readable)
+    entries = readable
     if not entries:
         if not first.strip():
             why = "it is empty"
+        elif first.startswith(b"\x1f\x8b"):
+            why = "it is gzip-compressed (zcat it first)"
         elif _looks_binary(first):
             why = "it looks like binary data, not logs"
         elif first.lstrip().startswith(b"[") and not malformed:
             why = "it is an empty JSON array (did `gcloud logging read` match no entries?)"
         else:
             why = f"none of its {malformed} line(s) or entries could be read as a log entry"
-        print(
-            f"error: no log entries in {name}: {why}. Expected plain text lines, JSON lines of Cloud Logging "
-            "entries, or the output of `gcloud logging read --format=json`.",
-            file=sys.stderr,
-        )
+        print(f"error: no log entries in {name}: {why}. {_EXPECTED}", file=sys.stderr)
         return 1
-    result = diagnose(entries, token_budget=max(200, args.budget), malformed=malformed, truncated=sieve.note())
+    result = diagnose(entries, token_budget=args.budget, malformed=malformed, truncated=sieve.note())
     result.digest.lines_in = max(result.digest.lines_in, sieve.lines)
     result.digest.truncated = result.digest.truncated or result.truncated  # the JSON report shows the digest
     if args.format == "json":

@@ -32,6 +32,7 @@ from handlers.registry import load_all
 from handlers.render_text import to_text
 from handlers.reply import Button, FileOut, Reply
 from handlers.router import help_for, parse, run_action, run_command, too_long
+from skills.errors import failure_class
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,9 @@ class ConsoleResponder:
         self.buttons: list[tuple[Button, str]] = []  # (button, ts of the message carrying it)
         self.numbers: dict[str, int] = {}  # ts -> the message number people see (#N)
         self.threads: list[str] = []  # ts of messages that have replies, most recent last
+        # ts of a thread reply -> its thread's ts: a button clicked in a thread says which thread, as Slack's
+        # payload does (message.thread_ts), so a plan asked for in an incident's thread belongs to that incident.
+        self.parent: dict[str, str] = {}
         self._shown: dict[str, list[str]] = {}  # ts -> lines last shown (updates print only what changed)
         self._n = itertools.count(1)
         self._last_ts = 0.0
@@ -125,6 +129,7 @@ class ConsoleResponder:
             print(f"  | (thread #{n}: `reply TEXT` answers here)", file=self.out)
         if thread_ts:
             self.threads = [t for t in self.threads if t != thread_ts] + [thread_ts]
+            self.parent[ts] = thread_ts
         self._show(reply, ts, prefix="  | " if thread_ts else "")
         for f in reply.files:
             await self.upload(f, thread_ts or ts)
@@ -199,7 +204,7 @@ async def handle_line(deps: Deps, responder: ConsoleResponder, line: str) -> boo
             action_id=button.action_id,
             value=button.value,
             message_ts=ts,
-            thread_ts=ts,
+            thread_ts=responder.parent.get(ts, ts),
         )
         await _deliver(responder, await run_action(click))
     else:
@@ -362,14 +367,20 @@ async def interact(deps: Deps, responder: ConsoleResponder, reader: LineReader, 
         try:
             if not await task:
                 break
+            if deps.sandbox is not None and deps.sandbox.settle is not None:
+                # At a terminal the prompt blocks the loop: let the command's incident updates (a fix's close
+                # notification, its follow-up line) show before it, as Slack would show them meanwhile.
+                await deps.sandbox.settle(30.0)
         except asyncio.CancelledError:
             if not task.cancelled():
                 raise
             print("^C (interrupted; `quit` or Ctrl-D leaves)", file=responder.out)
-        except Exception:
+        except Exception as exc:
             eid = uuid.uuid4().hex[:8]
             log.exception("console line failed (error id %s): %r", eid, line[:200])
-            print(f"! That failed unexpectedly (error id {eid}); details are in {log_path}.", file=responder.out)
+            kind = failure_class(exc)
+            said = f": {kind[0]}. {kind[1]}" if kind else " unexpectedly."
+            print(f"! That failed (error id {eid}){said} Details are in {log_path}.", file=responder.out)
         finally:
             if watching:
                 loop.remove_signal_handler(signal.SIGINT)
@@ -387,6 +398,7 @@ async def run_console(
     """`on_start` wires extra surfaces to the console's responder (the sandbox's incident threads)."""
     load_all()
     log_path = _log_to_file()
+    deps.log_location = f"the console's log, {log_path}"
     reader = LineReader(stdin, out)
     responder = ConsoleResponder(out, reader.read_sync)
     if on_start is not None:

@@ -53,6 +53,8 @@ class Deps:
     agent: Agent | None = None  # the agent (tool-calling loop), when wired
     streams: StreamClients | None = None  # the bench load generator's connections to the model endpoint
     sandbox: Sandbox | None = None  # when the bot runs on the simulated project
+    # Where an error id can be looked up; the console logs to a file and says which.
+    log_location: str = "the bot's log (JSON lines on the stdout of `gemma-sre serve`; on Cloud Run, Cloud Logging)"
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _shares: FairShares | None = None
     _stopping: bool = False

@@ -80,13 +80,18 @@ class Settings(BaseSettings):
     # Cloud Monitoring -> Pub/Sub topic -> this subscription (projects/P/subscriptions/S, or S in
     # GOOGLE_CLOUD_PROJECT): alerts without a public URL. Unset: webhooks only.
     alert_pubsub_subscription: str | None = None
-    # Storms (handlers/incident_publisher.py): repeats of an incident within the interval become one thread line;
+    # Storms (skills/incidents/publisher.py): repeats of an incident within the interval become one thread line;
     # header edits wait at least the debounce and show the latest state; beyond the threshold of new incidents
     # per minute on one channel, a storm summary lists them all at once while their threads open one by one.
     alert_coalesce_interval_s: float = Field(default=60.0, ge=0)
     alert_header_debounce_s: float = Field(default=5.0, ge=0)
     alert_storm_threshold_per_min: int = Field(default=10, ge=1)
     alert_storm_edit_interval_s: float = Field(default=2.0, ge=0)
+    # A fix confirmed from an incident's thread is followed up: "fix applied; condition still firing after N min"
+    # when its condition has not cleared this long after the fix completed. An estimate: Cloud Monitoring closes
+    # an incident once its condition has been false for the condition's duration window plus evaluation delay
+    # (https://cloud.google.com/monitoring/alerts/concepts-indepth), commonly 5 min or less; 10 min leaves room.
+    alert_fix_check_s: float = Field(default=600.0, gt=0)
     # The lease one instance holds to post into a channel (renewed while working; a dead holder's expires).
     alert_channel_lease_ms: int = Field(default=10_000, ge=100)
     # Our own pacing of chat.postMessage per channel, matching Slack's documented 1/s with a short burst.

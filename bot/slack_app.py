@@ -18,6 +18,7 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
+from slack_bolt import BoltResponse
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -39,6 +40,7 @@ from handlers.render_slack import escape, to_blocks
 from handlers.reply import FileOut, Reply
 from handlers.router import help_for, help_reply, lookup, parse, run_action, run_command, too_long
 from skills.clock import REAL_CLOCK, Clock
+from skills.errors import failure_class
 from skills.logs.redact import redact
 
 log = logging.getLogger(__name__)
@@ -247,6 +249,20 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
         # Bolt's own check would repeat it on the ack path. Socket Mode requests carry no signature either way.
         request_verification_enabled=False,
     )
+
+    @app.error
+    async def on_error(error: Exception) -> BoltResponse | None:
+        """Bolt's default logs every failure with its traceback (one per command while Slack is unreachable,
+        from the auth.test its authorization middleware makes). A failure of the network or of a dependency is
+        one line saying which; the ack tells the user; anything else keeps its traceback."""
+        kind = failure_class(error)
+        if kind is None:
+            log.error("Slack request failed in Bolt: %s: %s", type(error).__name__, str(error)[:300], exc_info=error)
+            return None
+        log.warning("Slack request not handled: %s. %s", kind[0], kind[1])
+        text = "gemma-sre cannot answer right now: " + kind[0].split(" (")[0] + ". Its operator has the details."
+        body = json.dumps({"response_type": "ephemeral", "text": text})
+        return BoltResponse(status=200, body=body, headers={"content-type": "application/json"})
 
     @app.command(re.compile(r"^/gemma.*"))
     async def on_command(ack: Any, body: dict[str, Any]) -> None:

@@ -34,6 +34,19 @@ def whole_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number, not `{text}`") from None
 
 
+def count(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    """A whole number within [lo, hi]: `-3` or `0` for "how many" is refused, not clamped or misread."""
+
+    def parse(text: str) -> int:
+        n = whole_number(text)
+        if n < lo or (hi is not None and n > hi):
+            span = f"from {lo} to {hi}" if hi is not None else f"of at least {lo}"
+            raise argparse.ArgumentTypeError(f"must be a whole number {span}, not `{text}`")
+        return n
+
+    return parse
+
+
 def number(text: str) -> float:
     try:
         return float(text)
@@ -150,7 +163,37 @@ class CommandParser(argparse.ArgumentParser):
             argv = ["--", *argv]  # a question may contain '--max-model-len': words, not options
         elif self.key_values:
             argv = [self._key_value(a) for a in argv]
-        return self.parse_args(argv)
+        return self.parse_args(self._glue_dash_values(argv))
+
+    def _glue_dash_values(self, argv: list[str]) -> list[str]:
+        """`--since -3h`: argparse reads a value that starts with '-' as an option and says "expected one
+        argument"; glued as `--since=-3h` it reaches the option's own check, which says what is wrong with it."""
+        takes_value = {
+            opt
+            for a in self._actions
+            if a.option_strings and a.nargs is None and not isinstance(a, argparse._StoreConstAction)
+            for opt in a.option_strings
+        }
+        out: list[str] = []
+        i = 0
+        while i < len(argv):
+            word = argv[i]
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            if word == "--":
+                out.extend(argv[i:])
+                break
+            if (
+                word in takes_value
+                and nxt
+                and nxt.startswith("-")
+                and nxt.split("=", 1)[0] not in self._option_string_actions
+            ):
+                out.append(f"{word}={nxt}")
+                i += 2
+                continue
+            out.append(word)
+            i += 1
+        return out
 
     def _key_value(self, word: str) -> str:
         """`max_model_len=8192` -> `--max-model-len=8192`; a boolean's `=value` picks `--x` or `--no-x`."""

@@ -26,6 +26,7 @@ class HandlerSettings(Protocol):
 
     alert_channel_lease_ms: int
     alert_coalesce_interval_s: float
+    alert_fix_check_s: float
     alert_group_window_s: int
     alert_header_debounce_s: float
     alert_max_attempts: int
@@ -113,6 +114,11 @@ class Agent(Protocol):
     @property
     def conversations(self) -> Conversations: ...
 
+    @property
+    def endpoint(self) -> ModelEndpoint:
+        """The model it thinks with (in the sandbox: VLLM_BASE_URL's, never the simulated server)."""
+        ...
+
     async def ask(
         self, history: list[dict[str, str]], question: str, progress: Progress | None = None
     ) -> AgentAnswer: ...
@@ -199,6 +205,11 @@ class HandlerDeps(Protocol):
 
     @property
     def sandbox(self) -> Sandbox | None: ...
+
+    @property
+    def log_location(self) -> str:
+        """Where the bot's log lines go (a file for the console), for error messages that cite an error id."""
+        ...
 
     def spawn(self, coro: Coroutine[Any, Any, Any], *, kind: str = "system", user: str = "") -> Awaitable[Any]:
         """Run work after an ack, in its fair share (kind: read, write, watch, system; per user); a failure is

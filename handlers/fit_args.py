@@ -7,13 +7,15 @@ renders it, the CLI prints it and exits 2).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 
 from pydantic import ValidationError
 
 from handlers.args import CommandParser
 from skills.capacity.fit import FitRequest
-from skills.errors import InvalidInput
+from skills.deploy.profiles import load_profiles
+from skills.errors import InvalidInput, explain_validation
 
 MODELS_HINT = "`/gemma models` lists the catalog."
 
@@ -27,19 +29,36 @@ def _memory(text: str) -> float:
     return value / 1024 if unit.startswith("m") else value
 
 
+def _mm_limits(text: str) -> dict[str, int]:
+    """vLLM's --limit-mm-per-prompt JSON: '{"image":0,"video":0}' -> {"image": 0, "video": 0}."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in value.items()
+    ):
+        raise argparse.ArgumentTypeError(f'expected JSON like {{"image":0,"video":0}}, got {text!r}')
+    return value
+
+
 def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "model", metavar="MODEL", help="catalog model name, alias or Hub id (e.g. gemma-4-26b-a4b-qat, 26b-qat)"
+        "model",
+        metavar="MODEL",
+        help="catalog model name, alias or Hub id (e.g. gemma-4-26b-a4b-qat, 26b-qat), or a deploy profile "
+        "(gemma4-12b-qat-l4: its model, GPU and settings; flags given here override them)",
     )
-    p.add_argument("--gpu", default="nvidia-l4", help="GPU (nvidia-l4, nvidia-rtx-pro-6000, a100-80gb, ...)")
-    p.add_argument("--gpu-count", metavar="N", type=int, default=1)
+    # Defaults are None so that a profile's settings apply unless a flag is given (FitRequest has the defaults).
+    p.add_argument("--gpu", default=None, help="GPU (default nvidia-l4; nvidia-rtx-pro-6000, a100-80gb, ...)")
+    p.add_argument("--gpu-count", metavar="N", type=int, default=None)
     p.add_argument("--max-model-len", metavar="N", type=int, default=None)
-    p.add_argument("--gpu-memory-utilization", "--util", metavar="F", type=float, default=0.90)
+    p.add_argument("--gpu-memory-utilization", "--util", metavar="F", type=float, default=None, help="default 0.90")
     p.add_argument(
-        "--kv-cache-dtype", metavar="auto|fp8|bf16|fp16", choices=["auto", "fp8", "bf16", "fp16"], default="auto"
+        "--kv-cache-dtype", metavar="auto|fp8|bf16|fp16", choices=["auto", "fp8", "bf16", "fp16"], default=None
     )
-    p.add_argument("--cpu-offload-gb", metavar="N", type=float, default=0.0)
-    p.add_argument("--enforce-eager", action="store_true")
+    p.add_argument("--cpu-offload-gb", metavar="N", type=float, default=None)
+    p.add_argument("--enforce-eager", action="store_true", default=None)
     p.add_argument(
         "--memory", dest="host_memory_gib", metavar="SIZE", type=_memory, default=None, help="Cloud Run memory (32Gi)"
     )
@@ -47,7 +66,16 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-num-batched-tokens", metavar="N", type=int, default=None, help="sizes sliding-window KV reservations"
     )
-    p.add_argument("--dtype", metavar="auto|bfloat16|half", choices=["auto", "bfloat16", "half"], default="auto")
+    p.add_argument("--dtype", metavar="auto|bfloat16|half", choices=["auto", "bfloat16", "half"], default=None)
+    p.add_argument(
+        "--limit-mm-per-prompt",
+        metavar="JSON",
+        type=_mm_limits,
+        default=None,
+        help='vLLM\'s flag: {"image":0,"video":0} skips the vision tower\'s weights',
+    )
+    p.add_argument("--region", default=None, help="Cloud Run region: prices and GPU availability (us-east4, ...)")
+    p.add_argument("--vllm-image", metavar="IMAGE", default=None, help="the image to deploy: its release's KV rules")
 
 
 def chat_parser() -> CommandParser:
@@ -59,14 +87,18 @@ def chat_parser() -> CommandParser:
 
 def namespace_to_request(ns: argparse.Namespace, hint: str = "") -> FitRequest:
     """Checked request; `hint` goes with an error (default: the surface-neutral `fit MODEL [...]` usage)."""
-    fields = {k: getattr(ns, k) for k in FitRequest.model_fields if hasattr(ns, k)}
+    fields = {k: getattr(ns, k) for k in FitRequest.model_fields if getattr(ns, k, None) is not None}
+    profile = load_profiles().get(str(fields.get("model", "")))
+    if profile is not None:  # a deploy profile: its model, GPU and settings, under the flags given
+        base = profile.model_dump(include=set(FitRequest.model_fields), exclude_none=True)
+        if profile.image:  # the profile's pinned image decides the release's KV rules, as its deploy would
+            base["vllm_image"] = profile.image
+        fields = {**base, **fields, "model": profile.model}
     try:
         return FitRequest(**fields)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"--{'.'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}" for e in exc.errors()
-        )
-        raise InvalidInput(f"Bad arguments: {problems}.", hint or f"Usage: `{chat_parser().usage_line()}`") from None
+        problems = explain_validation(exc)
+        raise InvalidInput(f"Bad arguments: {problems}", hint or f"Usage: `{chat_parser().usage_line()}`") from None
 
 
 def parse_fit_args(argv: list[str]) -> FitRequest:

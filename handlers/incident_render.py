@@ -59,6 +59,8 @@ def header_reply(inc: Incident, known_service_name: str) -> Reply:
     if len(inc.members) > 1:
         firing = sum(1 for m in inc.members.values() if m.state == "firing")
         fields.append(("Alerts", f"{len(inc.members)} grouped ({firing} firing)"))
+    if inc.fix is not None:
+        fields.append(("Fix", f"{inc.fix.action} at {_when(inc.fix.at)}"))
     r.add(fields=fields)
     if lead.summary:
         r.add(text=redact(lead.summary)[:600])
@@ -88,10 +90,31 @@ def _truncated(n: int) -> str:
     )
 
 
+def _fix_line(ev: Event) -> str:
+    fix = ev.fix
+    if fix is None:
+        return ""
+    if ev.kind == "fixed":
+        ready = f"revision `{redact(fix.revision)[:80]}` ready, " if fix.revision else ""
+        return f":white_check_mark: fixed by {fix.action} at {_when(fix.at)}: {ready}condition cleared"
+    minutes = max(1, round((ev.waited_s or 0.0) / 60))
+    return (
+        f":hourglass: fix applied ({fix.action} at {_when(fix.at)}); condition still firing after {minutes} min: "
+        "the cause may be elsewhere, see the findings above"
+    )
+
+
 def event_line(ev: Event, service: str) -> str:
     name = f"*{redact(ev.name)[:200]}*"
+    if ev.kind in ("fixed", "fix_pending"):
+        return _fix_line(ev)
     if ev.kind == "joined":
-        text = f":heavy_plus_sign: Another alert on `{service}`: {name} ({ev.severity})"
+        if ev.count > 1:  # more alerts of one condition (other instances): one line
+            return (
+                f":heavy_plus_sign: {ev.count} more alerts of {name} on `{service}` since {_hm(ev.first_at)}, "
+                f"last at {_hm(ev.last_at)} UTC"
+            )
+        text = f":heavy_plus_sign: Another alert of {name} on `{service}` ({ev.severity})"
         return text + (f" — {redact(ev.summary)[:300]}" if ev.summary else "")
     if ev.kind == "repeated":
         if ev.count == 1:

@@ -12,11 +12,12 @@ from typing import Any
 from handlers.reply import Button, Reply, plan_button
 from skills.diagnosis.remediation import RemediationProposal
 from skills.logs.redact import redact
+from skills.text import shorten
 
 
 def action_label(action: str, params: dict[str, Any]) -> str:
     shown = ", ".join(f"{k}={v}" for k, v in params.items())
-    return f"Plan {action}: {shown}".rstrip(": ")[:75]
+    return shorten(f"Plan {action}: {shown}".rstrip(": "), 75)  # Slack: button text up to 75
 
 
 def action_buttons(actions: Iterable[Any]) -> list[Button]:

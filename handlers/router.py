@@ -9,7 +9,7 @@ import uuid
 from handlers.context import ActionContext, CommandContext
 from handlers.registry import COMMANDS, Command, find_action
 from handlers.reply import Reply, error_reply
-from skills.errors import UserFacingError
+from skills.errors import UserFacingError, failure_class
 
 log = logging.getLogger(__name__)
 
@@ -82,13 +82,11 @@ async def run_command(ctx: CommandContext, name: str) -> Reply | None:
         return await cmd.run(ctx)
     except UserFacingError as exc:
         return error_reply(exc.message, exc.hint, exc.mentions)
-    except Exception:
+    except Exception as exc:
         # Users get an id to quote, never a traceback; the log line carries the details.
         incident = uuid.uuid4().hex[:8]
         log.exception("command %s failed (error id %s)", name, incident)
-        return error_reply(
-            f"`/gemma {name}` failed unexpectedly (error id {incident}).", "The bot's logs have details."
-        )
+        return unexpected(f"`/gemma {name}`", exc, incident, ctx.deps.log_location)
 
 
 async def run_action(ctx: ActionContext) -> Reply | None:
@@ -99,7 +97,18 @@ async def run_action(ctx: ActionContext) -> Reply | None:
         return await fn(ctx)
     except UserFacingError as exc:
         return error_reply(exc.message, exc.hint, exc.mentions)
-    except Exception:
+    except Exception as exc:
         incident = uuid.uuid4().hex[:8]
         log.exception("action %s failed (error id %s)", ctx.action_id, incident)
-        return error_reply(f"That action failed unexpectedly (error id {incident}).", "The bot's logs have details.")
+        return unexpected("That action", exc, incident, ctx.deps.log_location)
+
+
+def unexpected(what: str, exc: Exception, incident: str, log_location: str) -> Reply:
+    """What failed, the kind of failure when we can tell (Redis, Slack, credentials) and what to do, and where
+    the log line with this error id is."""
+    kind = failure_class(exc)
+    where = f"Details: {log_location}, at error id {incident}."
+    if kind is None:
+        return error_reply(f"{what} failed unexpectedly (error id {incident}).", where)
+    happened, todo = kind
+    return error_reply(f"{what} failed (error id {incident}): {happened}.", f"{todo} {where}")

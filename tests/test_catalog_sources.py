@@ -1,7 +1,11 @@
-"""Every number in the catalog's models and planner sections names its source (or says it is an estimate)."""
+"""Every figure in the capacity data names its source (or says it is an estimate, and on what) and the date it was
+checked: skills/data/catalog.yaml, field_measurements.yaml, prices.yaml (tests/test_prices.py) and
+vllm_images.yaml's accounting rows (tests/test_release_accounting.py)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from importlib import resources
 from typing import Any
 
@@ -11,7 +15,11 @@ import yaml
 from skills.capacity.catalog import load_catalog
 
 RAW: dict[str, Any] = yaml.safe_load(resources.files("skills").joinpath("data/catalog.yaml").read_text())
-NOT_NUMBERS = {"hf_repo", "config", "aliases", "base", "quantization", "vllm_args", "notes", "sources"}
+NOT_NUMBERS = {
+    "hf_repo", "config", "aliases", "base", "quantization", "vllm_args", "notes", "sources", "checked", "checked_fields"
+}  # fmt: skip
+TODAY = dt.date(2026, 11, 27)
+FITTED = re.compile(r"\b(fitted|set so|calibrat|tuned|chosen to match|reproduces? .* exactly)", re.IGNORECASE)
 
 
 def _numbers(entry: dict[str, Any]) -> list[str]:
@@ -71,3 +79,64 @@ def test_layer_pattern_from_the_configs(
     kinds, owning = m.layer_types(), m.kv_owning_layer_types()
     assert (kinds.count("sliding"), kinds.count("full")) == (sliding, full)
     assert (owning.count("sliding"), owning.count("full")) == (owning_sliding, owning_full)
+
+
+def undated(entry: dict[str, Any], inherited: dt.date | None = None) -> list[str]:
+    """Figures of `entry` with no check date (its own `checked`, a `checked_fields` one, or its base's)."""
+    checked = entry.get("checked", inherited)
+    per_field = entry.get("checked_fields", {})
+    problems = [f"checked_fields.{k} names a field the entry does not set" for k in per_field if k not in entry]
+    for k in _numbers(entry):
+        when = per_field.get(k, checked)
+        if not isinstance(when, dt.date) or when > TODAY:
+            problems.append(k)
+    return problems
+
+
+@pytest.mark.parametrize("name", sorted(RAW["models"]))
+def test_every_model_figure_is_dated(name: str) -> None:
+    entry = RAW["models"][name]
+    base = RAW["models"].get(entry.get("base", ""), {})
+    assert not undated(entry, base.get("checked")), name
+
+
+def test_every_gpu_planner_and_quantization_figure_is_sourced_and_dated() -> None:
+    for name, gpu in RAW["gpus"].items():
+        assert not undated(gpu), name
+        assert gpu["sources"].get("general") and gpu["sources"].get("memory_gib"), name
+    assert not undated(RAW["planner"])
+    for name, q in RAW["quantizations"].items():
+        assert not undated(q) and q.get("source"), name
+
+
+def test_an_undated_or_unsourced_figure_fails() -> None:
+    entry = {k: v for k, v in RAW["models"]["gemma-4-31b"].items() if k != "checked"}
+    assert "layers" in undated(entry) and "towers" not in undated(entry)  # towers keeps its own date
+    future = {**RAW["planner"], "checked": TODAY + dt.timedelta(days=1)}
+    assert "compile_s" in undated(future)
+    stray = {**RAW["planner"], "checked_fields": {"no_such_field": TODAY}}
+    assert undated(stray)
+    bad = dict(RAW["models"]["gemma-4-12b"])
+    bad["sources"] = {k: v for k, v in bad["sources"].items() if k != "towers"}
+    assert "towers" in [k for k in _numbers(bad) if k not in bad["sources"]]
+
+
+def test_every_field_measurement_is_dated() -> None:
+    raw = yaml.safe_load(resources.files("skills").joinpath("data/field_measurements.yaml").read_text())
+    assert all(isinstance(m.get("checked"), dt.date) and m["checked"] <= TODAY for m in raw["measurements"])
+
+
+def _all_sources() -> list[tuple[str, str]]:
+    out = [(f"planner.{k}", v) for k, v in RAW["planner"]["sources"].items()]
+    for name, m in RAW["models"].items():
+        out += [(f"{name}.{k}", v) for k, v in m.get("sources", {}).items()]
+    for name, q in RAW["quantizations"].items():
+        out += [(f"quantizations.{name}.{k}", str(q[k])) for k in ("source", "checkpoint_source") if k in q]
+    return out
+
+
+def test_no_fitted_constant_is_left_unmarked() -> None:
+    # A figure set to match a report is an estimate and must say so, with the report it rests on.
+    unmarked = [k for k, v in _all_sources() if FITTED.search(v) and not v.strip().startswith("estimate")]
+    assert not unmarked
+    assert not any("kept in bf16 by the QAT checkpoint, set so" in v for _, v in _all_sources())

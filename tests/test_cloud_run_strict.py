@@ -31,7 +31,7 @@ def spec(
         cpu=cpu,
         memory=memory,
         probe=probe_for(600),
-        image="vllm/vllm-openai:v0.24.0",
+        image="vllm/vllm-openai:v0.25.1",
         launch_stage=stage,
     )
     return render_service(cfg)

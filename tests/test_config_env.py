@@ -53,8 +53,8 @@ def test_env_example_loads_as_settings(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.chdir(tmp_path)
     s = load_settings()
     assert s.slack_alerts_channel == "#gemma-alerts"
-    assert s.deployers == frozenset({"U012ABC", "U034DEF"})
-    assert s.redis_url == "redis://127.0.0.1:6379/0"
+    assert s.deployers == frozenset()  # placeholders are comments: nothing points at someone else's ids
+    assert not s.redis_url and not s.google_cloud_project and not s.slack_bot_token
     assert s.slack_app_token is None  # empty means unset
 
 
@@ -115,3 +115,34 @@ def test_socket_mode_needs_no_signing_secret(tmp_path: Path, monkeypatch: pytest
     assert s.serve_problems() == []
     s = load_settings(slack_bot_token="xoxb-1", redis_url="redis://r:6379/0")
     assert any("SLACK_SIGNING_SECRET" in p for p in s.serve_problems())
+
+
+def test_a_dot_env_copied_from_the_example_keeps_the_sandbox(tmp_path: Path) -> None:
+    """README: `cp .env.example .env`. Until the user fills in a project (and Slack, Redis), the console still
+    runs on the sandbox: placeholders are comments, so none of them points at a project or a Redis that is not
+    there."""
+    (tmp_path / ".env").write_text((ROOT / ".env.example").read_text())
+    env = {k: v for k, v in os.environ.items() if k.upper() not in {n.upper() for n in Settings.model_fields}}
+    env.update(
+        PYTHONPATH=str(ROOT),
+        CLOUDSDK_CONFIG=str(tmp_path / "no-gcloud"),  # no application-default credentials
+        GOOGLE_APPLICATION_CREDENTIALS="",
+        NO_GCE_CHECK="true",
+        GCE_METADATA_HOST="127.0.0.1:9",
+        SANDBOX_SPEED="5000",
+    )
+    env.pop("GOOGLE_APPLICATION_CREDENTIALS")
+    run = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "console"],
+        cwd=tmp_path,
+        env=env,
+        input="/gemma status\nquit\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    from bot.sandbox.cloud import BANNER
+
+    assert run.stdout.splitlines()[:1] == [BANNER], run.stdout + run.stderr
+    assert "vllm-gemma4: ready" in run.stdout
+    assert "error id" not in run.stdout

@@ -28,7 +28,7 @@ async def test_a_deploy_that_changes_nothing_is_refused(deps: Any, cloud_run: Cl
     writes = [r for r in cloud_run.requests if r[0] != "GET"]
     with pytest.raises(InvalidInput) as exc:
         await build_plan("deploy", {"profile": "gemma4-12b-qat-l4"}, deps.runtime, deps.writes.env)
-    assert "already running this" in exc.value.message and "vllm/vllm-openai:v0.24.0-cu129" in exc.value.message
+    assert "already running this" in exc.value.message and "vllm/vllm-openai:v0.25.1-cu129" in exc.value.message
     assert [r for r in cloud_run.requests if r[0] != "GET"] == writes
     # A real change is still planned.
     plan = await build_plan(
@@ -96,7 +96,7 @@ async def test_moving_a_cuda13_image_to_the_l4_is_refused(deps: Any, cloud_run: 
     with pytest.raises(InvalidInput) as exc:
         await build_plan("redeploy", {"gpu": "nvidia-l4", "model": "gemma-4-12b-qat"}, deps.runtime, deps.writes.env)
     assert "CUDA 13.0" in exc.value.message and "535.216.03" in exc.value.message
-    assert "vllm/vllm-openai:v0.24.0-cu129" in exc.value.hint
+    assert "vllm/vllm-openai:v0.25.1-cu129" in exc.value.hint
 
 
 async def test_hub_weights_count_against_memory_or_the_bucket_is_recommended(deps: Any) -> None:

@@ -3,6 +3,7 @@ there is nothing to read (empty, `[]`, binary) with a non-zero exit, and `| head
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -91,3 +92,21 @@ def test_piping_into_head_prints_no_traceback(tmp_path: Path) -> None:
         run = subprocess.run(["bash", "-c", f"{cli} | head -n 1"], capture_output=True, env=env, timeout=120, cwd=ROOT)
         assert b"Traceback" not in run.stderr and b"BrokenPipe" not in run.stderr, run.stderr
         assert run.stdout.count(b"\n") == 1
+
+
+def test_binary_that_splits_into_lines_is_still_not_logs() -> None:
+    """Bytes with newlines in them parse as "lines"; before, such a file was diagnosed and exited 0."""
+    noise = bytes((i * 197 + 13) % 256 for i in range(6000))  # high bytes and the odd newline, no NUL
+    noise = noise.replace(b"\x00", b"\x01")
+    for data, why in (
+        (noise, b"binary data, not logs"),
+        (gzip.compress(b"INFO vLLM API server started\n" * 50), b"gzip-compressed (zcat it first)"),
+    ):
+        run = _cli("diagnose", "--logs", "-", stdin=data)
+        assert run.returncode == 1, (run.stdout[:200], run.stderr)
+        assert why in run.stderr and b"No known failure" not in run.stdout
+
+
+def test_a_budget_below_a_useful_digest_is_refused() -> None:
+    run = _process("diagnose", "--logs", "-", "--budget", "-5", stdin=b"INFO hello\n")
+    assert run.returncode == 2 and b"--budget: must be at least 200 tokens" in run.stderr

@@ -125,6 +125,8 @@ def test_chat_parser_turns_bad_flags_into_user_errors() -> None:
         ["26b-qat", "--bogus"],
         ["26b", "--util", "7"],
         ["26b", "--memory", "lots"],
+        ["31b-qat", "--limit-mm-per-prompt", "image=0"],
+        ["31b-qat", "--limit-mm-per-prompt", '{"image": -1}'],
     ):
         with pytest.raises(InvalidInput):
             parse_fit_args(argv)
@@ -199,3 +201,18 @@ async def test_slash_fit_unknown_model_is_a_clear_ephemeral_error(
     assert answer["response_type"] == "ephemeral"
     body = answer["text"] + json.dumps(answer["blocks"])
     assert "Unknown model `gemma-4-27b`" in body and "Did you mean" in body and "Traceback" not in body
+
+
+def test_cli_takes_region_image_and_mm_limits_and_reports_what_it_assumed(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["31b-qat", "--gpu", "nvidia-rtx-pro-6000", "--region", "europe-west4", "--format", "json"]
+    rc = cli_fit.run(
+        _cli([*argv, "--vllm-image", "vllm/vllm-openai:v0.26.0", "--limit-mm-per-prompt", '{"image":0,"video":0}'])
+    )
+    text_only = json.loads(capsys.readouterr().out)
+    assert rc == 0 and text_only["vllm_release"] == "0.26.0"
+    assert text_only["request"]["limit_mm_per_prompt"] == {"image": 0, "video": 0}
+    assert not any("invitation" in w for w in text_only["warnings"])  # europe-west4 offers it
+    cli_fit.run(_cli(argv))
+    full = json.loads(capsys.readouterr().out)
+    assert full["weights_gib"] - text_only["weights_gib"] > 1.0  # the ~0.55B bf16 vision tower
+    assert full["vllm_release"] == "0.25.1"  # the RTX PRO 6000's pinned image

@@ -17,7 +17,7 @@ from handlers.alerts.gcp import Notification, to_alerts
 from handlers.commands.fit import render_fit
 from handlers.commands.logs import render_diagnosis
 from handlers.commands.status import render_status
-from handlers.incidents import header_reply
+from handlers.incident_render import header_reply
 from handlers.registry import COMMANDS, load_all
 from handlers.render_slack import to_blocks
 from handlers.render_text import to_text

@@ -24,8 +24,8 @@ L4, RTX = "nvidia-l4", "nvidia-rtx-pro-6000"
 
 def test_tags_follow_the_cuda_convention_of_their_release() -> None:
     cases = {
-        "vllm/vllm-openai:v0.24.0": ((0, 24, 0), "13.0"),  # from v0.20.0 unsuffixed = CUDA 13
-        "vllm/vllm-openai:v0.24.0-cu129": ((0, 24, 0), "12.9"),
+        "vllm/vllm-openai:v0.25.1": ((0, 25, 1), "13.0"),  # from v0.20.0 unsuffixed = CUDA 13
+        "vllm/vllm-openai:v0.25.1-cu129": ((0, 25, 1), "12.9"),
         "vllm/vllm-openai:v0.23.0-cu129-ubuntu2404@sha256:abc": ((0, 23, 0), "12.9"),
         "vllm/vllm-openai:v0.19.1": ((0, 19, 1), "12"),  # before v0.20.0 unsuffixed = CUDA 12.x
         "vllm/vllm-openai:v0.19.1-cu130": ((0, 19, 1), "13.0"),
@@ -39,21 +39,21 @@ def test_tags_follow_the_cuda_convention_of_their_release() -> None:
 
 
 def test_cuda13_build_cannot_run_on_the_l4_driver() -> None:
-    c = check_image("vllm/vllm-openai:v0.24.0", "gemma-4-26b-a4b", L4)
+    c = check_image("vllm/vllm-openai:v0.25.1", "gemma-4-26b-a4b", L4)
     assert not c.ok and "535.216.03" in c.problems[0] and "CUDA 13.0" in c.problems[0]
-    assert c.suggestion == "vllm/vllm-openai:v0.24.0-cu129"
-    assert check_image("vllm/vllm-openai:v0.24.0", "gemma-4-26b-a4b", RTX).ok
-    ok = check_image("vllm/vllm-openai:v0.24.0-cu129", "gemma-4-26b-a4b", L4)
+    assert c.suggestion == "vllm/vllm-openai:v0.25.1-cu129"
+    assert check_image("vllm/vllm-openai:v0.25.1", "gemma-4-26b-a4b", RTX).ok
+    ok = check_image("vllm/vllm-openai:v0.25.1-cu129", "gemma-4-26b-a4b", L4)
     assert ok.ok and "minor-version compatibility" in ok.notes[0]  # 12.9 build on a 12.2 driver
 
 
 def test_an_image_older_than_gemma4_or_the_12b_is_refused() -> None:
     old = check_image("vllm/vllm-openai:v0.11.0", "gemma-4-31b", RTX)
-    assert not old.ok and ">= 0.19.1" in old.problems[0] and old.suggestion == "vllm/vllm-openai:v0.24.0"
+    assert not old.ok and ">= 0.19.1" in old.problems[0] and old.suggestion == "vllm/vllm-openai:v0.25.1"
     assert check_image("vllm/vllm-openai:v0.22.0-cu129", "gemma-4-26b-a4b", L4).ok
     twelve = check_image("vllm/vllm-openai:v0.22.0-cu129", "gemma-4-12b", L4)
     assert not twelve.ok and "Gemma4UnifiedForConditionalGeneration" in twelve.problems[0]
-    assert newest_compatible("gemma-4-12b", L4) == "vllm/vllm-openai:v0.24.0-cu129"
+    assert newest_compatible("gemma-4-12b", L4) == "vllm/vllm-openai:v0.25.1-cu129"
 
 
 def test_data_file_covers_the_catalog_and_agrees_with_the_stand_in() -> None:
@@ -108,15 +108,15 @@ async def test_every_profile_renders_on_every_cloud_run_gpu_with_a_compatible_im
 async def test_vllm_image_override_that_cannot_run_is_refused_with_the_newest_compatible(
     deps: Any, cloud_run: CloudRunStandIn
 ) -> None:
-    env = deps.writes.env.model_copy(update={"image": "vllm/vllm-openai:v0.24.0"})
+    env = deps.writes.env.model_copy(update={"image": "vllm/vllm-openai:v0.25.1"})
     with pytest.raises(InvalidInput) as exc:
         await build_plan("deploy", {"profile": "gemma4-12b-qat-l4"}, deps.runtime, env)
     assert "VLLM_IMAGE" in exc.value.message and "CUDA 13.0" in exc.value.message
-    assert "vllm/vllm-openai:v0.24.0-cu129" in exc.value.hint
+    assert "vllm/vllm-openai:v0.25.1-cu129" in exc.value.hint
     env = deps.writes.env.model_copy(update={"image": "vllm/vllm-openai:v0.11.0"})
     with pytest.raises(InvalidInput) as exc:
         await build_plan("deploy", {"profile": "gemma4-31b-qat-rtx"}, deps.runtime, env)
-    assert "needs vLLM >= 0.19.1" in exc.value.message and "vllm/vllm-openai:v0.24.0" in exc.value.hint
+    assert "needs vLLM >= 0.19.1" in exc.value.message and "vllm/vllm-openai:v0.25.1" in exc.value.hint
     assert not [r for r in cloud_run.requests if r[0] != "GET"]  # refused plans change nothing
 
 

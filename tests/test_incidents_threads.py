@@ -18,10 +18,11 @@ from bot.sandbox.server import serve
 from bot.sandbox.slack_api import Fault
 from bot.settings import Settings
 from bot.web import create_app
-from handlers.incidents import IncidentThreads
+from handlers.incident_chat import RenderedIncidentChat
 from handlers.reply import Reply
 from skills.clock import ScaledClock
 from skills.incidents.model import Alert, Incident
+from skills.incidents.threads import IncidentThreads
 from tests.alerts_fixtures import (
     PostsSlack,
     am_alert,
@@ -133,35 +134,38 @@ async def test_gcp_incident_opens_one_thread_and_closing_edits_the_header(bot: B
     assert [("Resolved" in text_of(m)) for m in lines] == [True]
 
 
-async def test_same_service_alerts_group_into_one_thread_others_get_their_own(bot: Bot) -> None:
+async def test_one_condition_groups_into_one_thread_another_condition_gets_its_own(bot: Bot) -> None:
+    """One failure, one thread: the same alertname on another instance (another fingerprint) joins the thread;
+    another alertname on the same service is another failure, with its own thread (and investigation)."""
     await bot.client.post("/alerts/alertmanager", json=am_alert("fp-a"), headers=bearer())
-    await eventually(lambda: headers_posted(bot.slack))
+    assert await eventually(lambda: headers_posted(bot.slack))
+    await bot.client.post("/alerts/alertmanager", json=am_alert("fp-a2"), headers=bearer())  # same condition
     await bot.client.post(
         "/alerts/alertmanager", json=am_alert("fp-b", alertname="VLLMRequestsWaiting"), headers=bearer()
     )
     await bot.client.post("/alerts/gcp", json=gcp_alert("other-1", service="billing-api"), headers=basic())
     assert await bot.drained()
     headers = headers_posted(bot.slack)
-    assert len(headers) == 2
-    assert "not a service this bot manages" in text_of(headers[1])  # unknown service: posted with a note
+    assert len(headers) == 3
+    [own] = [h for h in headers if "FIRING: VLLMRequestsWaiting on vllm-gemma4" in text_of(h)]  # its own thread
+    [other] = [h for h in headers if "billing-api" in text_of(h)]
+    assert "not a service this bot manages" in text_of(other)  # unknown service: posted with a note
     ts = header_ts(bot.slack)
+    assert "VLLMKVCacheNearlyFull" in text_of(headers[0])
     [joined] = thread_replies(bot.slack, ts)
-    assert "Another alert on `vllm-gemma4`: *VLLMRequestsWaiting*" in text_of(joined)
+    assert "Another alert of *VLLMKVCacheNearlyFull* on `vllm-gemma4`" in text_of(joined)
+    assert thread_replies(bot.slack, own["ts"]) == []
     [update] = bot.slack.of("chat.update")
-    assert "2 grouped (2 firing)" in text_of(update)
+    assert update["ts"] == ts and "2 grouped (2 firing)" in text_of(update)
     # resolving one keeps the thread firing; resolving both resolves the header
     await bot.client.post("/alerts/alertmanager", json=am_alert("fp-a", status="resolved"), headers=bearer())
     assert await bot.drained()
     assert "FIRING" in text_of(bot.slack.of("chat.update")[-1])
-    await bot.client.post(
-        "/alerts/alertmanager",
-        json=am_alert("fp-b", status="resolved", alertname="VLLMRequestsWaiting"),
-        headers=bearer(),
-    )
+    await bot.client.post("/alerts/alertmanager", json=am_alert("fp-a2", status="resolved"), headers=bearer())
     assert await bot.drained()
     assert "RESOLVED" in text_of(bot.slack.of("chat.update")[-1])
     assert "Incident resolved; duration" in text_of(thread_replies(bot.slack, ts)[-1])
-    assert len(headers_posted(bot.slack)) == 2
+    assert len(headers_posted(bot.slack)) == 3
 
 
 async def test_ten_thousand_identical_alerts_make_one_thread(bot: Bot) -> None:
@@ -202,7 +206,8 @@ async def test_worker_dying_mid_job_loses_nothing_and_duplicates_nothing(setting
         got = await deps.redis.xreadgroup(GROUP, "worker-a", {queue.stream: ">"}, count=10)
         [(_, entries)] = got
         assert len(entries) == 2
-        threads = IncidentThreads(deps, _responder(deps), quiet)
+        chat = RenderedIncidentChat(_responder(deps), s.vllm_service_name)
+        threads = IncidentThreads(deps.redis, s, chat, quiet)
         first_id, first_fields = entries[0]
         await threads.handle(first_id, Alert.model_validate_json(first_fields["alert"]))  # recorded, not posted
         await threads.publisher.step()  # A's publisher posts the header, then A dies

@@ -146,3 +146,43 @@ def test_skills_import_one_way() -> None:
                 targets.add(module)
         graph[name] = targets
     assert _cycles(graph) == []
+
+
+# The chat calls a surface makes (Responder, slack_sdk's WebClient): in the incident pipeline only the port's.
+_CHAT_CALL = ("post", "update", "edit", "chat_", "upload", "files_")
+
+
+def _chat_calls(path: Path, root: Path = ROOT) -> list[str]:
+    """Calls that look like posting or editing a message, made on anything but the IncidentChat port."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    bad = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr.startswith(_CHAT_CALL)
+        ):
+            target = ast.unparse(node.func.value)
+            if target != "self.chat":
+                bad.append(f"{path.relative_to(root)}:{node.lineno}: {target}.{node.func.attr}(...)")
+    return bad
+
+
+def test_the_chat_call_checker_sees_a_surface_call(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("async def f(self, slack):\n    await slack.post(1)\n    await self.chat.post_header('c', 1)\n")
+    assert [c.split(": ", 1)[1] for c in _chat_calls(probe, tmp_path)] == ["slack.post(...)"]
+
+
+def test_the_incident_pipeline_reaches_chat_only_through_its_port() -> None:
+    """skills/incidents/ (records, publisher, effects, threads) tells Slack through the IncidentChat port
+    (skills/ports.py) and nothing else: no surface (handlers: Reply, Responder, renderers), no Slack client,
+    and every post or edit goes to that port. The webhook handler -> skills -> ports path goes down once."""
+    assert _hits("skills/incidents", ("handlers", "bot", "slack_sdk", "slack_bolt", "redis")) == []
+    calls = [c for p in _modules("skills/incidents") for c in _chat_calls(p)]
+    assert calls == [], "chat calls beside the IncidentChat port:\n" + "\n".join(calls)
+    ports = (ROOT / "skills" / "ports.py").read_text()
+    assert "class IncidentChat(Protocol)" in ports
+    for name in ("threads", "publisher"):
+        src = (ROOT / "skills" / "incidents" / f"{name}.py").read_text()
+        assert "chat: IncidentChat" in src, f"skills/incidents/{name}.py is not given the port"

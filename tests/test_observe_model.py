@@ -78,11 +78,13 @@ async def test_health_reports_a_failing_server(deps_for) -> None:  # noqa: F811
     assert "FAILED" in text and "HTTP 503" in text and "not checked" in text
 
 
-def test_hourly_cost_matches_cloud_run_list_prices() -> None:
+def test_hourly_cost_is_priced_at_instance_based_rates() -> None:
     info = ServiceInfo(name="s", gpu_type="nvidia-l4", gpu_count=1, cpu="4", memory="16Gi", max_instances=2)
     c = hourly_cost(info)
-    assert c.usd_per_hour == pytest.approx(1.2096, abs=1e-4)  # FIELD_NOTES: 4 vCPU + 16 GiB + L4 ~ $1.21/h
-    assert c.max_usd_per_hour == pytest.approx(2 * 1.2096, abs=1e-3) and c.idle_usd_per_hour == 0
+    # Tier 1, instance-based, L4 without zonal redundancy (skills/data/prices.yaml; worked in tests/test_prices.py):
+    # 4 x 0.000018 x 3600 + 16 x 0.000002 x 3600 + 0.0001867 x 3600 = 0.2592 + 0.1152 + 0.67212
+    assert c.usd_per_hour == pytest.approx(1.04652, abs=1e-5)
+    assert c.max_usd_per_hour == pytest.approx(2 * 1.04652, abs=1e-4) and c.idle_usd_per_hour == 0
     assert usd_per_m_tokens(1.2096, 80) == pytest.approx(4.2, abs=0.01)
     assert parse_memory_gib("16384Mi") == 16 and parse_memory_gib("32Gi") == 32
 
@@ -104,7 +106,7 @@ async def test_cost_command_uses_service_spec_and_last_sweep(deps_for, cloud_run
         reply = await run_command(_ctx(deps, []), "cost")
     assert reply is not None
     text = reply_text(reply)
-    per_hour = 8 * 0.0864 + 32 * 0.009 + 0.72
+    per_hour = (8 * 0.000018 + 32 * 0.000002 + 0.0001867) * 3600  # instance-based, Tier 1 (test_prices)
     assert f"${per_hour:.2f}/hour" in reply.title
     assert f"${usd_per_m_tokens(per_hour, 80):.2f} per M output tokens at 80.0 tok/s" in text
     assert "at 400.0 tok/s (concurrency 8" in text and "900" not in text

@@ -54,7 +54,7 @@ class Bot:
 
 
 async def proposes(inc: Incident, alert: Alert) -> AsyncIterator[Reply]:
-    """Stands in for the agent's plan: proposed actions as plan buttons, as handlers/incidents.py renders them."""
+    """Stands in for the agent's plan: proposed actions as plan buttons, as skills/incidents/threads.py renders them."""
     reply = Reply(title=":brain: Plan (high confidence): scale out, or redeploy with a shorter context")
     reply.buttons.append(plan_button("scale", SCALE, "Plan scale"))
     reply.buttons.append(plan_button("deploy", {"profile": "gemma4-12b-qat-l4", "max_model_len": "8192"}))
@@ -306,7 +306,9 @@ async def test_confirm_whose_progress_cannot_be_posted_runs_nothing_and_can_be_r
     bot.slack.inject("chat.postMessage", Fault(status=200, error="not_in_channel"))
     await click(bot, CONFIRM_ACTION, plan_id, plan_msg["ts"], thread, "trig-c-fail")
     [failed] = await eventually(lambda: bot.slack.responses)
-    assert "failed unexpectedly" in failed["text"] and failed["response_type"] == "ephemeral"
+    assert "failed (error id" in failed["text"] and failed["response_type"] == "ephemeral"
+    shown = failed["text"] + str(failed.get("blocks"))
+    assert "Slack refused the call (not_in_channel)" in shown and "/invite @gemma-sre" in shown
     assert not [r for r in cloud_run.requests if r[0] != "GET"], "nothing may run when its progress has nowhere to go"
     assert not await bot.deps.redis.exists(bot.deps.settings.key("lock", "service", "vllm-gemma4"))
     # the same plan can be confirmed again once Slack takes the post

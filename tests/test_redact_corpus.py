@@ -1,13 +1,17 @@
-"""Redaction corpus: >= 50 secrets of 10+ kinds are all masked (typed markers); ordinary log text (Loghub
-lines, vLLM lines, ids, paths, IPs, UUIDs) is almost never touched."""
+"""Redaction corpus: >= 50 secrets of 10+ kinds are all masked, each by the rule meant for it (its typed
+marker); ordinary log text (Loghub lines, vLLM lines, ids, paths, IPs, UUIDs, digests) is almost never touched."""
 
 from __future__ import annotations
 
+import json
 import random
 import string
+from typing import Any
 
+from skills.deploy.audit import AuditEntry, record
 from skills.logs.redact import redact, redact_obj
 from tests.example_data import LOGHUB
+from tests.redaction_corpus import build
 
 rng = random.Random(7)
 
@@ -71,7 +75,47 @@ def test_every_secret_in_the_corpus_is_masked() -> None:
     assert len(corpus) >= 50 and len(kinds) >= 10
     leaks = [(k, line) for k, secret, line in corpus if secret in redact(line)]
     assert leaks == []
-    assert all("[REDACTED:" in redact(line) for _, _, line in corpus)
+    rule = {"password_url": "url_password", "password_kv": "secret", "password_json": "secret"}
+    rule["secret_value"] = "secret"
+    wrong = [(k, redact(line)) for k, _, line in corpus if f"[REDACTED:{rule.get(k, k)}]" not in redact(line)]
+    assert wrong == []
+
+
+def test_each_secret_is_masked_by_its_own_rule() -> None:
+    """Every corpus format (tests/redaction_corpus.py), on a line of its own: masked, and by the rule meant for
+    it, so weakening one rule (a GitHub token length, a Slack prefix letter, the ASIA prefix) fails here even
+    where a generic rule would have caught the value."""
+    c = build(seed=5, rounds=1)
+    assert len(c.lines) >= 44 and len({r for r in c.rules.values()}) >= 20
+    wrong = []
+    for kind, secret, line in c.lines:
+        out = redact(line)
+        if f"[REDACTED:{c.rules[secret]}]" not in out or c.leaks(out) or redact(out) != out:  # idempotent too
+            wrong.append((kind, c.rules[secret], out[:160]))
+    assert wrong == []
+
+
+def test_secret_names_in_params_match_whatever_their_case() -> None:
+    params = {"Password": "hunter2", "X-Api-Key": 123456, "CLIENT_SECRET": "abc", "user": "bob", "n": 3}
+    assert redact_obj(params) == {
+        "Password": "[REDACTED:secret]",
+        "X-Api-Key": "[REDACTED:secret]",
+        "CLIENT_SECRET": "[REDACTED:secret]",
+        "user": "bob",
+        "n": 3,
+    }
+
+
+async def test_audit_stream_masks_secret_params_whatever_their_case(redis_client: Any, key_prefix: str) -> None:
+    key = f"{key_prefix}audit-case"
+    entry = AuditEntry(
+        user_id="U1", action="deploy", service="s", params={"Password": "hunter2xyz", "Auth-Token": "t0k"}, result="ok"
+    )
+    await record(redis_client, key, entry)
+    rows = await redis_client.xrange(key)
+    fields = {(k.decode() if isinstance(k, bytes) else k): v for k, v in rows[0][1].items()}
+    stored = json.loads(fields["params"])
+    assert stored == {"Password": "[REDACTED:secret]", "Auth-Token": "[REDACTED:secret]"}
 
 
 def test_markers_are_typed_and_context_survives() -> None:
@@ -100,6 +144,19 @@ ORDINARY = [
     "max_num_batched_tokens=4096 max_tokens=1024 tokenizer=google/gemma-4-12b-it",
     "Basic authentication required for /admin",
     "AppWindowToken{9f4ef63 token=Token{a64f992 ActivityRecord{de9231d u0 com.tencent.qt.qtl/.activity t761}}}",
+    # Ordinary content the new classes must leave alone: model ids, revisions, request ids, digests, booleans.
+    "Received request chatcmpl-7f3a9c2b4d5e6f708192a3b4c5d6e7f8: model=google/gemma-4-12b-it stream=true",
+    "revision vllm-gemma4-00007-xq2 ready; image us-docker.pkg.dev/p/r/vllm@sha256:"
+    "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "request_id=req_011CTjk9zNVTG7PrqEbq1Wzm msg_01XFDUDYJgAACzvnptvVoYEL trace=4bf92f3577b34da6a3ce929d0e0e4736",
+    "enable_prefix_caching=True max_num_seqs=8 gpu_memory_utilization=0.9 kv_cache_dtype=fp8 2048 -1 3.5e-05",
+    "GPU KV cache usage: 42.0%, Prefix cache hit rate: 87.5%, waiting=0",
+    "docker run -u 1000:1000 -p 8080:80 --rm vllm/vllm-openai:v0.24.0-cu129",
+    "mkdir -p /mnt/models && cp -pr /tmp/x /y; ssh -p 2222 ops@10.0.0.9",
+    "Authorization failed for user bob; authorization: required",
+    "GET /v1/models?page=2&size=50&sort=name 200 https://example.com/a%20b%2Fc",
+    "Loading safetensors checkpoint shards: 100% Completed | 3/3 [03:30<00:00, 70.00s/it]",
+    "aws configure set region us-east-1; git config set core.editor vim",
 ]
 
 

@@ -1,5 +1,6 @@
-"""No secret from the corpus (62 synthetic secrets of 21 kinds: single, repeated, in JSON payloads, in
-multi-line entries and tracebacks, a private key in one entry and one per line) reaches any surface:
+"""No secret from the corpus (136 synthetic secrets of 45 kinds: single, repeated, in JSON payloads, in
+multi-line entries and tracebacks, encoded (percent, base64), private keys in one entry, one per line,
+interleaved with another instance's lines, and cut at the window's start) reaches any surface:
 Slack (through the Slack stand-in, over HTTP), the model's input (through the scripted OpenAI stand-in),
 the console, `gemma-sre diagnose` text and JSON, the bot's own log lines, and the audit stream."""
 
@@ -22,9 +23,11 @@ from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.sandbox.openai_script import OpenAIScript, say
 from bot.sandbox.slack_api import SlackStandIn
+from bot.sandbox.slack_limits import Limiter, RateLimits
 from bot.sandbox.slack_signing import action_body, command_body, signed_headers
 from bot.web import create_app
 from handlers.reply import CONFIRM_ACTION
+from skills.clock import REAL_CLOCK
 from skills.logs.fetch import parse_lines
 from skills.logs.redact import redact
 from tests.agent_helpers import plan_json
@@ -33,12 +36,14 @@ from tests.eventually import eventually
 from tests.redaction_corpus import Corpus, build
 
 pytest_plugins = ["tests.agent_fixtures"]
+# How a failed update's audit detail starts (skills/deploy/execute.py, the Cloud Run stand-in's 400 message).
+AUDIT_LEAD = "update service vllm-gemma4: Cloud Run rejected the request (invalid request: "
 
 
 @pytest.fixture(scope="module")
 def corpus() -> Corpus:
     c = build(seed=20)
-    assert len(c.secrets) >= 60 and len(c.kinds) >= 15
+    assert len(c.secrets) >= 130 and len(c.kinds) >= 45
     return c
 
 
@@ -101,7 +106,7 @@ async def test_slack_model_and_bot_logs_see_no_secret(
             resp = await client.post("/slack/events", content=body, headers=signed_headers(SIGNING_SECRET, body))
             assert resp.status_code == 200
             acks.append(resp.text)
-        await eventually(lambda: len(slack.responses) >= 2 and len(script.chat_requests) >= 2, timeout=60)
+        assert await eventually(lambda: len(slack.responses) >= 2 and len(script.chat_requests) >= 2, timeout=60)
         await deps.drain(timeout_s=60)
     slack_seen = json.dumps(slack.responses) + json.dumps([c.payload for c in slack.calls])
     slack_seen += "".join(v.decode("utf-8", "replace") for v in slack.uploads.values()) + "".join(acks)
@@ -135,25 +140,42 @@ async def test_console_shows_no_secret(
 async def test_audit_stream_and_failure_report_carry_no_secret(
     corpus: Corpus, make_deps: Any, cloud_run: CloudRunStandIn, slack: SlackStandIn, bot_log: io.StringIO
 ) -> None:
-    """A write that fails with an error quoting a secret: the progress message in Slack and the audit entry
-    say why, without the secret."""
-    deps = make_deps()
-    leaked = next(v for k, v in corpus.secrets if k == "google_oauth_token")
+    """Writes that fail with an error quoting a corpus line (every format): the progress message in Slack and
+    the audit entry say why, without the secret, even where the audit's 500-character cut falls inside it."""
+    # 44 writes: Slack's chat.update budget (50/min, enforced by the stand-in and paced by the bot) is not what
+    # this test measures, so this workspace gets a larger one.
+    slack.limiter = Limiter(RateLimits(update_rate=100.0, update_burst=200, post_workspace_rate=100.0), REAL_CLOCK)
+    deps = make_deps(slack_update_per_min=100000)
     app = create_app(deps)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
-        body = command_body("scale 1 2", slack.response_url("plan"), user_id="UDEPLOYER", trigger_id="t-aud-1")
-        await client.post("/slack/events", content=body, headers=signed_headers(SIGNING_SECRET, body))
-        await eventually(lambda: slack.responses, timeout=30)
-        plan_text = json.dumps(slack.responses[0])
-        plan_id = plan_text.split("plan `", 1)[1].split("`", 1)[0]
-        cloud_run.fail_next("PATCH", 400, f"invalid request: header Authorization: Bearer {leaked} rejected")
-        click = action_body(CONFIRM_ACTION, plan_id, slack.response_url("c"), user_id="UDEPLOYER", trigger_id="t-aud-2")
-        await client.post("/slack/events", content=click, headers=signed_headers(SIGNING_SECRET, click))
-        await deps.drain(timeout_s=30)
+        for i, (_kind, secret, line) in enumerate(corpus.lines):
+            # A channel each: Slack's per-channel posting limits (enforced by the stand-in) would pace one channel.
+            ch = f"CAUD{i:03d}"
+            body = command_body(
+                "scale 1 2", slack.response_url(f"plan{i}"), user_id="UDEPLOYER", trigger_id=f"t-a{i}", channel_id=ch
+            )
+            await client.post("/slack/events", content=body, headers=signed_headers(SIGNING_SECRET, body))
+            assert await eventually(lambda i=i: any(r.get("_rid") == f"plan{i}" for r in slack.responses), timeout=30)
+            plan = next(r for r in slack.responses if r.get("_rid") == f"plan{i}")
+            plan_id = json.dumps(plan).split("plan `", 1)[1].split("`", 1)[0]
+            # The secret starts 15 characters before the audit's 500-character cut (after the write's error prefix).
+            pad = "x" * max(0, 485 - len(AUDIT_LEAD) - line.find(secret[:8]) - 1)
+            cloud_run.fail_next("PATCH", 400, f"invalid request: {pad} {line} rejected")
+            click = action_body(
+                CONFIRM_ACTION,
+                plan_id,
+                slack.response_url(f"c{i}"),
+                user_id="UDEPLOYER",
+                channel_id=ch,
+                trigger_id=f"t-b{i}",
+            )
+            await client.post("/slack/events", content=click, headers=signed_headers(SIGNING_SECRET, click))
+            await deps.drain(timeout_s=30)
     raw = await deps.redis.xrange(deps.settings.key("audit"))
-    assert raw, "the failed write was not audited"
-    audit = json.dumps(raw)
-    assert "failed" in audit and leaked not in audit and "[REDACTED:" in audit
+    assert len(raw) == len(corpus.lines), "every failed write is audited"
+    audit = json.dumps(raw, default=lambda b: b.decode() if isinstance(b, bytes) else str(b))
+    assert "failed" in audit and "[REDACTED:" in audit
+    assert corpus.leaks(audit) == []
     seen = json.dumps([c.payload for c in slack.calls]) + json.dumps(slack.responses)
-    assert leaked not in seen
-    assert leaked not in bot_log.getvalue()
+    assert corpus.leaks(seen) == []
+    assert corpus.leaks(bot_log.getvalue()) == []

@@ -86,7 +86,7 @@ def spec_for(model: str = "gemma-4-12b-qat", *, bucket: str | None = BUCKET, gpu
         cpu="8",
         memory="32Gi",
         probe=probe_for(400),
-        image="vllm/vllm-openai:v0.24.0-cu129",
+        image="vllm/vllm-openai:v0.25.1-cu129",
         model_bucket=bucket,
     )
     return render_service(cfg)
@@ -348,7 +348,7 @@ async def test_agent_cannot_smuggle_args_and_noop_fixes_are_refused(deps: Deps, 
     smuggled = ProposedAction(action="redeploy", params={"args": ["--trust-remote-code"], "image": "evil/vllm"})
     clean, note = sanitize_action(smuggled)
     assert clean is None and "without any parameter" in note
-    with pytest.raises(InvalidInput, match="Extra inputs are not permitted"):
+    with pytest.raises(InvalidInput, match="args is not a known option"):
         await build_plan("redeploy", {"dtype": "half", "args": ["--x"]}, deps.runtime, deps.writes.env)
     await seed(deps, spec_for())  # already mounts as uid/gid 1001 and has tool calling
     for params in ({"fix_fuse_mount_options": True}, {"enable_tool_calling": True}):

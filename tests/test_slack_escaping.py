@@ -18,8 +18,8 @@ from slack_sdk.models.blocks import Block
 from bot.sandbox.slack_api import validate_deep
 from handlers.commands.logs import render_diagnosis
 from handlers.conversation import answer_reply
+from handlers.incident_investigation import render_plan
 from handlers.incident_render import header_reply
-from handlers.incidents import render_plan
 from handlers.remediation_render import render_remediation
 from handlers.render_slack import to_blocks
 from handlers.reply import Reply

@@ -59,9 +59,9 @@ def test_compares_with_the_plan_and_the_probe_budget() -> None:
     seen = parse_startup(VLLM_LINES).model_copy(update={"ready_after_s": 360.0})
     lines = comparison_lines(report, seen)
     assert any(
-        line.startswith("GPU KV cache size: predicted 1,04") and "vLLM 1,050,170 tokens" in line for line in lines
+        line.startswith("GPU KV cache size: predicted 1,05") and "vLLM 1,050,170 tokens" in line for line in lines
     )
-    assert any(line.startswith("weights: predicted 8.3") for line in lines)
+    assert any(line.startswith("weights: predicted 7.67") for line in lines)  # structural, 0.6 GiB under vLLM's 8.29
     cold = cold_start_lines(report, seen, probe_budget_s=2040)
     assert "weights load: 253 s" in cold and "cold start 360 s" in cold[-1] and "2040 s" in cold[-1]
     tight = cold_start_lines(report, seen, probe_budget_s=400)

@@ -11,7 +11,7 @@ import redis.asyncio as redis
 from bot.console import ConsoleResponder, handle_line
 from bot.settings import Settings
 from bot.wiring import build_deps
-from handlers.incidents import make_investigator
+from handlers.incident_investigation import make_investigator
 from handlers.registry import load_all
 from skills.incidents.model import Alert, Incident
 

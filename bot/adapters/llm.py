@@ -14,6 +14,7 @@ import httpx2  # the HTTP client the openai SDK (3.x) is built on
 
 from bot.adapters.google_auth import IdentityTokens
 from bot.settings import Settings
+from skills.control_tokens import neutralise_messages
 from skills.errors import UserFacingError
 from skills.ports import (
     ChatChunk,
@@ -75,7 +76,10 @@ class OpenAIModelAPI:
         extra: dict[str, Any] = {"tools": tools, "tool_choice": "auto"} if tools else {}
         try:
             resp = await self.openai.chat.completions.create(
-                model=model, messages=cast("list[ChatCompletionMessageParam]", messages), max_tokens=max_tokens, **extra
+                model=model,
+                messages=cast("list[ChatCompletionMessageParam]", neutralise_messages(messages)),
+                max_tokens=max_tokens,
+                **extra,
             )
         except openai.OpenAIError as exc:
             raise model_api_error(exc) from exc
@@ -90,7 +94,7 @@ class OpenAIModelAPI:
         try:
             stream = await self.openai.chat.completions.create(
                 model=model,
-                messages=cast("list[ChatCompletionMessageParam]", messages),
+                messages=cast("list[ChatCompletionMessageParam]", neutralise_messages(messages)),
                 max_tokens=max_tokens,
                 stream=True,
                 stream_options={"include_usage": True},

@@ -26,11 +26,12 @@ from bot.agent.toolset import Toolset, findings_text
 from skills.capacity.fit import FitRequest, check_fit
 from skills.deploy.render_service import ANNOTATION_MODEL
 from skills.diagnosis.remediation import ProposedAction, RemediationProposal, merge_actions, plan_from_findings
-from skills.errors import UserFacingError
+from skills.errors import UserFacingError, explain_error
 from skills.logs.redact import redact
 
 if TYPE_CHECKING:
-    from bot.deps import Deps
+    from bot.adapters.llm import LLMEndpoint
+    from bot.agent.ports import AgentPorts
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +57,15 @@ class Answer:
 
 
 class Agent:
-    def __init__(self, deps: Deps, *, initial_backoff_s: float = 2.0, max_backoff_s: float = 30.0) -> None:
+    def __init__(self, deps: AgentPorts, *, initial_backoff_s: float = 2.0, max_backoff_s: float = 30.0) -> None:
         self.deps = deps
         self.settings = deps.settings
         self._backoff = (initial_backoff_s, max_backoff_s)
         self.conversations = ConversationStore(deps.redis, deps.settings)
+
+    @property
+    def endpoint(self) -> LLMEndpoint:
+        return self.deps.endpoint
 
     # --- plumbing ----------------------------------------------------------------------------------------
 
@@ -242,11 +247,11 @@ def parse_plan(text: str) -> tuple[RemediationProposal | None, str]:
         try:
             return RemediationProposal.model_validate(data), ""
         except ValidationError as exc:
-            err = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+            err = "; ".join(explain_error(e, flag_style=False) for e in exc.errors()[:5])  # users may see it
     return None, err
 
 
-async def cold_start_estimate_min(deps: Deps) -> float | None:
+async def cold_start_estimate_min(deps: AgentPorts) -> float | None:
     """The capacity planner's cold-start estimate for the model the service runs (from its annotation)."""
     info = await deps.runtime.get_service(deps.settings.vllm_service_name)
     model = (info.spec.get("annotations") or {}).get(ANNOTATION_MODEL)

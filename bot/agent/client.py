@@ -7,6 +7,9 @@ said `reasoning_content`) are dropped here: they are never shown to users and ne
 With tools, the request says `skip_special_tokens: false` (skills/data/vllm_images.yaml `serving`): Gemma 4's
 tool-call delimiters are special tokens, and a server that strips them leaves the gemma4 parser nothing to parse
 (vLLM's gemma4 tool parser sets it itself on the releases we pin; older ones relied on the request).
+
+Every message leaves through here with its Gemma 4 control-token strings escaped (skills/control_tokens.py): a
+question, an alert summary, a log line or a tool result can never become a turn marker or a tool call.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from bot.adapters.llm import OpenAIModelAPI, model_api_error
 from bot.agent.coldstart import ColdStart
 from skills.bench.sweep_preview import server_max_model_len
 from skills.capacity.image_compat import load_image_data
+from skills.control_tokens import neutralise_messages
 from skills.errors import UserFacingError
 from skills.observe.query import explain_model_error
 
@@ -101,7 +105,7 @@ class ModelClient:
         import openai
 
         client = await self._connect()
-        body: dict[str, Any] = {"model": self._model, "messages": messages}
+        body: dict[str, Any] = {"model": self._model, "messages": neutralise_messages(messages)}
         if tools:
             body["tools"] = tools
         try:
@@ -151,7 +155,8 @@ class ModelClient:
             extra = {"tools": tools, "tool_choice": tool_choice, "extra_body": dict(tool_request_fields())}
         stream = await client.chat.completions.create(
             model=self._model,
-            messages=messages,  # type: ignore[arg-type]
+            # The one door to the model: no outside text in any message may become a Gemma 4 control token.
+            messages=neutralise_messages(messages),  # type: ignore[arg-type]
             stream=True,
             max_tokens=max_tokens or self._max_tokens,
             temperature=self._temperature,

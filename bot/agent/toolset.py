@@ -25,7 +25,7 @@ from skills.observe.status import collect_status
 from skills.ports import LogEntry, LogQuery
 
 if TYPE_CHECKING:
-    from bot.deps import Deps
+    from bot.agent.ports import AgentPorts
 
 Severity = Literal["DEFAULT", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
@@ -90,7 +90,7 @@ class DeployTool(DeployParams, _Proposal):
 class Toolset:
     """Read-only views of one service for one investigation (log fetches are shared between tools)."""
 
-    def __init__(self, deps: Deps, service: str | None = None) -> None:
+    def __init__(self, deps: AgentPorts, service: str | None = None) -> None:
         self.deps = deps
         self.settings = deps.settings
         self.service = service or deps.settings.vllm_service_name

@@ -52,21 +52,31 @@ def build_sandbox_deps(settings: Settings, sandbox: Sandbox, agent_base_url: str
 
 async def attach_console(deps: Deps, responder: Any) -> None:
     """Alerts the sandbox sends reach the bot's webhook route and open incident threads in the console."""
-    from bot.alert_queue import AlertQueue
+    from bot.alert_queue import STORE_DOWN, AlertQueue
     from handlers.alerts.web import alert_routes
-    from handlers.incidents import IncidentThreads, make_investigator
+    from handlers.incident_chat import RenderedIncidentChat
+    from handlers.incident_investigation import make_investigator
+    from skills.incidents.threads import IncidentThreads
 
     sandbox = deps.sandbox
     if sandbox is None:
         raise RuntimeError("attach_console needs the sandbox wired (deps.sandbox)")
-    threads = IncidentThreads(deps, lambda channel: responder, make_investigator(deps))
+    chat = RenderedIncidentChat(lambda channel: responder, deps.settings.vllm_service_name)
+    # The incident pipeline runs on the sandbox's clock: a fix's follow-up after ALERT_FIX_CHECK_S, coalescing and
+    # debounce pass at SANDBOX_SPEED, like the simulated cold starts they follow.
+    threads = IncidentThreads(
+        deps.redis, deps.settings, chat, make_investigator(deps), sandbox.clock, store_down=STORE_DOWN
+    )
     queue = AlertQueue(deps, threads.handle, threads.on_dead, concurrency=2, publisher=threads.publisher)
     await queue.start()
     sandbox.closers.append(queue.stop)
     sandbox.alert_app = Starlette(routes=alert_routes(deps, queue.enqueue))
 
     async def settle(timeout_s: float = 300.0) -> None:
-        # The console prints the thread before its next prompt: wait until the queue has done the alert.
+        # The console prints the thread before its next prompt: wait until the queue has done the alert (and
+        # any close notification a command just made due: a fix's revision became ready).
+        assert sandbox is not None
+        await sandbox.close_cleared()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             b = await queue.backlog()

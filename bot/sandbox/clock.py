@@ -7,6 +7,7 @@ Tests call `advance()` (or use speed 0: time moves only when told) instead of sl
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -39,3 +40,9 @@ class SandboxClock:
     def real_seconds(self, simulated: float) -> float:
         """How long `simulated` seconds take on the wall clock at this speed (inf when stopped)."""
         return simulated / self.speed if self.speed else float("inf")
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait `seconds` of simulated time (skills.clock.Clock): the incident pipeline's intervals (coalescing,
+        the fix follow-up) then pass at the sandbox's speed. At most a quarter second of real time per call, so
+        a stopped clock (speed 0, moved only by advance()) is polled rather than waited on forever."""
+        await asyncio.sleep(min(self.real_seconds(max(seconds, 0.0)), 0.25))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import secrets
 import threading
@@ -80,8 +81,13 @@ class Sandbox:
         self.alert_token = secrets.token_urlsafe(16)
         # Set by whoever wires the bot: the ASGI app with the alert webhooks, and a wait for the queue.
         self.alert_app: Any = None
-        self.settle: Callable[[], Awaitable[None]] | None = None
+        self.settle: Callable[..., Awaitable[None]] | None = None  # settle(timeout_s=300.0)
         self.saturated = False
+        # Alerts sent and not yet closed: incident id -> (the revision it is about, the open payload). Like Cloud
+        # Monitoring, the sandbox sends the close notification when the condition stops being met.
+        self.open_alerts: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._watcher: asyncio.Task[None] | None = None
+        self._good_template: dict[str, Any] | None = None  # the last template that served (scenarios start there)
         self.urls: dict[str, str] = {}
         self.closers: list[Callable[[], Awaitable[None]]] = []  # async clean-ups of what was wired to it
         self._ticking = threading.Event()  # set: the ticker thread should stop
@@ -200,7 +206,12 @@ class Sandbox:
 
     async def deploy_by_hand(self, scenario: sc.Scenario) -> str:
         """PATCH the service as `gcloud run deploy` would (past the bot's planner); returns the new revision."""
-        template = sc.mutated_template(scenario, self.cloud_run.services[self.service]["template"])
+        svc = self.cloud_run.services[self.service]
+        if self.cleared_rollout(svc):  # serving what it was last given: that is the teammate's starting point
+            self._good_template = copy.deepcopy(svc["template"])
+        # A teammate starts from what works, not from the previous scenario's broken config (scenarios in a row
+        # must not stack: host-memory after gated-model would otherwise fail on the missing HF_TOKEN).
+        template = sc.mutated_template(scenario, self._good_template or svc["template"])
         url = f"{self.urls['run']}/v2/projects/{PROJECT}/locations/{LOCATION}/services/{self.service}"
         async with httpx.AsyncClient(timeout=10) as client:
             resp = await client.patch(url, json={"template": template})
@@ -254,6 +265,20 @@ class Sandbox:
 
     async def run_scenario(self, scenario: sc.Scenario, on_event: Callable[[str], Awaitable[None]]) -> None:
         """Make it happen, then send the alert; `on_event` narrates (a line in the chat)."""
+        svc = self.cloud_run.services.get(self.service)
+        redeploy = f"`/gemma deploy {SEED_PROFILE}`, then Confirm"
+        if svc is None:  # `/gemma destroy` deleted it: a scenario has nothing to break
+            await on_event(
+                f":warning: `{scenario.name}` needs the service `{self.service}`, which does not exist any more "
+                f"(it was destroyed). Deploy it again ({redeploy}), then run `/gemma sandbox {scenario.name}`."
+            )
+            return
+        if scenario.load and not svc.get("latestReadyRevision"):
+            await on_event(
+                f":warning: `{scenario.name}` loads the serving revision, and `{self.service}` has none ready. "
+                f"Wait for the deploy to finish, or deploy a working configuration ({redeploy})."
+            )
+            return
         if scenario.load:
             revision = self.saturate()
         else:
@@ -271,8 +296,66 @@ class Sandbox:
         if resp.status_code != 202:
             await on_event(f"The alert webhook answered {resp.status_code}: {resp.text[:200]}")
             return
+        self.open_alerts[payload["incident"]["incident_id"]] = (revision, payload)
+        self._watch()
         if self.settle is not None:
             await self.settle()
+
+    # --- closing alerts ----------------------------------------------------------------------------------
+    def cleared(self, revision: str) -> bool:
+        """Is the condition of an alert about `revision` no longer met? A failed rollout's clears once a newer
+        revision serves (latest created = latest ready: a fix deployed, or a good config), a saturation's once
+        traffic moved to a newer revision, and both once the service is gone (destroyed)."""
+        svc = self.cloud_run.services.get(self.service)
+        if svc is None:
+            return True
+        ready = str(svc.get("latestReadyRevision", "")).rsplit("/", 1)[-1]
+        created = str(svc.get("latestCreatedRevision", "")).rsplit("/", 1)[-1]
+        return bool(ready) and ready == created and sc.revision_number(ready) > sc.revision_number(revision)
+
+    @staticmethod
+    def cleared_rollout(svc: dict[str, Any]) -> bool:
+        """The service serves its latest revision (no failed or pending rollout)."""
+        ready = str(svc.get("latestReadyRevision", "")).rsplit("/", 1)[-1]
+        return bool(ready) and ready == str(svc.get("latestCreatedRevision", "")).rsplit("/", 1)[-1]
+
+    def _watch(self) -> None:
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.get_running_loop().create_task(self._watch_alerts(), name="sandbox-alerts")
+            self.closers.append(self._stop_watching)
+
+    async def _stop_watching(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+            self._watcher = None
+
+    async def _watch_alerts(self, every_s: float = 0.1) -> None:
+        """Send the close notification of each open alert whose condition cleared (Cloud Monitoring evaluates
+        its conditions continuously; here, every `every_s` of real time)."""
+        while self.open_alerts:
+            await asyncio.sleep(every_s)
+            await self.close_cleared()
+
+    async def close_cleared(self) -> int:
+        """One look: send the close notification of every open alert whose condition cleared; how many."""
+        sent = 0
+        for iid, (revision, opened) in list(self.open_alerts.items()):
+            if iid not in self.open_alerts or not self.cleared(revision):
+                continue
+            if opened["incident"]["policy_name"] == sc.SCENARIOS["queue-saturation"].alert:
+                self.saturated = False  # the load moved to the new revision
+            summary = f"The condition on {self.service} (revision {revision}) is no longer met."
+            try:
+                resp = await self.post_alert(sc.gcp_closed(opened, summary))
+            except Exception as exc:  # noqa: BLE001 - the next look retries, as Cloud Monitoring would
+                log.warning("sandbox: close notification for %s failed: %s", iid, exc)
+                continue
+            if resp.status_code == 202:
+                self.open_alerts.pop(iid, None)
+                sent += 1
+        return sent
 
     def wait_budget_s(self) -> float:
         """Real seconds to wait for a revision: the longest cold start the planner knows, at this speed."""

@@ -101,7 +101,7 @@ class CloudRunStandIn:
         min_instances: int = 0,
         max_instances: int = 1,
         gpu: str = "nvidia-l4",
-        image: str = "vllm/vllm-openai:v0.24.0-cu129",
+        image: str = "vllm/vllm-openai:v0.25.1-cu129",  # the L4 pin (skills/data/vllm_images.yaml)
         failure_message: str = "",
     ) -> dict[str, Any]:
         template = {

@@ -12,8 +12,17 @@ import grpc
 @contextmanager
 def serve_grpc(service: str, methods: dict[str, grpc.RpcMethodHandler], workers: int = 4) -> Iterator[str]:
     """Yield '127.0.0.1:PORT' while `service` (its full proto name) answers `methods`; stop at once after."""
+    with serve_grpc_services({service: methods}, workers) as target:
+        yield target
+
+
+@contextmanager
+def serve_grpc_services(services: dict[str, dict[str, grpc.RpcMethodHandler]], workers: int = 4) -> Iterator[str]:
+    """Several services on one server (as one Google endpoint serves several), each {method: handler}."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, methods),))
+    server.add_generic_rpc_handlers(
+        tuple(grpc.method_handlers_generic_handler(name, methods) for name, methods in services.items())
+    )
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:

@@ -17,12 +17,14 @@ import grpc
 from google.cloud import monitoring_v3
 from google.cloud.monitoring_v3.types import metric_service
 
-from bot.sandbox.grpc_server import serve_grpc
+from bot.sandbox.grpc_server import serve_grpc_services
+from bot.sandbox.monitoring_alerting import AlertingStandIn, alerting_services
 
 
 class MonitoringStandIn:
     def __init__(self) -> None:
         self.series: dict[str, list[monitoring_v3.TimeSeries]] = {}
+        self.alerting = AlertingStandIn()  # AlertPolicyService + NotificationChannelService on the same endpoint
         self.requests: list[metric_service.ListTimeSeriesRequest] = []
         self.fail_with: grpc.StatusCode | None = None
         self.fail_next: list[grpc.StatusCode] = []  # one-off failures, answered in order before fail_with
@@ -107,14 +109,16 @@ class MonitoringStandIn:
 
 @contextmanager
 def serve_monitoring(standin: MonitoringStandIn, workers: int = 4) -> Iterator[str]:
-    """Yield '127.0.0.1:PORT' while a gRPC server answers ListTimeSeries."""
+    """Yield '127.0.0.1:PORT' while a gRPC server answers ListTimeSeries and the alerting services."""
     list_series = grpc.unary_unary_rpc_method_handler(
         standin._list,
         request_deserializer=metric_service.ListTimeSeriesRequest.deserialize,
         response_serializer=metric_service.ListTimeSeriesResponse.serialize,
     )
     try:
-        with serve_grpc("google.monitoring.v3.MetricService", {"ListTimeSeries": list_series}, workers) as target:
+        services = {"google.monitoring.v3.MetricService": {"ListTimeSeries": list_series}}
+        services.update(alerting_services(standin.alerting))
+        with serve_grpc_services(services, workers) as target:
             yield target
     finally:
         standin.release()

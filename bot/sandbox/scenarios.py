@@ -169,3 +169,20 @@ def gcp_alert(scenario: Scenario, project: str, service: str, revision: str, loc
     inc["documentation"]["subject"] = f"[ALERT] {scenario.alert}"
     inc["condition_name"] = inc["condition"]["displayName"] = scenario.alert
     return p
+
+
+def gcp_closed(opened: dict[str, Any], summary: str) -> dict[str, Any]:
+    """The close notification of an alert sent with `gcp_alert`: the same incident id, state "closed" and its
+    end time (as in bot/sandbox/data/alerts/gcp-monitoring-closed.json, which is how Cloud Monitoring says its
+    condition stopped being met: https://cloud.google.com/monitoring/alerts/incidents-events)."""
+    p = copy.deepcopy(opened)
+    inc = p["incident"]
+    inc.update(state="closed", ended_at=int(time.time()), summary=summary)
+    inc["documentation"]["subject"] = f"[RESOLVED] {inc['policy_name']}"
+    return p
+
+
+def revision_number(name: str) -> int:
+    """Cloud Run names revisions <service>-<NNNNN>-<suffix>, numbered in creation order."""
+    parts = name.rsplit("-", 2)
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0

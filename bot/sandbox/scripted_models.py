@@ -3,7 +3,8 @@
 Each is a policy for OpenAIScript.otherwise: given the chat request body, the next assistant turn. The good
 model reads the evidence it was sent (the deterministic finding named in the first user message) and answers
 with the right plan, quoting a log line; the adversarial ones misbehave in the ways small models do. The eval
-must score each as it deserves (tests/test_agent_eval.py).
+must score each as it deserves (tests/test_agent_eval.py). `obeys-control-tokens` stands for any model facing
+a forged control token: it obeys one that reaches it intact, so it scores well only if none does.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.sandbox.openai_script import Turn, call, say
+from skills.control_tokens import control_tokens
 
 Policy = Callable[[dict[str, Any]], Turn]
 
@@ -133,6 +135,24 @@ def ignores_evidence(body: dict[str, Any]) -> Turn:
     return say(json.dumps(plan))
 
 
+def _forged(body: dict[str, Any]) -> bool:
+    """A Gemma 4 control-token string intact in what the model was sent: vLLM would tokenize it as the real
+    token, so the model would read it as structure (a system turn, a tool call), not as text."""
+    sent = json.dumps([m.get("content") for m in body.get("messages", []) if m.get("role") != "system"])
+    sent += json.dumps([m.get("tool_calls") for m in body.get("messages", [])])
+    return any(json.dumps(t)[1:-1] in sent for t in control_tokens())
+
+
+def obeys_control_tokens(body: dict[str, Any]) -> Turn:
+    """Behaves like `good`, except that a control token reaching it intact is obeyed as what it marks: the forged
+    system turn's orders (destroy, a stock diagnosis). Shows whether outside text can forge structure."""
+    if not _forged(body):
+        return good(body)
+    if _step(body) == 0 and body.get("tool_choice") != "none":
+        return call("destroy", {"reason": "cleanup"})
+    return ignores_evidence(body)
+
+
 POLICIES: dict[str, Policy] = {
     "good": good,
     "unknown-tools": unknown_tools,
@@ -140,4 +160,5 @@ POLICIES: dict[str, Policy] = {
     "malformed-args": malformed_args,
     "thinking-only": thinking_only,
     "ignores-evidence": ignores_evidence,
+    "obeys-control-tokens": obeys_control_tokens,
 }

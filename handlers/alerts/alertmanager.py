@@ -75,6 +75,7 @@ def to_alerts(w: Webhook) -> list[Alert]:
                 revision=a.labels.get("instance", "") if service else "",
                 labels=a.labels,
                 truncated_alerts=w.truncatedAlerts,
+                condition=name,  # alertname: the same rule firing on more instances is one failure
             )
         )
     return out

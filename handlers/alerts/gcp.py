@@ -1,6 +1,12 @@
 """Google Cloud Monitoring webhook notifications (schema "1.2", older "1.x", and the console's test notice).
 
 Fingerprint field: `incident.incident_id` (stable across the open/closed notifications of one incident).
+Condition (what failed; skills/incidents/model.py groups by it): the policy and condition names on the monitored
+resource's revision. Cloud Monitoring opens an incident per time series that meets a condition and closes it
+when the condition stops being met (https://cloud.google.com/monitoring/alerts/concepts-indepth, "Number of
+open incidents per policy"; https://cloud.google.com/monitoring/alerts/incidents-events); for a Cloud Run
+revision resource the series is the revision, so the same policy failing on a new revision (a new deploy) is a
+new failure, while re-notifications of one incident keep its id.
 """
 
 from __future__ import annotations
@@ -103,9 +109,12 @@ def to_alerts(n: Notification) -> list[Alert]:
     service = labels.get("service_name") or user.get("service") or ""
     doc = inc.documentation
     summary = inc.summary or (doc if isinstance(doc, str) else doc.content if doc else "")
+    revision = labels.get("revision_name", "")
+    condition = " / ".join(x for x in (inc.policy_name, inc.condition_name) if x) or "Cloud Monitoring alert"
     return [
         Alert(
             source="gcp",
+            condition=f"{condition} @ {revision}" if revision else condition,
             fingerprint=inc.incident_id,
             state="firing" if inc.state == "open" else "resolved",
             name=inc.policy_name or inc.condition_name or "Cloud Monitoring alert",

@@ -20,7 +20,9 @@ from skills.errors import InvalidInput, UserFacingError
 from skills.logs.redact import redact
 
 
-def _agent(ctx: CommandContext) -> Agent:
+def require_agent(ctx: CommandContext) -> Agent:
+    """The agent, or why there is none. One story for every command that needs a model to reason (ask,
+    analyze, eval): the sandbox's simulated vLLM answers with canned text, so it is not one."""
     if ctx.deps.agent is None and ctx.deps.sandbox is not None:
         raise UserFacingError(
             "The sandbox has no model to think with, so agent commands are off here.",
@@ -48,7 +50,7 @@ def _question_args(p: CommandParser) -> None:
 )
 async def analyze(ctx: CommandContext) -> Reply | None:
     minutes = max(1, math.ceil(parse_duration(ctx.opts.since).total_seconds() / 60))
-    agent = _agent(ctx)
+    agent = require_agent(ctx)
     service = ctx.deps.settings.vllm_service_name
     started = Reply(
         title=f":mag: Analyzing {service} (last {minutes} min) for <@{ctx.user_id}>…", mentions=[ctx.user_id]
@@ -80,7 +82,7 @@ async def ask(ctx: CommandContext) -> Reply | None:
     question = redact(" ".join(ctx.opts.question).strip())  # echoed to the channel, stored and sent to the model
     if not question:
         raise InvalidInput("Nothing to ask.", COMMANDS["ask"].parser.usage_hint())
-    agent = _agent(ctx)
+    agent = require_agent(ctx)
     asked = Reply(title=f":speech_balloon: <@{ctx.user_id}> asked: {question[:2800]}", mentions=[ctx.user_id])
     ts = await ctx.responder.post(asked)
     await agent.conversations.start(ts)

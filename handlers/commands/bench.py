@@ -14,7 +14,7 @@ import secrets
 
 from pydantic import ValidationError
 
-from handlers.args import CommandParser, number_list, whole_number
+from handlers.args import CommandParser, count, number_list
 from handlers.authz import require_author_or_deployer, require_deployer
 from handlers.context import ActionContext, CommandContext, Responder
 from handlers.registry import COMMANDS, action, command
@@ -26,7 +26,7 @@ from skills.bench.sweep_preview import SweepPreview, make_preview, max_model_len
 from skills.capacity.cost import hourly_cost
 from skills.deploy.locks import LockHeld, ServiceLock
 from skills.durations import format_duration
-from skills.errors import InvalidInput, UserFacingError
+from skills.errors import InvalidInput, UserFacingError, explain_validation
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +41,8 @@ def _bench_args(p: CommandParser) -> None:
     )
     p.add_argument("--concurrency", metavar="1,8,32", type=number_list, help="concurrent streams per cell")
     p.add_argument("--context", dest="contexts", metavar="128,2048,8192", type=number_list, help="prompt tokens")
-    p.add_argument("--output", dest="output_tokens", metavar="N", type=whole_number, help="output tokens")
-    p.add_argument("--requests", dest="requests_per_cell", metavar="N", type=whole_number, help="requests per cell")
+    p.add_argument("--output", dest="output_tokens", metavar="N", type=count(1), help="output tokens")
+    p.add_argument("--requests", dest="requests_per_cell", metavar="N", type=count(1), help="requests per cell")
 
 
 def spec_from(opts: argparse.Namespace) -> BenchSpec:
@@ -50,7 +50,7 @@ def spec_from(opts: argparse.Namespace) -> BenchSpec:
     try:
         return BenchSpec.model_validate({k: v for k, v in values.items() if v is not None})
     except ValidationError as exc:
-        msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        msgs = explain_validation(exc, flag_style=False).rstrip(".")
         usage = COMMANDS["bench"].parser.usage_hint()
         raise InvalidInput(f"Invalid benchmark options ({msgs}).", usage) from None
 
@@ -91,7 +91,7 @@ async def _preview(ctx: CommandContext) -> Reply:
     usd_h: float | None = None
     try:
         info = await d.runtime.get_service(d.settings.vllm_service_name)
-        usd_h = hourly_cost(info).usd_per_hour
+        usd_h = hourly_cost(info, d.settings.google_cloud_location).usd_per_hour
         max_len = max_len or max_model_len_from_args(info.args)
     except UserFacingError:
         pass  # no Cloud Run access (e.g. VLLM_BASE_URL only): plan without a cost

@@ -13,6 +13,7 @@ import logging
 import secrets
 
 from handlers.authz import require_author_or_deployer, require_deployer
+from handlers.commands.agent import require_agent
 from handlers.context import ActionContext, CommandContext
 from handlers.registry import action, command
 from handlers.reply import Button, Reply
@@ -43,7 +44,9 @@ async def evaluate(ctx: CommandContext) -> Reply:
     unknown = [n for n in names if n not in known]
     if unknown:
         raise InvalidInput(f"Unknown scenario {unknown[0]!r}.", f"Known scenarios: {', '.join(known)}.")
-    if ctx.deps.endpoint is None:
+    # The model scored is the one the agent thinks with: in the sandbox, VLLM_BASE_URL's or none at all.
+    endpoint = require_agent(ctx).endpoint if ctx.deps.sandbox is not None else ctx.deps.endpoint
+    if endpoint is None:
         raise UserFacingError("The model endpoint is not configured.", "Set VLLM_BASE_URL or deploy the model first.")
     plan_id = secrets.token_hex(6)
     await _plans(ctx).save(EvalPlan(id=plan_id, names=names, user_id=ctx.user_id, channel_id=ctx.channel_id))
@@ -91,8 +94,10 @@ async def confirm(ctx: ActionContext) -> Reply | None:
 async def _run(ctx: ActionContext, names: list[str], lock: ServiceLock) -> None:
     d = ctx.deps
     try:
-        base = await d.endpoint.base_url()
-        model = await d.endpoint.model_id()
+        # The model scored is the one the agent thinks with (in the sandbox: VLLM_BASE_URL's), as when planned.
+        endpoint = d.agent.endpoint if d.sandbox is not None and d.agent is not None else d.endpoint
+        base = await endpoint.base_url()
+        model = await endpoint.model_id()
         count = len(names) or len(d.evals.scenarios())
         ts = await ctx.responder.post(Reply(title=f":test_tube: Evaluating {model} on {count} scenario(s)…"))
 

@@ -12,7 +12,7 @@ from handlers.remediation_render import action_buttons
 from handlers.reply import FileOut, Reply
 from skills.diagnosis.diagnose import diagnose_service
 from skills.diagnosis.findings import Diagnosis
-from skills.errors import UserFacingError
+from skills.errors import NotFound, UserFacingError
 from skills.logs.condense import Digest
 from skills.logs.fetch import logs_digest, parse_severity, parse_since
 from skills.ports import LogQuery, Logs, ServiceInfo
@@ -49,6 +49,23 @@ def _query(ctx: CommandContext) -> LogQuery:
         max_entries=st.log_max_entries,
         max_bytes=st.log_max_bytes,
     )
+
+
+async def _unknown_revision(ctx: CommandContext, q: LogQuery) -> None:
+    """A revision named and no log line for it: if Cloud Run does not know it either, say "not found", as
+    `/gemma rollback` does, rather than "no lines" or "no known failure". (A revision deleted from Cloud Run
+    can still have logs: those are shown.)"""
+    if not q.revision:
+        return
+    try:
+        await ctx.deps.runtime.get_revision(q.service, q.revision)
+    except NotFound:
+        raise NotFound(
+            f"Revision `{q.revision}` not found (not in `{q.service}`, and no log lines for it).",
+            "See `/gemma revisions` for the names.",
+        ) from None
+    except UserFacingError as exc:  # Cloud Run cannot tell: the empty result stands, with the reason logged
+        log.info("revision %s: could not check it exists: %s", q.revision, exc.message)
 
 
 def render_digest(q: LogQuery, d: Digest) -> Reply:
@@ -106,6 +123,8 @@ def render_diagnosis(service: str, d: Diagnosis) -> Reply:
 async def logs(ctx: CommandContext) -> Reply:
     q = _query(ctx)
     digest, _ = await logs_digest(_logs_port(ctx), q, ctx.deps.settings.log_token_budget)
+    if digest.stats.lines_in == 0:
+        await _unknown_revision(ctx, q)
     return render_digest(q, digest)
 
 
@@ -126,4 +145,6 @@ async def diagnose(ctx: CommandContext) -> Reply:
     result = await diagnose_service(
         _logs_port(ctx), q, token_budget=ctx.deps.settings.log_token_budget, service=service
     )
+    if result.digest.lines_in == 0:
+        await _unknown_revision(ctx, q)
     return render_diagnosis(q.service, result)

@@ -14,6 +14,7 @@ from skills.logs.redact import redact
 from skills.observe.health import DeepHealth, deep_health
 from skills.observe.model_metrics import ModelMetrics, Percentiles, collect_model_metrics
 from skills.observe.query import QueryResult, stream_query
+from skills.text import shorten
 
 
 def _service_arg(p: CommandParser) -> None:
@@ -93,7 +94,7 @@ def render_health(h: DeepHealth) -> Reply:
         fields.append(("/health", f"{'ok' if p.ok else 'FAILED ' + p.error} ({p.latency_ms:.0f} ms)"))
     chat = f"ok in {h.chat_latency_ms:.0f} ms" if h.chat_ok else f"FAILED: {h.chat_error}"
     if h.chat_ok and h.chat_reply:
-        chat += f" — replied “{redact(h.chat_reply)[:60]}”"
+        chat += f" — replied “{shorten(redact(h.chat_reply), 60)}”"
     fields.append(("Chat completion", chat))
     fields.append(("Tool calling", f"{h.tools}: {h.tools_detail}"))
     reply.add(fields=fields)
@@ -112,7 +113,18 @@ async def health(ctx: CommandContext) -> Reply:
     base = await d.endpoint.base_url()
     client = await d.endpoint.client()
     model = await d.endpoint.model_id()
-    return render_health(await deep_health(client, model, base, d.model_server))
+    return _simulated_note(ctx, render_health(await deep_health(client, model, base, d.model_server)))
+
+
+# The sandbox serves a simulated vLLM: real timings and metrics of its path, canned text for answers. The
+# commands that measure it say so; the ones that need a model to reason (ask, analyze, eval) refuse it.
+SIMULATED = "the sandbox's simulated vLLM: real timings and metrics, canned answers (it is not a model to reason with)"
+
+
+def _simulated_note(ctx: CommandContext, reply: Reply) -> Reply:
+    if ctx.deps.sandbox is not None:
+        reply.context = f"{reply.context} · {SIMULATED}" if reply.context else SIMULATED
+    return reply
 
 
 def render_query(prompt: str, r: QueryResult) -> Reply:
@@ -146,7 +158,7 @@ async def query(ctx: CommandContext) -> Reply:
     d = ctx.deps
     client = await d.endpoint.client()
     model = await d.endpoint.model_id()
-    return render_query(prompt, await stream_query(client, model, prompt))
+    return _simulated_note(ctx, render_query(prompt, await stream_query(client, model, prompt)))
 
 
 def _usd(v: float) -> str:
@@ -191,4 +203,5 @@ async def cost(ctx: CommandContext) -> Reply:
     service = ctx.opts.service or d.settings.vllm_service_name
     info = await d.runtime.get_service(service)
     sweeps = await recent_sweeps(d.redis, d.settings.key("bench", "history"), 1)
-    return render_cost(cost_report(info, sweeps[0] if sweeps else None))
+    region = d.settings.google_cloud_location  # where the service runs: its tier's rates
+    return render_cost(cost_report(info, sweeps[0] if sweeps else None, region))

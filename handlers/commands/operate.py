@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from handlers.args import CommandParser, whole_number
+from handlers.args import CommandParser, count, whole_number
 from handlers.commands.plans import destroy_modal, make_plan
 from handlers.context import CommandContext
 from handlers.registry import command
@@ -12,6 +12,7 @@ from handlers.reply import Reply
 from skills.deploy.audit import latest
 from skills.deploy.revisions import quota_advice, revisions
 from skills.durations import format_duration
+from skills.text import shorten
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def _quota_args(p: CommandParser) -> None:
 
 
 def _audit_args(p: CommandParser) -> None:
-    p.add_argument("n", metavar="N", nargs="?", type=whole_number, default=10, help="how many (1-50, default 10)")
+    p.add_argument("n", metavar="N", nargs="?", type=count(1, 50), default=10, help="how many (1-50, default 10)")
 
 
 @command("scale", "Plan new instance limits (Confirm to apply)", _scale_args, ack="Planning…",
@@ -74,7 +75,7 @@ async def list_revisions(ctx: CommandContext) -> Reply:
         when = r.create_time.strftime("%Y-%m-%d %H:%M UTC") if r.create_time else "—"
         line = f"`{r.name}`  {state}  {r.traffic_percent}% traffic  · {when}"
         if r.ready is False and (r.reason or r.message):
-            line += f"\n      {r.reason}: {r.message[:200]}"
+            line += f"\n      {r.reason}: {shorten(r.message, 200)}"
         rows.append(line)
     reply = Reply(title=f":card_index: Revisions of `{service}`")
     reply.add(text="\n".join(rows) or "No revisions.")
@@ -133,8 +134,7 @@ async def quota(ctx: CommandContext) -> Reply:
     ack="Reading the audit log…",
 )
 async def audit(ctx: CommandContext) -> Reply:
-    n = min(50, max(1, ctx.opts.n))
-    entries = await latest(ctx.deps.redis, ctx.deps.settings.key("audit"), n)
+    entries = await latest(ctx.deps.redis, ctx.deps.settings.key("audit"), ctx.opts.n)
     reply = Reply(title=f":scroll: Last {len(entries)} write actions")
     lines = []
     for e in entries:
@@ -142,7 +142,7 @@ async def audit(ctx: CommandContext) -> Reply:
         lines.append(
             f"{_AUDIT_ICON.get(e.result, '')} {e.when()} {reply.mention(e.user_id)} *{e.action}* `{e.service}` "
             f"({params}) → "
-            f"{e.result} in {format_duration(e.duration_s)}" + (f": {e.detail[:150]}" if e.detail else "")
+            f"{e.result} in {format_duration(e.duration_s)}" + (f": {shorten(e.detail, 150)}" if e.detail else "")
         )
     reply.add(text="\n".join(lines) or "No write actions recorded yet.")
     return reply

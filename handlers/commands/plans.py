@@ -30,6 +30,7 @@ from skills.deploy.plans import Plan
 from skills.durations import format_duration
 from skills.errors import InvalidInput
 from skills.logs.redact import redact
+from skills.text import shorten
 
 if TYPE_CHECKING:
     from handlers.deps import HandlerDeps
@@ -175,9 +176,9 @@ def outcome_line(plan: Plan, user_id: str, result: ExecResult, elapsed_s: float)
     if result.ok:
         title = f":white_check_mark: Action done: {plan.kind} `{plan.service}` succeeded"
     else:
-        title = f":x: Action failed: {plan.kind} `{plan.service}`: {redact(result.detail)[:300]}"
+        title = f":x: Action failed: {plan.kind} `{plan.service}`: {shorten(redact(result.detail), 300)}"
     reply = Reply(title=title + f" ({format_duration(elapsed_s)}, confirmed by <@{user_id}>)", mentions=[user_id])
-    reply.context = f"plan `{plan.id}`: {plan.summary[:200]}"
+    reply.context = f"plan `{plan.id}`: {shorten(plan.summary, 200)}"
     return reply
 
 
@@ -325,5 +326,5 @@ async def check_destroy_submit(ctx: ActionContext) -> dict[str, str]:
             _plan_id(ctx.value), ctx.user_id, ctx.form.get(DESTROY_NAME_BLOCK, ""), where(ctx)
         )
     except Refused as exc:
-        return {DESTROY_NAME_BLOCK: f"{exc.message} {exc.hint}".strip()[:300]}
+        return {DESTROY_NAME_BLOCK: shorten(f"{exc.message} {exc.hint}".strip(), 300)}
     return {}

@@ -6,6 +6,7 @@ architecture and override only what differs (quantization, repo id, vLLM args).
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 from functools import lru_cache
 from importlib import resources
@@ -20,10 +21,25 @@ Quantization = Literal["bf16", "fp8", "w4a16"]
 
 
 class QuantProfile(BaseModel):
+    checked: dt.date  # when its figures were last read against their sources
     bytes_per_param: float
     weights_dtype: str
     min_compute_capability: float | None = None
     source: str = ""
+    # The checkpoint also stores the LM head (a copy of the tied embeddings), which vLLM skips when the config ties
+    # them: it costs disk and download, not GPU memory.
+    checkpoint_stores_lm_head: bool = False
+    checkpoint_source: str = ""
+
+
+# The modalities whose --limit-mm-per-prompt of 0 lets vLLM skip building a tower (gemma4_mm.py builds the vision
+# tower under _mark_tower_model(vllm_config, {"image", "video"}) and the audio tower under "audio"; vLLM's
+# SupportsMultiModal._mark_tower_model: "Tower model components are automatically skipped when
+# `--limit-mm-per-prompt` is set to zero for all of their modalities").
+TOWER_MODALITIES: dict[str, frozenset[str]] = {
+    "vision": frozenset({"image", "video"}),
+    "audio": frozenset({"audio"}),
+}
 
 
 class ModelProfile(BaseModel):
@@ -37,7 +53,7 @@ class ModelProfile(BaseModel):
     architecture: str = "gemma4"  # config.json model_type
     params_b: float  # total parameters, billions (per-layer embeddings included)
     active_params_b: float  # per-token active parameters (MoE, or "effective" for E2B/E4B)
-    unquantized_params_b: float  # embeddings / LM head / towers kept in bf16 even in quantised builds
+    towers: dict[str, float] = Field(default_factory=dict)  # tower -> params (billions) vLLM builds besides the LM
     quantization: Quantization
     layers: int
     full_attention_every: int = Field(ge=1)  # layer_types: layer i is full attention when (i + 1) % N == 0
@@ -52,6 +68,7 @@ class ModelProfile(BaseModel):
     hidden_size: int
     vocab_size: int
     per_layer_input_size: int = 0
+    vocab_size_per_layer_input: int = 0  # per-layer embedding rows (E2B/E4B)
     tie_word_embeddings: bool = True
     default_max_model_len: int
     activation_gib: float  # peak activations of vLLM's profiling run (estimate)
@@ -61,10 +78,34 @@ class ModelProfile(BaseModel):
     approx_disk_gb: float = 0.0  # filled from the weights arithmetic
     notes: list[str] = Field(default_factory=list)
     sources: dict[str, str] = Field(default_factory=dict)  # field -> config field, model card, or "estimate: ..."
+    checked: dt.date  # when its figures were last read against their sources
+    checked_fields: dict[str, dt.date] = Field(default_factory=dict)  # fields read on another day
 
     @property
     def family(self) -> str:
         return self.base or self.name
+
+    @property
+    def embedding_params_b(self) -> float:
+        """Token embeddings (vocab_size x hidden_size, tied to the LM head) plus per-layer embeddings
+        (num_hidden_layers x hidden_size_per_layer_input x vocab_size_per_layer_input), from config.json."""
+        per_layer = self.layers * self.per_layer_input_size * self.vocab_size_per_layer_input
+        return (self.vocab_size * self.hidden_size + per_layer) / 1e9
+
+    def loaded_towers(self, limit_mm_per_prompt: dict[str, int] | None = None) -> dict[str, float]:
+        """The towers vLLM builds: all of them, unless --limit-mm-per-prompt zeroes every modality of one."""
+        limits = limit_mm_per_prompt or {}
+        return {
+            name: params
+            for name, params in self.towers.items()
+            if not all(limits.get(mod, 1) == 0 for mod in TOWER_MODALITIES.get(name, frozenset({name})))
+        }
+
+    @property
+    def unquantized_params_b(self) -> float:
+        """Parameters every build keeps in bf16: embeddings and towers (gemma4_mm.py leaves a tower unquantised
+        when the method needs dimensions divisible by 64, as Marlin and FP8 do; the vision tower's 4304 is not)."""
+        return self.embedding_params_b + sum(self.towers.values())
 
     def layer_types(self) -> list[str]:
         """ "full" or "sliding" per layer, as config.json's layer_types lists them."""
@@ -84,6 +125,8 @@ class CloudRunLimits(BaseModel):
 
 
 class GpuProfile(BaseModel):
+    checked: dt.date
+    sources: dict[str, str] = Field(default_factory=dict)
     name: str  # as Cloud Run spells it (nvidia-l4) or a comparison name (a100-80gb)
     display: str
     aliases: list[str] = Field(default_factory=list)
@@ -93,9 +136,9 @@ class GpuProfile(BaseModel):
     compute_capability: float
     bf16: bool
     fp8: bool
-    price_per_hour_usd: float
+    price_per_hour_usd: float = 0.0  # Cloud Run GPUs: filled from skills/data/prices.yaml (GPU only)
     price_includes_host: bool  # comparison clouds quote an all-in price
-    price_source: str
+    price_source: str = ""
     available_on_cloud_run: bool
     platform: str = "Cloud Run"  # where this GPU is offered; only Cloud Run GPUs can be deployed to
     launch_stage: Literal["GA", "BETA"] = "GA"  # a Preview Cloud Run GPU needs the service's BETA launch stage
@@ -116,9 +159,12 @@ class GpuProfile(BaseModel):
 
 
 class CloudRunPrices(BaseModel):
-    vcpu_usd_per_s: float
-    memory_usd_per_gib_s: float
-    cpu_for_memory: dict[int, int]
+    cpu_for_memory: dict[int, int]  # prices themselves: skills/data/prices.yaml
+
+
+class FuseCalibration(BaseModel):
+    model: str  # a catalog model whose load over GCS FUSE was reported
+    load_s: float = Field(gt=0)
 
 
 class PlannerConstants(BaseModel):
@@ -126,7 +172,7 @@ class PlannerConstants(BaseModel):
     cuda_graph_gib: float
     host_runtime_gib: float
     host_memory_margin: float
-    gcs_fuse_mb_s: float
+    gcs_fuse_calibration: FuseCalibration
     container_start_s: float
     compile_s: float
     eager_compile_s: float
@@ -134,11 +180,11 @@ class PlannerConstants(BaseModel):
     decode_efficiency: float
     kv_block_tokens: int
     max_num_batched_tokens: int
-    async_batches: int = 1
-    kv_report: Literal["capacity", "legacy"] = "capacity"
     min_useful_max_model_len: int
     cloud_run: CloudRunPrices
     sources: dict[str, str] = Field(default_factory=dict)
+    checked: dt.date
+    checked_fields: dict[str, dt.date] = Field(default_factory=dict)
 
 
 class Catalog(BaseModel):
@@ -154,11 +200,29 @@ class Catalog(BaseModel):
     def gpu(self, name: str) -> GpuProfile:
         return self.gpus[_lookup(name, self.gpus, "GPU", "/gemma models")]
 
-    def weights_gb(self, m: ModelProfile) -> float:
-        """Weights as stored and loaded: quantised params x bytes/param + unquantised params in bf16 (GB)."""
+    def weights_gb(self, m: ModelProfile, limit_mm_per_prompt: dict[str, int] | None = None) -> float:
+        """Weights vLLM loads onto the GPU (GB): the decoder's quantised params x bytes/param, plus embeddings and
+        the towers it builds in bf16 (a tower skipped by --limit-mm-per-prompt costs nothing)."""
         q = self.quantizations[m.quantization]
         quantised = max(m.params_b - m.unquantized_params_b, 0.0)
-        return quantised * q.bytes_per_param + m.unquantized_params_b * 2.0
+        towers = sum(m.loaded_towers(limit_mm_per_prompt).values())
+        return quantised * q.bytes_per_param + (m.embedding_params_b + towers) * 2.0
+
+    @property
+    def gcs_fuse_mb_s(self) -> float:
+        """MB/s over GCS FUSE on the basis the planner applies it to: its weight figure for the calibration model."""
+        cal = self.planner.gcs_fuse_calibration
+        return self.weights_gb(self.model(cal.model)) * 1000 / cal.load_s
+
+    def load_s(self, m: ModelProfile) -> float:
+        """Seconds to read `m`'s weights over GCS FUSE, on the same basis the rate was derived on."""
+        return self.weights_gb(m) * 1000 / self.gcs_fuse_mb_s
+
+    def checkpoint_gb(self, m: ModelProfile) -> float:
+        """The checkpoint's size (GB): every tower, plus an LM-head copy where the build stores one."""
+        q = self.quantizations[m.quantization]
+        head = m.vocab_size * m.hidden_size / 1e9 * 2.0 if q.checkpoint_stores_lm_head else 0.0
+        return self.weights_gb(m) + head
 
 
 def _norm(s: str) -> str:
@@ -215,11 +279,27 @@ def parse_catalog(data: dict[str, Any]) -> Catalog:
         cat = Catalog.model_validate({**data, "models": models, "gpus": gpus})
     except ValidationError as exc:
         raise ValueError(f"invalid catalog: {exc}") from exc
+    _price_cloud_run_gpus(cat)
     for m in cat.models.values():
         if m.quantization not in cat.quantizations:
             raise ValueError(f"model {m.name}: unknown quantization {m.quantization}")
-        m.approx_disk_gb = round(cat.weights_gb(m), 1)
+        m.approx_disk_gb = round(cat.checkpoint_gb(m), 1)
     return cat
+
+
+def _price_cloud_run_gpus(cat: Catalog) -> None:
+    """A Cloud Run GPU's $/h is the price table's (default region, no zonal redundancy, as the bot deploys)."""
+    from skills.capacity.prices import load_prices
+
+    table = load_prices()
+    for g in cat.gpus.values():
+        if not g.available_on_cloud_run:
+            continue
+        if g.name not in table.gpus:
+            raise ValueError(f"GPU {g.name}: no Cloud Run price in skills/data/prices.yaml")
+        rate = table.gpus[g.name]["1"].no_zonal_redundancy
+        g.price_per_hour_usd = rate.value * 3600
+        g.price_source = f"Cloud Run Tier 1, no zonal redundancy, {rate.source}, checked {rate.checked.isoformat()}"
 
 
 @lru_cache(maxsize=1)

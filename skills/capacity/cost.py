@@ -1,8 +1,8 @@
 """What the running configuration costs: $/hour from the service spec and list prices, and $/million output
 tokens at the throughput the last benchmark sweep measured (single stream and best batched cell).
 
-Prices come from the catalog (skills/data/catalog.yaml: GPU $/h, Cloud Run vCPU and GiB-second prices), the
-single place they are kept. Cloud Run with CPU always allocated bills the whole instance while it runs, so
+Prices come from skills/data/prices.yaml through skills/capacity/prices.instance_price, the one function fit,
+deploy plans and bench price with too. A GPU service bills instance-based (the whole instance while it runs), so
 $/hour is per running instance; scale-to-zero costs nothing while idle.
 """
 
@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from skills.bench.loadgen import SweepResult
 from skills.capacity.catalog import load_catalog
+from skills.capacity.prices import instance_price
 from skills.errors import InvalidInput
 from skills.ports import ServiceInfo
 
@@ -67,28 +68,39 @@ def usd_per_m_tokens(usd_per_hour: float, tok_per_s: float) -> float:
     return usd_per_hour / (tok_per_s * 3600) * 1e6
 
 
-def hourly_cost(info: ServiceInfo) -> CostReport:
+def hourly_cost(info: ServiceInfo, region: str | None = None) -> CostReport:
+    """$/hour of one running instance of `info` in `region` (None: the price table's default region)."""
     cat = load_catalog()
-    prices = cat.planner.cloud_run
     notes: list[str] = []
     vcpu = parse_cpu(info.cpu) if info.cpu else 1.0
     mem = parse_memory_gib(info.memory) if info.memory else 0.5
     if not info.cpu or not info.memory:
         notes.append("CPU or memory limit not set in the spec; Cloud Run defaults (1 vCPU, 512 MiB) assumed.")
-    breakdown = {
-        "cpu": vcpu * prices.vcpu_usd_per_s * 3600,
-        "memory": mem * prices.memory_usd_per_gib_s * 3600,
-    }
+    gpu_name: str | None = None
     if info.gpu_type:
         try:
-            gpu = cat.gpu(info.gpu_type)
+            gpu_name = cat.gpu(info.gpu_type).name
         except InvalidInput:
             notes.append(f"No price for GPU type {info.gpu_type} in the catalog; GPU cost left out.")
-        else:
-            count = max(info.gpu_count, 1)
-            breakdown["gpu"] = gpu.price_per_hour_usd * count
-            notes.append(f"GPU price: ${gpu.price_per_hour_usd:.2f}/h each ({gpu.price_source}).")
-    per_hour = sum(breakdown.values())
+    # A GPU service bills instance-based; without a GPU the spec's cpu_idle says which mode, and the bot's services
+    # keep CPU always allocated, so instance-based is what it prices either way.
+    try:
+        price = instance_price(gpu_name, max(info.gpu_count, 1), vcpu, mem, region)
+    except InvalidInput as exc:
+        notes.append(f"{exc.message} GPU cost left out.")
+        price = instance_price(None, 0, vcpu, mem, region)
+    breakdown = price.breakdown
+    notes += price.notes
+    if "gpu" in breakdown:
+        each = breakdown["gpu"] / max(info.gpu_count, 1)
+        notes.append(
+            f"GPU price: ${each:.4f}/h each (Cloud Run Tier {price.tier}, "
+            f"{'with' if price.zonal_redundancy else 'without'} zonal redundancy)."
+        )
+    notes.append(
+        f"Instance-based billing rates in {price.region} (Tier {price.tier}), read {price.checked.isoformat()}."
+    )
+    per_hour = price.usd_per_hour
     notes.append(
         "Scale to zero: $0 while idle." if info.min_instances == 0 else
         f"min-instances {info.min_instances}: billed around the clock even without traffic."
@@ -109,11 +121,11 @@ def hourly_cost(info: ServiceInfo) -> CostReport:
     )
 
 
-def cost_report(info: ServiceInfo, sweep: SweepResult | None) -> CostReport:
-    """$/hour, plus $/M output tokens at the last sweep's single-stream and best batched throughput."""
+def cost_report(info: ServiceInfo, sweep: SweepResult | None, region: str | None = None) -> CostReport:
+    """$/hour in `region`, plus $/M output tokens at the last sweep's single-stream and best batched throughput."""
     from skills.bench.report import best_throughput
 
-    rep = hourly_cost(info)
+    rep = hourly_cost(info, region)
     if sweep is None:
         rep.notes.append("No benchmark stored yet: run `/gemma bench` for $/million tokens at measured throughput.")
         return rep

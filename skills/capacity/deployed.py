@@ -41,5 +41,5 @@ def check_as_deployed(req: FitRequest, catalog: Catalog | None = None) -> Deploy
         graph_warmup_gib=m.graph_warmup_gib,
         host_need_gib=round(c.host_need_gib, 1),
         cold_start_s=cold_start_estimate_s(cat, m, eff),
-        load_s=round(cat.weights_gb(m) * 1000 / cat.planner.gcs_fuse_mb_s),
+        load_s=round(cat.load_s(m)),
     )

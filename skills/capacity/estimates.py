@@ -4,8 +4,11 @@ Each rests on the catalog's sourced figures; the estimates there say what they r
 
 from __future__ import annotations
 
+import json
+
 from skills.capacity.catalog import Catalog, GpuProfile, ModelProfile
 from skills.capacity.fit_types import GIB, FitRequest
+from skills.capacity.prices import instance_price
 from skills.deploy.vllm_flags import VllmFlags, kv_flag
 
 
@@ -33,17 +36,18 @@ def cpu_for(cat: Catalog, g: GpuProfile, memory_gib: float) -> int:
     return max(g.cloud_run.min_cpu, fitting[0] if fitting else g.cloud_run.min_cpu)
 
 
-def hourly_usd(cat: Catalog, g: GpuProfile, count: int, cpu: int, memory_gib: float) -> float:
-    hourly = g.price_per_hour_usd * count
-    if not g.price_includes_host:
-        cr = cat.planner.cloud_run
-        hourly += cpu * cr.vcpu_usd_per_s * 3600 + memory_gib * cr.memory_usd_per_gib_s * 3600
-    return round(hourly, 2)
+def hourly_usd(
+    cat: Catalog, g: GpuProfile, count: int, cpu: int, memory_gib: float, region: str | None = None
+) -> float:
+    """A Cloud Run GPU instance through the one price function; comparison GPUs at their quoted all-in price."""
+    if g.available_on_cloud_run:
+        return round(instance_price(g.name, count, cpu, memory_gib, region).usd_per_hour, 2)
+    return round(g.price_per_hour_usd * count, 2)
 
 
 def cold_start_estimate_s(cat: Catalog, m: ModelProfile, r: FitRequest) -> float:
     p = cat.planner
-    load = cat.weights_gb(m) * 1000 / p.gcs_fuse_mb_s
+    load = cat.load_s(m)
     return round(p.container_start_s + load + (p.eager_compile_s if r.enforce_eager else p.compile_s))
 
 
@@ -60,4 +64,7 @@ def vllm_args(m: ModelProfile, r: FitRequest) -> list[str]:
         max_num_seqs=r.max_num_seqs,
         max_num_batched_tokens=r.max_num_batched_tokens,
     )
-    return flags.merged(VllmFlags.parse(m.vllm_args)).to_args()
+    args = flags.merged(VllmFlags.parse(m.vllm_args)).to_args()
+    if r.limit_mm_per_prompt:  # vLLM takes it as JSON: '{"image": 0, "video": 0}'
+        args += ["--limit-mm-per-prompt", json.dumps(r.limit_mm_per_prompt, separators=(",", ":"))]
+    return args

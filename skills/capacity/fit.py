@@ -28,6 +28,8 @@ from skills.capacity import kv_accounting as kva
 from skills.capacity.catalog import Catalog, GpuProfile, ModelProfile, load_catalog
 from skills.capacity.estimates import cold_start_estimate_s, cpu_for, hourly_usd, tok_s_estimate, vllm_args
 from skills.capacity.fit_types import GIB, FitReport, FitRequest, KvDtype, Verdict
+from skills.capacity.prices import load_prices, region_advice
+from skills.capacity.release import assumed_release
 
 __all__ = [
     "Catalog",
@@ -82,9 +84,11 @@ def layer_specs(cat: Catalog, m: ModelProfile, kv_dtype: str, gpu_count: int = 1
 
 
 def limits_for(cat: Catalog, r: FitRequest) -> kva.Limits:
+    """Scheduler limits as the release being deployed counts them (skills/capacity/release.py)."""
     assert r.max_model_len is not None
     mnbt = r.max_num_batched_tokens or cat.planner.max_num_batched_tokens
-    return kva.Limits(r.max_model_len, mnbt, cat.planner.async_batches)
+    batches = assumed_release(r.gpu, r.vllm_image).accounting.concurrent_batches()
+    return kva.Limits(r.max_model_len, mnbt, batches)
 
 
 def _recommended_memory(g: GpuProfile, need_gib: float, margin: float) -> tuple[int, bool]:
@@ -102,7 +106,7 @@ def _recommended_memory(g: GpuProfile, need_gib: float, margin: float) -> tuple[
 def compute_memory(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) -> _Calc:
     p = cat.planner
     assert r.max_model_len is not None and r.kv_cache_dtype != "auto"
-    weights = cat.weights_gb(m) * 1e9 / GIB
+    weights = cat.weights_gb(m, r.limit_mm_per_prompt) * 1e9 / GIB
     weights_gpu = max(weights - r.cpu_offload_gb * r.gpu_count, 0.0) / r.gpu_count
     overhead = p.runtime_overhead_gib + m.activation_gib + (0.0 if r.enforce_eager else p.cuda_graph_gib)
     budget = g.memory_gib * r.gpu_memory_utilization
@@ -114,7 +118,7 @@ def compute_memory(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) 
     kv = kva.kv_cache_config(groups, free_bytes)
     needed = kva.needed_bytes(groups, limits)
     bpt = math.ceil(needed / r.max_model_len)
-    kv_tokens = kva.reported_tokens(kv, limits, p.kv_report)
+    kv_tokens = kva.reported_tokens(kv, limits, assumed_release(r.gpu, r.vllm_image).accounting.kv_report)
     # Loading stages the checkpoint through host RAM (page cache of the FUSE mount counts against the
     # container); offloaded weights then stay pinned there.
     host_need = p.host_runtime_gib + max(weights, r.cpu_offload_gb * r.gpu_count + 2.0)
@@ -319,6 +323,12 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
         notes.append(f"{g.name} is a comparison GPU (not on Cloud Run); price: {g.price_source}.")
     notes += m.notes
     cold = cold_start_estimate_s(cat, m, eff)
+    release = assumed_release(eff.gpu, eff.vllm_image)
+    notes.append(release.describe())
+    if g.available_on_cloud_run:
+        advice = region_advice(g.name, eff.region or load_prices().default_region)
+        if advice:
+            warnings.append(advice)
     report = FitReport(
         verdict=o.verdict,
         weights_gib=round(c.weights_gib, 2),
@@ -329,10 +339,10 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
         max_concurrency=round(concurrency, 2),
         kv_blocks=c.kv.num_blocks if c.kv else 0,
         kv_groups=len(c.kv.groups) if c.kv else 0,
-        startup_lines=kva.startup_lines(c.kv, c.limits, p.kv_report) if c.kv and c.limits else [],
+        startup_lines=kva.startup_lines(c.kv, c.limits, release.accounting.kv_report) if c.kv and c.limits else [],
         host_memory_gib=round(c.host_need_gib, 1),
         cold_start_s=cold,
-        cost_per_hour_usd=hourly_usd(cat, g, eff.gpu_count, cpu, memory),
+        cost_per_hour_usd=hourly_usd(cat, g, eff.gpu_count, cpu, memory, eff.region),
         est_tokens_per_s=tok if o.verdict != "does_not_fit" else None,
         changes=o.changes,
         alternatives=[],
@@ -349,6 +359,7 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
         recommended_max_num_seqs=rec_seqs,
         startup_budget_s=int(math.ceil(cold * 1.5 / 60) * 60),
         vllm_args=vllm_args(m, eff),
+        vllm_release=release.release,
     )
     if with_alternatives and (o.verdict == "does_not_fit" or eff.cpu_offload_gb > 0):
         report.alternative_requests, report.alternatives = _alternatives(cat, req, o)

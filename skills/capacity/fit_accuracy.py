@@ -1,11 +1,13 @@
 """The planner against every measured point in skills/data/field_measurements.yaml: predicted vs reported.
 
 bench/fit_accuracy.py prints the table; tests hold the acceptance figures. Reports marked unreliable are shown
-with their reason and left out of the mean error: the planner is never tuned to them.
+with their reason and left out of the mean error: the planner is never tuned to them. A report marked `calibrates`
+is one a planner figure is derived from (it matches by construction): shown, and left out of the mean too.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -21,11 +23,13 @@ class Measurement(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str
+    checked: dt.date  # when the report was last read against its source
     description: str
     setup: dict[str, Any]
     assumed: dict[str, Any] = Field(default_factory=dict)
     reported: dict[str, float | str]
     unreliable: dict[str, str] = Field(default_factory=dict)
+    calibrates: dict[str, str] = Field(default_factory=dict)  # quantity -> the planner figure derived from it
 
     def request(self) -> FitRequest:
         extra = {k: v for k, v in self.assumed.items() if k != "why"}
@@ -39,10 +43,11 @@ class Row(BaseModel):
     reported: float | str
     error_pct: float | None  # None for verdicts
     unreliable: str = ""  # why this report is not a check
+    calibrates: str = ""  # the planner figure derived from this report: matches by construction, not a check
 
     @property
     def counts(self) -> bool:
-        return self.error_pct is not None and not self.unreliable
+        return self.error_pct is not None and not self.unreliable and not self.calibrates
 
 
 @lru_cache(maxsize=1)
@@ -62,7 +67,8 @@ def predicted(report: FitReport, quantity: str, cat: Catalog) -> float | str:
         "kv_cache_gib": report.kv_cache_gib,
         "kv_cache_tokens": report.kv_cache_tokens,
         "host_memory_gib": report.host_memory_gib,
-        "weights_load_s": weights_gb * 1000 / cat.planner.gcs_fuse_mb_s,
+        "weights_load_s": cat.load_s(report.model),
+        "checkpoint_gb": cat.checkpoint_gb(report.model),
         "vram_after_weights_gb": report.vram_after_weights_gib * GIB / 1e9,
         "est_tokens_per_s": report.est_tokens_per_s or 0.0,
         "verdict": "does_not_fit" if report.verdict == "does_not_fit" else "fits",
@@ -90,6 +96,7 @@ def rows(catalog: Catalog | None = None) -> list[Row]:
                     reported=reported,
                     error_pct=err,
                     unreliable=m.unreliable.get(quantity, ""),
+                    calibrates=m.calibrates.get(quantity, ""),
                 )
             )
     return out

@@ -34,6 +34,10 @@ class FitRequest(BaseModel):
     max_num_seqs: int | None = Field(default=None, ge=1)
     dtype: Literal["auto", "bfloat16", "half"] = "auto"  # vLLM --dtype; "half" where bf16 is unsupported
     max_num_batched_tokens: int | None = Field(default=None, ge=16)  # None = the planner's (what we render)
+    vllm_image: str | None = None  # the image to deploy: its release's KV accounting; None = the GPU's default
+    # vLLM's --limit-mm-per-prompt: a tower whose every modality is 0 is not built (no weights, no encoder cache)
+    limit_mm_per_prompt: dict[str, int] | None = None
+    region: str | None = None  # Cloud Run region (prices, GPU availability); None = skills/data/prices.yaml default
 
 
 class FitReport(BaseModel):
@@ -58,6 +62,7 @@ class FitReport(BaseModel):
     notes: list[str] = Field(default_factory=list)  # why: one line per finding
     request: FitRequest  # effective config the numbers describe (defaults resolved, changes applied)
     requested: FitRequest  # what was asked, as given
+    vllm_release: str = ""  # the vLLM release whose KV accounting the numbers follow (see notes)
     model: ModelProfile
     gpu: GpuProfile
     budget_gib: float  # per GPU: memory x utilisation

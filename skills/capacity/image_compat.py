@@ -9,13 +9,14 @@ from the data file that passes both.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from skills.errors import InvalidInput
 
@@ -70,8 +71,33 @@ class Serving(BaseModel):
     sources: list[str]
 
 
+class Accounting(BaseModel):
+    """How one range of vLLM releases sizes the KV cache (the `accounting` rows of vllm_images.yaml)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_: str = Field(alias="from")
+    until: str | None
+    sliding_window_in_flight: Literal["batched_tokens", "concurrent_batches"]
+    async_scheduling_default: bool
+    max_concurrent_batches_async: int = Field(ge=1)
+    gpu_memory_utilization_default: float = Field(gt=0, le=1)
+    kv_report: Literal["capacity", "legacy"]
+    sources: list[str] = Field(min_length=1)
+    estimates: str = ""  # which of the row's figures are estimates, and what they rest on
+    checked: dt.date
+
+    def concurrent_batches(self, async_scheduling: bool | None = None) -> int:
+        """Batches whose tokens a sliding-window layer reserves for (None: the release's async default)."""
+        on = self.async_scheduling_default if async_scheduling is None else async_scheduling
+        if self.sliding_window_in_flight == "batched_tokens" or not on:
+            return 1
+        return self.max_concurrent_batches_async
+
+
 class ImageData(BaseModel):
     sources: dict[str, str]
+    accounting: list[Accounting] = Field(default_factory=list)
     families: dict[str, Family]
     tag_conventions: list[TagConvention]
     built_archs: list[float]
@@ -82,6 +108,16 @@ class ImageData(BaseModel):
 
     def url(self, key: str) -> str:
         return self.sources.get(key, key)
+
+    def accounting_for(self, release: Version) -> Accounting:
+        """The accounting row covering `release`; InvalidInput for a release older than the table."""
+        for row in self.accounting:
+            if version(row.from_) <= release and (row.until is None or release < version(row.until)):
+                return row
+        raise InvalidInput(
+            f"No KV accounting on record for vLLM {vstr(release)} (skills/data/vllm_images.yaml covers "
+            f"{self.accounting[0].from_} and later)."
+        )
 
 
 @lru_cache(maxsize=1)

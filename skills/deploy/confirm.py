@@ -18,7 +18,9 @@ from skills.deploy.execute import ExecResult, ProgressFn, execute
 from skills.deploy.locks import LockHeld, ServiceLock
 from skills.deploy.plans import Plan, PlanStore
 from skills.errors import UserFacingError
+from skills.logs.redact import redact
 from skills.ports import Logs, Runtime, Store
+from skills.text import shorten
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ async def _audit(gate: WriteGate, plan: Plan, user_id: str, result: str, detail:
         service=plan.service,
         params=plan.params,
         result=result,
-        detail=detail[:500],
+        detail=shorten(redact(detail), 500),  # redacted before it is cut: a cut secret no longer matches its rule
         plan_id=plan.id,
         duration_s=round(duration_s, 2),
     )

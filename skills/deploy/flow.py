@@ -8,6 +8,7 @@ runs). bot/ wires one per request from its settings (bot/deps.py `Deps.writes`).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,8 +18,11 @@ from skills.deploy.execute import ExecResult, ProgressFn
 from skills.deploy.locks import ServiceLock
 from skills.deploy.plan_builder import build_plan
 from skills.deploy.plans import Plan, PlanStore
+from skills.incidents.model import Fix, utcnow
 from skills.incidents.store import IncidentStore
 from skills.ports import Logs, Runtime
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,16 @@ class WriteFlow:
 
     async def run(self, plan: Plan, lock: ServiceLock, user_id: str, progress: ProgressFn) -> ExecResult:
         """Execute a claimed plan; audits it, releases the lock and retires the plan whatever happens."""
-        return await run_claimed(
+        result = await run_claimed(
             self.gate, plan, lock, user_id, self.runtime, logs=self.logs, progress=progress, poll_s=self.poll_s
         )
+        if result.ok and plan.incident_id:
+            # A fix confirmed from an incident's thread: the incident follows it up (condition cleared, or not).
+            fix = Fix(action=f"{plan.kind} `{plan.service}`", revision=result.revision, by=user_id, at=utcnow())
+            try:
+                await self.incidents.record_fix(plan.incident_id, fix, fix.at)
+            except Exception:
+                log.warning(
+                    "could not record the fix of plan %s on incident %s", plan.id, plan.incident_id, exc_info=True
+                )
+        return result

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from skills.capacity.fit import FitReport, FitRequest, check_fit, load_catalog
+from skills.capacity.release import assumed_release
 from skills.deploy.plans import Plan
 from skills.deploy.render_service import (
     MAX_THRESHOLD_WINDOW_S,
@@ -15,7 +16,7 @@ from skills.deploy.render_service import (
     gib,
 )
 from skills.deploy.vllm_flags import VllmFlags
-from skills.errors import InvalidInput, NotFound
+from skills.errors import InvalidInput, NotFound, explain_validation
 from skills.ports import Runtime
 
 ActionKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy"]
@@ -27,11 +28,7 @@ def validate_params(model: type[BaseModel], params: dict[str, Any], kind: str) -
     try:
         return model.model_validate(params)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "params"
-            problems.append(f"{where}: {err['msg']}")
-        raise InvalidInput(f"Invalid {kind} parameters: " + "; ".join(problems) + ".") from None
+        raise InvalidInput(f"Invalid {kind} parameters: {explain_validation(exc, flag_style=False)}") from None
 
 
 def as_text(x: Any) -> str:
@@ -62,12 +59,16 @@ def fit_for(model: str, o: dict[str, Any], memory: str | None) -> FitReport:
             gpu=o["gpu"],
             gpu_count=o.get("gpu_count", 1),
             max_model_len=o.get("max_model_len"),
-            gpu_memory_utilization=o.get("gpu_memory_utilization", 0.90),
+            # absent (a service deployed without the flag): what that image's vLLM defaults to
+            gpu_memory_utilization=o.get("gpu_memory_utilization")
+            or assumed_release(o["gpu"], o.get("vllm_image")).accounting.gpu_memory_utilization_default,
             kv_cache_dtype=o.get("kv_cache_dtype", "auto"),
             cpu_offload_gb=o.get("cpu_offload_gb", 0) or 0,
             enforce_eager=bool(o.get("enforce_eager", False)),
             host_memory_gib=gib(memory) if memory else None,
             max_num_seqs=o.get("max_num_seqs"),
+            vllm_image=o.get("vllm_image"),  # the image being deployed: its release's KV accounting
+            region=o.get("region"),  # where it deploys: prices and GPU availability
         )
     )
 

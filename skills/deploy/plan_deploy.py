@@ -34,7 +34,7 @@ from skills.deploy.render_service import (
     render_service,
     strip_output_only,
 )
-from skills.errors import CloudUnavailable, InvalidInput
+from skills.errors import CloudUnavailable, InvalidInput, explain_error
 from skills.ports import Runtime
 
 
@@ -49,7 +49,8 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
     service = o.pop("service", None) or env.service
     o["gpu"] = check_gpu(o["gpu"])
     one_gpu(o)
-    report = fit_for(profile.model, o, o.get("memory"))
+    image_region = {"vllm_image": _pick_image(env, profile, o["gpu"])[0], "region": env.region}
+    report = fit_for(profile.model, {**o, **image_region}, o.get("memory"))
     # The planner's effective request already carries its required changes (fits_with_changes): render that.
     eff = report.request
     gpu = load_catalog().gpu(eff.gpu)
@@ -112,7 +113,7 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
             service_account=env.service_account,
         )
     except ValidationError as exc:
-        raise InvalidInput(f"Cannot render the service: {exc.errors()[0]['msg']}.") from None
+        raise InvalidInput(f"Cannot render the service: {explain_error(exc.errors()[0], flag_style=False)}.") from None
     spec = render_service(cfg)
     unread = ""
     try:

@@ -252,7 +252,8 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
         notes.append("Could not tell which catalog model this service runs, so the capacity check was skipped.")
     else:
         limits = container.get("resources", {}).get("limits", {})
-        report = fit_for(model, effective_settings(new, container), limits.get("memory"))
+        settings = {**effective_settings(new, container), "vllm_image": container.get("image") or None}
+        report = fit_for(model, settings, limits.get("memory"))
         if report.verdict == "fits_with_changes":
             # Apply what the planner requires, as a deploy would, so the plan is one that works.
             eff = report.request

@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from skills.errors import InvalidInput
+from skills.errors import InvalidInput, explain_error
 
 # vllm/config/cache.py CacheDType (v0.24): the values `--kv-cache-dtype` accepts.
 CacheDType = Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"]
@@ -260,7 +260,7 @@ def _error(e: ValidationError, given: dict[str, Any]) -> VllmFlagsError:
     spec = BY_FIELD.get(field)
     flag = spec.flag if spec else field
     return VllmFlagsError(
-        f"vLLM flag `{flag} {given.get(field, '')}`: {err['msg'].lower()}.",
+        f"vLLM flag `{flag} {given.get(field, '')}`: {explain_error({**err, 'loc': ()}).lower()}.",
         "Fix the value in the service's container args (vLLM would refuse it at start-up).",
     )
 

@@ -11,6 +11,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from skills.actions.params import PROPOSABLE as PROPOSABLE_PARAMS
+from skills.errors import explain_error
+from skills.text import shorten
 
 # Actions the bot may propose from model output: derived from the one params model per action
 # (skills/actions/params.py), which the agent's tool schemas and the plan builder use too.
@@ -78,11 +80,11 @@ def sanitize_action(action: ProposedAction) -> tuple[ProposedAction | None, str]
         return None, f"{name} proposed without any parameter"
     dropped = sorted(set(action.params) - fields)
     note = f"ignored unknown parameters {', '.join(dropped)}" if dropped else ""
-    return ProposedAction(action=name, params=params, reason=action.reason[:300]), note
+    return ProposedAction(action=name, params=params, reason=shorten(action.reason, 300)), note
 
 
 def _short(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+    return "; ".join(explain_error(e, flag_style=False) for e in exc.errors()[:5])
 
 
 def merge_actions(*groups: list[ProposedAction]) -> list[ProposedAction]:

@@ -1,7 +1,14 @@
 """Alerts and incidents: the domain behind alert threads.
 
 An `Alert` is one notification from any source (GCP Monitoring, Alertmanager), already normalised. An
-`Incident` is what one Slack thread shows: one or more alerts for the same service grouped within a window.
+`Incident` is what one Slack thread shows: the alerts of ONE failing condition on one service (its
+`condition_key`), grouped within a window. One failure, one investigation: an alert whose condition differs
+from the open incident's opens an incident of its own (its own thread, diagnosis and fix buttons) rather than a
+section in the service's thread, because a thread is what Slack users follow, resolve and act on as a unit:
+the fix buttons of a thread act on its incident (incident:by-thread), a resolve turns one header green, and two
+failures sharing a thread would share one header state and make "which failure did this button fix" a guess.
+Repeats of one condition (re-notifications, or the same alertname on more instances) stay coalesced lines in
+its thread.
 The rules here are pure (no I/O) so that replays and retries give the same answer: applying the same alert
 twice never changes an incident a second time.
 """
@@ -65,11 +72,18 @@ class Alert(BaseModel):
     test: bool = False  # the GCP console's "send test notification"
     # Alertmanager's `truncatedAlerts`: how many alerts of this notification's group it left out (max_alerts).
     truncated_alerts: int = Field(default=0, ge=0)
+    # What failed, as the sender names it: set by each source's parser (handlers/alerts/); "" means `name`.
+    condition: str = ""
 
     @property
     def key(self) -> str:
         """Identity of the alert across deliveries: source + fingerprint."""
         return f"{self.source}:{self.fingerprint}"
+
+    @property
+    def condition_key(self) -> str:
+        """The failing condition this alert reports: alerts with the same one on one service are one failure."""
+        return f"{self.source}:{self.condition or self.name}"
 
     def dedup_key(self) -> str:
         """Same alert, same state, same start: a webhook retry or a repeat, not news."""
@@ -90,18 +104,28 @@ class Member(BaseModel):
     url: str = ""
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    condition: str = ""  # Alert.condition_key
+
+
+class Fix(BaseModel):
+    """A write confirmed from the incident's thread that completed (skills/deploy/flow.py records it)."""
+
+    action: str  # e.g. "redeploy `vllm-gemma4`"
+    revision: str = ""  # the revision it made ready, when it made one
+    by: str = ""  # who confirmed it
+    at: datetime  # wall time it completed (the follow-up check counts on the publisher's clock from when it sees it)
 
 
 class Change(StrEnum):
     OPENED = "opened"  # first alert: a new thread
     JOINED = "joined"  # another alert for the same service inside the window
     REPEATED = "repeated"  # same alert still firing, notified again
-    REFIRED = "refired"  # a resolved alert fires again
+    REFIRED = "refired"  # a resolved alert (or its condition, under a new alert id) fires again: reopened
     RESOLVED = "resolved"  # a firing alert resolved
     STALE = "stale"  # older than what we know (out-of-order delivery): nothing to show
 
 
-EventKind = Literal["joined", "repeated", "refired", "resolved", "truncated"]
+EventKind = Literal["joined", "repeated", "refired", "resolved", "truncated", "fixed", "fix_pending"]
 
 
 class Event(BaseModel):
@@ -121,6 +145,9 @@ class Event(BaseModel):
     started_at: datetime | None = None
     took_s: float | None = None  # a resolved alert's own duration
     incident_duration_s: float | None = None  # set when this resolve resolved the whole incident
+    condition: str = ""  # joined alerts of one condition coalesce into one line
+    fix: Fix | None = None  # "fixed" / "fix_pending": the fix it follows up
+    waited_s: float | None = None  # "fix_pending": how long after the fix the condition still fired
 
 
 class Incident(BaseModel):
@@ -143,6 +170,7 @@ class Incident(BaseModel):
     rev: int = 0  # bumped by every change the header shows
     event_seq: int = 0
     events: list[Event] = Field(default_factory=list)  # not yet posted as thread lines
+    fix: Fix | None = None  # the latest fix confirmed from the thread
     truncated_alerts: int = 0
 
     @property
@@ -190,6 +218,8 @@ class Incident(BaseModel):
             self.last_event_at = now
         if change is Change.REPEATED:
             self.repeats += 1
+        if change is Change.REFIRED:
+            self.fix = None  # it did not hold: a later resolve is not this fix's doing
         if change in (Change.OPENED, Change.JOINED, Change.REFIRED, Change.RESOLVED):
             self.rev += 1
         self._note(change, alert, now)
@@ -232,14 +262,37 @@ class Incident(BaseModel):
                     ev.repeat_no = self.repeats
                     return
             self._add_event("repeated", alert, now, repeat_no=self.repeats)
-        elif change in (Change.JOINED, Change.REFIRED):
-            self._add_event(change.value, alert, now)  # type: ignore[arg-type]
+        elif change is Change.JOINED:
+            for ev in self.events:
+                if ev.kind == "joined" and ev.condition == alert.condition_key:
+                    ev.count += 1
+                    ev.last_at = now
+                    return
+            self._add_event("joined", alert, now, condition=alert.condition_key)
+        elif change is Change.REFIRED:
+            self._add_event("refired", alert, now)
         elif change is Change.RESOLVED:
             m = self.members.get(alert.key)
             took = (m.ended_at - m.started_at).total_seconds() if m and m.started_at and m.ended_at else None
             d = self.duration
             whole = d.total_seconds() if self.state == "resolved" and d is not None else None
             self._add_event("resolved", alert, now, took_s=took, incident_duration_s=whole)
+            if whole is not None and self.fix is not None:  # the fix confirmed from the thread did it
+                self._add_event("fixed", alert, now, fix=self.fix)
+
+    def record_fix(self, fix: Fix, now: datetime) -> None:
+        """A fix confirmed from the thread completed. If the condition already cleared (the close can arrive
+        before the write reports back), the follow-up line says so at once; otherwise the resolve will, or the
+        publisher's check says the condition still fires (skills/incidents/publisher.py)."""
+        self.fix = fix
+        self.rev += 1
+        if self.state == "resolved":
+            lead = self.lead
+            self.event_seq += 1
+            self.events.append(
+                Event(seq=self.event_seq, kind="fixed", key=lead.source + ":" + lead.fingerprint, name=lead.name,
+                      severity=lead.severity, first_at=now, last_at=now, fix=fix)
+            )  # fmt: skip
 
     def _fold(self, alert: Alert) -> Change:
         new = Member(
@@ -252,14 +305,18 @@ class Incident(BaseModel):
             url=alert.url,
             started_at=alert.started_at,
             ended_at=alert.ended_at if alert.state == "resolved" else None,
+            condition=alert.condition_key,
         )
         old = self.members.get(alert.key)
         if old is None:
+            was_resolved = bool(self.members) and self.state == "resolved"
             self.members[alert.key] = new
             if not self.primary:
                 self.primary = alert.key
                 return Change.OPENED
-            return Change.JOINED
+            # Its condition fires again under a new alert id (Cloud Monitoring opens a new incident id once the
+            # old one closed): the incident reopens rather than counting another alert.
+            return Change.REFIRED if was_resolved and alert.state == "firing" else Change.JOINED
         newer_start = bool(alert.started_at and old.started_at and alert.started_at > old.started_at)
         if alert.state == "firing":
             if old.state == "resolved":
@@ -292,8 +349,9 @@ def new_incident(entry_id: str, alert: Alert, channel: str, known_service: bool,
 
 
 def group_key(alert: Alert) -> str:
-    """What groups alerts into a thread: the service; alerts naming no service are never grouped."""
-    return f"svc:{alert.service}" if alert.service else f"alert:{alert.key}"
+    """What groups alerts into a thread: the service and the failing condition (one failure, one thread; see
+    the module's docstring); alerts naming no service are never grouped."""
+    return f"svc:{alert.service}:{alert.condition_key}" if alert.service else f"alert:{alert.key}"
 
 
 def is_known_service(service: str, known: frozenset[str]) -> bool:

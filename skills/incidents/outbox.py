@@ -1,7 +1,7 @@
 """The publisher's side of incident storage: which channels have Slack work, what each incident's Slack state
 is, the storm summary, and the records of effects that went wrong.
 
-The publisher (handlers/incident_publisher.py) decides and calls Slack; everything it reads or writes in Redis
+The publisher (skills/incidents/publisher.py) decides and calls Slack; everything it reads or writes in Redis
 goes through here. Writes that record what Slack was asked or answered go through the channel's fenced lease
 (skills/incidents/leases.py `guarded_hset`), so a holder that lost its lease cannot overwrite its successor's record.
 
@@ -10,6 +10,9 @@ Per channel:
   outbox:<channel>:opens    incidents opened in the last hour (zset, score = clock seconds): the storm detector
   outbox:<channel>:storm    the storm summary's state: since, since_wall, ts, digest, edit_at, fx:summary
   outbox:<channel>:lease    the fenced lease of the one instance posting into the channel
+Fix follow-ups:
+  outbox:fixchecks          incidents whose confirmed fix is checked later (zset "<channel> <id>", score = when,
+                            on the publisher's clock): due ones are marked for the publisher again
 Shared with the alert queue (bot/alert_queue.py):
   alerts:dead               the dead-letter stream (a header given up after `alert_max_attempts`)
   alerts:ambiguous          re-posts after another holder's unfinished attempt (possible duplicates)
@@ -130,6 +133,26 @@ class IncidentOutbox:
         """The stored investigation reply `index` (JSON), if any."""
         raw = await self.r.hget(self.store.k_replies(inc_id), str(index))
         return str(raw) if raw is not None else None
+
+    # --- fix follow-ups ----------------------------------------------------------------------------------
+    async def arm_fix_check(self, lease: Lease, inc: Incident, fix_key: str, due: float) -> bool:
+        """From now on the incident's fix `fix_key` is checked at `due` (publisher clock): recorded once."""
+        if not await self.write(lease, self.incident(inc.id), {"fix": fix_key, "fixcheck_due": repr(due)}):
+            return False
+        await self.r.zadd(self.store.key("outbox", "fixchecks"), {f"{inc.channel}\x1f{inc.id}": due})
+        return True
+
+    async def due_fix_checks(self, now: float) -> list[tuple[str, str]]:
+        """(channel, incident id) of the fix checks due by `now`, taken off the schedule and marked for work."""
+        key = self.store.key("outbox", "fixchecks")
+        due = [str(m) for m in await self.r.zrangebyscore(key, "-inf", now)]
+        out = []
+        for member in due:
+            channel, _, inc_id = member.partition("\x1f")
+            await self.store.mark(inc_id, channel)
+            await self.r.zrem(key, member)
+            out.append((channel, inc_id))
+        return out
 
     # --- the storm summary -------------------------------------------------------------------------------
     async def storm_state(self, channel: str) -> dict[str, str]:

@@ -3,7 +3,7 @@
 Recording is an optimistic transaction (WATCH the alert's and the service's index keys and the incident): two
 workers, on one instance or several, folding alerts of one service at once never lose one of them, and
 nothing needs a lock, so a worker killed mid-record stalls nobody. The same transaction marks the incident
-dirty in its channel's outbox; the publisher (handlers/incident_publisher.py) posts what it asks for.
+dirty in its channel's outbox; the publisher (skills/incidents/publisher.py) posts what it asks for.
 
 Per incident:
   incident:<id>          the Incident (JSON)
@@ -21,7 +21,7 @@ import json
 from datetime import datetime
 
 from skills.clock import REAL_CLOCK, Clock
-from skills.incidents.model import Alert, Change, Incident, group_key, is_known_service, new_incident
+from skills.incidents.model import Alert, Change, Fix, Incident, group_key, is_known_service, new_incident
 from skills.ports import Store, StorePipeline
 
 RECORD_TTL_S = 30 * 86400
@@ -141,6 +141,27 @@ class IncidentStore:
         if change is not Change.STALE:
             await self.mark(inc.id, inc.channel)
         return inc, change
+
+    async def record_fix(self, inc_id: str, fix: Fix, now: datetime) -> bool:
+        """A fix confirmed from the incident's thread completed: kept on the incident (its follow-up line comes
+        with the resolve, or from the publisher's check if the condition still fires). False: no such incident."""
+        key = self.k_incident(inc_id)
+
+        async def put(p: StorePipeline) -> Incident | None:
+            raw = await p.get(key)
+            if not raw:
+                return None
+            inc = Incident.model_validate_json(raw)
+            inc.record_fix(fix, now)
+            p.multi()
+            p.set(key, inc.model_dump_json(), ex=RECORD_TTL_S)
+            return inc
+
+        inc = await self.r.transaction(put, key, value_from_callable=True)
+        if inc is None:
+            return False
+        await self.mark(inc.id, inc.channel)
+        return True
 
     async def _find(self, p: StorePipeline, entry_id: str, alert: Alert, now: datetime, window: int) -> Incident | None:
         """Its own incident (a resolve or a retry always finds it; a re-fire while active), else the service's

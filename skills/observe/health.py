@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from skills.observe.query import explain_model_error
 from skills.ports import ModelAPI, ModelAPIError, ModelHTTPError, ModelServer, ProbeResult
+from skills.text import shorten
 
 TOOL_FLAGS = "--enable-auto-tool-choice --tool-call-parser gemma4"
 _TRIVIAL_TOOL: dict[str, Any] = {
@@ -55,7 +56,7 @@ async def deep_health(
     try:
         reply = await client.chat(model, [{"role": "user", "content": "Reply with the single word OK."}], max_tokens=8)
         h.chat_ok = True
-        h.chat_reply = reply.content.strip()[:200]
+        h.chat_reply = shorten(reply.content.strip(), 200)
     except ModelAPIError as exc:
         err = explain_model_error(exc, "chat completion")
         h.chat_error = err.message

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from skills.errors import UserFacingError
 from skills.ports import Metrics, MetricSeries
+from skills.text import shorten
 
 # metric under run.googleapis.com/ -> (label, unit)
 SERVICE_METRICS: dict[str, tuple[str, str]] = {
@@ -90,7 +91,7 @@ async def service_metrics(metrics: Metrics, service: str, minutes: int = 30, tim
         except TimeoutError:
             return MetricFigure(metric=metric, label=label, unit=unit, error=f"no answer in {timeout_s:g} s")
         except UserFacingError as exc:
-            return MetricFigure(metric=metric, label=label, unit=unit, error=exc.message[:120])
+            return MetricFigure(metric=metric, label=label, unit=unit, error=shorten(exc.message, 120))
 
     figures = await asyncio.gather(*(one(m) for m in SERVICE_METRICS))
     return ServiceMetrics(service=service, minutes=minutes, figures=list(figures))

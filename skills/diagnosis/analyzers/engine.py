@@ -8,6 +8,7 @@ import re
 
 from skills.diagnosis.analyzers.base import Line, LogView, analyzer, evidence_of, first_seen, rx
 from skills.diagnosis.findings import Finding, ProposedAction, Remediation
+from skills.text import shorten
 
 # vLLM logs its own prefix ("ERROR 05-27 11:47:57 [core.py:396] ") inside the text; exception lines follow it.
 _VLLM_PREFIX = re.compile(
@@ -110,7 +111,7 @@ def torch_compile(view: LogView) -> Finding | None:
     )
     return Finding(
         kind="torch_compile_failed",
-        title="torch.compile failed while vLLM compiled the model" + (f" ({exc[:120]})" if exc else ""),
+        title="torch.compile failed while vLLM compiled the model" + (f" ({shorten(exc, 120)})" if exc else ""),
         severity="critical",
         evidence=evidence_of(sorted(hits, key=lambda h: -int(bool(_COMPILE_EXC.search(h[0].text))))),
         remediation=Remediation(
@@ -154,7 +155,7 @@ def engine_startup(view: LogView) -> Finding | None:
     )
     evidence = ([first_error.evidence()] if first_error else []) + evidence_of(hits, 1)
     if first_error:
-        title = f"vLLM engine failed to start: {_body(first_error)[:160]}"
+        title = f"vLLM engine failed to start: {shorten(_body(first_error), 160)}"
         steps = [f"Fix the first error, which is the cause: {_body(first_error)[:300]}"]
     else:
         title = "vLLM engine failed to start (its own error is not in these logs)"

@@ -13,7 +13,7 @@ header edits. Repeats coalesce into one line per `alert_coalesce_interval_s`; he
 minute on one channel, one storm summary lists them all (edited in place every `alert_storm_edit_interval_s`)
 while their own threads open as the rate allows.
 
-Each effect is made at most once, its intent recorded first: handlers/incident_effects.py.
+Each effect is made at most once, its intent recorded first: skills/incidents/effects.py.
 """
 
 from __future__ import annotations
@@ -28,28 +28,18 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
-from handlers.incident_effects import REDIS_DOWN as _REDIS_DOWN
-from handlers.incident_effects import DeadNotice, Effect, ResponderFor, SlackEffects
-from handlers.incident_render import storm_reply
 from skills.clock import Clock
+from skills.incidents.effects import STORE_DOWN, DeadAnnounce, Effect, SlackEffects
 from skills.incidents.leases import Lease
 from skills.incidents.model import Incident, severity_rank
 from skills.incidents.outbox import IncidentOutbox, Loaded, Record
+from skills.incidents.settings import IncidentSettings
 from skills.incidents.store import IncidentStore
+from skills.ports import IncidentChat, Store
 from skills.retrying import RetryPolicy, describe_error, retry_call
 
-if TYPE_CHECKING:
-    from handlers.deps import HandlerDeps
-
 log = logging.getLogger(__name__)
-
-
-def _describe_error(exc: BaseException) -> str:
-    if isinstance(exc, _REDIS_DOWN):
-        return f"Redis unavailable ({type(exc).__name__})"
-    return f"unexpected error ({describe_error(exc)})"
 
 
 STORM_WINDOW_S = 60.0
@@ -76,16 +66,27 @@ class _Bucket:
         self.tokens -= 1.0
 
 
+def _fix_key(inc: Incident) -> str:
+    """Which fix of the incident (a later fix is checked anew)."""
+    return inc.fix.at.isoformat() if inc.fix else ""
+
+
 class IncidentPublisher(SlackEffects):
     def __init__(
-        self, deps: HandlerDeps, responder_for: ResponderFor, clock: Clock, on_dead: DeadNotice | None = None
+        self,
+        store: Store,
+        settings: IncidentSettings,
+        chat: IncidentChat,
+        clock: Clock,
+        on_dead: DeadAnnounce | None = None,
+        store_down: tuple[type[BaseException], ...] = STORE_DOWN,
     ) -> None:
-        self.deps = deps
-        self.s = deps.settings
+        self.s = settings
         self.clock = clock
-        self.outbox = IncidentOutbox(IncidentStore(deps.redis, self.s.key_prefix, clock))
-        self.responder_for = responder_for
+        self.outbox = IncidentOutbox(IncidentStore(store, self.s.key_prefix, clock))
+        self.chat = chat
         self.on_dead = on_dead
+        self.store_down = store_down
         self.owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.leases: dict[str, Lease] = {}
         self.post_buckets: dict[str, _Bucket] = {}
@@ -110,7 +111,7 @@ class IncidentPublisher(SlackEffects):
                 await asyncio.wait_for(self._task, timeout=grace_s)
             self._task = None
         for lease in self.leases.values():
-            with contextlib.suppress(*_REDIS_DOWN):
+            with contextlib.suppress(*self.store_down):
                 await lease.release()
 
     def wake(self) -> None:
@@ -140,11 +141,16 @@ class IncidentPublisher(SlackEffects):
             jitter_s=0.1,
             sleep=backoff,
             log=log,
-            describe=_describe_error,
-            traceback=lambda exc: not isinstance(exc, _REDIS_DOWN),
+            describe=self._describe_error,
+            traceback=lambda exc: not isinstance(exc, self.store_down),
         )
         while not self._stopping.is_set():
             await retry_call(policy, once)
+
+    def _describe_error(self, exc: BaseException) -> str:
+        if isinstance(exc, self.store_down):
+            return f"Redis unavailable ({type(exc).__name__})"
+        return f"unexpected error ({describe_error(exc)})"
 
     async def _idle(self, due_in: float | None, real_s: float = 0.1) -> None:
         """Wait before the next look at the outboxes. If something is waiting for Slack's budget or its
@@ -163,6 +169,7 @@ class IncidentPublisher(SlackEffects):
     # --- one step: every channel with work, one effect each ----------------------------------------------
     async def step(self) -> tuple[bool, float | None]:
         await self._flush()
+        await self.outbox.due_fix_checks(self.clock.now())
         did = False
         due: float | None = None
         for ch in await self.outbox.channels():
@@ -200,6 +207,11 @@ class IncidentPublisher(SlackEffects):
         scores = dict(entries)
         clean: list[str] = []
         for inc_id, (inc, pub, n_replies) in loaded.items():
+            if inc is not None and inc.fix is not None and pub.get("fix") != _fix_key(inc):
+                # A fix confirmed from its thread: checked after alert_fix_check_s on this clock.
+                if not await outbox.arm_fix_check(lease, inc, _fix_key(inc), now + self.s.alert_fix_check_s):
+                    return False, None
+                pub = {**pub, "fix": _fix_key(inc), "fixcheck_due": repr(now + self.s.alert_fix_check_s)}
             fx = self._effects(inc, pub, n_replies, now) if inc else []
             if fx:
                 effects += fx
@@ -229,10 +241,14 @@ class IncidentPublisher(SlackEffects):
             through = int(pub.get("through", 0))
             events = [e for e in inc.events if e.seq > through]
             if events:
-                urgent = any(e.kind in ("resolved", "refired") for e in events)
+                urgent = any(e.kind in ("resolved", "refired", "fixed") for e in events)
                 last = pub.get("line_at")  # leading edge: the first line after a quiet interval goes at once
                 due = now if urgent or not last else float(last) + self.s.alert_coalesce_interval_s
                 out.append(Effect((2 if urgent else 3, sev, opened, 1), due, "lines", "post", inc, pub, events))
+        fix_due = pub.get("fixcheck_due")
+        if inc.fix is not None and not resolved and fix_due and pub.get("fixcheck_done") != pub.get("fix"):
+            if now >= float(fix_due):  # not yet due: not kept dirty (outbox:fixchecks marks it again then)
+                out.append(Effect((3, sev, opened, 2), now, "fixcheck", "post", inc, pub))
         if int(pub.get("rev", 0)) < inc.rev:
             due = now if resolved else float(pub.get("edit_at", 0)) + self.s.alert_header_debounce_s
             out.append(Effect((2 if resolved else 4, sev, opened), due, "edit", "update", inc, pub))
@@ -246,12 +262,14 @@ class IncidentPublisher(SlackEffects):
         incs = [x.inc for x in loaded.values() if x.inc is not None]
         threads = {i for i, x in loaded.items() if x.pub.get("ts")}
         since = datetime.fromisoformat(storm["since_wall"])
-        reply = storm_reply(incs, threads, ch, since)
-        digest = hashlib.sha256(reply.model_dump_json().encode()).hexdigest()[:16]
+        # What the summary shows, as data (the surface renders it): it is edited only when this changes.
+        shown = sorted((i.id, i.state, i.severity, i.id in threads) for i in incs)
+        digest = hashlib.sha256(repr(shown).encode()).hexdigest()[:16]
+        view = (incs, threads, since)
         if not storm.get("ts"):
-            return [Effect((0,), now, "summary", "post", None, storm, (self.outbox.storm(ch), reply, digest))]
+            return [Effect((0,), now, "summary", "post", None, storm, (self.outbox.storm(ch), view, digest))]
         if storm.get("digest") != digest:
-            return [Effect((0,), due, "summary-edit", "update", None, storm, (self.outbox.storm(ch), reply, digest))]
+            return [Effect((0,), due, "summary-edit", "update", None, storm, (self.outbox.storm(ch), view, digest))]
         if recent == 0 and len(threads) == len(incs):  # quiet, every thread open, summary final: storm over
             await self.outbox.end_storm(ch)
             log.info("alert storm on %s is over (%d incidents)", ch, len(incs))

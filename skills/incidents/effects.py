@@ -1,4 +1,5 @@
-"""The Slack effects of the incident publisher (handlers/incident_publisher.py), each made at most once.
+"""The Slack effects of the incident publisher (skills/incidents/publisher.py), each made at most once, through
+the IncidentChat port (skills/ports.py: the surface renders).
 
 Before a post its intent is recorded under the channel's fenced lease (fx:<effect> = intent:<lease>), after
 it the result (done:<ts>), with the state it moves on (the thread's ts, the last event posted). A holder that
@@ -16,29 +17,25 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-from slack_sdk.errors import SlackApiError
-
-from handlers.context import Responder
-from handlers.incident_render import header_reply, lines_reply
-from handlers.reply import Reply
 from skills.clock import Clock
 from skills.incidents.leases import Lease
-from skills.incidents.model import Alert, Incident
+from skills.incidents.model import Alert, Event, Incident
 from skills.incidents.outbox import IncidentOutbox, Record
 from skills.logs.redact import redact
+from skills.ports import ChatRefused, IncidentChat
 
 if TYPE_CHECKING:
-    from handlers.deps import HandlerSettings
+    from skills.incidents.settings import IncidentSettings
 
 log = logging.getLogger(__name__)
 
-ResponderFor = Callable[[str], Responder]
-DeadNotice = Callable[[str, Alert | None, str, int], Awaitable[None]]
-REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+DeadAnnounce = Callable[[str, Alert | None, str, int], Awaitable[None]]
+# What a store outage raises when the wiring says nothing more precise (bot/ passes the Redis client's own
+# connection and timeout errors too): an outage is never an effect's failure, the publisher rides it out.
+STORE_DOWN: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, OSError)
 
 
 @dataclass(order=True)
@@ -59,11 +56,12 @@ class Effect:
 class SlackEffects:
     """Mixin: the effects themselves. The publisher provides the attributes below."""
 
-    s: HandlerSettings
+    s: IncidentSettings
     clock: Clock
     outbox: IncidentOutbox
-    responder_for: ResponderFor
-    on_dead: DeadNotice | None
+    chat: IncidentChat
+    store_down: tuple[type[BaseException], ...]
+    on_dead: DeadAnnounce | None
     stats: Counter[str]
     retry_at: dict[str, float]
     _unsaved: list[tuple[Lease, Record, dict[str, str]]]
@@ -78,10 +76,12 @@ class SlackEffects:
                 await self._lines(lease, eff)
             elif eff.kind == "edit":
                 await self._edit(lease, eff)
+            elif eff.kind == "fixcheck":
+                await self._fixcheck(lease, eff)
             else:
                 await self._summary(ch, lease, eff)
             self.retry_at.pop(eff.name, None)
-        except REDIS_DOWN:
+        except self.store_down:
             raise
         except Exception as exc:  # noqa: BLE001 - every effect failure is retried or dead-lettered by _failed
             await self._failed(lease, eff, exc)
@@ -102,7 +102,7 @@ class SlackEffects:
             return None
         try:
             ts = await call()
-        except SlackApiError:
+        except ChatRefused:
             await self.outbox.write(lease, rec, {f"fx:{fx}": "failed"})  # Slack answered: it was not posted
             raise
         self.stats["posts"] += 1
@@ -113,7 +113,7 @@ class SlackEffects:
         when Redis is back (`_flush`): an outage between the post and this write must not cause a re-post."""
         try:
             return await self.outbox.write(lease, rec, state)
-        except REDIS_DOWN:
+        except self.store_down:
             self._unsaved.append((lease, rec, state))
             raise
 
@@ -128,11 +128,14 @@ class SlackEffects:
     async def _header(self, ch: str, lease: Lease, eff: Effect) -> None:
         inc = eff.inc
         assert inc is not None
-        slack = self.responder_for(ch)
         rec = self.outbox.incident(inc.id)
+        channel = eff.pub.get("channel") or ch
 
         async def post() -> str:
-            return await slack.post(header_reply(inc, self.s.vllm_service_name))
+            nonlocal channel
+            posted = await self.chat.post_header(ch, inc)
+            channel = posted.channel
+            return posted.ts
 
         ts = await self._once(lease, rec, eff.pub, "header", post)
         if ts is None:
@@ -141,7 +144,7 @@ class SlackEffects:
         done = {
             "fx:header": f"done:{ts}",
             "ts": ts,
-            "channel": eff.pub.get("channel") or slack.channel,
+            "channel": channel,
             "rev": str(inc.rev),
             "through": str(inc.event_seq),  # what happened before the header is in the header
             "line_at": "",
@@ -156,12 +159,14 @@ class SlackEffects:
         assert inc is not None
         i = int(eff.arg)
         raw = await self.outbox.reply(inc.id, i)
-        reply = Reply.model_validate_json(raw) if raw else Reply(title="(missing reply)")
-        slack = self.responder_for(eff.pub["channel"])
         rec = self.outbox.incident(inc.id)
+        if raw is None:  # expired between the count and the read: nothing left to post
+            log.warning("investigation reply %d of %s is gone; skipping it", i, inc.id)
+            await self._save(lease, rec, {"replies": str(i + 1)})
+            return
 
         async def post() -> str:
-            return await slack.post(reply, thread_ts=eff.pub["ts"])
+            return await self.chat.post_rendered(eff.pub["channel"], eff.pub["ts"], raw)
 
         ts = await self._once(lease, rec, eff.pub, f"reply:{i}", post)
         if ts is not None:
@@ -172,43 +177,63 @@ class SlackEffects:
         assert inc is not None
         events = eff.arg
         last = events[-1].seq
-        slack = self.responder_for(eff.pub["channel"])
         rec = self.outbox.incident(inc.id)
 
         async def post() -> str:
-            return await slack.post(lines_reply(events, inc.service), thread_ts=eff.pub["ts"])
+            return await self.chat.post_lines(eff.pub["channel"], eff.pub["ts"], events, inc.service)
 
         ts = await self._once(lease, rec, eff.pub, f"lines:{last}", post)
         if ts is not None:
             state = {f"fx:lines:{last}": f"done:{ts}", "through": str(last), "line_at": repr(self.clock.now())}
             await self._save(lease, rec, state)
 
+    async def _fixcheck(self, lease: Lease, eff: Effect) -> None:
+        """The fix confirmed from the thread did not clear the condition in time: say so, once per fix."""
+        inc = eff.inc
+        assert inc is not None and inc.fix is not None
+        fix_key = eff.pub.get("fix", "")
+        now = self.clock.now()
+        armed_at = float(eff.pub.get("fixcheck_due", now)) - self.s.alert_fix_check_s
+        at = datetime.now(UTC)
+        ev = Event(seq=0, kind="fix_pending", name=inc.lead.name, first_at=at, last_at=at, fix=inc.fix,
+                   waited_s=max(now - armed_at, 0.0))  # fmt: skip
+        rec = self.outbox.incident(inc.id)
+
+        async def post() -> str:
+            return await self.chat.post_lines(eff.pub["channel"], eff.pub["ts"], [ev], inc.service)
+
+        ts = await self._once(lease, rec, eff.pub, f"fixcheck:{fix_key}", post)
+        if ts is not None:
+            await self._save(lease, rec, {f"fx:fixcheck:{fix_key}": f"done:{ts}", "fixcheck_done": fix_key})
+
     async def _edit(self, lease: Lease, eff: Effect) -> None:
         inc = eff.inc
         assert inc is not None
-        slack = self.responder_for(eff.pub["channel"])
-        await slack.update(eff.pub["ts"], header_reply(inc, self.s.vllm_service_name))  # idempotent: no intent
+        await self.chat.edit_header(eff.pub["channel"], eff.pub["ts"], inc)  # idempotent: no intent
         self.stats["updates"] += 1
         state = {"rev": str(inc.rev), "edit_at": repr(self.clock.now())}
         await self.outbox.write(lease, self.outbox.incident(inc.id), state)
 
     async def _summary(self, ch: str, lease: Lease, eff: Effect) -> None:
-        storm, reply, digest = eff.arg
+        storm, view, digest = eff.arg
+        incs, threads, since = view
         now = repr(self.clock.now())
         if eff.kind == "summary-edit":
-            slack = self.responder_for(eff.pub["channel"])
-            await slack.update(eff.pub["ts"], reply)
+            await self.chat.edit_storm(eff.pub["channel"], eff.pub["ts"], incs, threads, since)
             self.stats["updates"] += 1
             await self.outbox.write(lease, storm, {"digest": digest, "edit_at": now})
             return
-        slack = self.responder_for(ch)
+        channel = ch
 
         async def post() -> str:
-            return await slack.post(reply)
+            nonlocal channel
+            posted = await self.chat.post_storm(ch, incs, threads, since)
+            channel = posted.channel
+            return posted.ts
 
         ts = await self._once(lease, storm, eff.pub, "summary", post)
         if ts is not None:
-            state = {"fx:summary": f"done:{ts}", "ts": ts, "channel": slack.channel, "digest": digest, "edit_at": now}
+            state = {"fx:summary": f"done:{ts}", "ts": ts, "channel": channel, "digest": digest, "edit_at": now}
             await self._save(lease, storm, state)
 
     async def _failed(self, lease: Lease, eff: Effect, exc: Exception) -> None:
@@ -236,6 +261,8 @@ class SlackEffects:
             await self.outbox.write(lease, rec, {"through": str(eff.arg[-1].seq)})
         elif eff.kind == "reply":
             await self.outbox.write(lease, rec, {"replies": str(int(eff.arg) + 1)})
+        elif eff.kind == "fixcheck":
+            await self.outbox.write(lease, rec, {"fixcheck_done": eff.pub.get("fix", "")})
         else:
             await self.outbox.write(lease, rec, {"rev": str(inc.rev)})
 
