@@ -117,3 +117,14 @@ async def test_eval_is_planned_confirmed_by_a_deployer_and_serialised(make_deps:
     await deps.drain(timeout_s=120)
     card = next(r for _, r in responder.threads if r.title.startswith(":bar_chart:"))
     assert "100%" in card.title
+
+
+async def test_a_timed_query_needs_a_deployer(deps_for) -> None:  # noqa: F811
+    """`/gemma query` sends a real completion too: the same rule as health's."""
+    with running_sim(ttft_s=0.01) as (sim, url):
+        deps = deps_for(url)
+        refused = await run_command(_cmd(deps, "UOTHER", ["hello"]), "query")
+        assert refused is not None and "not allowed" in refused.title.lower()
+        assert sim.state.requests == 0
+        ok = await run_command(_cmd(deps, "UDEPLOYER", ["hello"]), "query")
+    assert ok is not None and "not allowed" not in ok.title.lower() and sim.state.requests > 0
