@@ -44,7 +44,7 @@ async def test_query_ttft_is_the_first_text_chunk_and_tokens_come_from_usage(dep
 async def test_query_command_shows_stats_and_rejects_empty(deps_for) -> None:  # noqa: F811
     with running_sim(ttft_s=0.02) as (_, url):
         deps = deps_for(url)
-        reply = await run_command(_ctx(deps, ["What", "is", "vLLM?"]), "query")
+        reply = await run_command(_ctx(deps, ["What", "is", "vLLM?"], "UDEPLOYER"), "query")
         assert reply is not None
         text = reply_text(reply)
         assert "the quick brown fox" in text and "TTFT" in text and "12 output tokens" in text

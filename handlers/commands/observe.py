@@ -156,6 +156,7 @@ async def query(ctx: CommandContext) -> Reply:
         raise InvalidInput("Nothing to ask.", COMMANDS["query"].parser.usage_hint())
     prompt = redact(prompt)  # never send a pasted secret to the model
     d = ctx.deps
+    await require_deployer(d, ctx.user_id, "run a timed query (its completion wakes the model)")
     client = await d.endpoint.client()
     model = await d.endpoint.model_id()
     return _simulated_note(ctx, render_query(prompt, await stream_query(client, model, prompt)))
