@@ -1,9 +1,12 @@
 """How the deterministic diagnosis does on real users' logs (the labelled corpus of issue 15).
 
-    python bench/diagnosis_corpus.py [CORPUS_DIR]      (default: tests/data/field_logs)
+    python bench/diagnosis_corpus.py [CORPUS_DIR ...]
 
-Prints the exact-match rate on root-cause kinds, recall per kind, consequences placed under their cause,
-false positives on healthy logs, and every log the diagnosis gets wrong.
+With no argument it scores every labelled set in tests/data, each on its own: the frozen corpus the rules were
+tuned on (field_logs), the first held-out batch (field_logs_heldout), and issue 31's new logs, its tuning half
+(field_logs_tuning) and its held-out half (field_logs_heldout2). For each set it prints the exact-match rate on
+root-cause kinds, recall per kind, consequences placed under their cause, false positives on healthy logs, failures
+no kind covers that were given a cause anyway, and every log the diagnosis gets wrong.
 """
 
 from __future__ import annotations
@@ -16,10 +19,14 @@ sys.path.insert(0, str(REPO))
 
 from skills.diagnosis.corpus_eval import render, score_corpus  # noqa: E402
 
+SETS = ("field_logs", "field_logs_heldout", "field_logs_tuning", "field_logs_heldout2")
+
 
 def main(argv: list[str]) -> int:
-    folder = Path(argv[1]) if len(argv) > 1 else REPO / "tests" / "data" / "field_logs"
-    print(render(score_corpus(folder)))
+    folders = [Path(a) for a in argv[1:]] or [REPO / "tests" / "data" / name for name in SETS]
+    for folder in folders:
+        print(f"== {folder.name}")
+        print(render(score_corpus(folder)))
     return 0
 
 

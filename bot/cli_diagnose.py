@@ -23,6 +23,7 @@ from bot.settings import Settings
 from skills.diagnosis.diagnose import diagnose
 from skills.diagnosis.findings import Diagnosis
 from skills.logs.fetch import Malformed, entry_from_api, iter_line_entries
+from skills.logs.input_format import sniff
 from skills.logs.sieve import LogSieve
 from skills.ports import LogEntry
 
@@ -147,9 +148,9 @@ def render_text(d: Diagnosis) -> str:
 
 def _read(stream: BinaryIO) -> tuple[LogSieve, int, bytes]:
     first = stream.read(64 * 1024)
-    chunks = _chunks(first, stream)
+    fmt, chunks = sniff(_chunks(first, stream))  # decided by parsing: `[rank0]:` text is not an array
     malformed = Malformed()
-    if first.lstrip().startswith(b"["):
+    if fmt == "json-array":
         entries = _array_entries(chunks, malformed)
     else:
         entries = iter_line_entries(_lines(chunks), malformed)

@@ -141,3 +141,28 @@ async def test_moving_from_the_bucket_to_the_hub_drops_the_model_volume(deps: An
     assert "template.volumes[models].gcs.bucket" in [c.path for c in plan.changes]
     assert not cloud_run.services[SERVICE]["template"].get("volumes")
     assert not main_container(cloud_run.services[SERVICE]).get("volumeMounts")
+
+
+async def test_a_redeploy_changes_the_image_only_to_a_catalog_image_that_passes_the_check(
+    deps: Any, cloud_run: CloudRunStandIn
+) -> None:
+    """Issue 31: the cuda_incompatible fix is a redeploy with another image, through the same compatibility check."""
+    await deploy(deps, {"profile": "gemma4-12b-qat-l4"})
+    writes = [r for r in cloud_run.requests if r[0] != "GET"]
+    # Not in the compatibility data: refused before anything is planned, whatever the string holds.
+    for image in ("vllm/vllm-openai:latest", "gcr.io/acme/vllm:dev", "vllm/vllm-openai:v0.25.1-cu129; rm -rf /"):
+        with pytest.raises(InvalidInput, match="compatibility data"):
+            await build_plan("redeploy", {"image": image}, deps.runtime, deps.writes.env)
+    # In the data, but a CUDA 13 build on the L4's driver 535: the planner's check refuses it.
+    with pytest.raises(InvalidInput) as exc:
+        await build_plan("redeploy", {"image": "vllm/vllm-openai:v0.25.1"}, deps.runtime, deps.writes.env)
+    assert "the requested image" in exc.value.message and "535.216.03" in exc.value.message
+    assert "vllm/vllm-openai:v0.25.1-cu129" in exc.value.hint
+    assert [r for r in cloud_run.requests if r[0] != "GET"] == writes  # nothing was written
+    # A catalog image that runs there: planned as an image change, and applied.
+    plan = await build_plan("redeploy", {"image": "vllm/vllm-openai:v0.24.0-cu129"}, deps.runtime, deps.writes.env)
+    assert [(c.path, c.new) for c in plan.changes if "image" in c.path] == [
+        ("template.containers[0].image", "vllm/vllm-openai:v0.24.0-cu129")
+    ]
+    assert (await execute(deps.runtime, plan, poll_s=0.0)).ok
+    assert main_container(cloud_run.services[SERVICE])["image"] == "vllm/vllm-openai:v0.24.0-cu129"

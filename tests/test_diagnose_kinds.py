@@ -179,6 +179,20 @@ CASES: dict[str, list[list[str | tuple]]] = {
         ["RuntimeError: bf16 is not supported on this device"],
         ["TypeError: Current GPU does not support bfloat16"],
     ],
+    # The CUDA runtime's / PyTorch's wordings (skills/diagnosis/analyzers/cuda.py), as in real logs:
+    # gpustack #1540 (older engine, 804), bladebit #431 (error 35), vLLM #1936 (no kernels), vLLM #1772 (torch).
+    "cuda_incompatible": [
+        [
+            "ERROR 03-26 05:25:01 engine.py:389] Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+            "functions before calling NumCudaDevices() that might have already set an error? Error 804: forward "
+            "compatibility was attempted on non supported HW"
+        ],
+        [
+            " CUDA error: 35 (0x23) cudaErrorInsufficientDriver : CUDA driver version is insufficient for CUDA runtime version"
+        ],
+        ["vllm_1   | RuntimeError: CUDA error: no kernel image is available for execution on the device"],
+        ["RuntimeError: The NVIDIA driver on your system is too old"],
+    ],
     "tool_parser_missing": [
         [
             '{"object":"error","message":"\\"auto\\" tool choice requires --enable-auto-tool-choice and '
@@ -218,9 +232,11 @@ CASES: dict[str, list[list[str | tuple]]] = {
         [
             "INFO 01-05 10:10:00 metrics.py:351] Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: "
             f"200.0 tokens/s, Running: 8 reqs, Swapped: 0 reqs, Pending: {n} reqs, GPU KV cache usage: 99.0%"
-            for n in (30, 31)
+            for n in (30, 31, 31)  # several intervals, not draining (issue 31: two were enough before)
         ],
         [("WARNING", "POST https://vllm-gemma4-abc.a.run.app/v1/chat/completions 429", 429)] * 5,
+        # Requests timing out: Cloud Run's 504 for a request past the service's timeout.
+        [("ERROR", "POST https://vllm-gemma4-abc.a.run.app/v1/chat/completions 504", 504)] * 3,
     ],
     "gpu_quota_exceeded": [
         [("ERROR", "Quota exceeded for total allowable count of GPUs per project per region (us-central1).")],
@@ -377,7 +393,10 @@ def test_remediations_carry_concrete_parameters() -> None:
     assert _actions(CASES["torch_compile_failed"][0]) == [("redeploy", {"enforce_eager": True})]
     assert _actions(CASES["max_model_len_exceeds_model"][0]) == [("redeploy", {"max_model_len": 131072})]
     assert _actions(CASES["cloud_run_quota_exceeded"][1]) == [("scale", {"min_instances": 0, "max_instances": 10})]
-    assert _actions(CASES["container_exited_at_start"][0]) == []  # an image choice is a human's call
+    # The image lacks the gemma4 parser: a redeploy onto the image the compatibility data names (issue 31).
+    assert _actions(CASES["container_exited_at_start"][0]) == [
+        ("redeploy", {"image": "vllm/vllm-openai:v0.25.1-cu129"})
+    ]
     assert _actions(CASES["container_memory_exceeded"][3]) == [("redeploy", {"memory": "4Gi"})]
     assert _actions(CASES["container_memory_exceeded"][4]) == [("redeploy", {"memory": "16Gi", "cpu": "4"})]
 

@@ -227,9 +227,22 @@ async def test_tool_parser_missing_enables_gemma4_tool_calling(deps: Deps, cloud
     assert "--tool-call-parser,gemma4,--reasoning-parser,gemma4" in plan.gcloud
 
 
-async def test_unknown_parser_in_this_image_keeps_written_steps_only() -> None:
+async def test_unknown_parser_in_this_image_moves_to_the_image_the_compatibility_data_names(
+    deps: Deps, cloud_run: CloudRunStandIn
+) -> None:
+    # Issue 31: not a guess any more: the newest image vllm_images.yaml names for the model on this GPU, which
+    # the planner checks again before the plan exists.
+    spec = spec_for()
+    spec["template"]["containers"][0]["image"] = "vllm/vllm-openai:v0.12.0"  # from before the gemma4 parsers
+    await seed(deps, spec)
     lines = ["KeyError: 'invalid tool call parser: gemma4 (chose from { hermes,llama3_json,mistral,pythonic })'"]
-    assert proposals(lines, "container_exited_at_start") == []  # a newer image is not something to guess
+    (action,) = proposals(lines, "container_exited_at_start")
+    assert action.params == {"image": "vllm/vllm-openai:v0.25.1-cu129"}
+    plan = await plan_of(deps, action)
+    assert changed(plan)["template.containers[0].image"] == (
+        "vllm/vllm-openai:v0.12.0",
+        "vllm/vllm-openai:v0.25.1-cu129",
+    )
 
 
 async def test_bf16_unsupported_runs_half(deps: Deps, cloud_run: CloudRunStandIn) -> None:
@@ -347,6 +360,9 @@ async def test_invalid_fix_params_are_refused(
 async def test_agent_cannot_smuggle_args_and_noop_fixes_are_refused(deps: Deps, cloud_run: CloudRunStandIn) -> None:
     smuggled = ProposedAction(action="redeploy", params={"args": ["--trust-remote-code"], "image": "evil/vllm"})
     clean, note = sanitize_action(smuggled)
+    # `image` is a field since issue 31, but only for images in the compatibility data.
+    assert clean is None and "Unknown image `evil/vllm`" in note
+    clean, note = sanitize_action(ProposedAction(action="redeploy", params={"args": ["--trust-remote-code"]}))
     assert clean is None and "without any parameter" in note
     with pytest.raises(InvalidInput, match="args is not a known option"):
         await build_plan("redeploy", {"dtype": "half", "args": ["--x"]}, deps.runtime, deps.writes.env)

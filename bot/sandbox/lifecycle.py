@@ -5,8 +5,10 @@ How it ends is decided from the revision's own settings, not scripted: the capac
 check (skills.capacity.fit.check_as_deployed) says whether the weights, the KV cache for one full sequence, the
 CUDA-graph warm-up and the host RAM for loading fit; the startup probe's budget is compared with the
 planner's cold-start estimate; a GCS FUSE mount without uid=1001 cannot be read; a Hub download without
-HF_TOKEN is refused (gated model). Phases: pulling the image and starting the container, weights loading
-(vLLM's shard progress), warm-up, then ready or failed. Nothing here sleeps: `tick()` writes what is due by
+HF_TOKEN is refused (gated model); an image whose vLLM predates the model, or whose CUDA build the GPU's
+driver cannot run, fails as the compatibility data (skills/data/vllm_images.yaml) says it would. Phases:
+pulling the image and starting the container, weights loading (vLLM's shard progress), warm-up, then ready
+or failed. Nothing here sleeps: `tick()` writes what is due by
 the clock, and whoever polls (the Cloud Run and Logging simulators, the sandbox's ticker) calls it.
 """
 
@@ -26,6 +28,7 @@ from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
 from skills.capacity.catalog import load_catalog
 from skills.capacity.deployed import check_as_deployed
 from skills.capacity.fit_types import FitRequest
+from skills.capacity.image_compat import load_image_data, parse_image, version
 from skills.deploy.render_service import ANNOTATION_MODEL, gib
 from skills.deploy.vllm_flags import VllmFlags, planner_kv
 
@@ -106,6 +109,24 @@ def deployed_config(svc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _image_problem(cfg: dict[str, Any]) -> str | None:
+    """How the image fails here, by the compatibility data (skills/data/vllm_images.yaml), as on Cloud Run:
+    "too_old" (its vLLM predates the model family), the GPU driver's CUDA version when the image's CUDA build
+    needs a newer driver, or None (fits, or a custom tag we cannot place)."""
+    data = load_image_data()
+    ref = parse_image(cfg["image"], data)
+    if ref.vllm is None:
+        return None
+    fam = data.families.get(load_catalog().model(cfg["model_name"]).family)
+    if fam is not None and ref.vllm < version(fam.min_vllm):
+        return "too_old"
+    drv = data.cloud_run_gpus.get(cfg["gpu"])
+    need = data.cuda_min_driver.get(ref.cuda_major) if ref.cuda_major else None
+    if drv is not None and need is not None and drv.driver_major < need:
+        return drv.driver_cuda
+    return None
+
+
 def plan_startup(svc: dict[str, Any], service: str, revision: str) -> Startup:
     """The revision's start-up as a timeline of log lines and its outcome."""
     cfg = deployed_config(svc)
@@ -158,6 +179,14 @@ def plan_startup(svc: dict[str, Any], service: str, revision: str) -> Startup:
             "startup_probe_timeout",
         )
 
+    image_problem = _image_problem(cfg)
+    if image_problem == "too_old":
+        # The image's Transformers cannot read the checkpoint's config: it dies before the engine starts.
+        early = [x for x in lines if "Resolved architecture" not in x.text and x.at <= t - 3.0 + 0.8]
+        lines[:] = early
+        return fail("container_exited_at_start", sl.unknown_architecture_lines(t - 2.0, "gemma4"))
+    if image_problem is not None:
+        return fail("cuda_incompatible", sl.driver_too_old_lines(t + 0.5, image_problem))
     if cfg["fuse"] and not cfg["fuse_uid_ok"]:
         return fail("gcs_fuse_permission_denied", sl.fuse_denied_lines(t + 0.5, cfg["model"]))
     if not cfg["fuse"] and not cfg["hf_token"]:

@@ -100,6 +100,17 @@ def _gated(t: dict[str, Any]) -> None:
     t.pop("volumes", None)
 
 
+def _old_image(t: dict[str, Any]) -> None:
+    # A hand deploy of an image from before Gemma 4 (vLLM 0.12.0 < 0.19.1, skills/data/vllm_images.yaml families).
+    _main(t)["image"] = "vllm/vllm-openai:v0.12.0"
+
+
+def _cuda13_on_l4(t: dict[str, Any]) -> None:
+    # The unsuffixed tag is the CUDA 13.0 build since v0.20.0; the L4's driver 535 (CUDA 12.2) cannot run it.
+    _main(t)["image"] = "vllm/vllm-openai:v0.25.1"
+    t.setdefault("nodeSelector", {})["accelerator"] = "nvidia-l4"
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -115,6 +126,10 @@ SCENARIOS: dict[str, Scenario] = {
                  "vLLM revision failed to start", _fuse),
         Scenario("gated-model", "a gated model pulled from the Hub without HF_TOKEN", "hf_auth_failed",
                  "vLLM revision failed to start", _gated),
+        Scenario("image-too-old", "vllm/vllm-openai:v0.12.0: its Transformers does not know Gemma 4",
+                 "container_exited_at_start", "vLLM revision failed to start", _old_image),
+        Scenario("image-too-new-for-driver", "a CUDA 13 build (v0.25.1) on the L4's driver 535",
+                 "cuda_incompatible", "vLLM revision failed to start", _cuda13_on_l4),
         Scenario("queue-saturation", "more requests than the instance serves: queueing, KV cache at 97%",
                  "request_queue_saturated", "vLLM requests waiting", load=True),
     )

@@ -14,6 +14,13 @@ Sources of the wording:
   16384 MiB exceeded').
 - FUSE: Python's PermissionError for a file under the mount (field notes: Permission denied under
   /mnt/models when the mount lacks uid=1001;gid=1001).
+- An image too old for the model: Transformers' unknown-architecture ValueError (transformers
+  models/auto/configuration_auto.py AutoConfig.from_pretrained: "The checkpoint you are trying to load has model
+  type `X` but Transformers does not recognize this architecture ..."; field: vllm-project/vllm#14696 in
+  tests/data/field_logs).
+- An image too new for the GPU's driver: PyTorch's "The NVIDIA driver on your system is too old (found version
+  N)" (c10/cuda/CUDAFunctions.cpp, raised from torch/cuda/__init__.py _lazy_init; N is the driver's CUDA
+  version as 1000 x major + 10 x minor), then vLLM's "EngineCore failed to start".
 - Gated model: huggingface_hub's GatedRepoError for an unauthenticated (401) download, as quoted in public
   reports: "401 Client Error. Cannot access gated repo for url https://huggingface.co/<repo>/resolve/main/
   config.json. Access to model <repo> is restricted. You must have access to it and be authenticated to
@@ -266,4 +273,38 @@ def gated_lines(at: float, repo: str) -> list[Line]:
             severity="ERROR",
         ),
         Line(at + 1.0, "Container called exit(1).", log="varlog/system"),
+    ]
+
+
+def unknown_architecture_lines(at: float, model_type: str) -> list[Line]:
+    """An image whose Transformers predates the model: AutoConfig refuses the checkpoint's model type."""
+    return [
+        Line(at, "Traceback (most recent call last):", severity="ERROR"),
+        Line(
+            at + 0.1,
+            f"ValueError: The checkpoint you are trying to load has model type `{model_type}` but Transformers does "
+            "not recognize this architecture. This could be because of an issue with the checkpoint, or because your "
+            "version of Transformers is out of date.",
+            severity="ERROR",
+        ),
+        Line(at + 1.0, "Container called exit(1).", log="varlog/system"),
+    ]
+
+
+def driver_too_old_lines(at: float, driver_cuda: str) -> list[Line]:
+    """An image whose CUDA build needs a newer driver: torch fails to initialise CUDA in the engine core."""
+    major, minor = (int(x) for x in driver_cuda.split(".")[:2])
+    return [
+        Line(at, "[core.py:708] EngineCore failed to start.", severity="ERROR", vllm="ERROR"),
+        Line(at + 0.1, "Traceback (most recent call last):", severity="ERROR"),
+        Line(at + 0.1, f'  File "{_VENV}/torch/cuda/__init__.py", line 372, in _lazy_init', severity="ERROR"),
+        Line(
+            at + 0.2,
+            f"RuntimeError: The NVIDIA driver on your system is too old (found version {major * 1000 + minor * 10}). "
+            "Please update your GPU driver by downloading and installing a new version from the URL: "
+            "http://www.nvidia.com/Download/index.aspx Alternatively, go to: https://pytorch.org to install a PyTorch "
+            "version that has been compiled with your version of the CUDA driver.",
+            severity="ERROR",
+        ),
+        *_engine_dies(at + 0.3)[1:],
     ]

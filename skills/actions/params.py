@@ -33,7 +33,8 @@ _MODEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,99}$"
 class RedeployFixes(BaseModel):
     """Fixes a redeploy may apply besides the numeric settings. Each one maps to fixed flags, env vars or
     mount options chosen by the bot (the secret and bucket names come from settings, the model from the
-    catalog), so no value here can put arbitrary text into the container's args, env or volumes."""
+    catalog, the image from the compatibility data), so no value here can put arbitrary text into the
+    container's image, args, env or volumes."""
 
     dtype: DType | None = Field(default=None, description="vLLM --dtype: half where bf16 is unsupported (T4)")
     enable_tool_calling: bool | None = Field(
@@ -54,6 +55,26 @@ class RedeployFixes(BaseModel):
     model: str | None = Field(
         default=None, pattern=_MODEL_NAME, description="a catalog model name; sets --model to its path or Hub id"
     )
+
+    image: str | None = Field(
+        default=None,
+        max_length=200,
+        description="a vLLM image from the bot's compatibility data (skills/data/vllm_images.yaml), e.g. "
+        "vllm/vllm-openai:v0.25.1-cu129; the planner checks it against the GPU's driver and the model",
+    )
+
+    @field_validator("image")
+    @classmethod
+    def _catalog_image(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from skills.capacity.image_compat import catalog_image
+        from skills.errors import UserFacingError
+
+        try:
+            return catalog_image(v)
+        except UserFacingError as exc:
+            raise ValueError(f"{exc.message} {exc.hint}".strip()) from None
 
     @field_validator("model")
     @classmethod

@@ -224,6 +224,19 @@ def default_image(gpu: str, data: ImageData | None = None) -> str:
     raise InvalidInput(f"No default vLLM image is recorded for `{gpu}`.", "Set VLLM_IMAGE to a pinned release tag.")
 
 
+def catalog_image(image: str) -> str:
+    """`image` as the compatibility data spells it; InvalidInput for any image the data does not list (a redeploy
+    may change the image only to one the bot knows the vLLM release and CUDA build of)."""
+    data = load_image_data()
+    name = image.strip()
+    if name in data.images:
+        return name
+    raise InvalidInput(
+        f"Unknown image `{image}`: a redeploy can switch only to an image in the bot's compatibility data.",
+        f"Known images: {', '.join(data.images)} (skills/data/vllm_images.yaml).",
+    )
+
+
 def check_image(image: str, family: str, gpu: str) -> Compat:
     data = load_image_data()
     ref = parse_image(image, data)

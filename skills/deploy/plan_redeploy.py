@@ -85,6 +85,8 @@ def _patch(spec: dict[str, Any], o: dict[str, Any]) -> dict[str, Any]:
         tmpl["maxInstanceRequestConcurrency"] = o["max_num_seqs"]  # keep Cloud Run and vLLM in agreement
     if "gpu" in o:
         tmpl.setdefault("nodeSelector", {})["accelerator"] = o["gpu"]
+    if "image" in o:
+        container["image"] = o["image"]  # a catalog image (RedeployParams); checked in _check_running_image
     limits = container.setdefault("resources", {}).setdefault("limits", {})
     if "gpu_count" in o:
         limits["nvidia.com/gpu"] = str(o["gpu_count"])
@@ -214,15 +216,22 @@ def probe_budget(container: dict[str, Any]) -> int:
 
 
 def _check_running_image(spec: dict[str, Any], container: dict[str, Any], model: str | None, o: dict[str, Any]) -> None:
-    """A redeploy onto another GPU or model keeps the running image: refuse it when that image cannot serve the
-    new model or run on the new GPU's driver, and Cloud Run's CPU/memory minimums for the GPU."""
+    """A redeploy onto another GPU or model keeps the running image, and one that changes the image takes a catalog
+    image: refuse either when the image cannot serve the model or run on the GPU's driver; and Cloud Run's
+    CPU/memory minimums for the GPU."""
     gpu = load_catalog().gpu(spec.get("template", {}).get("nodeSelector", {}).get("accelerator") or "nvidia-l4")
     limits = container.get("resources", {}).get("limits", {})
     if {"gpu", "cpu", "memory"} & o.keys() and limits.get("cpu") and limits.get("memory"):
         check_gpu_minimums(gpu, str(limits["cpu"]), str(limits["memory"]))
-    if ("gpu" in o or "model" in o) and model is not None:
-        image = str(container.get("image", ""))
-        require_compatible(image, load_catalog().model(model).family, gpu.name, "the running service's image")
+    image = str(container.get("image", ""))
+    if "image" in o and model is None:
+        raise InvalidInput(
+            "Cannot tell which catalog model this service runs, so the new image cannot be checked against it.",
+            "Pass `model=` with a catalog name together with `image=`.",
+        )
+    if ("gpu" in o or "model" in o or "image" in o) and model is not None:
+        origin = "the requested image" if "image" in o else "the running service's image"
+        require_compatible(image, load_catalog().model(model).family, gpu.name, origin)
     if gpu.launch_stage != "GA":
         spec["launchStage"] = gpu.launch_stage
 

@@ -39,6 +39,8 @@ class CorpusScore(BaseModel):
     consequences_ok: int = 0
     healthy_findings: int = 0  # findings raised on healthy logs (false positives)
     healthy_logs_flagged: int = 0
+    uncovered: int = 0  # failures no kind covers (`"uncovered": true`): the diagnosis must not guess a cause
+    uncovered_flagged: int = 0
     recall: dict[str, tuple[int, int]] = Field(default_factory=dict)  # kind -> (found, expected)
     results: list[LogResult] = Field(default_factory=list)
 
@@ -87,7 +89,10 @@ def score_corpus(folder: Path) -> CorpusScore:
         if want_cons:
             score.consequences_expected += 1
             score.consequences_ok += cons_ok
-        if not want_roots:
+        if item.get("uncovered"):
+            score.uncovered += 1
+            score.uncovered_flagged += bool(roots)
+        elif not want_roots:
             score.healthy += 1
             score.healthy_findings += len(d.findings)
             score.healthy_logs_flagged += bool(d.findings)
@@ -113,11 +118,17 @@ def score_corpus(folder: Path) -> CorpusScore:
 
 def render(score: CorpusScore) -> str:
     lines = [
-        f"logs: {score.logs} ({score.labelled} with a root cause, {score.healthy} healthy)",
+        f"logs: {score.logs} ({score.labelled} with a root cause, {score.healthy} healthy"
+        + (f", {score.uncovered} failures no kind covers" if score.uncovered else "")
+        + ")",
         f"exact match on root causes: {score.exact}/{score.logs} = {score.exact_rate:.1%}",
         f"consequences placed under their cause: {score.consequences_ok}/{score.consequences_expected}",
         f"false positives on healthy logs: {score.healthy_findings} findings "
         f"({score.healthy_logs_flagged}/{score.healthy} logs flagged)",
+    ]
+    if score.uncovered:
+        lines.append(f"uncovered failures given a root cause anyway: {score.uncovered_flagged}/{score.uncovered}")
+    lines += [
         "recall per kind:",
     ]
     lines += [f"  {k:32s} {f}/{n}" for k, (f, n) in score.recall.items()]

@@ -1,6 +1,7 @@
 """Deterministic analyzers for known vLLM / Cloud Run failures, one small module per family.
 
-`run_all(view)` runs every registered analyzer, bounds each proposed fix by what the log and the planner say
+`run_all(view)` runs every registered analyzer, adds the start-up fallback when none of them explains a fatal
+start (fallback.py), bounds each proposed fix by what the log and the planner say
 can work (bounds.py), and puts root causes before the findings they explain (causes.py). Importing the
 family modules registers them (see base.analyzer).
 """
@@ -9,10 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from skills.diagnosis.analyzers import access, container, engine, memory, platform, serving, startup  # noqa: F401  (registration)
+from skills.diagnosis.analyzers import access, container, cuda, engine, memory, platform, serving, startup  # noqa: F401  (registration)
 from skills.diagnosis.analyzers.base import REGISTRY, LogView
 from skills.diagnosis.analyzers.bounds import bound
 from skills.diagnosis.analyzers.causes import order_by_cause
+from skills.diagnosis.analyzers.fallback import startup_fatal
 
 if TYPE_CHECKING:
     from skills.diagnosis.findings import Finding
@@ -24,6 +26,7 @@ KINDS = (
     "gpu_quota_exceeded",
     "max_model_len_exceeds_model",
     "bf16_unsupported",
+    "cuda_incompatible",
     "hf_auth_failed",
     "model_not_found",
     "gcs_fuse_permission_denied",
@@ -48,4 +51,11 @@ def run_all(view: LogView) -> list[Finding]:
         if finding is not None:
             bound(view, finding)
             findings.append(finding)
+    # A fatal start no kind explains is still reported (fallback.py); a specific kind, when one applied, wins.
+    # Any other finding already explains the log (a serving-time error means it was serving); only a probe that
+    # gave up is left for the fallback to explain.
+    unexplained = all(f.kind == "startup_probe_timeout" for f in findings)
+    if unexplained and (fallback := startup_fatal(view)) is not None:
+        bound(view, fallback)
+        findings.append(fallback)
     return order_by_cause(view, findings)

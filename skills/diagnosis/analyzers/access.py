@@ -60,6 +60,11 @@ def fuse_permission(view: LogView) -> Finding | None:
     )
 
 
+# Wordings: huggingface_hub/utils/_http.py hf_raise_for_status (GatedRepoError "Cannot access gated repo for
+# url ...", its 401 / 403 "Client Error." heads), the Hub's own messages ("Access to model X is restricted ...",
+# "Invalid username or password.", "Invalid credentials in Authorization header"), requests' HTTPError
+# ("403 Client Error: Forbidden for url: ...", requests/models.py raise_for_status: a licence request not yet
+# granted, field: rh-ai-quickstart/ai-virtual-agent#200), file_download.py's offline LocalEntryNotFoundError.
 _HF_AUTH = rx(
     r"GatedRepoError",
     r"[Cc]annot access gated repo",
@@ -67,9 +72,18 @@ _HF_AUTH = rx(
     r"Access to model \S+ is restricted",
     r"401 Client Error",
     r"Unauthorized for url: https://huggingface\.co",
+    r"403 Client Error: Forbidden for url: https://huggingface\.co",
     r"Invalid user token|Invalid credentials in Authorization header|Invalid username or password",
     r"outgoing traffic has been disabled|LocalEntryNotFoundError",
 )
+# hf_raise_for_status turns a 401 on a repo URL into RepositoryNotFoundError ("Repository Not Found for url",
+# "401 is misleading": the Hub answers 401 for a repo that does not exist), and the Hub's "Invalid username or
+# password." rides along: one cause, not found, unless the repo is gated.
+_REPO_NOT_FOUND = re.compile(r"RepositoryNotFoundError|Repository Not Found for url")
+_GATED = re.compile(
+    r"GatedRepoError|[Cc]annot access gated repo|You are trying to access a gated repo|is restricted|Forbidden for url|"
+    r"awaiting a review"
+)  # the not-found message itself advises on "a private or gated repo": that is not a refusal
 _OFFLINE = re.compile(r"outgoing traffic has been disabled|HF_HUB_OFFLINE|LocalEntryNotFoundError")
 
 
@@ -78,6 +92,8 @@ def hf_auth(view: LogView) -> Finding | None:
     hits = view.grep(*_HF_AUTH)
     if not hits:
         return None
+    if view.grep(_REPO_NOT_FOUND) and not view.grep(_GATED):
+        return None  # a 401 that means "not found" (model_not_found)
     offline = any(_OFFLINE.search(h.text) for h, _ in hits)
     steps = []
     bucket = ProposedAction(
@@ -190,7 +206,12 @@ _AUTHY = re.compile(r"\b401\b|Invalid username or password|Cannot access gated r
 
 @analyzer("model_not_found")
 def model_not_found(view: LogView) -> Finding | None:
-    hits = [(h, m) for h, m in view.grep(*_NOT_FOUND) if not _AUTHY.search(h.text)]
+    gated = bool(view.grep(_GATED))
+    hits = [
+        (h, m)
+        for h, m in view.grep(*_NOT_FOUND)
+        if not _AUTHY.search(h.text) or (_REPO_NOT_FOUND.search(h.text) and not gated)
+    ]
     if not hits:
         return None
     api_side = all("does not exist" in h.text for h, _ in hits)

@@ -25,6 +25,7 @@ _STARTUP_FATAL = (
     "gpu_quota_exceeded",
     "max_model_len_exceeds_model",
     "bf16_unsupported",
+    "cuda_incompatible",
     "hf_auth_failed",
     "model_not_found",
     "gcs_fuse_permission_denied",
@@ -38,8 +39,9 @@ _STARTUP_FATAL = (
 CAUSED_BY: dict[str, tuple[str, ...]] = {
     "startup_probe_timeout": (*_STARTUP_FATAL, "engine_startup_failed"),
     "engine_startup_failed": tuple(k for k in _STARTUP_FATAL if k != "container_port_mismatch"),
-    # An OOM (GPU or host) inside compilation shows torch.compile frames: the memory is the cause.
-    "torch_compile_failed": ("gpu_oom_at_load", "container_memory_exceeded"),
+    # An OOM (GPU or host) inside compilation shows torch.compile frames: the memory is the cause. So does a
+    # kernel the image cannot run on this GPU ("device kernel image is invalid" under a compile wrapper).
+    "torch_compile_failed": ("gpu_oom_at_load", "container_memory_exceeded", "cuda_incompatible"),
     # A stuck engine queues every request behind it.
     "request_queue_saturated": ("engine_hung",),
 }

@@ -11,8 +11,10 @@ import re
 
 from skills.deploy.vllm_flags import BY_FIELD
 from skills.diagnosis.analyzers.base import Line, LogView, analyzer, first_seen
+from skills.diagnosis.analyzers.cuda import compatible_image
+from skills.diagnosis.analyzers.lines import READY
 from skills.diagnosis.analyzers.startup import _PROBE_FAIL
-from skills.diagnosis.findings import Finding, Remediation
+from skills.diagnosis.findings import Finding, ProposedAction, Remediation
 
 # Classes of the first decisive line of a process that exits before it listens. Wordings by shape:
 # argparse prints "<prog>: error: <message>" (vllm serve / api_server.py / any prog); Transformers and vLLM
@@ -21,6 +23,9 @@ _CLI = re.compile(
     r"(?:^|[\s\"'])([\w./-]+(?: [\w-]+)?): error: ((?:argument [^:]+|unrecognized arguments|the following arguments are required|invalid choice)\b.*)"
 )
 _PARSER = re.compile(r"invalid (tool call|reasoning) parser:? '?([\w.-]+)")
+# Transformers: models/auto/configuration_auto.py (AutoConfig.from_pretrained: "The checkpoint you are trying to load
+# has model type `X` but Transformers does not recognize this architecture"); vLLM's model registry
+# (vllm/model_executor/models/registry.py: "Model architectures ['X'] are not supported for now").
 _ARCH = re.compile(
     r"Transformers does not recognize this architecture|"
     r"Model architectures? \[?'?([\w]+)'?\]? (?:is|are) not supported|"
@@ -29,9 +34,12 @@ _ARCH = re.compile(
 _MODEL_TYPE = re.compile(r"model type [`'\"]?([\w.-]+)")
 # At the start of the line, or inside the interpreter's own "python -m" failure (the entrypoint module itself
 # does not import): "Error while finding module specification for 'x' (ModuleNotFoundError: ...)".
+# Also inside another line: vllm/_custom_ops.py warns "Failed to import from vllm._C with ImportError('...')"
+# and goes on until the first kernel call fails; fatal only when the server never becomes ready after it.
 _IMPORT = re.compile(
     r"^(?:ModuleNotFoundError|ImportError): (.+)|"
-    r"Error while finding module specification for '[^']+' \((?:ModuleNotFoundError|ImportError): (.+)\)"
+    r"Error while finding module specification for '[^']+' \((?:ModuleNotFoundError|ImportError): (.+)\)|"
+    r"Failed to import from [\w.]+ with (?:ImportError|ModuleNotFoundError)\((.+)\)"
 )
 _EXEC = re.compile(
     r"exec format error|executable file not found in \$PATH|exec: \"[^\"]+\": (?:stat|permission denied)"
@@ -90,11 +98,11 @@ def _first_exit(view: LogView) -> tuple[Line, str, str, list[str]] | None:
                     "The Transformers version inside the image is what decides: `--trust-remote-code` does not help for Google's Gemma repos.",
                 ],
             )
-        if m := _IMPORT.search(t):
+        if (m := _IMPORT.search(t)) and not (m.group(3) and view.after(line.idx, READY)):
             return (
                 line,
                 "import",
-                f"A Python import failed at start ({(m.group(1) or m.group(2))[:80]})",
+                f"A Python import failed at start ({(m.group(1) or m.group(2) or m.group(3))[:80]})",
                 [
                     "The image's Python packages are broken or mismatched: rebuild it, or use the official vllm/vllm-openai image."
                 ],
@@ -114,7 +122,16 @@ def exited_at_start(view: LogView) -> Finding | None:
     hit = _first_exit(view)
     if hit is None:
         return None
-    line, _, title, steps = hit
+    line, cls, title, steps = hit
+    actions = []
+    if cls in ("arch", "parser") or (cls == "cli" and "too old" in title):
+        # The image is too old for the model or its parsers: the compatibility data names one that is not.
+        image, why = compatible_image(view)
+        if image:
+            actions.append(
+                ProposedAction(action="redeploy", params={"image": image}, reason="a vLLM that knows the model")
+            )
+            steps = [*steps, f"Redeploy with {why}"]
     evidence = [line.evidence()]
     if line.idx > 0 and _MODEL_TYPE.search(view.lines[line.idx - 1].text) and not _MODEL_TYPE.search(line.text):
         evidence.insert(0, view.lines[line.idx - 1].evidence())
@@ -126,6 +143,7 @@ def exited_at_start(view: LogView) -> Finding | None:
         remediation=Remediation(
             summary=f"The first decisive error: {line.text[:300]}",
             steps=[*steps, NO_PROBE],
+            actions=actions,
         ),
         first_seen=first_seen([(line, None)]),
         count=1,

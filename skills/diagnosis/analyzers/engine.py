@@ -7,20 +7,22 @@ from __future__ import annotations
 import re
 
 from skills.diagnosis.analyzers.base import Line, LogView, analyzer, evidence_of, first_seen, rx
+from skills.diagnosis.analyzers.lines import body
 from skills.diagnosis.findings import Finding, ProposedAction, Remediation
 from skills.text import shorten
 
-# vLLM logs its own prefix ("ERROR 05-27 11:47:57 [core.py:396] ") inside the text; exception lines follow it.
-_VLLM_PREFIX = re.compile(
-    r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]{1,80}\]\s*"
-)
+# vLLM logs its own prefix ("ERROR 05-27 11:47:57 [core.py:396] ", the older engine's "... engine.py:389] ") inside
+# the text, under compose / torch rank prefixes; exception lines follow it (lines.body strips them all).
 _EXC = re.compile(r"^(?:[\w]+\.)*\w*(?:Error|Exception|Failed)(?::|$)")
 
 
 def _body(line: Line) -> str:
-    return _VLLM_PREFIX.sub("", line.text).strip()
+    return body(line)
 
 
+# Sources: PyTorch's NCCL process group (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: "Watchdog caught collective
+# operation timeout: WorkNCCL(... Timeout(ms)=N)"), the older engine's loop (vllm/engine/async_llm_engine.py
+# run_engine_loop: "Engine iteration timed out. This should never happen!"), V1's RPC timeout.
 _HANG = rx(
     r"Watchdog caught collective operation timeout",
     r"[Ww]atchdog thread terminated with exception",
@@ -124,6 +126,9 @@ def torch_compile(view: LogView) -> Finding | None:
     )
 
 
+# Sources: vllm/v1/engine/core.py run_engine_core ("EngineCore failed to start."), vllm/v1/engine/utils.py
+# wait_for_engine_startup ("Engine core initialization failed. See root cause above."), the older multiprocessing
+# engine ("Engine process failed to start"). Without them, fallback.py still reports a fatal start.
 _ENGINE_FAIL = rx(
     r"Engine core initialization failed",
     r"EngineCore failed to start",
@@ -173,6 +178,8 @@ def engine_startup(view: LogView) -> Finding | None:
     )
 
 
+# Source: vLLM's config validation (vllm/config/model.py _get_and_verify_max_len: "User-specified max_model_len (N)
+# is greater than the derived max_model_len (max_position_embeddings=M ...)"), a ValueError / pydantic error.
 _MML = re.compile(r"User-specified max_model_len \((\d+)\) is greater than (?:the )?derived max_model_len \(([^)]*)")
 _NUM = re.compile(r"=(\d{3,})|(\d{3,})")
 MIN_MAX_MODEL_LEN = 256  # RedeployParams' floor

@@ -8,6 +8,10 @@ from skills.diagnosis.analyzers.base import Line, LogView, analyzer, evidence_of
 from skills.diagnosis.analyzers.bounds import mib
 from skills.diagnosis.findings import Finding, ProposedAction, Remediation
 
+# Sources: PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp: "CUDA out of memory. Tried to allocate
+# X. GPU 0 has a total capacity of Y of which Z is free ...", raised as torch.OutOfMemoryError), the CUDA runtime's
+# cudaErrorMemoryAllocation / cuBLAS' CUBLAS_STATUS_ALLOC_FAILED, vLLM's own check before it sizes the cache
+# (vllm/v1/worker/gpu_worker.py: "Free memory on device ... is less than desired GPU memory utilization").
 _GPU_OOM = rx(
     r"CUDA out of memory",  # torch.OutOfMemoryError / torch.cuda.OutOfMemoryError / RuntimeError wordings
     r"CUDA error: out of memory",
@@ -112,6 +116,11 @@ def gpu_oom(view: LogView) -> Finding | None:
     )
 
 
+# Sources: vLLM's V1 check (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory: "To serve at least one
+# request with the model's max seq len (N), (X GiB KV cache is needed, which is larger than the available KV cache
+# memory (Y GiB). Based on the available memory, the estimated maximum model length is M."), the older engine's
+# (vllm/worker/worker.py raise_if_cache_size_invalid: "The model's max seq len (N) is larger than the maximum
+# number of tokens that can be stored in KV cache (M)" / "No available memory for the cache blocks").
 _KV = rx(
     r"estimated maximum model length is (\d+)",
     r"largest (?:model |sequence |context )?length that (?:fits|can fit)\D{0,20}(\d+)",
@@ -174,6 +183,9 @@ def kv_cache(view: LogView) -> Finding | None:
     )
 
 
+# Sources: Cloud Run's system log ("Memory limit of N MiB exceeded with M MiB used. Consider increasing the memory
+# limit", https://cloud.google.com/run/docs/configuring/memory-limits), Kubernetes' OOMKilled, the kernel's OOM
+# killer ("Out of memory: Killed process"), Ray's memory monitor (ray/_private/memory_monitor).
 _HOST_MEM = rx(
     r"Memory limit of ([\d.]+) ?(M|Mi|MiB|G|Gi|GiB)B? exceeded(?: with ([\d.]+) ?(M|Mi|MiB|G|Gi|GiB)B? used)?",
     r"exceeded (?:its |the |their )?(?:allowed )?memory limit",

@@ -7,6 +7,9 @@ import re
 from skills.diagnosis.analyzers.base import Line, LogView, analyzer, evidence_of, first_seen, rx
 from skills.diagnosis.findings import Finding, ProposedAction, Remediation
 
+# Source: vLLM's dtype check (_check_if_gpu_supports_dtype in vllm/worker/worker.py, later vllm/platforms/cuda.py):
+# "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has compute
+# capability 7.5. You can use float16 instead ...".
 _BF16 = rx(
     r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0",
     r"(?:bf16|bfloat16|BFloat16)(?: is)? (?:not supported|unsupported)",
@@ -43,6 +46,14 @@ def bf16(view: LogView) -> Finding | None:
     )
 
 
+# GPU quota wordings by service: Cloud Run's ("Quota exceeded for total allowable count of GPUs", its
+# Nvidia*Gpu*PerProjectRegion quota names); Google APIs' 429 RESOURCE_EXHAUSTED "The following quota metrics
+# exceed quota limits: <service>/<metric>" when the metric is a GPU one (Vertex AI's
+# custom_model_training_nvidia_l4_gpus; field: GoogleCloudPlatform/stable-diffusion-on-gcp#12); Compute Engine's
+# "Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 0.0 globally." / "Quota 'NVIDIA_L4_GPUS' exceeded" (field:
+# fastai/course-v3#165); GKE's cluster autoscaler event for a GPU pod, "Node scale up in zones ... associated
+# with this pod failed: GCE quota exceeded" (field: huggingface/Google-Cloud-Containers#126). Generic
+# "Resource has been exhausted (e.g. check quota)" from the Gemini API is a client's rate limit, not GPU quota.
 _QUOTA = rx(
     r"Quota exceeded for total allowable count of GPUs",
     r"You do not have quota for using GPUs",
@@ -50,7 +61,12 @@ _QUOTA = rx(
     r"[Qq]uota (?:exceeded|violated|limit reached).{0,200}(?:GPU|gpu|nvidia|Nvidia)",
     r"(?:GPU|gpu|nvidia|Nvidia).{0,200}[Qq]uota (?:exceeded|violated)",
     r"[Ii]nsufficient (?:GPU|nvidia-l4) quota",
+    r"quota metrics exceed quota limits:\s*[\w./-]*(?:gpu|GPU)",
+    r"Quota '(?:GPUS_ALL_REGIONS|\w*(?:NVIDIA|GPU)\w*)' exceeded",
+    r"(?:[Ss]cale[- ]up|Node scale up).{0,200}GCE quota exceeded",
 )
+# Which quota it is decides the fix: only Cloud Run's is the service's own.
+_OTHER_QUOTA = re.compile(r"quota metrics exceed quota limits|Quota '\w+' exceeded|GCE quota exceeded")
 
 
 _ALLOWED = re.compile(r"requested:? (\d+),? allowed:? (\d+)", re.IGNORECASE)
@@ -83,6 +99,24 @@ def gpu_quota(view: LogView) -> Finding | None:
     hits = view.grep(*_QUOTA)
     if not hits:
         return None
+    if all(_OTHER_QUOTA.search(h.text) for h, _ in hits):
+        return Finding(
+            kind="gpu_quota_exceeded",
+            title="GPU quota exceeded (Compute Engine / GKE / Vertex AI quota, not Cloud Run's)",
+            severity="critical",
+            evidence=evidence_of(hits),
+            remediation=Remediation(
+                summary="The project has no GPU quota left for the service that asked (the quota the error names).",
+                steps=[
+                    "Request the quota the error names: Console > IAM & Admin > Quotas, filtered by that metric "
+                    "and region.",
+                    "Or use a region or GPU type with quota. Cloud Run GPUs have their own quota "
+                    "(service 'Cloud Run Admin API').",
+                ],
+            ),
+            first_seen=first_seen(hits),
+            count=len(hits),
+        )
     steps = [
         "Request quota: Console > IAM & Admin > Quotas, service 'Cloud Run Admin API', "
         "'Total Nvidia L4 GPU allocation without zonal redundancy, per project per region'.",

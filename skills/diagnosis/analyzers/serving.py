@@ -5,9 +5,12 @@ from __future__ import annotations
 import math
 import re
 
-from skills.diagnosis.analyzers.base import LogView, analyzer, evidence_of, first_seen, rx
+from skills.diagnosis.analyzers.base import Line, LogView, analyzer, evidence_of, first_seen, rx
 from skills.diagnosis.findings import Finding, ProposedAction, Remediation
 
+# Sources: vLLM's OpenAI server (vllm/entrypoints/openai/serving_engine.py _validate_input: "This model's maximum
+# context length is N tokens. However, you requested M tokens ..."), the engine's input check
+# (vllm/v1/engine/processor.py: "The decoder prompt (length M) is longer than the maximum model length of N").
 _CTX = rx(
     r"maximum context length is (\d+) tokens",
     r"is longer than the maximum model length of (\d+)",
@@ -56,6 +59,8 @@ def context_length(view: LogView) -> Finding | None:
     )
 
 
+# Source: vLLM's chat completion validation (vllm/entrypoints/openai/serving_chat.py: '"auto" tool choice requires
+# --enable-auto-tool-choice and --tool-call-parser to be set'), and the tool-parser registry's lookup error.
 _TOOLS = rx(
     r"tool choice requires --enable-auto-tool-choice",
     r"tool[_ ]choice.{0,40}requires.{0,40}--tool-call-parser",
@@ -111,15 +116,35 @@ _NO_INSTANCE = rx(
 _PREEMPT = rx(r"is preempted by PreemptionMode", r"preempted due to (?:insufficient|not enough) KV cache")
 
 
+# Saturation is a queue that stays: requests waiting in SATURATED_INTERVALS consecutive stats lines (vLLM logs
+# them every 10 s: vllm/v1/metrics/loggers.py, "Running: N reqs, Waiting: M reqs"; the older engine's
+# "Pending: M reqs") that the log does not see drain to zero. A burst that drains, or one waiting request on a
+# busy server, is not saturation. Nor is it only a queue: requests that time out (Cloud Run answers 504 when a
+# request outlives the service's timeout, https://cloud.google.com/run/docs/configuring/request-timeout).
+SATURATED_INTERVALS = 3
+TIMED_OUT_REQUESTS = 2
+
+
+def _persisting_queue(view: LogView) -> list[tuple[Line, re.Match[str]]]:
+    """The stats lines of the queue still waiting at the log's end, when it spans enough intervals."""
+    run: list[tuple[Line, re.Match[str]]] = []
+    for line in view.lines:
+        m = _STATS.search(line.text)
+        if m:
+            run = [*run, (line, m)] if int(m.group(3)) > 0 else []  # drained: what queued before was served
+    return run if len(run) >= SATURATED_INTERVALS else []
+
+
 @analyzer("request_queue_saturated")
 def queue(view: LogView) -> Finding | None:
     aborted = view.grep(*_NO_INSTANCE)
     too_many = [(line, None) for line in view.lines if line.http_status == 429]
-    waiting = [(line, m) for line in view.lines if (m := _STATS.search(line.text)) and int(m.group(3)) > 0]
+    timed_out = [(line, None) for line in view.lines if line.http_status == 504]
+    waiting = _persisting_queue(view)
     preempted = view.grep(*_PREEMPT)
-    if not (aborted or len(too_many) >= 3 or len(waiting) >= 2 or len(preempted) >= 3):
+    if not (aborted or len(too_many) >= 3 or waiting or len(timed_out) >= TIMED_OUT_REQUESTS or len(preempted) >= 3):
         return None
-    hits = aborted + too_many + waiting + preempted
+    hits = aborted + too_many + timed_out + waiting + preempted
     hits.sort(key=lambda h: h[0].idx)
     peak = max((int(m.group(3)) for _, m in waiting), default=0)
     svc = view.service
@@ -130,7 +155,11 @@ def queue(view: LogView) -> Finding | None:
             f"Cloud Run turned requests away with 429 ({len(aborted) + len(too_many)} seen): no instance had room."
         )
     if waiting:
-        steps.append(f"vLLM queued requests (up to {peak} waiting).")
+        steps.append(
+            f"vLLM kept requests waiting across {len(waiting)} stats intervals (up to {peak}) without draining."
+        )
+    if len(timed_out) >= TIMED_OUT_REQUESTS:
+        steps.append(f"{len(timed_out)} requests timed out (HTTP 504): they waited longer than the service's timeout.")
     current_max = svc.max_instances if svc and svc.max_instances else None
     new_max = (current_max + 1) if current_max else 2
     current_min = svc.min_instances if svc else 0

@@ -10,6 +10,10 @@ from statistics import median
 from skills.diagnosis.analyzers.base import LogView, analyzer, evidence_of, first_seen, rx
 from skills.diagnosis.findings import Finding, ProposedAction, Remediation
 
+# Sources: Cloud Run's system log and revision conditions ("STARTUP HTTP probe failed N times consecutively for
+# container ...", "The user-provided container failed the configured startup probe checks", "... failed to start
+# and listen on the port defined provided by the PORT=8080 environment variable";
+# https://cloud.google.com/run/docs/configuring/healthchecks and /troubleshooting).
 _PROBE_FAIL = rx(
     r"STARTUP (?:HTTP|TCP|GRPC) probe failed (\d+) times? consecutively",
     r"[Ss]tartup probe failed",
