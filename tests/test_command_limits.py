@@ -109,3 +109,31 @@ async def test_malformed_socket_mode_frames_are_one_line_each(
         r.getMessage()[:200] for r in loud
     ]
     assert len([r for r in loud if "Socket Mode" in r.getMessage()]) <= len(frames)
+
+
+async def test_a_known_failure_class_is_one_line_without_traceback(
+    settings: Settings, slack: SlackStandIn, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A command that fails on a refused Slack call (the fuzz run met a 429 after slack-sdk's retries) logs one
+    line naming the failure class, not a traceback; an unknown failure still gets its traceback."""
+    from bot.sandbox.slack_api import Fault
+    from bot.slack_app import make_web_client
+    from handlers.registry import COMMANDS, command
+
+    client = make_web_client(settings)
+    if "zz-slack-refusal" not in COMMANDS:
+
+        @command("zz-slack-refusal", "test only: a command whose post Slack refuses")
+        async def _refused(ctx: CommandContext) -> None:
+            await client.chat_postMessage(channel="C1", text="hello")
+
+    slack.inject("chat.postMessage", Fault(status=200, error="channel_not_found"))
+    deps = build_deps(settings)
+    ctx = CommandContext(deps=deps, responder=RecordingResponder(), user_id="U1", channel_id="C1", args=[])
+    with caplog.at_level(logging.WARNING, logger="handlers.router"):
+        reply = await run_command(ctx, "zz-slack-refusal")
+    del COMMANDS["zz-slack-refusal"]
+    await deps.redis.aclose()
+    assert reply is not None and "error id" in reply.title
+    [line] = [r for r in caplog.records if r.name == "handlers.router"]
+    assert line.exc_info is None and "channel_not_found" in line.getMessage()
