@@ -13,6 +13,11 @@ library's streaming `SubscriberClient.subscribe()`: the streaming client calls b
 whereas our enqueue is a coroutine on the app's event loop and the ack must wait for it; alert traffic is a
 few messages an hour, far below where StreamingPull's throughput matters. The client honours
 PUBSUB_EMULATOR_HOST (an insecure channel to the emulator or bot/sandbox/pubsub_grpc.py).
+
+The asyncio client opens a gRPC aio channel, which belongs to the running event loop; `serve` wires the app in
+a worker thread (bot/serve_shell.py), so `pubsub_alerts_for` passes a factory and the client is made in
+`start()`, on the loop. If it cannot be made the puller says so in one ERROR line and `status()` (shown by
+/readyz) stays "off: why" -- never silently off.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ class PubSubAlerts:
         enqueue: Enqueue,
         client: Any,
         *,
+        make_client: Callable[[], Any] | None = None,
         max_messages: int = 20,
         pull_timeout_s: float = 60.0,
         max_backoff_s: float = 60.0,
@@ -74,13 +80,27 @@ class PubSubAlerts:
         self.subscription = subscription
         self.enqueue = enqueue
         self.client = client
+        self.make_client = make_client
+        self.problem: str | None = "not started"
         self.max_messages = max_messages
         self.pull_timeout_s = pull_timeout_s
         self.max_backoff_s = max_backoff_s
         self._sleep = sleep
         self._task: asyncio.Task[None] | None = None
 
+    def status(self) -> tuple[bool, str]:
+        """(ready, what /readyz shows): "pulling", or why not."""
+        return (True, "pulling") if self.problem is None else (False, f"off: {self.problem}")
+
     async def start(self) -> None:
+        if self.client is None and self.make_client is not None:
+            try:
+                self.client = self.make_client()
+            except Exception as exc:  # noqa: BLE001 - e.g. no ADC: one line, and /readyz says it
+                self.problem = f"cannot create the Pub/Sub client ({type(exc).__name__}: {redact(str(exc))[:300]})"
+                log.error("Pub/Sub alerts are off for %s: %s", self.subscription, self.problem)
+                return
+        self.problem = None
         self._task = asyncio.get_running_loop().create_task(self._run(), name="alert-pubsub")
         log.info("pulling alerts from Pub/Sub subscription %s", self.subscription)
 
@@ -92,6 +112,7 @@ class PubSubAlerts:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        self.problem = "stopped"
         close = getattr(getattr(self.client, "transport", None), "close", None)
         if close is not None:
             await close()
@@ -120,6 +141,7 @@ class PubSubAlerts:
             )
         except (gexc.NotFound, gexc.PermissionDenied, gexc.InvalidArgument, gexc.Unauthenticated) as exc:
             # A configuration error: say how to fix it, and look again only at the slowest pace.
+            self.problem = f"cannot pull ({type(exc).__name__})"
             log.error(
                 "Pub/Sub alerts: cannot pull %s (%s): %s; check ALERT_PUBSUB_SUBSCRIPTION and that the bot's "
                 "service account has roles/pubsub.subscriber on it",
@@ -129,23 +151,26 @@ class PubSubAlerts:
             )
             await self._sleep(self.max_backoff_s)
             return
+        self.problem = None
         if not await self._handle(list(resp.received_messages)):
             raise QueueDown
 
     async def _handle(self, received: list[Any]) -> bool:
-        """Enqueue then ack each message; False when the queue is down (back off; messages come again)."""
+        """Enqueue then ack each message; False when the queue is down (back off; messages come again).
+
+        Poison is isolated: a message that cannot be parsed, serialized or enqueued for any reason but the
+        queue being down is acknowledged alone with one log line, and the rest of the batch goes on."""
         done: list[str] = []
         ok = True
         for rm in received:
             mid = rm.message.message_id
             try:
                 alerts = to_alerts(bytes(rm.message.data))
+                new, dup = await self.enqueue(alerts)
             except MalformedAlert as exc:
                 log.error("Pub/Sub alert message %s dropped (acknowledged, it can never be handled): %s", mid, exc)
                 done.append(rm.ack_id)
                 continue
-            try:
-                new, dup = await self.enqueue(alerts)
             except (RedisError, OSError) as exc:
                 log.warning(
                     "alert queue unavailable (%s); Pub/Sub message %s not acknowledged, it will be redelivered",
@@ -154,6 +179,14 @@ class PubSubAlerts:
                 )
                 ok = False
                 break
+            except Exception as exc:  # noqa: BLE001 - poison (e.g. unserializable): ack it alone, say so once
+                log.error(
+                    "Pub/Sub alert message %s dropped (acknowledged, it cannot be queued): %s",
+                    mid,
+                    redact(describe_error(exc))[:300],
+                )
+                done.append(rm.ack_id)
+                continue
             log.info("Pub/Sub alert message %s: %d new, %d duplicate", mid, new, dup)
             done.append(rm.ack_id)
         if done:
@@ -166,14 +199,4 @@ def pubsub_alerts_for(settings: Settings, enqueue: Enqueue) -> PubSubAlerts | No
     path = settings.pubsub_subscription_path
     if not path:
         return None
-    try:
-        client = make_subscriber(settings)
-    except Exception as exc:  # noqa: BLE001 - e.g. no ADC: logged below, the rest keeps running
-        log.error(
-            "Pub/Sub alerts are off: cannot create the Pub/Sub client for %s (%s: %s)",
-            path,
-            type(exc).__name__,
-            redact(str(exc))[:300],
-        )
-        return None
-    return PubSubAlerts(path, enqueue, client)
+    return PubSubAlerts(path, enqueue, None, make_client=lambda: make_subscriber(settings))

@@ -130,13 +130,20 @@ class AlertQueue:
 
     async def enqueue(self, alerts: list[Alert]) -> tuple[int, int]:
         """Queue new alerts, drop duplicates; returns (new, duplicates). Raises on Redis trouble."""
-        if not alerts:
+        keys: list[str] = [self.stream]
+        args: list[str | int] = [self.dedup_ttl_ms]
+        for a in alerts:
+            try:  # poison is left out alone (one line); the other alerts of the delivery go on
+                keys.append(self.dedup_key(a))
+                args.append(a.model_dump_json())
+            except Exception as exc:  # noqa: BLE001 - e.g. PydanticSerializationError on a lone surrogate
+                del keys[len(args) :]
+                log.error("alert %s left out: it cannot be queued (%s)", a.key[:200], describe_error(exc)[:300])
+        if len(keys) == 1:
             return 0, 0
-        keys = [self.stream, *(self.dedup_key(a) for a in alerts)]
-        args: list[str | int] = [self.dedup_ttl_ms, *(a.model_dump_json() for a in alerts)]
         flags = await self._enqueue(keys=keys, args=args)
         new = sum(int(f) for f in flags)
-        return new, len(alerts) - new
+        return new, len(keys) - 1 - new
 
     # --- workers -----------------------------------------------------------------------------------------
     async def ensure_group(self) -> None:
@@ -282,8 +289,9 @@ class AlertQueue:
         attempts = int(await r.hincrby(self.attempts_key, entry_id, 1))
         try:
             alert: Alert | None = Alert.model_validate_json(fields["alert"])
-        except (KeyError, ValidationError) as exc:
-            await self._dead(entry_id, fields, None, f"unreadable queue entry: {exc}", attempts)
+        except (KeyError, ValidationError, ValueError, RecursionError) as exc:  # poison: dead-lettered alone
+            reason = f"field {exc}" if isinstance(exc, KeyError) else describe_error(exc)
+            await self._dead(entry_id, fields, None, f"unreadable queue entry: {redact(reason)[:300]}", attempts)
             return
         assert alert is not None
         if attempts > self.max_attempts:  # e.g. a job that kills its worker every time

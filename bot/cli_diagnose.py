@@ -4,6 +4,10 @@ Reads what people have: the JSON array `gcloud logging read --format=json` print
 entry at a time), JSON lines of Cloud Logging entries (the API's / `--format=json` entries one per line), or
 plain text lines. Malformed lines are counted and skipped; binary junk and very long lines do not stop the
 run. Input with no log entry at all (empty, `[]`, binary) says so and exits 1. No network, no model.
+
+Streaming: the input is read in 1 MiB chunks and entries flow one at a time through a LogSieve
+(skills/logs/sieve.py), which redacts each in order and keeps a bounded sample per pattern, so memory stays
+bounded whatever the input size (figures for 1M and 10M lines: bench/diagnose_memory.py).
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from typing import BinaryIO
 from bot.settings import Settings
 from skills.diagnosis.diagnose import diagnose
 from skills.diagnosis.findings import Diagnosis
-from skills.logs.fetch import entry_from_api, parse_lines
+from skills.logs.fetch import Malformed, entry_from_api, iter_line_entries
 from skills.logs.input_format import sniff
+from skills.logs.sieve import LogSieve
 from skills.ports import LogEntry
 
 _EXPECTED = (
@@ -66,12 +71,10 @@ def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
         yield pending
 
 
-def _array_entries(chunks: Iterator[bytes]) -> tuple[list[LogEntry], int]:
+def _array_entries(chunks: Iterator[bytes], malformed: Malformed) -> Iterator[LogEntry]:
     """A JSON array of entries (gcloud's --format=json), decoded element by element: memory stays bounded
     by one entry, and a broken element is counted as malformed instead of losing the whole file."""
     decoder = json.JSONDecoder()
-    entries: list[LogEntry] = []
-    malformed = 0
     buf = ""
     pos = 0
     started = done = False
@@ -81,8 +84,11 @@ def _array_entries(chunks: Iterator[bytes]) -> tuple[list[LogEntry], int]:
         try:
             text = raw.decode("utf-8")
             raw = b""
-        except UnicodeDecodeError as exc:  # a multi-byte character split across chunks: keep its start
-            text, raw = raw[: exc.start].decode("utf-8"), raw[exc.start :]
+        except UnicodeDecodeError as exc:
+            if len(raw) - exc.start < 4:  # a multi-byte character split across chunks: keep its start
+                text, raw = raw[: exc.start].decode("utf-8"), raw[exc.start :]
+            else:  # invalid bytes: replaced, never carried along (memory stays bounded)
+                text, raw = raw.decode("utf-8", "replace"), b""
         buf = buf[pos:] + text
         pos = 0
         while not done:
@@ -98,18 +104,22 @@ def _array_entries(chunks: Iterator[bytes]) -> tuple[list[LogEntry], int]:
                 break
             try:
                 value, end = decoder.raw_decode(buf, pos)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 if len(buf) - pos > _MAX_ENTRY:  # not an entry we can ever complete: stop here
-                    return entries, malformed + 1
+                    malformed.count += 1
+                    return
                 break  # probably incomplete: read more
             pos = end
             try:
-                entries.append(entry_from_api(value))
+                entry = entry_from_api(value)
             except (ValueError, TypeError):
-                malformed += 1
+                malformed.count += 1
+                continue
+            yield entry
+        if done:
+            break  # whatever follows the array is not read (nor kept)
     if started and not done and buf[pos:].strip():
-        malformed += 1  # the array was cut off
-    return entries, malformed
+        malformed.count += 1  # the array was cut off
 
 
 def render_text(d: Diagnosis) -> str:
@@ -126,6 +136,8 @@ def render_text(d: Diagnosis) -> str:
         for a in f.remediation.actions:
             out.append(f"    > {a.action} {json.dumps(a.params, sort_keys=True)}")
     s = d.digest
+    if d.truncated:
+        out.append(f"\nNote: {d.truncated}.")
     out.append(
         f"\nDigest: {s.lines_in} lines, {s.templates} templates, ~{s.tokens} tokens, "
         f"{s.omitted} templates left out, {s.malformed} malformed lines skipped"
@@ -134,14 +146,15 @@ def render_text(d: Diagnosis) -> str:
     return "\n".join(out)
 
 
-def _read(stream: BinaryIO) -> tuple[list[LogEntry], int, bytes]:
+def _read(stream: BinaryIO) -> tuple[LogSieve, int, bytes]:
     first = stream.read(64 * 1024)
     fmt, chunks = sniff(_chunks(first, stream))  # decided by parsing: `[rank0]:` text is not an array
+    malformed = Malformed()
     if fmt == "json-array":
-        entries, malformed = _array_entries(chunks)
+        entries = _array_entries(chunks, malformed)
     else:
-        entries, malformed = parse_lines(_lines(chunks))
-    return entries, malformed, first
+        entries = iter_line_entries(_lines(chunks), malformed)
+    return LogSieve().extend(entries), malformed.count, first
 
 
 def _looks_binary(sample: bytes) -> bool:
@@ -157,13 +170,14 @@ def run(args: argparse.Namespace) -> int:
     name = "standard input" if args.logs == "-" else args.logs
     try:
         if args.logs == "-":
-            entries, malformed, first = _read(sys.stdin.buffer)
+            sieve, malformed, first = _read(sys.stdin.buffer)
         else:
             with open(args.logs, "rb") as fh:
-                entries, malformed, first = _read(fh)
+                sieve, malformed, first = _read(fh)
     except OSError as exc:
         print(f"error: cannot read {args.logs}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    entries = sieve.kept()
     # Binary bytes that happen to split into "lines" are junk, not entries: counted as malformed, so a binary
     # file says so (exit 1) while junk around real entries does not stop the run.
     readable = [e for e in entries if not _looks_binary(e.text.encode("utf-8", "replace"))]
@@ -182,7 +196,9 @@ def run(args: argparse.Namespace) -> int:
             why = f"none of its {malformed} line(s) or entries could be read as a log entry"
         print(f"error: no log entries in {name}: {why}. {_EXPECTED}", file=sys.stderr)
         return 1
-    result = diagnose(entries, token_budget=args.budget, malformed=malformed)
+    result = diagnose(entries, token_budget=args.budget, malformed=malformed, truncated=sieve.note())
+    result.digest.lines_in = max(result.digest.lines_in, sieve.lines)
+    result.digest.truncated = result.digest.truncated or result.truncated  # the JSON report shows the digest
     if args.format == "json":
         print(json.dumps(result.to_report(), indent=2, ensure_ascii=False))
     else:

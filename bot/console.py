@@ -31,7 +31,7 @@ from handlers.context import ActionContext, CommandContext
 from handlers.registry import load_all
 from handlers.render_text import to_text
 from handlers.reply import Button, FileOut, Reply
-from handlers.router import help_for, parse, run_action, run_command
+from handlers.router import help_for, parse, run_action, run_command, too_long
 from skills.errors import failure_class
 
 log = logging.getLogger(__name__)
@@ -209,8 +209,9 @@ async def handle_line(deps: Deps, responder: ConsoleResponder, line: str) -> boo
         await _deliver(responder, await run_action(click))
     else:
         text = line[len("/gemma") :] if line.startswith("/gemma") else line
-        name, args = parse(text)
-        quick = help_for(name, args)
+        quick = too_long(text)
+        name, args = parse(text) if quick is None else ("", [])
+        quick = quick or help_for(name, args)
         if quick is not None:
             await responder.reply(quick)
             return True

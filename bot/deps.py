@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as redis
 
+from bot.fair_share import FairShares
 from bot.settings import Settings
 from bot.telemetry import Telemetry
 from skills.deploy.confirm import UsergroupMembers, WriteGate
@@ -53,11 +55,11 @@ class Deps:
     streams: StreamClients | None = None  # the bench load generator's connections to the model endpoint
     sandbox: Sandbox | None = None  # when the bot runs on the simulated project
     preflight: PreflightSources | None = None  # what deploy/redeploy plans check before Confirm
-    max_background: int = 16
     # Where an error id can be looked up; the console logs to a file and says which.
     log_location: str = "the bot's log (JSON lines on the stdout of `gemma-sre serve`; on Cloud Run, Cloud Logging)"
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
-    _slots: asyncio.Semaphore | None = None
+    _shares: FairShares | None = None
+    _stopping: bool = False
 
     @property
     def writes(self) -> WriteFlow:
@@ -110,27 +112,50 @@ class Deps:
 
         return members
 
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    @property
+    def shares(self) -> FairShares:
+        if self._shares is None:
+            self._shares = FairShares()
+        return self._shares
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], *, kind: str = "system", user: str = "") -> asyncio.Task[Any]:
         """Run work after an ack, keeping a reference so it is not garbage-collected mid-flight.
 
-        At most `max_background` run at once: a burst of commands then queues here instead of flooding the
-        event loop, so acks (which Slack wants within 3 s) keep their turn."""
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.max_background)
-        task = asyncio.get_running_loop().create_task(self._bounded(self._slots, coro))
+        It waits for a fair share (bot/fair_share.py: per user and per kind -- "read", "write", "watch",
+        "system"): a burst from one user queues behind that user's own work instead of flooding the event loop
+        or starving everyone else, and acks (which Slack wants within 3 s) keep their turn."""
+        task = asyncio.get_running_loop().create_task(self._bounded(kind, user, coro))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    @staticmethod
-    async def _bounded(slots: asyncio.Semaphore, coro: Coroutine[Any, Any, Any]) -> Any:
-        async with slots:
-            try:
+    def watching(self, user: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """Around a long wait inside background work (a deploy's progress): counted as a watcher from there."""
+        return self.shares.watching(user)
+
+    async def _bounded(self, kind: str, user: str, coro: Coroutine[Any, Any, Any]) -> Any:
+        try:
+            async with self.shares.slot(kind, user):
+                if self._stopping:  # queued when shutdown began: its clients are about to close
+                    return None
                 return await coro
-            except Exception:
-                # Said now, with its traceback, rather than "Task exception was never retrieved" at some GC.
-                log.exception("background work %s failed", getattr(coro, "__qualname__", "?"))
-                return None
+        except Exception:
+            # Said now, with its traceback, rather than "Task exception was never retrieved" at some GC.
+            log.exception("background work %s failed", getattr(coro, "__qualname__", "?"))
+            return None
+        finally:
+            coro.close()  # never started (cancelled while queued): no "was never awaited" warning
+
+    async def stop_background(self, grace_s: float = 5.0) -> None:
+        """At shutdown, before the clients close: work still queued never starts; work running gets `grace_s`,
+        then is cancelled (rather than failing on a closed client with a traceback)."""
+        self._stopping = True
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(set(self._tasks), timeout=grace_s)
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     async def drain(self, timeout_s: float = 10.0) -> None:
         """Wait for work started after acks (shutdown, tests)."""

@@ -38,7 +38,7 @@ from handlers.context import ActionContext, CommandContext
 from handlers.registry import VIEW_CHECKS
 from handlers.render_slack import escape, to_blocks
 from handlers.reply import FileOut, Reply
-from handlers.router import help_for, help_reply, lookup, parse, run_action, run_command
+from handlers.router import help_for, help_reply, lookup, parse, run_action, run_command, too_long
 from skills.clock import REAL_CLOCK, Clock
 from skills.errors import failure_class
 from skills.logs.redact import redact
@@ -266,6 +266,11 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
 
     @app.command(re.compile(r"^/gemma.*"))
     async def on_command(ack: Any, body: dict[str, Any]) -> None:
+        refused = too_long(str(body.get("text", "")))
+        if refused is not None:  # before any parsing: one clear error in the ack, nothing runs
+            text, blocks = to_blocks(refused)
+            await ack(text=text, blocks=blocks, response_type="ephemeral")
+            return
         name, args = parse(body.get("text", ""))
         cmd, quick = lookup(name), help_for(name, args)
         if cmd is None or quick is not None:  # help answers in the ack itself: nothing to wait for
@@ -286,7 +291,7 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             raw_text=body.get("text", ""),
             trigger_id=body.get("trigger_id", ""),
         )
-        deps.spawn(_once(deps, body, _run_command(deps, ctx, name)))
+        deps.spawn(_once(deps, body, _run_command(deps, ctx, name)), kind=cmd.kind, user=ctx.user_id)
 
     @app.action(re.compile(".*"))
     async def on_action(ack: Any, body: dict[str, Any]) -> None:
@@ -308,7 +313,8 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             thread_ts=message.get("thread_ts") or message.get("ts", ""),
             trigger_id=body.get("trigger_id", ""),
         )
-        deps.spawn(_once(deps, body, _run_action(ctx)))
+        # Buttons and modals are plans' Confirm/Cancel and their kin: write work, in the clicking user's share.
+        deps.spawn(_once(deps, body, _run_action(ctx)), kind="write", user=ctx.user_id)
 
     @app.view(re.compile(".*"))
     async def on_view(ack: Any, body: dict[str, Any]) -> None:
@@ -335,7 +341,7 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             await ack(response_action="errors", errors=errors)  # shown inside the modal, to this user
             return
         await ack()
-        deps.spawn(_once(deps, body, _run_action(ctx)))
+        deps.spawn(_once(deps, body, _run_action(ctx)), kind="write", user=ctx.user_id)
 
     @app.event("message")
     async def on_message(event: dict[str, Any], body: dict[str, Any]) -> None:
@@ -358,7 +364,7 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             str(event.get("user") or ""),
             str(event.get("text") or ""),
         )
-        deps.spawn(_once(deps, body, work))
+        deps.spawn(_once(deps, body, work), kind="read", user=str(event.get("user") or ""))
 
     return app
 

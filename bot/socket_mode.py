@@ -9,6 +9,10 @@ socket. slack-sdk's client handles Slack's `disconnect` messages (refresh_reques
 and dropped sockets by calling apps.connections.open again and reconnecting.
 
 The HTTP app still runs (Cloud Run wants a port; health, metrics and alert webhooks live there).
+
+slack-sdk's aiohttp Socket Mode client opens its aiohttp session in its constructor, which needs a running
+event loop; `serve` wires the app in a worker thread (bot/serve_shell.py), so the handler is made in `start()`,
+on the loop, not when the app is built. `status()` feeds /readyz: not connected is not ready, with the reason.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 
 from bot.settings import Settings
+from skills.logs.redact import redact
 from skills.retrying import RetryPolicy, Sleep, retry_call
 
 log = logging.getLogger(__name__)
@@ -34,6 +39,16 @@ _HINTS = {
     "not_allowed_token_type": "SLACK_APP_TOKEN must be an app-level token (xapp-…), not the bot token",
     "missing_scope": "the app-level token needs the connections:write scope",
 }
+
+
+class _OneLine(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """slack-sdk's Socket Mode logger, with its `logger.exception(...)` calls -- a frame that is not JSON, an
+    envelope whose payload Bolt cannot read -- said as one WARNING line, redacted and cut, without the
+    traceback: the sender's fault, the connection goes on, and a traceback per bad frame only floods the log."""
+
+    def exception(self, msg: object, *args: object, exc_info: object = True, **kwargs: object) -> None:
+        text = redact(str(msg) % args if args else str(msg))
+        self.logger.warning("Slack Socket Mode: %s", text[:300])
 
 
 class NotConnected(Exception):
@@ -50,18 +65,26 @@ class SocketMode:
         sdk_log = logging.getLogger("slack_sdk.socket_mode")
         if sdk_log.level == logging.NOTSET:
             sdk_log.setLevel(logging.WARNING)
-        self.handler = AsyncSocketModeHandler(
-            bolt,
-            app_token=app_token,
-            web_client=bolt.client,  # the app's own client: one base URL, one session, one set of retries
-            logger=sdk_log,
-            ping_interval=ping_interval,
-        )
+        self._bolt, self._app_token, self._ping_interval = bolt, app_token, ping_interval
+        self._logger = _OneLine(sdk_log, {})
+        self.handler: AsyncSocketModeHandler | None = None  # made on the event loop, in start()
         self._sleep = sleep
         self._retry: asyncio.Task[None] | None = None
+        self.problem: str | None = "not started"
+
+    def status(self) -> tuple[bool, str]:
+        """(ready, what /readyz shows): "connected", or why not."""
+        return (True, "connected") if self.problem is None else (False, f"not connected: {self.problem}")
 
     async def start(self) -> None:
         """Connect now if Slack lets us; otherwise say why in one line and keep trying in the background."""
+        self.handler = AsyncSocketModeHandler(
+            self._bolt,
+            app_token=self._app_token,
+            web_client=self._bolt.client,  # the app's own client: one base URL, one session, one set of retries
+            logger=self._logger,  # type: ignore[arg-type]  # an adapter: the Logger methods slack-sdk calls
+            ping_interval=self._ping_interval,
+        )
         try:
             await self._connect()
         except NotConnected as exc:
@@ -70,16 +93,20 @@ class SocketMode:
             self._retry.add_done_callback(_said)
 
     async def _connect(self) -> None:
+        assert self.handler is not None
         client = self.handler.client
         try:
             resp = await client.web_client.apps_connections_open(app_token=client.app_token)
         except SlackApiError as exc:
             err = str(exc.response.get("error", "unknown"))
-            raise NotConnected(f"apps.connections.open failed ({err}): {_HINTS.get(err, 'see Slack')}") from None
+            self.problem = f"apps.connections.open failed ({err}): {_HINTS.get(err, 'see Slack')}"
+            raise NotConnected(self.problem) from None
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise NotConnected(f"cannot reach Slack's API ({type(exc).__name__})") from None
+            self.problem = f"cannot reach Slack's API ({type(exc).__name__})"
+            raise NotConnected(self.problem) from None
         client.wss_uri = str(resp["url"])
         await self.handler.connect_async()  # from here slack-sdk reconnects by itself
+        self.problem = None
         log.info("Slack Socket Mode connected (no public URL needed)")
 
     async def _keep_trying(self) -> None:
@@ -102,7 +129,9 @@ class SocketMode:
             self._retry.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._retry
-        await self.handler.close_async()
+        if self.handler is not None:
+            await self.handler.close_async()
+        self.problem = "stopped"
 
 
 def _said(task: asyncio.Task[None]) -> None:

@@ -29,6 +29,7 @@ from bot.wiring import close_deps
 from handlers.alerts.web import alert_routes
 from handlers.http_body import HttpProblem, read_body
 from handlers.registry import load_all
+from handlers.render_slack import escape
 from handlers.slack_request import parse as parse_slack
 from handlers.slack_request import verify as verify_slack
 
@@ -63,6 +64,20 @@ class MetricsMiddleware:
             tel = self.deps.telemetry
             tel.http_requests.labels(route, scope["method"], str(status)).inc()
             tel.http_latency.labels(route).observe(time.perf_counter() - t0)
+
+
+async def _announce_unready(deps: Deps, parts: list[Any]) -> None:
+    """One start-up message in the alerts channel for each configured inbound path that did not start (the
+    log line and /readyz say it too): a team whose alerts or commands silently stopped would never know."""
+    names = {"SocketMode": "Slack Socket Mode", "PubSubAlerts": "Pub/Sub alerts"}
+    problems = [f"{names.get(type(p).__name__, type(p).__name__)}: {p.status()[1]}" for p in parts if not p.status()[0]]
+    if not problems or deps.chat is None:
+        return
+    text = ":warning: gemma-sre started, but " + "; ".join(problems)
+    try:
+        await deps.chat.chat_postMessage(channel=deps.settings.slack_alerts_channel, text=escape(text)[:3000])
+    except Exception as exc:  # noqa: BLE001 - the log line and /readyz already say it
+        log.warning("could not post the start-up problem to %s: %s", deps.settings.slack_alerts_channel, exc)
 
 
 def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starlette:
@@ -101,12 +116,19 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
         return JSONResponse({"ok": True})
 
     async def readyz(request: Request) -> Response:
+        body: dict[str, Any] = {"ok": True, "redis": "ok"}
         try:
             await deps.redis.ping()
         except Exception as exc:  # noqa: BLE001 - any Redis failure means not ready
             log.warning("readyz: redis unreachable: %s: %s", type(exc).__name__, str(exc)[:200])
-            return JSONResponse({"ok": False, "redis": f"unreachable: {type(exc).__name__}"}, status_code=503)
-        return JSONResponse({"ok": True, "redis": "ok"})
+            body |= {"ok": False, "redis": f"unreachable: {type(exc).__name__}"}
+        # An inbound path that is configured but not running is not ready (never silently off).
+        for name, part in (("socket_mode", socket_mode), ("pubsub", pubsub)):
+            if part is not None:
+                ready, said = part.status()
+                body[name] = said
+                body["ok"] = body["ok"] and ready
+        return JSONResponse(body, status_code=200 if body["ok"] else 503)
 
     async def metrics(request: Request) -> Response:
         return Response(generate_latest(deps.telemetry.registry), media_type=CONTENT_TYPE_LATEST)
@@ -138,6 +160,8 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
             await socket_mode.start()
         if pubsub is not None:
             await pubsub.start()
+        if deps.chat is not None and deps.settings.slack_bot_token:
+            deps.spawn(_announce_unready(deps, [p for p in (socket_mode, pubsub) if p is not None]))
         # Everything loaded so far lives for the whole process: keep it out of the cyclic GC, whose full
         # collections otherwise walk ~190k startup objects (~90 ms stalls: the alert webhook's p99).
         gc.freeze()
@@ -149,6 +173,7 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
             if socket_mode is not None:
                 await socket_mode.stop()
             await alerts.stop()
+            await deps.stop_background()
             await close_deps(deps)
             await session.close()
 

@@ -16,6 +16,9 @@ from typing import NoReturn
 from skills.errors import InvalidInput
 
 HELP_FLAGS = ("-h", "--help")
+# No command takes more words than this (the longest, `deploy` with every override, takes ~20); argparse's
+# handling of many unknown options is quadratic (10,000 `--x` words took 17 s), so a flood is refused first.
+MAX_WORDS = 64
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 
@@ -151,6 +154,11 @@ class CommandParser(argparse.ArgumentParser):
         return any(a in HELP_FLAGS for a in argv)
 
     def parse(self, argv: list[str]) -> argparse.Namespace:
+        if not self.free_text and len(argv) > MAX_WORDS:
+            raise InvalidInput(
+                f"Too many arguments ({len(argv)}; `/gemma {self.name}` takes at most {MAX_WORDS}).",
+                self.usage_hint(),
+            )
         if self.free_text:
             argv = ["--", *argv]  # a question may contain '--max-model-len': words, not options
         elif self.key_values:

@@ -8,6 +8,7 @@ Members are read-only properties so a concrete attribute (an Agent, an LLMEndpoi
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from pydantic import SecretStr
@@ -210,6 +211,11 @@ class HandlerDeps(Protocol):
         """Where the bot's log lines go (a file for the console), for error messages that cite an error id."""
         ...
 
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> Awaitable[Any]:
-        """Run work after an ack (bounded; a failure is logged)."""
+    def spawn(self, coro: Coroutine[Any, Any, Any], *, kind: str = "system", user: str = "") -> Awaitable[Any]:
+        """Run work after an ack, in its fair share (kind: read, write, watch, system; per user); a failure is
+        logged."""
+        ...
+
+    def watching(self, user: str) -> AbstractAsyncContextManager[None]:
+        """Around a long wait inside background work: from there it is counted as a watcher."""
         ...

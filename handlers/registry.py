@@ -23,6 +23,7 @@ class Command:
     parser: CommandParser  # the command's arguments, declared once: parsing, usage, help and errors
     run: CommandFn  # parses ctx.args into ctx.opts, then calls the handler
     ack: str  # the "working on it" line sent within Slack's 3 s
+    kind: str = "read"  # its share of background work (bot/fair_share.py): "write" for commands that plan a write
 
     @property
     def usage(self) -> str:
@@ -44,6 +45,7 @@ def command(
     ack: str = "Working on it…",
     free_text: bool = False,
     hint: str | Callable[[], str] = "",
+    kind: str = "read",
 ) -> Callable[[CommandFn], CommandFn]:
     """Register a subcommand; `args` declares its arguments on the command's parser (none: it takes none)."""
 
@@ -58,7 +60,7 @@ def command(
             ctx.opts = parser.parse(ctx.args)  # bad words end here, with the command's usage
             return await fn(ctx)
 
-        COMMANDS[name] = Command(name=name, summary=summary, parser=parser, run=run, ack=ack)
+        COMMANDS[name] = Command(name=name, summary=summary, parser=parser, run=run, ack=ack, kind=kind)
         return fn
 
     return deco

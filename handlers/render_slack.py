@@ -29,9 +29,21 @@ def _mrkdwn(text: str) -> dict[str, Any]:
     return {"type": "mrkdwn", "text": text}
 
 
+# Bidirectional controls make text display in another order than it reads (a "Trojan Source" trick: an alert
+# name "ok \u202egnp.exe" shows as "ok exe.png"): embeddings and overrides U+202A-U+202E, isolates
+# U+2066-U+2069, the marks U+200E/U+200F and U+061C (Unicode Standard Annex #9, "Explicit Directional
+# Formatting Characters"). Nothing we post needs them; they are dropped.
+_BIDI = str.maketrans(dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C]))
+
+
+def strip_bidi(text: str) -> str:
+    return text.translate(_BIDI)
+
+
 def escape(text: str) -> str:
-    """Slack's three control characters as entities: the text shows as typed and is never markup."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Slack's three control characters as entities: the text shows as typed and is never markup; bidi
+    controls dropped."""
+    return strip_bidi(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 class _Safe:
@@ -102,7 +114,7 @@ def _action_blocks(reply: Reply) -> tuple[list[dict[str, Any]], int]:
             continue
         el: dict[str, Any] = {
             "type": "button",
-            "text": {"type": "plain_text", "text": _clip(b.label, 75)},
+            "text": {"type": "plain_text", "text": _clip(strip_bidi(b.label), 75)},
             "action_id": b.action_id,
             "value": b.value,
         }

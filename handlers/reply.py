@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
@@ -75,16 +76,38 @@ class Reply(BaseModel):
         return f"<@{user_id}>"
 
     def link(self, url: str, label: str) -> str:
-        """`<url|label>` for the text when the url is a plain http(s) address (else just the label)."""
+        """`<url|label>` when the url is https on a host we trust (TRUSTED_LINK_HOSTS); any other address is
+        shown as inline code after the label -- visible for what it is, never behind a label that vouches
+        for it (Slack does not turn text inside code into a link)."""
         if not _safe_link(url, label):
-            return label
+            shown = url.replace("`", "").strip()[:300]
+            return f"{label}: `{shown}`" if shown else label
         if (url, label) not in self.links:
             self.links.append((url, label))
         return f"<{url}|{label}>"
 
 
+# The hosts whose links we render under our own labels: alert URLs come from the sender, so only Google Cloud's
+# console (where Cloud Monitoring's incident URLs point: "url" in the notification schema,
+# https://cloud.google.com/monitoring/support/notification-options#schema-webhook) is linked.
+TRUSTED_LINK_HOSTS = frozenset({"console.cloud.google.com"})
+
+
 def _safe_link(url: str, label: str) -> bool:
-    return bool(_SAFE_URL.match(url)) and not set("<>|&") & set(label)
+    if not _SAFE_URL.match(url) or set("<>|&") & set(label):
+        return False
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return False
+    return (
+        parts.scheme == "https"
+        and parts.username is None
+        and port in (None, 443)
+        and (parts.hostname or "") in TRUSTED_LINK_HOSTS
+        and "@" not in parts.netloc
+    )
 
 
 # Action ids shared across features. A proposed action (from diagnosis, the agent or an alert) is a

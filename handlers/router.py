@@ -14,8 +14,24 @@ from skills.errors import UserFacingError, failure_class
 log = logging.getLogger(__name__)
 
 
+# Our limit on a command's text (not Slack's: it documents none for slash commands): the longest question
+# pasted into `/gemma ask` fits many times over; beyond it, one clear error in the ack and nothing runs.
+MAX_COMMAND_CHARS = 8000
+
+
+def too_long(text: str) -> Reply | None:
+    """The refusal of a command text over MAX_COMMAND_CHARS (checked before any parsing), else None."""
+    if len(text or "") <= MAX_COMMAND_CHARS:
+        return None
+    return error_reply(
+        f"That command is too long ({len(text):,} characters; at most {MAX_COMMAND_CHARS:,}).",
+        "Shorten it: a question, or a few options, fits well within the limit.",
+    )
+
+
 def parse(text: str) -> tuple[str, list[str]]:
-    """'/gemma status svc' arrives as text 'status svc'. Unbalanced quotes fall back to whitespace split."""
+    """'/gemma status svc' arrives as text 'status svc'. Unbalanced quotes fall back to whitespace split.
+    Callers check `too_long` first: shlex reads a character at a time."""
     try:
         parts = shlex.split(text or "")
     except ValueError:
@@ -66,10 +82,10 @@ async def run_command(ctx: CommandContext, name: str) -> Reply | None:
         return await cmd.run(ctx)
     except UserFacingError as exc:
         return error_reply(exc.message, exc.hint, exc.mentions)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - logged in _log_failure (a traceback unless a known class)
         # Users get an id to quote, never a traceback; the log line carries the details.
         incident = uuid.uuid4().hex[:8]
-        log.exception("command %s failed (error id %s)", name, incident)
+        _log_failure(f"command {name}", incident, exc)
         return unexpected(f"`/gemma {name}`", exc, incident, ctx.deps.log_location)
 
 
@@ -81,10 +97,20 @@ async def run_action(ctx: ActionContext) -> Reply | None:
         return await fn(ctx)
     except UserFacingError as exc:
         return error_reply(exc.message, exc.hint, exc.mentions)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - logged in _log_failure (a traceback unless a known class)
         incident = uuid.uuid4().hex[:8]
-        log.exception("action %s failed (error id %s)", ctx.action_id, incident)
+        _log_failure(f"action {ctx.action_id}", incident, exc)
         return unexpected("That action", exc, incident, ctx.deps.log_location)
+
+
+def _log_failure(what: str, incident: str, exc: Exception) -> None:
+    """A failure of a known class (Redis refused, Slack refused the call -- a 429 after slack-sdk's retries --,
+    credentials) is one WARNING line naming it: not a bug, so no traceback. Anything else keeps its traceback."""
+    kind = failure_class(exc)
+    if kind is not None:
+        log.warning("%s failed (error id %s): %s", what, incident, kind[0])
+    else:
+        log.exception("%s failed (error id %s)", what, incident)
 
 
 def unexpected(what: str, exc: Exception, incident: str, log_location: str) -> Reply:

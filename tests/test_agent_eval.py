@@ -132,9 +132,9 @@ def test_unknown_scenario_is_a_clear_error(settings: Settings) -> None:
 
 
 async def test_gemma_eval_posts_the_scorecard(make_deps: Any, script: OpenAIScript) -> None:
-    from handlers.context import CommandContext
+    from handlers.context import ActionContext, CommandContext
     from handlers.registry import load_all
-    from handlers.router import run_command
+    from handlers.router import run_action, run_command
     from tests.agent_helpers import RecordingResponder
 
     load_all()
@@ -142,8 +142,15 @@ async def test_gemma_eval_posts_the_scorecard(make_deps: Any, script: OpenAIScri
     deps = make_deps()
     responder = RecordingResponder()
     args = ["example-kv-cache-insufficient", "example-healthy"]
-    c = CommandContext(deps=deps, responder=responder, user_id="U1", channel_id="C1", args=args)
-    assert await run_command(c, "eval") is None
+    c = CommandContext(deps=deps, responder=responder, user_id="UDEPLOYER", channel_id="C1", args=args)
+    plan = await run_command(c, "eval")  # planned first, like a benchmark (tests/test_authorization.py)
+    assert plan is not None and "2 scenario(s)" in plan.title
+    run = next(b for b in plan.buttons if b.label == "Run evaluation")
+    click = ActionContext(
+        deps=deps, responder=responder, user_id="UDEPLOYER", channel_id="C1", action_id=run.action_id, value=run.value
+    )
+    assert await run_action(click) is None
+    await deps.drain(timeout_s=120)
     header, *progress, (card, thread, _) = responder.posts
     assert "Evaluating google/gemma-4-12b-it on 2 scenario(s)" in header[0].title
     assert thread == header[2] and len(progress) == 2

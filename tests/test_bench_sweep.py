@@ -150,7 +150,7 @@ async def test_bench_command_plan_confirm_run_and_compare(deps_for, settings) ->
                                  action_id=action_id, value=value)  # fmt: skip
 
         denied = await run_action(actx("USOMEONE", confirm.action_id, confirm.value))
-        assert denied is not None and "Only deployers" in denied.title
+        assert denied is not None and "is not allowed to run a benchmark" in denied.title
         assert await run_action(actx("UDEPLOYER", confirm.action_id, confirm.value)) is None
         again = await run_action(actx("UDEPLOYER", confirm.action_id, confirm.value))
         assert again is not None and "already used" in again.title  # a double click runs once

@@ -19,8 +19,8 @@ from tests.observe_fixtures import RecordingResponder, deps_for, reply_text, run
 load_all()
 
 
-def _ctx(deps, args: list[str]) -> CommandContext:  # type: ignore[no-untyped-def]
-    return CommandContext(deps=deps, responder=RecordingResponder(), user_id="U1", channel_id="C1", args=args)
+def _ctx(deps, args: list[str], user: str = "U1") -> CommandContext:  # type: ignore[no-untyped-def]
+    return CommandContext(deps=deps, responder=RecordingResponder(), user_id=user, channel_id="C1", args=args)
 
 
 async def test_query_ttft_is_the_first_text_chunk_and_tokens_come_from_usage(deps_for) -> None:  # noqa: F811
@@ -44,7 +44,7 @@ async def test_query_ttft_is_the_first_text_chunk_and_tokens_come_from_usage(dep
 async def test_query_command_shows_stats_and_rejects_empty(deps_for) -> None:  # noqa: F811
     with running_sim(ttft_s=0.02) as (_, url):
         deps = deps_for(url)
-        reply = await run_command(_ctx(deps, ["What", "is", "vLLM?"]), "query")
+        reply = await run_command(_ctx(deps, ["What", "is", "vLLM?"], "UDEPLOYER"), "query")
         assert reply is not None
         text = reply_text(reply)
         assert "the quick brown fox" in text and "TTFT" in text and "12 output tokens" in text
@@ -63,7 +63,7 @@ async def test_health_with_tool_calling_enabled(deps_for) -> None:  # noqa: F811
 
 async def test_health_names_the_flags_when_tool_calling_is_off(deps_for) -> None:  # noqa: F811
     with running_sim(ttft_s=0.01, tools_enabled=False) as (_, url):
-        reply = await run_command(_ctx(deps_for(url), []), "health")
+        reply = await run_command(_ctx(deps_for(url), [], "UDEPLOYER"), "health")
     assert reply is not None
     text = reply_text(reply)
     assert "disabled" in text and "--enable-auto-tool-choice --tool-call-parser gemma4" in text
@@ -72,7 +72,7 @@ async def test_health_names_the_flags_when_tool_calling_is_off(deps_for) -> None
 
 async def test_health_reports_a_failing_server(deps_for) -> None:  # noqa: F811
     with running_sim(fail_status=503) as (_, url):
-        reply = await run_command(_ctx(deps_for(url), []), "health")
+        reply = await run_command(_ctx(deps_for(url), [], "UDEPLOYER"), "health")
     assert reply is not None
     text = reply_text(reply)
     assert "FAILED" in text and "HTTP 503" in text and "not checked" in text

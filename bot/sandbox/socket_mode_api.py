@@ -181,6 +181,12 @@ class SocketModeStandIn:
         self._run(self._current(), message)
         return eid
 
+    def send_raw(self, frame: str) -> None:
+        """Put any text frame on the socket (a test's fault injection: what a broken proxy or a future
+        envelope shape would deliver); it is not recorded as an envelope and expects no ack."""
+        conn = self._current()
+        asyncio.run_coroutine_threadsafe(conn.ws.send_text(frame), conn.loop).result(timeout=5)
+
     def disconnect(self, reason: str = "refresh_requested", *, close: bool = True) -> None:
         """Ask the app to reconnect, as Slack does; then (like Slack, after a grace) close the old socket."""
         if reason not in DISCONNECT_REASONS:

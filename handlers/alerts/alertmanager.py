@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from skills.incidents.model import Alert, normalise_severity
 
@@ -79,3 +79,30 @@ def to_alerts(w: Webhook) -> list[Alert]:
             )
         )
     return out
+
+
+def validate_isolating(doc: object) -> tuple[Webhook, list[str]]:
+    """The webhook with its valid alerts, and one reason per alert left out: one bad alert in a group does not
+    lose the others. Raises ValidationError when the envelope itself is wrong or no alert is valid."""
+    try:
+        return Webhook.model_validate(doc), []
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        alerts = doc.get("alerts") if isinstance(doc, dict) else None
+        per_alert = [
+            e for e in errors if e["loc"][:1] == ("alerts",) and len(e["loc"]) > 1 and isinstance(e["loc"][1], int)
+        ]
+        bad = {int(e["loc"][1]) for e in per_alert}
+        if not isinstance(doc, dict) or not isinstance(alerts, list) or len(per_alert) < len(errors):
+            raise  # the envelope is wrong
+        if len(bad) >= len(alerts):
+            raise  # nothing in it is usable
+
+        def why(i: int) -> str:
+            return "; ".join(
+                f"{'.'.join(map(str, e['loc'][2:])) or 'alert'}: {e['msg']}" for e in per_alert if e["loc"][1] == i
+            )
+
+        reasons = [f"alerts.{i}: {why(i)}" for i in sorted(bad)]
+        kept = [a for i, a in enumerate(alerts) if i not in bad]
+        return Webhook.model_validate({**doc, "alerts": kept}), reasons

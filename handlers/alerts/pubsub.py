@@ -8,14 +8,16 @@ alertmanager.py), so both paths fingerprint and dedup identically.
 
 from __future__ import annotations
 
-import json
+import logging
 
 from pydantic import ValidationError
 
 from handlers.alerts import alertmanager, gcp
+from handlers.alerts.decode import Undecodable, load_alert_json
 from skills.incidents.model import Alert
 
 MAX_DATA_BYTES = 256 * 1024
+log = logging.getLogger(__name__)
 
 
 class MalformedAlert(ValueError):
@@ -28,16 +30,19 @@ def to_alerts(data: bytes) -> list[Alert]:
     if len(data) > MAX_DATA_BYTES:
         raise MalformedAlert(f"message data is {len(data)} bytes; alerts are at most {MAX_DATA_BYTES}")
     try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise MalformedAlert(f"message data is not JSON ({exc})") from None
+        doc = load_alert_json(data)
+    except Undecodable as exc:
+        raise MalformedAlert(f"message data is not JSON we can read ({exc})") from None
     if not isinstance(doc, dict):
         raise MalformedAlert("message data is JSON but not an object")
     try:
         if "incident" in doc:
             return gcp.to_alerts(gcp.Notification.model_validate(doc))
         if "alerts" in doc:
-            return alertmanager.to_alerts(alertmanager.Webhook.model_validate(doc))
+            webhook, rejected = alertmanager.validate_isolating(doc)
+            for reason in rejected:  # the rest of the group goes on
+                log.warning("Alertmanager alert left out of a Pub/Sub message: %s", reason)
+            return alertmanager.to_alerts(webhook)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         loc = ".".join(str(p) for p in first["loc"]) or "body"

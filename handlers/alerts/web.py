@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from handlers.alerts import alertmanager, gcp
+from handlers.alerts.decode import Undecodable, load_alert_json
 from handlers.http_body import HttpProblem, read_body
 from skills.incidents.model import Alert, is_known_service
 
@@ -93,16 +94,40 @@ def _problem_from(exc: ValidationError) -> HttpProblem:
     return HttpProblem(400, "invalid payload: " + "; ".join(parts) + more)
 
 
-def _parse(model: type[BaseModel], body: bytes) -> Any:
+def _load(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object, strings cleaned (handlers/alerts/decode.py), or a 400 saying why not."""
     if not body.strip():
         raise HttpProblem(400, "empty body: expected a JSON alert notification")
     try:
-        return model.model_validate_json(body)
+        doc = load_alert_json(body)
+    except Undecodable as exc:
+        msg = str(exc)
+        raise HttpProblem(400, msg if msg.startswith("malformed JSON") else f"unreadable body: {msg}") from None
+    if not isinstance(doc, dict):
+        raise HttpProblem(400, "invalid payload: body: Input should be an object")
+    return doc
+
+
+def _parse(model: type[BaseModel], body: bytes) -> Any:
+    try:
+        return model.model_validate(_load(body))
     except ValidationError as exc:
         raise _problem_from(exc) from None
 
 
-async def _accept(alerts: list[Alert], enqueue: Enqueue, known: frozenset[str]) -> JSONResponse:
+def _parse_alertmanager(body: bytes) -> tuple[alertmanager.Webhook, list[str]]:
+    try:
+        webhook, rejected = alertmanager.validate_isolating(_load(body))
+    except ValidationError as exc:
+        raise _problem_from(exc) from None
+    for reason in rejected:  # one line per alert left out; the rest of the group goes on
+        log.warning("Alertmanager webhook: alert left out: %s", reason)
+    return webhook, rejected
+
+
+async def _accept(
+    alerts: list[Alert], enqueue: Enqueue, known: frozenset[str], rejected: list[str] | None = None
+) -> JSONResponse:
     try:
         new, dup = await enqueue(alerts)
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
@@ -112,6 +137,8 @@ async def _accept(alerts: list[Alert], enqueue: Enqueue, known: frozenset[str]) 
         log.error("alert queue refused the alert, answering 503: %s", exc)
         return JSONResponse({"error": "alert queue unavailable, retry later"}, 503, headers={"Retry-After": "5"})
     body: dict[str, Any] = {"status": "accepted", "alerts": len(alerts), "new": new, "duplicates": dup}
+    if rejected:
+        body["rejected"] = rejected
     unknown = sorted({a.service or "(none)" for a in alerts if not is_known_service(a.service, known)})
     if unknown:
         body["note"] = f"not a service this bot manages: {', '.join(unknown)}; posted to the alerts channel"
@@ -136,10 +163,11 @@ def alert_routes(deps: HandlerDeps, enqueue: Enqueue) -> list[Route]:
         try:
             check_auth(request, deps, query_token=False, bearer=True)
             body = await read_body(request, limit)
-            alerts = alertmanager.to_alerts(_parse(alertmanager.Webhook, body))
+            webhook, rejected = _parse_alertmanager(body)
+            alerts = alertmanager.to_alerts(webhook)
         except HttpProblem as p:
             return JSONResponse({"error": p.message}, p.status, headers=p.headers)
-        return await _accept(alerts, enqueue, known)
+        return await _accept(alerts, enqueue, known, rejected)
 
     return [
         Route("/alerts/gcp", gcp_hook, methods=["POST"]),

@@ -15,6 +15,7 @@ import secrets
 from pydantic import ValidationError
 
 from handlers.args import CommandParser, count, number_list
+from handlers.authz import require_author_or_deployer, require_deployer
 from handlers.context import ActionContext, CommandContext, Responder
 from handlers.registry import COMMANDS, action, command
 from handlers.reply import Button, FileOut, Reply
@@ -130,13 +131,11 @@ def _store(ctx: CommandContext | ActionContext) -> BenchStore:
     return BenchStore(ctx.deps.redis, ctx.deps.settings.key, ctx.deps.settings.plan_ttl_s)
 
 
-def _allowed(ctx: ActionContext) -> bool:
-    deployers = ctx.deps.settings.deployers
-    return not deployers or ctx.user_id in deployers
-
-
 @action(DISMISS)
 async def dismiss(ctx: ActionContext) -> Reply:
+    plan = await _store(ctx).get_preview(ctx.value)
+    if plan is not None:
+        await require_author_or_deployer(ctx.deps, ctx.user_id, plan.user_id, "cancel this benchmark plan")
     await _store(ctx).drop_preview(ctx.value)
     return Reply(title="Benchmark cancelled; nothing was run.", ephemeral=True)
 
@@ -144,8 +143,7 @@ async def dismiss(ctx: ActionContext) -> Reply:
 @action(CONFIRM)
 async def confirm(ctx: ActionContext) -> Reply | None:
     d = ctx.deps
-    if not _allowed(ctx):
-        raise UserFacingError("Only deployers can run a benchmark (it loads the live model).", "Ask a deployer.")
+    await require_deployer(d, ctx.user_id, "run a benchmark (it loads the live model)")
     plan = await _store(ctx).take_preview(ctx.value)  # single use: a double click runs once
     if plan is None:
         raise UserFacingError("This benchmark plan has expired or was already used.", "Run `/gemma bench` again.")
@@ -163,12 +161,14 @@ async def confirm(ctx: ActionContext) -> Reply | None:
     except Exception:
         await lock.release()
         raise
-    d.spawn(run_and_report(ctx, plan, lock, ts))
+    d.spawn(run_and_report(ctx, plan, lock, ts), kind="watch", user=ctx.user_id)  # minutes: counted apart
     return None
 
 
 @action(STOP)
 async def stop(ctx: ActionContext) -> Reply:
+    holder = await _store(ctx).lock(0).holder()
+    await require_author_or_deployer(ctx.deps, ctx.user_id, holder.user_id if holder else "", "stop this benchmark")
     await _store(ctx).request_stop(ctx.value, ctx.user_id)
     return Reply(title="Stopping the benchmark after the requests in flight…", ephemeral=True)
 

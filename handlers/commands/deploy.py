@@ -67,6 +67,7 @@ def _profiles_hint() -> str:
     _deploy_args,
     ack="Planning the deploy…",
     hint=_profiles_hint,
+    kind="write",
 )
 async def deploy(ctx: CommandContext) -> Reply:
     params = {"profile": ctx.opts.profile, **_overrides(ctx)}

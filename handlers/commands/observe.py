@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from handlers.args import CommandParser
+from handlers.authz import require_deployer
 from handlers.context import CommandContext
 from handlers.registry import COMMANDS, command
 from handlers.reply import Reply
@@ -107,6 +108,8 @@ def render_health(h: DeepHealth) -> Reply:
          ack="Checking the model…")  # fmt: skip
 async def health(ctx: CommandContext) -> Reply:
     d = ctx.deps
+    # A real completion wakes a scaled-to-zero GPU: the one rule for what costs money (`/gemma status` probes).
+    await require_deployer(d, ctx.user_id, "run the deep health check (its completion wakes the model)")
     base = await d.endpoint.base_url()
     client = await d.endpoint.client()
     model = await d.endpoint.model_id()
@@ -153,6 +156,7 @@ async def query(ctx: CommandContext) -> Reply:
         raise InvalidInput("Nothing to ask.", COMMANDS["query"].parser.usage_hint())
     prompt = redact(prompt)  # never send a pasted secret to the model
     d = ctx.deps
+    await require_deployer(d, ctx.user_id, "run a timed query (its completion wakes the model)")
     client = await d.endpoint.client()
     model = await d.endpoint.model_id()
     return _simulated_note(ctx, render_query(prompt, await stream_query(client, model, prompt)))

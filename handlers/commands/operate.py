@@ -55,7 +55,7 @@ def _audit_args(p: CommandParser) -> None:
 
 
 @command("scale", "Plan new instance limits (Confirm to apply)", _scale_args, ack="Planning…",
-         hint="e.g. `/gemma scale 0 2`.")  # fmt: skip
+         hint="e.g. `/gemma scale 0 2`.", kind="write")  # fmt: skip
 async def scale(ctx: CommandContext) -> Reply:
     o = ctx.opts
     params: dict[str, int | str] = {"min_instances": o.min_instances, "max_instances": o.max_instances}
@@ -91,6 +91,7 @@ async def list_revisions(ctx: CommandContext) -> Reply:
     "Plan routing 100% of traffic to the previous (or a named) ready revision",
     _rollback_args,
     ack="Planning the rollback…",
+    kind="write",
 )
 async def rollback(ctx: CommandContext) -> Reply:
     o = ctx.opts
@@ -100,7 +101,7 @@ async def rollback(ctx: CommandContext) -> Reply:
     return await make_plan(ctx.deps, ctx.user_id, ctx.channel_id, "rollback", params)
 
 
-@command("destroy", "Delete the service (confirm by typing its name)", _service_arg, ack="Planning…")
+@command("destroy", "Delete the service (confirm by typing its name)", _service_arg, ack="Planning…", kind="write")
 async def destroy(ctx: CommandContext) -> Reply:
     params = {"service": ctx.opts.service} if ctx.opts.service else {}
     reply = await make_plan(ctx.deps, ctx.user_id, ctx.channel_id, "destroy", params)

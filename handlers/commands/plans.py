@@ -234,7 +234,8 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
     result = ExecResult(ok=False, detail="stopped unexpectedly (see the bot's logs)")
     started = datetime.now(UTC) - timedelta(seconds=30)
     try:
-        result = await writes.run(plan, lock, ctx.user_id, on_progress)
+        async with deps.watching(ctx.user_id):  # the deploy's watch takes minutes: counted as a watcher
+            result = await writes.run(plan, lock, ctx.user_id, on_progress)
     finally:
         if plan.incident_id and thread:
             line = outcome_line(plan, ctx.user_id, result, time.monotonic() - t0)

@@ -28,6 +28,10 @@ class BenchStore:
         raw = await self.r.getdel(self.key("bench", "plan", plan_id))
         return SweepPreview.model_validate_json(raw) if raw else None
 
+    async def get_preview(self, plan_id: str) -> SweepPreview | None:
+        raw = await self.r.get(self.key("bench", "plan", plan_id))
+        return SweepPreview.model_validate_json(raw) if raw else None
+
     async def drop_preview(self, plan_id: str) -> None:
         await self.r.delete(self.key("bench", "plan", plan_id))
 

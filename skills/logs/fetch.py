@@ -8,7 +8,8 @@ entries the same way.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -100,30 +101,46 @@ def parse_lines(lines: Iterable[str | bytes]) -> tuple[list[LogEntry], int]:
     junk is decoded with replacement characters; very long lines are cut. Entries come back redacted (a key
     block spread over several lines included).
     """
-    entries: list[LogEntry] = []
-    malformed = 0
+    malformed = Malformed()
+    entries = list(iter_line_entries(lines, malformed))
+    return redact_entries(entries), malformed.count
+
+
+class Malformed:
+    """How many lines or entries a streaming reader skipped."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+def iter_line_entries(lines: Iterable[str | bytes], malformed: Malformed) -> Iterator[LogEntry]:
+    """`parse_lines` one entry at a time, NOT redacted (the caller redacts them, in order: LogSieve)."""
     for raw in lines:
         line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         line = line.rstrip("\r\n")
         if not line.strip():
             continue
         if "\x00" in line or _mostly_binary(line):
-            malformed += 1
+            malformed.count += 1
             continue
         stripped = line.lstrip()
         if stripped.startswith("{"):
             try:
-                entries.append(entry_from_api(json.loads(stripped)))
+                yield entry_from_api(json.loads(stripped))
             except (ValueError, TypeError, RecursionError):
-                malformed += 1
+                malformed.count += 1
             continue
-        entries.append(LogEntry(text=line[:MAX_LINE_CHARS]))
-    return redact_entries(entries), malformed
+        yield LogEntry(text=line[:MAX_LINE_CHARS])
+
+
+_BAD_CHAR = re.compile(r"[\ufffd\x00-\x08\x0a-\x1f]")  # replacement characters, controls but tab
 
 
 def _mostly_binary(line: str) -> bool:
     sample = line[:2000]
-    bad = sum(1 for c in sample if c == "\ufffd" or (ord(c) < 32 and c not in "\t"))
+    if sample.isascii() and sample.isprintable():  # the common case, at C speed
+        return False
+    bad = len(_BAD_CHAR.findall(sample))
     return bad >= 3 or bad > len(sample) // 10
 
 

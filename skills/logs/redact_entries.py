@@ -69,6 +69,11 @@ class EntryRedactor:
             self._open[stream] = 0
         return out
 
+    def carries_state(self, e: LogEntry) -> bool:
+        """Whether this entry's redaction reads or changes what is carried between entries (an open key
+        block); when not, it is plain `redact()` of its text and may run later, on the entries kept."""
+        return (e.log_name, e.revision) in self._open or "PRIVATE KEY" in e.text
+
     def entry(self, e: LogEntry) -> LogEntry:
         text = self.text(e.text, (e.log_name, e.revision))
         return e if text == e.text else e.model_copy(update={"text": text})

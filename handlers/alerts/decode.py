@@ -1,0 +1,70 @@
+"""Alert bodies from strangers, decoded the same way on every path (webhooks and Pub/Sub).
+
+- Not UTF-8, not JSON, or nested deeper than any alert schema (Python's decoder raises RecursionError at about
+  a thousand levels): `Undecodable`, a clear reason, and the caller refuses that one message.
+- Text that JSON allows but nothing downstream can carry is cleaned, so the alert still goes through: a lone
+  surrogate (`"\\udfff"` is valid JSON, but UTF-8 cannot encode it, so Redis, Slack and the JSON dump would
+  all fail) becomes U+FFFD; NUL and the other C0/C1 controls except tab and newline are dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+MAX_DEPTH = 64  # the deepest alert schema (Alertmanager: body > alerts > alert > labels) is 4 levels
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+class Undecodable(ValueError):
+    """The body cannot be read as an alert document; the message says why."""
+
+
+def clean_text(s: str) -> str:
+    """A string any UTF-8 sink accepts: lone surrogates replaced, control characters (but \\t, \\n) dropped."""
+    if s.isascii():
+        return _CONTROL.sub("", s) if not s.isprintable() else s
+    return _CONTROL.sub("", _SURROGATE.sub("\ufffd", s))
+
+
+def load_alert_json(data: bytes) -> Any:
+    """Parse `data` as UTF-8 JSON, refuse deep nesting, and clean every string (keys and values)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Undecodable(f"not UTF-8 (byte {exc.start})") from None
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise Undecodable("nested too deeply (alerts are at most a few levels deep)") from None
+    except ValueError as exc:
+        raise Undecodable(f"malformed JSON: {exc}") from None
+    return _clean(doc)
+
+
+def _clean(doc: Any) -> Any:
+    """Clean strings without recursion; a container deeper than MAX_DEPTH is refused."""
+    root: list[Any] = [doc]
+    stack: list[tuple[Any, int]] = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise Undecodable(f"nested too deeply (more than {MAX_DEPTH} levels)")
+        if isinstance(node, list):
+            for i, v in enumerate(node):
+                if isinstance(v, str):
+                    node[i] = clean_text(v)
+                elif isinstance(v, (list, dict)):
+                    stack.append((v, depth + 1))
+        else:  # dict
+            for k in list(node):
+                v = node.pop(k)
+                if isinstance(v, str):
+                    v = clean_text(v)
+                elif isinstance(v, (list, dict)):
+                    stack.append((v, depth + 1))
+                node[clean_text(k)] = v
+    return root[0]

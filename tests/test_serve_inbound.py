@@ -1,0 +1,218 @@
+"""`gemma-sre serve` as a real process with the settings that turn on its inbound paths without a public URL:
+Socket Mode (SLACK_APP_TOKEN, against the Socket Mode stand-in) and Pub/Sub alerts (ALERT_PUBSUB_SUBSCRIPTION
+with PUBSUB_EMULATOR_HOST, against the Subscriber stand-in). The fast-start shell wires the app in a worker
+thread; both clients need the event loop, so this is where "works in the tests, dead in serve" shows."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bot.sandbox.pubsub_grpc import PubSubStandIn, serve_pubsub
+from bot.sandbox.slack_api import SlackStandIn
+from bot.sandbox.socket_mode_api import SocketModeStandIn
+from tests.alerts_fixtures import gcp_alert
+from tests.conftest import REDIS_URL
+from tests.eventually import eventually
+
+ROOT = Path(__file__).resolve().parent.parent
+APP_TOKEN = "xapp-1-A0SANDBOX1-1-serve"
+SUB = "projects/test-proj/subscriptions/gemma-alerts"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Serve:
+    """One `gemma-sre serve` process; its JSON log lines are collected as they come."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "SLACK_", "REDIS_", "VLLM_"))}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            env=base | {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "GRPC_VERBOSITY": "ERROR"} | env,
+            cwd=ROOT / "tests",
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(
+            target=lambda: self.lines.extend(iter(self.proc.stdout.readline, "")),  # type: ignore[union-attr]
+            daemon=True,
+        )
+        self._reader.start()
+
+    def records(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in list(self.lines) if line.startswith("{")]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=30)
+        self._reader.join(timeout=5)
+
+    async def readyz(self) -> httpx.Response | None:
+        async with httpx.AsyncClient(base_url=self.url, timeout=5) as client:
+            try:
+                return await client.get("/readyz")
+            except httpx.HTTPError:
+                return None
+
+
+def _common(slack: SlackStandIn, key_prefix: str) -> dict[str, str]:
+    return {
+        "SLACK_BOT_TOKEN": "xoxb-serve",
+        "SLACK_API_URL": slack.base_url + "/api/",
+        "REDIS_URL": REDIS_URL,
+        "KEY_PREFIX": key_prefix,
+        "GOOGLE_CLOUD_PROJECT": "test-proj",
+        "GOOGLE_ANONYMOUS_CREDENTIALS": "true",
+        "NO_GCE_CHECK": "true",
+        "CLOUDSDK_CONFIG": "/nonexistent-gcloud-config",
+        "SLACK_ALERTS_CHANNEL": "#gemma-alerts",
+    }
+
+
+@pytest.fixture
+def socket_slack(slack: SlackStandIn) -> SocketModeStandIn:
+    return SocketModeStandIn(slack, app_token=APP_TOKEN)
+
+
+@pytest.fixture
+def pubsub(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[PubSubStandIn, str]]:
+    standin = PubSubStandIn(pull_wait_s=0.2)
+    standin.create_subscription(SUB, ack_deadline_s=10)
+    with serve_pubsub(standin) as host:
+        yield standin, host
+
+
+def _command(text: str) -> dict[str, Any]:
+    return {
+        "token": "legacy",
+        "team_id": "T0001",
+        "team_domain": "acme",
+        "channel_id": "C1",
+        "channel_name": "ops",
+        "user_id": "U1",
+        "user_name": "alice",
+        "command": "/gemma",
+        "text": text,
+        "api_app_id": "A0SANDBOX1",
+        "is_enterprise_install": "false",
+        "response_url": "",
+        "trigger_id": "trig-serve-1",
+    }
+
+
+async def test_serve_with_an_app_token_answers_over_socket_mode(
+    slack: SlackStandIn, socket_slack: SocketModeStandIn, key_prefix: str
+) -> None:
+    serve = Serve(_common(slack, key_prefix) | {"SLACK_APP_TOKEN": APP_TOKEN})
+    try:
+        assert await eventually(lambda: socket_slack.live_connections() == 1 or serve.proc.poll() is not None, 60)
+        assert serve.proc.poll() is None, "serve exited:\n" + "".join(serve.lines[-20:])
+        eid = socket_slack.send("slash_commands", _command("help"))
+        ack = await eventually(lambda: socket_slack.acked(eid), timeout=15)
+        assert ack and "/gemma" in json.dumps(ack.get("payload"))
+        ready = await serve.readyz()
+        assert ready is not None and ready.status_code == 200
+        assert ready.json()["socket_mode"] == "connected"
+        assert socket_slack.protocol_errors == []
+    finally:
+        serve.stop()
+    assert not [r for r in serve.records() if r["severity"] == "ERROR"], serve.records()
+
+
+async def test_serve_with_a_wrong_app_token_is_not_ready_and_says_why(
+    slack: SlackStandIn, socket_slack: SocketModeStandIn, key_prefix: str
+) -> None:
+    serve = Serve(_common(slack, key_prefix) | {"SLACK_APP_TOKEN": "xapp-1-A0SANDBOX1-1-wrong"})
+    try:
+
+        async def not_ready() -> httpx.Response | None:
+            resp = await serve.readyz()
+            return resp if resp is not None and "socket_mode" in resp.text else None
+
+        resp = await eventually(not_ready, 60)
+        assert resp is not None, "".join(serve.lines[-20:])
+        assert resp.status_code == 503 and "invalid_auth" in resp.json()["socket_mode"]
+    finally:
+        serve.stop()
+    said = [r for r in serve.records() if r["severity"] == "ERROR" and "Socket Mode" in str(r["message"])]
+    assert len(said) == 1 and "invalid_auth" in str(said[0]["message"])
+    assert any("Socket Mode: not connected" in p.get("text", "") for p in slack.of("chat.postMessage"))
+
+
+async def test_serve_pulls_alerts_from_pubsub_into_the_alerts_channel(
+    slack: SlackStandIn, pubsub: tuple[PubSubStandIn, str], key_prefix: str
+) -> None:
+    standin, host = pubsub
+    env = _common(slack, key_prefix) | {
+        "SLACK_SIGNING_SECRET": "s3cret",
+        "ALERT_PUBSUB_SUBSCRIPTION": SUB,
+        "PUBSUB_EMULATOR_HOST": host,
+    }
+    serve = Serve(env)
+    try:
+
+        async def ready() -> bool:
+            resp = await serve.readyz()
+            return (resp is not None and resp.status_code == 200) or serve.proc.poll() is not None
+
+        assert await eventually(ready, 60)
+        assert serve.proc.poll() is None, "serve exited:\n" + "".join(serve.lines[-20:])
+        resp = await serve.readyz()
+        assert resp is not None and resp.json()["pubsub"] == "pulling"
+        mid = standin.publish(SUB, json.dumps(gcp_alert("inc-serve-ps-1")).encode())
+        assert await eventually(lambda: mid in standin.acked, 30), "".join(serve.lines[-20:])
+        assert await eventually(lambda: slack.of("chat.postMessage"), 30)
+    finally:
+        serve.stop()
+    assert not [r for r in serve.records() if "Pub/Sub alerts are off" in str(r["message"])]
+
+
+async def test_serve_with_pubsub_that_cannot_start_is_not_ready(
+    slack: SlackStandIn, key_prefix: str, tmp_path: Path
+) -> None:
+    # No emulator and credentials that cannot be read: the client cannot be created.
+    bad = tmp_path / "creds.json"
+    bad.write_text("{not json")
+    env = _common(slack, key_prefix) | {
+        "SLACK_SIGNING_SECRET": "s3cret",
+        "ALERT_PUBSUB_SUBSCRIPTION": SUB,
+        "GOOGLE_ANONYMOUS_CREDENTIALS": "false",
+        "GOOGLE_APPLICATION_CREDENTIALS": str(bad),
+    }
+    serve = Serve(env)
+    try:
+
+        async def answered() -> httpx.Response | None:
+            resp = await serve.readyz()
+            return resp if resp is not None and "pubsub" in resp.text else None
+
+        resp = await eventually(answered, 60)
+        assert resp is not None, "".join(serve.lines[-20:])
+        assert resp.status_code == 503 and resp.json()["pubsub"].startswith("off:")
+    finally:
+        serve.stop()
+    said = [r for r in serve.records() if "Pub/Sub alerts are off" in str(r["message"])]
+    assert len(said) == 1
+    # and a start-up message where the alerts would have gone
+    assert any("Pub/Sub alerts: off" in p.get("text", "") for p in slack.of("chat.postMessage"))
