@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
+import warnings
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -127,6 +129,8 @@ class Deps:
         task = asyncio.get_running_loop().create_task(self._bounded(kind, user, coro))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        # A task cancelled before its first step never reaches _bounded's `finally`: close the work here too.
+        task.add_done_callback(lambda _t: _discard(coro))
         return task
 
     def watching(self, user: str) -> contextlib.AbstractAsyncContextManager[None]:
@@ -144,7 +148,7 @@ class Deps:
             log.exception("background work %s failed", getattr(coro, "__qualname__", "?"))
             return None
         finally:
-            coro.close()  # never started (cancelled while queued): no "was never awaited" warning
+            _discard(coro)  # never started (cancelled while queued): no "was never awaited" warning
 
     async def stop_background(self, grace_s: float = 5.0) -> None:
         """At shutdown, before the clients close: work still queued never starts; work running gets `grace_s`,
@@ -161,3 +165,14 @@ class Deps:
         """Wait for work started after acks (shutdown, tests)."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=timeout_s)
+
+
+def _discard(coro: Coroutine[Any, Any, Any]) -> None:
+    """Close work that may never have started. Python 3.11 warns "was never awaited" from close() itself on an
+    unstarted coroutine; here that is intended (the work was refused a slot or cancelled while queued)."""
+    if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            coro.close()
+    else:
+        coro.close()
