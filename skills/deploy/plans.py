@@ -26,6 +26,7 @@ class Plan(BaseModel):
     service: str
     summary: str  # one line: what will happen
     params: dict[str, Any] = Field(default_factory=dict)  # the request, as audited
+    added: dict[str, Any] = Field(default_factory=dict)  # what the plan changes beyond the request (to fit)
     created_by: str = ""
     channel_id: str = ""
     # Where it was asked from when that was a thread (a button in an incident thread): the plan, its
@@ -47,6 +48,10 @@ class Plan(BaseModel):
     cold_start_s: float | None = None
     wait_budget_s: float = 0.0  # how long execution waits for the revision to become ready
     target_revision: str = ""  # rollback
+    # Another plan worth offering instead (a redeploy built on the serving revision rather than on a template
+    # that is a failed or rolled-back revision's): its params, and the button's label.
+    offer_params: dict[str, Any] = Field(default_factory=dict)
+    offer_label: str = ""
 
     def blocked(self) -> str:
         """Why this plan cannot be confirmed ('' when it can)."""
