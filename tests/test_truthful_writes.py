@@ -1,0 +1,134 @@
+"""Writes that tell the truth (issue 25), each case a whole console session on the sandbox, as a user types it:
+replies and the audit say what the service shows, a write builds on what serves, a no-op is refused, a plan
+names every change it makes, and the deploy's self-check finds vLLM's start-up lines."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+
+import pytest
+
+from bot.wiring import reconcile_writes
+from skills.deploy.audit import latest, pending
+from skills.deploy.flow import BACKGROUND
+from tests.console_session import CONFIRMED, READY_SERVING, ConsoleSession
+
+
+@pytest.fixture
+async def console() -> AsyncIterator[ConsoleSession]:
+    session = await ConsoleSession().start()
+    try:
+        yield session
+    finally:
+        await session.close()
+
+
+async def _audit(console: ConsoleSession) -> list[object]:
+    assert console.deps is not None
+    return list(await latest(console.deps.redis, console.deps.settings.key("audit"), 50))
+
+
+def _serving(console: ConsoleSession) -> str:
+    return next(r for r, p in console.traffic().items() if p == 100)
+
+
+async def test_scale_after_failed_deploys_builds_on_the_serving_revision(console: ConsoleSession) -> None:
+    serving = _serving(console)
+    for scenario in ("kv-cache-too-small", "gpu-oom-at-load"):
+        await console.line(f"/gemma sandbox {scenario}")
+    assert _serving(console) == serving  # the service itself is healthy
+    plan = await console.line("/gemma scale 0 2")
+    assert f"on the serving revision `{serving}`'s configuration" in plan
+    out = await console.line("click Confirm")
+    found = READY_SERVING.search(out)
+    assert found, out
+    assert console.revision_state(found.group(1)) is True
+    assert console.traffic().get(found.group(1)) == int(found.group(2)) == 100
+
+
+async def test_after_a_rollback_replies_say_where_traffic_is(console: ConsoleSession) -> None:
+    await console.line("/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384")
+    await console.line("click Confirm")
+    await console.line("/gemma rollback")
+    out = await console.line("click Confirm")
+    pinned = re.search(r"100% of traffic on `([\w-]+)`", out)
+    assert pinned and console.traffic() == {pinned.group(1): 100}
+    await console.line("/gemma scale 0 2")
+    out = await console.line("click Confirm")
+    said = READY_SERVING.findall(out)
+    assert said, out
+    for revision, percent in said:  # whatever it says is what the stand-in routes
+        assert console.traffic().get(revision, 0) == int(percent)
+
+
+async def test_no_op_writes_are_refused_with_the_reason(console: ConsoleSession) -> None:
+    svc = console.service()
+    assert svc is not None
+    scaling = svc["template"]["scaling"]
+    low, high = scaling.get("minInstanceCount", 0), scaling["maxInstanceCount"]
+    mark = len(console.responder.buttons)
+    out = await console.line(f"/gemma scale {low} {high}")
+    assert "the scale would change nothing" in out
+    out += await console.line(f"/gemma rollback {_serving(console)}")
+    assert "the rollback would change nothing" in out
+    assert not [label for _, label in console.buttons(mark) if label == "Confirm"]
+
+
+async def test_ctrl_c_after_confirm_records_what_happened_not_a_failure(console: ConsoleSession) -> None:
+    await console.line("/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384")
+    out = await console.interrupt("click Confirm", lambda seen: "submitted" in seen)
+    assert "^C" in out
+    plan_id = CONFIRMED.findall(out)[0]
+    assert await console.settle()
+    records = [e for e in await _audit(console) if getattr(e, "plan_id", "") == plan_id]
+    assert len(records) == 1, records
+    record = records[0]
+    assert record.result == "ok", record  # type: ignore[attr-defined]
+    revision = READY_SERVING.search(record.detail)  # type: ignore[attr-defined]
+    assert revision and console.revision_state(revision.group(1)) is True
+
+
+async def test_a_watch_that_died_is_reconciled_at_the_next_start(console: ConsoleSession) -> None:
+    assert console.deps is not None
+    await console.line("/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384")
+    await console.interrupt("click Confirm", lambda seen: "submitted" in seen)
+    for task in list(BACKGROUND):  # the process dies mid-watch: nothing more is recorded by it
+        task.cancel()
+    await asyncio.gather(*BACKGROUND, return_exceptions=True)
+    key = console.deps.settings.key("audit")
+    assert [e.result for e in await pending(console.deps.redis, key)] == ["pending"]
+    assert await console.settle()
+    assert await reconcile_writes(console.deps) == 1  # what a start does
+    (record,) = [e for e in await _audit(console) if e.action == "deploy"]  # type: ignore[attr-defined]
+    assert record.result == "ok" and "seen later" in record.detail  # type: ignore[attr-defined]
+    assert await pending(console.deps.redis, key) == []
+
+
+async def test_a_fix_that_needs_more_to_fit_names_every_change(console: ConsoleSession) -> None:
+    await console.line("/gemma sandbox kv-cache-too-small")
+    await console.line("/gemma diagnose --since 10m")
+    labels = [label for _, label in console.buttons() if label.startswith("Plan redeploy: gpu_memory_utilization")]
+    assert labels
+    plan = await console.line(f"click {labels[-1]}")
+    title = next(line for line in plan.splitlines() if line.startswith("Plan: "))
+    # Every vLLM flag the capacity check applied on top of the request is named in the plan's title (the issue's
+    # case: util 0.6 alone does not fit, the planner adds --kv-cache-dtype fp8).
+    applied = re.findall(r"--([a-z-]+)", " ".join(re.findall(r"Applied to fit: (.*)", plan)))
+    assert applied, plan
+    for flag in applied:
+        assert flag.replace("-", "_") in title, (title, applied)
+    out = await console.line("click Confirm")
+    assert "confirmed by @console" in out
+    (record,) = [e for e in await _audit(console) if e.action == "redeploy"]  # type: ignore[attr-defined]
+    for name in re.findall(r"([a-z_]+)=", title):
+        assert name in record.params, (title, record.params)  # type: ignore[attr-defined]
+
+
+async def test_the_deploy_self_check_finds_vllms_start_up_lines(console: ConsoleSession) -> None:
+    await console.line("/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384")
+    out = await console.line("click Confirm")
+    assert "Planner vs vLLM" in out
+    assert "Nothing to compare" not in out
+    assert "GPU KV cache size: predicted" in out
