@@ -14,9 +14,10 @@ from skills.diagnosis.remediation import RemediationProposal
 from skills.logs.redact import redact
 
 
-def action_label(action: str, params: dict[str, Any]) -> str:
+def action_label(action: str, params: dict[str, Any], prefix: str = "") -> str:
+    """`Plan redeploy: k=v, ...`: a plan button names every parameter its plan changes."""
     shown = ", ".join(f"{k}={v}" for k, v in params.items())
-    return f"Plan {action}: {shown}".rstrip(": ")[:75]
+    return f"{prefix or f'Plan {action}'}: {shown}".rstrip(": ")[:75]
 
 
 def action_buttons(actions: Iterable[Any]) -> list[Button]:

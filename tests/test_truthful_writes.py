@@ -109,21 +109,24 @@ async def test_a_watch_that_died_is_reconciled_at_the_next_start(console: Consol
 async def test_a_fix_that_needs_more_to_fit_names_every_change(console: ConsoleSession) -> None:
     await console.line("/gemma sandbox kv-cache-too-small")
     await console.line("/gemma diagnose --since 10m")
-    labels = [label for _, label in console.buttons() if label.startswith("Plan redeploy: gpu_memory_utilization")]
-    assert labels
-    plan = await console.line(f"click {labels[-1]}")
-    title = next(line for line in plan.splitlines() if line.startswith("Plan: "))
-    # Every vLLM flag the capacity check applied on top of the request is named in the plan's title (the issue's
-    # case: util 0.6 alone does not fit, the planner adds --kv-cache-dtype fp8).
-    applied = re.findall(r"--([a-z-]+)", " ".join(re.findall(r"Applied to fit: (.*)", plan)))
-    assert applied, plan
-    for flag in applied:
-        assert flag.replace("-", "_") in title, (title, applied)
+    (util,) = {label for _, label in console.buttons() if label.startswith("Plan redeploy: gpu_memory_utilization")}
+    mark = len(console.responder.buttons)
+    plan = await console.line(f"click {util}")
+    # As asked it does not fit (the case: the planner adds --kv-cache-dtype fp8): not confirmable as
+    # if it were the change the button named; the extended change is offered under a label naming all of it.
+    assert "this does not fit; the capacity planner would also set" in plan
+    labels = [label for _, label in console.buttons(mark)]
+    assert "Confirm" not in labels
+    (offer,) = [label for label in labels if label.startswith("Plan redeploy: ")]
+    named = dict(kv.split("=") for kv in offer.removeprefix("Plan redeploy: ").split(", "))
+    assert named.keys() > {"gpu_memory_utilization"}
+    plan = await console.line(f"click {offer}")
+    assert "Confirm" in [label for _, label in console.buttons(mark)][len(labels) :]
     out = await console.line("click Confirm")
     assert "confirmed by @console" in out
     (record,) = [e for e in await _audit(console) if e.action == "redeploy"]  # type: ignore[attr-defined]
-    for name in re.findall(r"([a-z_]+)=", title):
-        assert name in record.params, (title, record.params)  # type: ignore[attr-defined]
+    assert {k: str(v) for k, v in record.params.items()} == named  # type: ignore[attr-defined]
+    assert "Applied to fit" not in plan  # the plan applies what the label says, nothing more
 
 
 async def test_the_deploy_self_check_finds_vllms_start_up_lines(console: ConsoleSession) -> None:

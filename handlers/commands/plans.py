@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from handlers.context import ActionContext, Responder
 from handlers.registry import action, view_check
+from handlers.remediation_render import action_label
 from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION, PLAN_ACTION, Button, Reply, error_reply, plan_button
 from handlers.startup_report import startup_report
 from skills.actions.button_payloads import PayloadStore
@@ -78,8 +79,9 @@ def render_plan(plan: Plan, *, with_buttons: bool = True) -> Reply:
         else:
             reply.add(text=f":no_entry: {blocked}")
         reply.buttons.append(Button(label="Cancel", action_id=CANCEL_ACTION, value=plan.id))
-        if plan.offer_params:
-            reply.buttons.append(plan_button(plan.kind, plan.offer_params, plan.offer_label))
+        for params, label in plan.offers:
+            shown = {k: v for k, v in params.items() if k not in ("service", "on_serving")}
+            reply.buttons.append(plan_button(plan.kind, params, action_label(plan.kind, shown, label)))
     mins = max(1, round((plan.expires_at - time.time()) / 60)) if plan.expires_at else 0
     reply.context = f"plan `{plan.id}` · expires in {mins} min · asked by {reply.mention(plan.created_by)}"
     return reply

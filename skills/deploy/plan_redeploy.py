@@ -280,11 +280,9 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
             before = effective_settings(new, container) | {"memory": limits.get("memory")}
             container = _patch(new, fix)
             after = effective_settings(new, container) | {"memory": limits.get("memory")}
-            added = {k: v for k, v in after.items() if k not in o and before.get(k) != v}
+            added = {k: v for k, v in after.items() if before.get(k) != v and (k not in o or o[k] != v)}
     _check_running_image(new, container, model, o)
     changed = ", ".join(f"{k}={v}" for k, v in o.items())
-    if added:  # the plan, its buttons and the audit name every change, also those the planner adds
-        changed += " and, to fit, " + ", ".join(f"{k}={v}" for k, v in added.items())
     budget = probe_budget(container)
     changes = diff_specs(strip_output_only(current), new)
     if not changes:
@@ -309,7 +307,15 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
     if report is not None:
         apply_fit(plan, report)
         probe_note(plan, report.cold_start_s, budget)
+    if added:
+        # What is confirmed is what the button asked for: a change the planner has to extend is not run as if it
+        # were the one asked; the extended one is offered under a label naming every change.
+        more = ", ".join(f"{k}={v}" for k, v in added.items())
+        plan.refusal = (
+            f"As asked ({changed}) this does not fit; the capacity planner would also set {more}. "
+            "Plan that instead (its button names every change), or pick another fix."
+        )
+        plan.offers.append(({**p.model_dump(exclude_none=True), **added}, ""))
     if other and not on_serving:
-        plan.offer_params = {**p.model_dump(exclude_none=True), "on_serving": True}
-        plan.offer_label = f"Plan on serving `{base.serving}` instead"
+        plan.offers.append(({**p.model_dump(exclude_none=True), "on_serving": True}, f"Plan on `{base.serving}`"))
     return plan
