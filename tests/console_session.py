@@ -29,10 +29,11 @@ SERVICE = "vllm-gemma4"
 
 
 class ConsoleSession:
-    def __init__(self, speed: float = 3000.0, key_prefix: str = "") -> None:
+    def __init__(self, speed: float = 3000.0, key_prefix: str = "", sandbox: Sandbox | None = None) -> None:
         self.speed = speed
         self.key_prefix = key_prefix or f"gemma-sre-test-{uuid.uuid4().hex[:10]}"
-        self.sandbox: Sandbox | None = None
+        self.sandbox: Sandbox | None = sandbox  # given: shared with other sessions (started, closed by its owner)
+        self._own_sandbox = sandbox is None
         self.deps: Deps | None = None
         self.out = io.StringIO()
         self.responder = ConsoleResponder(self.out, self._answer)
@@ -43,18 +44,32 @@ class ConsoleSession:
 
     async def start(self) -> ConsoleSession:
         load_all()
-        sandbox = Sandbox(clock=SandboxClock(self.speed), image=load_settings().vllm_image)
-        self.sandbox = await asyncio.to_thread(sandbox.start)
+        if self.sandbox is None:
+            sandbox = Sandbox(clock=SandboxClock(self.speed), image=load_settings().vllm_image)
+            self.sandbox = await asyncio.to_thread(sandbox.start)
         settings = load_settings(
-            key_prefix=self.key_prefix, redis_url=REDIS_URL, deploy_poll_s=0.05, alert_group_window_s=0
+            key_prefix=self.key_prefix,
+            redis_url=REDIS_URL,
+            deploy_poll_s=0.05,
+            alert_group_window_s=0,
+            # The console is no Slack channel: no pacing of posts and edits to wait out between steps.
+            slack_post_per_s=1000.0,
+            slack_post_burst=1000,
+            slack_update_per_min=100000.0,
+            alert_header_debounce_s=0.0,
+            alert_storm_edit_interval_s=0.0,
         )
         self.deps = build_sandbox_deps(self.sandbox.configure(settings, console=True), self.sandbox, None)
         await attach_console(self.deps, self.responder)
         await reconcile_writes(self.deps)
         return self
 
-    async def close(self) -> None:
+    async def close(self, keep_sandbox: bool = False) -> None:
         await settle_background(60)
+        if self.sandbox is not None:  # first what was wired to it for this session (the alert queue)
+            for close in reversed(self.sandbox.closers):
+                await close()
+            self.sandbox.closers.clear()
         if self.deps is not None:
             from bot.wiring import close_deps
 
@@ -62,7 +77,7 @@ class ConsoleSession:
             if keys:
                 await self.deps.redis.delete(*keys)
             await close_deps(self.deps)
-        if self.sandbox is not None:
+        if self.sandbox is not None and self._own_sandbox and not keep_sandbox:
             await self.sandbox.aclose()
 
     @property

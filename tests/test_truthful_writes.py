@@ -135,3 +135,17 @@ async def test_the_deploy_self_check_finds_vllms_start_up_lines(console: Console
     assert "Planner vs vLLM" in out
     assert "Nothing to compare" not in out
     assert "GPU KV cache size: predicted" in out
+
+
+async def test_diagnose_is_about_the_serving_and_latest_revisions(console: ConsoleSession) -> None:
+    await console.line("/gemma sandbox kv-cache-too-small")
+    now = await console.line("/gemma diagnose")
+    assert "KV cache too small" in now and "past (a replaced revision)" not in now  # the latest revision
+    await console.line("/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384")
+    await console.line("click Confirm")
+    mark = len(console.responder.buttons)
+    later = await console.line("/gemma diagnose")
+    serving = _serving(console)
+    assert f"`{serving}`" in later.splitlines()[0]  # says which revisions it is about
+    assert "past (a replaced revision): KV cache too small" in later
+    assert not [label for _, label in console.buttons(mark) if label.startswith("Plan ")]  # no fix for the past

@@ -317,5 +317,5 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
         )
         plan.offers.append(({**p.model_dump(exclude_none=True), **added}, ""))
     if other and not on_serving:
-        plan.offers.append(({**p.model_dump(exclude_none=True), "on_serving": True}, f"Plan on `{base.serving}`"))
+        plan.offers.append(({**p.model_dump(exclude_none=True), "on_serving": True}, "On the serving revision"))
     return plan
