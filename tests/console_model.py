@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -40,6 +42,8 @@ from tests.console_session import CONFIRMED, READY_IDLE, READY_SERVING, SERVICE,
 
 # The invariant "every open incident whose condition differs from another's has its own findings" needs issue
 # 24 (alerts with different conditions get their own investigation); switch it on once that is merged.
+log = logging.getLogger(__name__)
+
 INCIDENT_FINDINGS = os.environ.get("CONSOLE_MODEL_INCIDENT_FINDINGS", "") == "1"
 
 SCENARIOS = ("kv-cache-too-small", "gpu-oom-at-load", "host-memory", "probe-too-short")
@@ -108,9 +112,13 @@ class ConsoleModel(RuleBasedStateMachine):
 
     # --- driving ----------------------------------------------------------------------------------------
     def _run(self, coro: Any) -> str:
+        t0 = time.monotonic()
         out: str = self.loop.run_until_complete(coro)
+        t1 = time.monotonic()
         self.loop.run_until_complete(self.session.settle())
         type(self).steps_run += 1
+        if time.monotonic() - t0 > 3:
+            log.warning("slow step %r: %.1f s, settle %.1f s", self.log[-1:], t1 - t0, time.monotonic() - t1)
         return out
 
     def _type(self, line: str) -> None:

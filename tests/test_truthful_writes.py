@@ -149,3 +149,16 @@ async def test_diagnose_is_about_the_serving_and_latest_revisions(console: Conso
     assert f"`{serving}`" in later.splitlines()[0]  # says which revisions it is about
     assert "past (a replaced revision): KV cache too small" in later
     assert not [label for _, label in console.buttons(mark) if label.startswith("Plan ")]  # no fix for the past
+
+
+async def test_one_configuration_has_one_price_and_one_reading(console: ConsoleSession) -> None:
+    plan = await console.line("/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384")
+    planned = re.search(r"~\$(\d+\.\d\d)/h", plan)
+    assert planned, plan
+    await console.line("click Confirm")
+    cost = await console.line("/gemma cost")
+    assert f"${planned.group(1)}/hour per running instance" in cost  # the plan priced what it deployed
+    config = await console.line("/gemma config")
+    assert "nothing deployed" not in config.splitlines()[0]
+    bench = await console.line("/gemma bench --concurrency 1 --context 64 --output 16 --requests 2")
+    assert re.search(r"max-model-len\s+16384\b", bench), bench  # what the service runs

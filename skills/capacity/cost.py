@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from skills.bench.loadgen import SweepResult
 from skills.capacity.catalog import load_catalog
+from skills.capacity.estimates import price_breakdown
 from skills.errors import InvalidInput
 from skills.ports import ServiceInfo
 
@@ -69,26 +70,22 @@ def usd_per_m_tokens(usd_per_hour: float, tok_per_s: float) -> float:
 
 def hourly_cost(info: ServiceInfo) -> CostReport:
     cat = load_catalog()
-    prices = cat.planner.cloud_run
     notes: list[str] = []
     vcpu = parse_cpu(info.cpu) if info.cpu else 1.0
     mem = parse_memory_gib(info.memory) if info.memory else 0.5
     if not info.cpu or not info.memory:
         notes.append("CPU or memory limit not set in the spec; Cloud Run defaults (1 vCPU, 512 MiB) assumed.")
-    breakdown = {
-        "cpu": vcpu * prices.vcpu_usd_per_s * 3600,
-        "memory": mem * prices.memory_usd_per_gib_s * 3600,
-    }
+    gpu = None
     if info.gpu_type:
         try:
             gpu = cat.gpu(info.gpu_type)
         except InvalidInput:
             notes.append(f"No price for GPU type {info.gpu_type} in the catalog; GPU cost left out.")
         else:
-            count = max(info.gpu_count, 1)
-            breakdown["gpu"] = gpu.price_per_hour_usd * count
             notes.append(f"GPU price: ${gpu.price_per_hour_usd:.2f}/h each ({gpu.price_source}).")
-    per_hour = sum(breakdown.values())
+    # The same pricing as fit and the deploy plan (skills/capacity/estimates.py): one configuration, one price.
+    breakdown = price_breakdown(cat, gpu, info.gpu_count, vcpu, mem)
+    per_hour = sum(breakdown.values())  # hourly_usd rounds this same sum to cents
     notes.append(
         "Scale to zero: $0 while idle." if info.min_instances == 0 else
         f"min-instances {info.min_instances}: billed around the clock even without traffic."

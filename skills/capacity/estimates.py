@@ -33,12 +33,21 @@ def cpu_for(cat: Catalog, g: GpuProfile, memory_gib: float) -> int:
     return max(g.cloud_run.min_cpu, fitting[0] if fitting else g.cloud_run.min_cpu)
 
 
-def hourly_usd(cat: Catalog, g: GpuProfile, count: int, cpu: int, memory_gib: float) -> float:
-    hourly = g.price_per_hour_usd * count
-    if not g.price_includes_host:
+def price_breakdown(cat: Catalog, g: GpuProfile | None, count: int, cpu: float, memory_gib: float) -> dict[str, float]:
+    """$/h of one instance by part (gpu / cpu / memory): the one pricing of a configuration, used by fit, the
+    deploy plan (for the CPU and memory it deploys) and `/gemma cost` (for what runs)."""
+    out: dict[str, float] = {}
+    if g is not None:
+        out["gpu"] = g.price_per_hour_usd * max(count, 1)
+    if g is None or not g.price_includes_host:
         cr = cat.planner.cloud_run
-        hourly += cpu * cr.vcpu_usd_per_s * 3600 + memory_gib * cr.memory_usd_per_gib_s * 3600
-    return round(hourly, 2)
+        out["cpu"] = cpu * cr.vcpu_usd_per_s * 3600
+        out["memory"] = memory_gib * cr.memory_usd_per_gib_s * 3600
+    return out
+
+
+def hourly_usd(cat: Catalog, g: GpuProfile | None, count: int, cpu: float, memory_gib: float) -> float:
+    return round(sum(price_breakdown(cat, g, count, cpu, memory_gib).values()), 2)
 
 
 def cold_start_estimate_s(cat: Catalog, m: ModelProfile, r: FitRequest) -> float:
