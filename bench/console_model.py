@@ -76,7 +76,7 @@ def main() -> int:
     print(f"violations: {len(found)} in {len(counts)} kinds")
     for kind, n in counts.most_common():
         example = next(f for f in found if _kind(f) == kind)
-        print(f"  {n:5d}  {kind}: e.g. {example[:200]}")
+        print(f"  {n:5d}  {kind}: e.g. {example[:900]}")
     return 1
 
 
@@ -84,7 +84,7 @@ def _kind(message: str) -> str:
     """A violation's kind: its message with names and numbers taken out."""
     import re
 
-    return re.sub(r"`[^`]*`|\d+(\.\d+)?|\{[^}]*\}|\([^)]*\)", "…", message)[:90]
+    return re.sub(r"`[^`]*`|[0-9a-f]{12}|\d+(\.\d+)?|\{[^}]*\}|\([^)]*\)", "…", message.splitlines()[0])[:90]
 
 
 if __name__ == "__main__":

@@ -246,7 +246,7 @@ class ConsoleModel(RuleBasedStateMachine):
     def _fail(self, what: str) -> None:
         message = f"{what}\n  steps: {' | '.join(self.log)}\n  last output:\n{self.out[-3000:]}"
         if type(self).collect is not None:
-            type(self).collect.append(what)  # type: ignore[union-attr]
+            type(self).collect.append(f"{what}\n    after: {' | '.join(self.log[-12:])}")  # type: ignore[union-attr]
             return
         raise AssertionError(message)
 

@@ -57,6 +57,7 @@ class ConsoleSession:
             slack_post_burst=1000,
             slack_update_per_min=100000.0,
             alert_header_debounce_s=0.0,
+            alert_coalesce_interval_s=0.0,
             alert_storm_edit_interval_s=0.0,
         )
         self.deps = build_sandbox_deps(self.sandbox.configure(settings, console=True), self.sandbox, None)

@@ -162,3 +162,14 @@ async def test_one_configuration_has_one_price_and_one_reading(console: ConsoleS
     assert "nothing deployed" not in config.splitlines()[0]
     bench = await console.line("/gemma bench --concurrency 1 --context 64 --output 16 --requests 2")
     assert re.search(r"max-model-len\s+16384\b", bench), bench  # what the service runs
+
+
+async def test_a_write_that_makes_no_new_revision_ends_with_what_the_service_shows(console: ConsoleSession) -> None:
+    # Found by the model-based test: after scale -> rollback, the same scale built on the serving revision is the
+    # latest revision's configuration again, so Cloud Run moves traffic without creating a revision.
+    for line in ("/gemma scale 0 2", "click Confirm", "/gemma rollback", "click Confirm", "/gemma scale 0 2"):
+        await console.line(line)
+    out = await asyncio.wait_for(console.line("click Confirm"), 60)  # not a watch waiting out its deadline
+    said = READY_SERVING.search(out)
+    assert said and "no new revision" in out, out
+    assert console.traffic() == {said.group(1): 100}

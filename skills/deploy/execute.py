@@ -222,6 +222,14 @@ async def _wait_revision(
                 "Check `/gemma status` in a few minutes.",
             ) from None
         elapsed = rep.elapsed()
+        if rev is None and op_done and not op_error:
+            # Done without a new revision: the template came out the same as the latest one's (e.g. a change
+            # built on the serving revision after a rollback), so only traffic moved. Said as the service shows it.
+            info = await runtime.get_service(plan.service)
+            if info.latest_created_revision == before and info.latest_ready_revision:
+                detail = "no new revision (same configuration); " + traffic_detail(info, info.latest_ready_revision)
+                await rep(Progress(phase="ready", elapsed_s=elapsed, done=True, ok=True, detail=detail), True)
+                return ExecResult(ok=True, detail=detail, revision=info.latest_ready_revision, duration_s=elapsed)
         if rev is not None and rev.ready is True:
             # Said as the service shows it (traffic may stay pinned elsewhere), never as intended.
             detail = traffic_detail(await runtime.get_service(plan.service), revision)
