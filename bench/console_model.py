@@ -40,8 +40,12 @@ def main() -> int:
     examples = 0
     original = ConsoleModel.__init__
 
+    first: list[int] = []  # the example in which the first violation showed
+
     def counting(self: ConsoleModel) -> None:
         nonlocal examples
+        if found and not first:
+            first.append(examples)
         examples += 1
         original(self)
 
@@ -73,7 +77,7 @@ def main() -> int:
     if not found:
         print("violations: 0")
         return 0
-    print(f"violations: {len(found)} in {len(counts)} kinds")
+    print(f"violations: {len(found)} in {len(counts)} kinds; first seen in example {first[0] if first else examples}")
     for kind, n in counts.most_common():
         example = next(f for f in found if _kind(f) == kind)
         print(f"  {n:5d}  {kind}: e.g. {example[:900]}")
