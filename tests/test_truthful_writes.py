@@ -173,3 +173,24 @@ async def test_a_write_that_makes_no_new_revision_ends_with_what_the_service_sho
     said = READY_SERVING.search(out)
     assert said and "no new revision" in out, out
     assert console.traffic() == {said.group(1): 100}
+
+
+async def test_bench_compare_labels_unlike_runs_instead_of_judging(console: ConsoleSession) -> None:
+    for output in (16, 64):
+        await console.line(f"/gemma bench --concurrency 1 --context 64 --output {output} --requests 2")
+        await console.line("click Run benchmark")
+    out = await console.line("/gemma bench compare")
+    assert "UNLIKE RUNS (output 64 vs 16 tokens per request)" in out, out
+    assert "WORSE" not in out and "better" not in out.replace("lower is better", "").replace("higher is better", "")
+
+
+async def test_metrics_advice_reads_the_running_flags(console: ConsoleSession) -> None:
+    await console.line("/gemma sandbox kv-cache-too-small")
+    await console.line("/gemma diagnose")
+    await console.line("click Plan redeploy: kv_cache_dtype=fp8")
+    out = await console.line("click Confirm")
+    assert READY_SERVING.search(out), out  # the service now runs --kv-cache-dtype fp8
+    await console.line("/gemma sandbox queue-saturation")
+    metrics = await console.line("/gemma metrics")
+    assert "KV cache 97% full" in metrics
+    assert "--kv-cache-dtype fp8" not in metrics  # not advised to a service already using it
