@@ -12,12 +12,15 @@ starting revisions decided):
   succeeded changed the service);
 - a scale confirmed while a ready revision serves does not fail (it must not build on a failed template);
 - a plan button's label names every parameter its plan changes (and the plan applies nothing more);
-- one configuration, one price: a deploy plan's $/h is what `/gemma cost` says for the running service;
+- one configuration, one price: a deploy plan's $/h is the list price of the CPU, memory and GPU it deploys
+  (what `/gemma cost` charges for them);
 - (guarded, see INCIDENT_FINDINGS) every open incident whose condition differs from another's has its own
   findings.
 
-One sandbox serves many examples (its project is reset between them; each example has its own Redis keys).
-`ConsoleModel.bugs` collects what was violated instead of failing when `collect` is set (bench/console_model.py
+Rules take no preconditions: those would read the world, which timing can change (where a Ctrl-C lands), and
+Hypothesis replays its choices; a rule that does not apply does nothing. One sandbox serves many examples (its
+project is reset between them; each example has its own Redis keys).
+`ConsoleModel.collect` gathers what was violated instead of failing when `collect` is set (bench/console_model.py
 counts them); in the suite a violation fails the test with the step that broke it.
 """
 
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from bot.sandbox.cloud import Sandbox
 from bot.sandbox.cloud_run_api import CloudRunStandIn
@@ -184,57 +187,65 @@ class ConsoleModel(RuleBasedStateMachine):
         self._type(f"/gemma deploy gemma4-12b-qat-l4 --max-model-len {mml}")
         self._then(then)
 
-    @precondition(lambda self: self._pending_confirm())
     @rule()
     def confirm(self) -> None:
+        if not self._pending_confirm():
+            return
         self._note_confirm()
         self._type("click Confirm")
 
-    @precondition(lambda self: self._exists())
     @rule(low=st.integers(0, 1), high=st.integers(1, 3), then=THEN)
     def scale(self, low: int, high: int, then: str) -> None:
+        if not self._exists():
+            return
         self._type(f"/gemma scale {low} {high}")
         self._then(then)
 
-    @precondition(lambda self: self._exists())
     @rule(then=THEN)
     def rollback(self, then: str) -> None:
+        if not self._exists():
+            return
         self._type("/gemma rollback")
         self._then(then)
 
-    @precondition(lambda self: self._exists() and len(self.log) >= 12)  # late in a run: after it, little works
     @rule()
     def destroy(self) -> None:
+        if not self._exists() or len(self.log) < 12:  # late in a run: after it, little works
+            return
         self._type("/gemma destroy")
         if self._has("Destroy"):
             self._note_confirm(destroy=True)
             self._type("click Destroy")
 
-    @precondition(lambda self: self._exists())
     @rule(name=st.sampled_from(SCENARIOS))
     def scenario(self, name: str) -> None:
+        if not self._exists():
+            return
         self._type(f"/gemma sandbox {name}")
 
-    @precondition(lambda self: self._has("Plan redeploy") or self._has("On the serving"))
     @rule(pick=st.integers(0, 20), then=THEN)
     def fix(self, pick: int, then: str) -> None:
         buttons = self.session.responder.buttons
         labels = [b.label for b, _ in buttons if b.label.startswith(("Plan redeploy", "On the serving"))]
+        if not labels:
+            return
         label = labels[-1 - pick % len(labels)]
         number = max(i for i, (b, _) in enumerate(buttons) if b.label == label) + 1
         self._type(f"click {number}")
         self.clicked.append((label, self.out))
         self._then(then)
 
-    @precondition(lambda self: self._exists())
     @rule()
     def diagnose(self) -> None:
+        if not self._exists():
+            return
         self._type("/gemma diagnose")
 
-    @precondition(lambda self: self._pending_confirm())
     @rule()
     def interrupt(self) -> None:
         """Ctrl-C once the write has been submitted (the issue's "Ctrl-C four seconds after Confirm")."""
+        if not self._pending_confirm():
+            return
         self._note_confirm()
         self.log.append("click Confirm  ^C")
         type(self).rules_run["click Confirm ^C"] += 1

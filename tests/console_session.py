@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import re
 import uuid
 from collections.abc import Callable
@@ -43,6 +44,12 @@ class ConsoleSession:
         return self.modal_answer
 
     async def start(self) -> ConsoleSession:
+        # google-cloud-logging asks the GCE metadata server where it runs while it parses entries (Logger
+        # __init__ -> detect_resource): point that at a closed port on 127.0.0.1, or each log read waits out a
+        # DNS lookup of metadata.google.internal (~5 s here; and no network beyond 127.0.0.1 in tests).
+        for name, value in (("GCE_METADATA_HOST", "127.0.0.1:9"), ("GCE_METADATA_IP", "127.0.0.1:9")):
+            os.environ.setdefault(name, value)
+        os.environ.setdefault("NO_GCE_CHECK", "true")
         load_all()
         if self.sandbox is None:
             sandbox = Sandbox(clock=SandboxClock(self.speed), image=load_settings().vllm_image)
