@@ -46,11 +46,17 @@ def main() -> int:
         nonlocal examples
         if found and not first:
             first.append(examples)
+        if examples and examples % 10 == 0:  # a long run shows where it is (and what it found so far)
+            print(
+                f"... {examples} examples, {ConsoleModel.steps_run} steps, {time.monotonic() - t0:.0f} s, "
+                f"{len(found)} violations" + (f" (first in example {first[0]})" if first else ""),
+                flush=True,
+            )
         examples += 1
         original(self)
 
-    ConsoleModel.__init__ = counting  # type: ignore[method-assign]
     t0 = time.monotonic()
+    ConsoleModel.__init__ = counting  # type: ignore[method-assign]
     try:
         from hypothesis import seed
 
