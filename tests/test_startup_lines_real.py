@@ -81,3 +81,24 @@ async def test_start_up_lines_are_found_by_revision_and_time_window(
 class _Nothing:
     async def get_service_spec(self, name: str) -> dict[str, Any] | None:
         return None
+
+
+async def test_reading_logs_never_asks_the_metadata_server(
+    settings: Settings, logging_api: CloudLoggingStandIn, monkeypatch: Any
+) -> None:
+    """google-cloud-logging makes a Logger per log name while parsing listed entries, and a Logger without a
+    resource asks metadata.google.internal where it runs (5 s timeouts off Google Cloud: each `/gemma logs`,
+    diagnose and deploy watch paid it). The library's lookup is made to fail loudly here."""
+    import google.cloud.logging_v2.logger as gl
+
+    def no_lookup(*_: object, **__: object) -> None:
+        raise AssertionError("asked the GCE metadata server")
+
+    monkeypatch.setattr(gl, "detect_resource", no_lookup)
+    now = datetime.now(UTC)
+    logging_api.entries += [_entry(settings.google_cloud_project or "test-proj", "r-1", "hello", now)]
+    s = settings.model_copy(update={"cloud_logging_api_endpoint": logging_api.base_url})  # type: ignore[attr-defined]
+    from skills.ports import LogQuery
+
+    batch = await CloudLoggingLogs(s).fetch(LogQuery(service="vllm-gemma4", since=now - timedelta(minutes=5)))
+    assert [e.text for e in batch.entries] == ["hello"]
