@@ -57,9 +57,8 @@ async def test_start_up_lines_are_found_by_revision_and_time_window(
     logging_api.entries += [_entry(project, "vllm-gemma4-00001-old", t, now) for t in other]
     logging_api.entries += [_entry(project, "vllm-gemma4-00002-abc", t, now) for t in loading + kv]
 
-    plan = await build_plan(
-        "deploy", {"profile": "gemma4-12b-qat-l4"}, _Nothing(), DeployEnv(service="vllm-gemma4", region="us-central1")
-    )
+    env = DeployEnv(service="vllm-gemma4", region="us-central1")
+    plan = await build_plan("deploy", {"profile": "gemma4-12b-qat-l4"}, _Nothing(), env)  # type: ignore[arg-type]
     assert plan.spec is not None
     s = settings.model_copy(update={"cloud_logging_api_endpoint": logging_api.base_url})  # type: ignore[attr-defined]
     check = await check_startup(
