@@ -10,15 +10,17 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from bot.sandbox.console_session import CONFIRMED, READY_SERVING, ConsoleSession
 from bot.wiring import reconcile_writes
 from skills.deploy.audit import latest, pending
 from skills.deploy.flow import BACKGROUND
-from tests.console_session import CONFIRMED, READY_SERVING, ConsoleSession
+from tests.conftest import REDIS_URL
+from tests.eventually import eventually
 
 
 @pytest.fixture
 async def console() -> AsyncIterator[ConsoleSession]:
-    session = await ConsoleSession().start()
+    session = await ConsoleSession(REDIS_URL).start()
     try:
         yield session
     finally:
@@ -90,20 +92,30 @@ async def test_ctrl_c_after_confirm_records_what_happened_not_a_failure(console:
     assert revision and console.revision_state(revision.group(1)) is True
 
 
-async def test_a_watch_that_died_is_reconciled_at_the_next_start(console: ConsoleSession) -> None:
-    assert console.deps is not None
-    await console.line("/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384")
-    await console.interrupt("click Confirm", lambda seen: "submitted" in seen)
-    for task in list(BACKGROUND):  # the process dies mid-watch: nothing more is recorded by it
-        task.cancel()
-    await asyncio.gather(*BACKGROUND, return_exceptions=True)
-    key = console.deps.settings.key("audit")
-    assert [e.result for e in await pending(console.deps.redis, key)] == ["pending"]
-    assert await console.settle()
-    assert await reconcile_writes(console.deps) == 1  # what a start does
-    (record,) = [e for e in await _audit(console) if e.action == "deploy"]  # type: ignore[attr-defined]
-    assert record.result == "ok" and "seen later" in record.detail  # type: ignore[attr-defined]
-    assert await pending(console.deps.redis, key) == []
+async def test_a_watch_that_died_is_reconciled_at_the_next_start() -> None:
+    console = await ConsoleSession(REDIS_URL, speed=0).start()  # a stopped clock: the revision waits for us
+    try:
+        assert console.deps is not None and console.sandbox is not None
+        await console.line("/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384")
+        key = console.deps.settings.key("audit")
+        confirm = asyncio.get_running_loop().create_task(console.line("click Confirm"))
+        revisions = console.sandbox.cloud_run.revisions["vllm-gemma4"]
+        assert await eventually(lambda: len(revisions) == 2)  # the write reached Cloud Run; its revision starts
+        watches = [*BACKGROUND, confirm]
+        for task in watches:  # the process dies mid-watch: nothing more is recorded by it
+            task.cancel()
+        await asyncio.gather(*watches, return_exceptions=True)
+        assert [e.result for e in await pending(console.deps.redis, key)] == ["pending"]
+        assert await reconcile_writes(console.deps) == 0  # still starting: stays pending
+        console.sandbox.clock.advance(3 * 3600)
+        console.sandbox.tick()
+        assert await reconcile_writes(console.deps) == 1  # what the next start does
+        (record,) = [e for e in await _audit(console) if e.action == "deploy"]  # type: ignore[attr-defined]
+        assert record.result == "ok" and "seen later" in record.detail  # type: ignore[attr-defined]
+        assert READY_SERVING.search(record.detail)  # type: ignore[attr-defined]
+        assert await pending(console.deps.redis, key) == []
+    finally:
+        await console.close()
 
 
 async def test_a_fix_that_needs_more_to_fit_names_every_change(console: ConsoleSession) -> None:

@@ -1,6 +1,7 @@
 """One console session on the sandbox, in this process: the lines a user types go through bot/console.py's
 `handle_line` exactly as at the prompt, against the sandbox's simulators (real Google clients on 127.0.0.1)
-and real Redis. Used by the console tests, the model-based test and bench/console_model.py.
+and Redis at `redis_url` (the tests' real one). Used by the console tests and the model-based test of whole
+console runs (bench/console_model.py).
 
 Ctrl-C is what the console does with it: the running line's task is cancelled (bot/console.py `interact`)."""
 
@@ -23,16 +24,17 @@ from bot.settings import load_settings
 from bot.wiring import reconcile_writes
 from handlers.registry import load_all
 from skills.deploy.flow import settle_background
-from tests.conftest import REDIS_URL
-from tests.eventually import eventually
 
 SERVICE = "vllm-gemma4"
 
 
 class ConsoleSession:
-    def __init__(self, speed: float = 3000.0, key_prefix: str = "", sandbox: Sandbox | None = None) -> None:
+    def __init__(
+        self, redis_url: str, speed: float = 3000.0, key_prefix: str = "", sandbox: Sandbox | None = None
+    ) -> None:
+        self.redis_url = redis_url
         self.speed = speed
-        self.key_prefix = key_prefix or f"gemma-sre-test-{uuid.uuid4().hex[:10]}"
+        self.key_prefix = key_prefix or f"gemma-sre-session-{uuid.uuid4().hex[:10]}"
         self.sandbox: Sandbox | None = sandbox  # given: shared with other sessions (started, closed by its owner)
         self._own_sandbox = sandbox is None
         self.deps: Deps | None = None
@@ -56,7 +58,7 @@ class ConsoleSession:
             self.sandbox = await asyncio.to_thread(sandbox.start)
         settings = load_settings(
             key_prefix=self.key_prefix,
-            redis_url=REDIS_URL,
+            redis_url=self.redis_url,
             deploy_poll_s=0.05,
             alert_group_window_s=0,
             # The console is no Slack channel: no pacing of posts and edits to wait out between steps.
@@ -104,7 +106,12 @@ class ConsoleSession:
         assert self.deps is not None
         mark = len(self.text)
         task = asyncio.get_running_loop().create_task(handle_line(self.deps, self.responder, text))
-        assert await eventually(lambda: task.done() or when(self.text[mark:]), timeout_s)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not (task.done() or when(self.text[mark:])):
+            if loop.time() > deadline:
+                raise TimeoutError(f"`{text}` printed nothing that `when` accepts in {timeout_s} s")
+            await asyncio.sleep(0.005)
         if not task.done():
             task.cancel()
         try:

@@ -28,6 +28,7 @@ class AuditEntry(BaseModel):
     duration_s: float = 0.0
     plan_id: str = ""
     target: str = ""  # a rollback's revision (what a later reconciliation checks)
+    before: str = ""  # the latest revision when a revision-making write started (its own comes after it)
     id: str = ""  # stream entry id, set when read back
 
     def when(self) -> str:

@@ -207,7 +207,13 @@ async def run_claimed(
     mid-watch) nothing is claimed about the outcome: the record stays pending until a later start reconciles
     it from what the service shows (skills/deploy/reconcile.py)."""
     start = time.monotonic()
-    await record_pending(gate.store, gate.audit_key, _entry(plan, user_id, "pending", "confirmed; watching"))
+    pending = _entry(plan, user_id, "pending", "confirmed; watching")
+    if plan.kind != "destroy" and plan.kind != "rollback" and not plan.create:
+        try:  # what a later reconciliation needs to tell this write's revision from earlier ones
+            pending.before = (await runtime.get_service(plan.service)).latest_created_revision
+        except UserFacingError:
+            pass  # execute meets the same failure and says so
+    await record_pending(gate.store, gate.audit_key, pending)
     result = ExecResult(ok=False, detail="did not start")
     cancelled = False
     try:

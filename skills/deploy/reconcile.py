@@ -3,7 +3,8 @@ records stay `pending` (skills/deploy/audit.py) until a later start reads the ou
 
 What a write shows once it has settled: a deploy, redeploy or scale made the first revision created after it
 was confirmed, and that revision's Ready condition is its outcome; a rollback moved all traffic to its target
-revision, or did not; a destroy left no service. A revision still starting leaves the record pending.
+revision, or did not; a destroy left no service. A revision still starting leaves the record pending. (The
+write's revision is the first one after the latest revision when it started, recorded with it.)
 """
 
 from __future__ import annotations
@@ -37,13 +38,18 @@ async def observed_outcome(runtime: Runtime, entry: AuditEntry) -> tuple[bool, s
         if share == 100:
             return True, f"100% of traffic on `{entry.target}`"
         return False, f"traffic did not move: {traffic_detail(info, entry.target)}"
-    since = datetime.fromtimestamp(entry.at, UTC) - timedelta(seconds=_CLOCK_SLACK_S)
-    made = [
-        r for r in await runtime.list_revisions(entry.service, limit=20) if r.create_time and r.create_time >= since
-    ]
+    revisions = await runtime.list_revisions(entry.service, limit=20)  # newest first
+    made = []
+    for r in revisions:
+        if entry.before and r.name == entry.before:
+            break
+        made.append(r)
+    if not entry.before:  # a new service (or the latest revision could not be read): created since the confirm
+        since = datetime.fromtimestamp(entry.at, UTC) - timedelta(seconds=_CLOCK_SLACK_S)
+        made = [r for r in made if r.create_time and r.create_time >= since]
     if not made:
         return False, "no revision was created (the write never reached Cloud Run)"
-    rev = min(made, key=lambda r: r.create_time or since)
+    rev = made[-1]  # the first one made after the write started
     if rev.ready is None:
         return None
     if rev.ready:
