@@ -27,6 +27,7 @@ from typing import Any, TextIO
 
 from bot.deps import Deps
 from bot.log_format import JsonFormatter
+from bot.wiring import reconcile_writes
 from handlers.context import ActionContext, CommandContext
 from handlers.registry import load_all
 from handlers.render_text import to_text
@@ -403,5 +404,6 @@ async def run_console(
     responder = ConsoleResponder(out, reader.read_sync)
     if on_start is not None:
         await on_start(responder)
+    await reconcile_writes(deps)  # writes a Ctrl-C'd or killed console left pending get their outcome
     print(BANNER, file=out)
     return await interact(deps, responder, reader, log_path)

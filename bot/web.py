@@ -25,7 +25,7 @@ from bot.deps import Deps
 from bot.slack_app import build_bolt
 from bot.slack_check import check_slack_token, quiet_bolt
 from bot.socket_mode import socket_mode_for
-from bot.wiring import close_deps
+from bot.wiring import close_deps, reconcile_writes
 from handlers.alerts.web import alert_routes
 from handlers.http_body import HttpProblem, read_body
 from handlers.registry import load_all
@@ -156,6 +156,7 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
         if deps.chat is not None and deps.settings.slack_bot_token:
             deps.spawn(check_slack_token(deps.chat))  # one clear line if the token is wrong; start regardless
         await alerts.start()
+        deps.spawn(reconcile_writes(deps))  # audit records a stopped process left pending
         if socket_mode is not None:
             await socket_mode.start()
         if pubsub is not None:

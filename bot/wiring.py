@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from bot.adapters.cloud_logging import CloudLoggingLogs
 from bot.adapters.cloud_monitoring import make_metrics
 from bot.adapters.cloud_run import CloudRunRuntime
@@ -16,6 +18,8 @@ from bot.deps import Deps
 from bot.settings import Settings
 from bot.state import make_redis
 from bot.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
 
 
 def build_deps(settings: Settings) -> Deps:
@@ -50,3 +54,13 @@ async def close_deps(deps: Deps) -> None:
             await close()
     await deps.endpoint.aclose()
     await deps.redis.aclose()
+
+
+async def reconcile_writes(deps: Deps) -> int:
+    """At start: writes left `pending` in the audit by a process stopped mid-watch get the outcome the service
+    shows now (skills/deploy/reconcile.py). Never stops a start: a cloud that cannot be read is logged."""
+    try:
+        return len(await deps.writes.reconcile())
+    except Exception as exc:  # noqa: BLE001 - the bot starts regardless; the records stay pending for next time
+        log.warning("could not reconcile pending writes: %s: %s", type(exc).__name__, str(exc)[:200])
+        return 0

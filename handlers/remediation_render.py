@@ -15,9 +15,10 @@ from skills.logs.redact import redact
 from skills.text import shorten
 
 
-def action_label(action: str, params: dict[str, Any]) -> str:
+def action_label(action: str, params: dict[str, Any], prefix: str = "") -> str:
+    """`Plan redeploy: k=v, ...`: a plan button names every parameter its plan changes."""
     shown = ", ".join(f"{k}={v}" for k, v in params.items())
-    return shorten(f"Plan {action}: {shown}".rstrip(": "), 75)  # Slack: button text up to 75
+    return shorten(f"{prefix or f'Plan {action}'}: {shown}".rstrip(": "), 75)  # Slack: button text up to 75
 
 
 def action_buttons(actions: Iterable[Any]) -> list[Button]:

@@ -62,6 +62,9 @@ class RevisionInfo(BaseModel):
     create_time: datetime | None = None
     image: str = ""
     traffic_percent: int = 0
+    # The configuration the revision runs, as v2 RevisionTemplate JSON (the template fields a Revision carries;
+    # empty when the runtime does not say): what a write builds on when this revision is the one serving.
+    template: dict[str, Any] = Field(default_factory=dict)
 
 
 class OperationProgress(BaseModel):

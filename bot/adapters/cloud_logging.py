@@ -89,14 +89,24 @@ class CloudLoggingLogs:
     def _get_client(self) -> Any:
         if self._client is None:
             from google.cloud import logging as gcl
+            from google.cloud.logging import Resource
 
             from bot.adapters.deadline_session import DeadlineSession
+
+            class ReadingClient(gcl.Client):  # type: ignore[misc]
+                """Parsing each listed entry makes a Logger for its log name, and a Logger made without a resource
+                asks the GCE metadata server where this process runs (two requests to metadata.google.internal
+                with 5 s timeouts: Logger.__init__ -> detect_resource): per log name, per fetch, off Google Cloud.
+                These loggers never write, so they get a fixed resource and nothing is asked."""
+
+                def logger(self, name: str, *, labels: Any = None, resource: Any = None) -> Any:
+                    return super().logger(name, labels=labels, resource=resource or Resource(type="global", labels={}))
 
             creds, project = cloud_credentials(self._settings)
             options = {}
             if self._settings.cloud_logging_api_endpoint:
                 options["api_endpoint"] = self._settings.cloud_logging_api_endpoint
-            self._client = gcl.Client(
+            self._client = ReadingClient(
                 project=project,
                 credentials=creds,
                 _use_grpc=False,

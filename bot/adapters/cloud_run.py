@@ -162,7 +162,18 @@ def service_to_info(svc: run_v2.Service) -> ServiceInfo:
     )
 
 
+# RevisionTemplate fields a v2 Revision also carries (run_v2.RevisionTemplate vs run_v2.Revision): the
+# configuration the revision runs. Labels and annotations are left out: Cloud Run adds its own to a revision.
+REVISION_TEMPLATE_FIELDS = (
+    "scaling", "vpcAccess", "timeout", "serviceAccount", "containers", "volumes", "executionEnvironment",
+    "encryptionKey", "encryptionKeyRevocationAction", "encryptionKeyShutdownDuration", "serviceMesh",
+    "sessionAffinity", "nodeSelector", "gpuZonalRedundancyDisabled", "maxInstanceRequestConcurrency",
+)  # fmt: skip
+
+
 def revision_to_info(rev: run_v2.Revision, traffic: dict[str, int] | None = None) -> RevisionInfo:
+    from google.cloud import run_v2
+
     ready_cond = next((c for c in rev.conditions if c.type_ == "Ready"), None)
     ready = None
     reason = message = ""
@@ -179,6 +190,7 @@ def revision_to_info(rev: run_v2.Revision, traffic: dict[str, int] | None = None
         create_time=rev.create_time if rev.create_time else None,
         image=rev.containers[0].image if rev.containers else "",
         traffic_percent=(traffic or {}).get(short, 0),
+        template={k: v for k, v in json.loads(run_v2.Revision.to_json(rev)).items() if k in REVISION_TEMPLATE_FIELDS},
     )
 
 

@@ -143,9 +143,9 @@ class CloudRunStandIn:
             "name": f"{self.parent}/services/{name}/revisions/{rev_name}",
             "service": f"{self.parent}/services/{name}",
             "createTime": _now(),
-            "containers": copy.deepcopy(template.get("containers", [])),
-            "nodeSelector": copy.deepcopy(template.get("nodeSelector", {})),
-            "scaling": copy.deepcopy(template.get("scaling", {})),
+            # A Revision carries its template's configuration (every RevisionTemplate field but `revision` and
+            # `healthCheckDisabled`, run_v2.Revision), so a revision can be read back as what it runs.
+            **{k: copy.deepcopy(v) for k, v in template.items() if k not in ("revision", "healthCheckDisabled")},
             "reconciling": True,
             "conditions": [{"type": "Ready", "state": "CONDITION_RECONCILING"}],
         }

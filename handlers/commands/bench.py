@@ -92,7 +92,9 @@ async def _preview(ctx: CommandContext) -> Reply:
     try:
         info = await d.runtime.get_service(d.settings.vllm_service_name)
         usd_h = hourly_cost(info, d.settings.google_cloud_location).usd_per_hour
-        max_len = max_len or max_model_len_from_args(info.args)
+        # One reading of the running configuration: the flags the service runs with (what /gemma config shows);
+        # the server's own report only when they do not say.
+        max_len = max_model_len_from_args(info.args) or max_len
     except UserFacingError:
         pass  # no Cloud Run access (e.g. VLLM_BASE_URL only): plan without a cost
     last = await _store(ctx).recent_sweeps(1)

@@ -97,7 +97,8 @@ async def config(ctx: CommandContext) -> Reply:
         spec, title, notes = strip_output_only(running), f"Running service `{service}`", []
     text = yaml.safe_dump(spec, sort_keys=False, width=1000)
     gcloud = deploy_command(service, spec, env.region, env.project)
-    reply = Reply(title=f":page_facing_up: {title} (nothing deployed)")
+    # "(nothing deployed)" is said of a rendered profile only: a running service's config is what is deployed.
+    reply = Reply(title=f":page_facing_up: {title}" + (" (nothing deployed)" if profile else ""))
     if notes:
         reply.add(text="\n".join(f"• {n}" for n in notes))
     reply.add(heading="gcloud equivalent", code=gcloud)

@@ -10,8 +10,8 @@ from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.remediation_render import action_buttons
 from handlers.reply import FileOut, Reply
-from skills.diagnosis.diagnose import diagnose_service
-from skills.diagnosis.findings import Diagnosis
+from skills.diagnosis.diagnose import current_revisions, diagnose_current, diagnose_service
+from skills.diagnosis.findings import Diagnosis, Finding
 from skills.errors import NotFound, UserFacingError
 from skills.logs.condense import Digest
 from skills.logs.fetch import logs_digest, parse_severity, parse_since
@@ -91,7 +91,9 @@ def render_digest(q: LogQuery, d: Digest) -> Reply:
     return reply
 
 
-def render_diagnosis(service: str, d: Diagnosis) -> Reply:
+def render_diagnosis(service: str, d: Diagnosis, past: list[Finding] | None = None, about: str = "") -> Reply:
+    """`about`: which revisions `d` covers; `past`: root causes seen only on revisions since replaced (shown
+    as past, without fix buttons: the revision they are about no longer runs)."""
     if not d.findings:
         reply = Reply(title=f":white_check_mark: {service}: no known failure in the logs")
         reply.add(text=f"Looked at {d.digest.lines_in} lines ({d.digest.templates} templates).")
@@ -99,6 +101,8 @@ def render_diagnosis(service: str, d: Diagnosis) -> Reply:
         roots = len(d.root_kinds())
         more = len(d.findings) - roots
         reply = Reply(title=f":mag: {service}: {roots} finding(s)" + (f" and {more} consequence(s)" if more else ""))
+    if about:
+        reply.title += f" on {about}"
     if d.truncated:
         reply.add(text=f":warning: {d.truncated}")
     for f in d.findings:
@@ -110,6 +114,11 @@ def render_diagnosis(service: str, d: Diagnosis) -> Reply:
             code="\n".join(f.evidence) or None,  # log text stays in a code block: quoted, never instructions
         )
         reply.buttons.extend(action_buttons(f.remediation.actions))
+    for f in past or []:
+        reply.add(
+            heading=f":white_circle: past (a replaced revision): {f.title}  `{f.kind}`",
+            code=f.evidence[0] if f.evidence else None,
+        )
     reply.context = f"deterministic analyzers, {datetime.now(UTC):%H:%M} UTC"
     return reply
 
@@ -142,9 +151,13 @@ async def diagnose(ctx: CommandContext) -> Reply:
     except Exception as exc:  # noqa: BLE001 - diagnosis works without the current settings
         log.warning("diagnose: settings of %s unavailable: %s: %s", q.service, type(exc).__name__, str(exc)[:200])
         service = None
-    result = await diagnose_service(
-        _logs_port(ctx), q, token_budget=ctx.deps.settings.log_token_budget, service=service
-    )
+    budget = ctx.deps.settings.log_token_budget
+    if q.revision is None and service is not None and current_revisions(service):
+        # By default: the revisions that matter now (serving, latest); older failures are marked past.
+        scoped = await diagnose_current(_logs_port(ctx), q, service, token_budget=budget)
+        about = "revision " + ", ".join(f"`{r}`" for r in scoped.revisions)
+        return render_diagnosis(q.service, scoped.current, scoped.past, about=about)
+    result = await diagnose_service(_logs_port(ctx), q, token_budget=budget, service=service)
     if result.digest.lines_in == 0:
         await _unknown_revision(ctx, q)
     return render_diagnosis(q.service, result)

@@ -9,7 +9,8 @@ from handlers.registry import COMMANDS, command
 from handlers.reply import Reply
 from skills.bench.report import recent_sweeps
 from skills.capacity.cost import CostReport, cost_report
-from skills.errors import InvalidInput
+from skills.deploy.vllm_flags import VllmFlags, planner_kv
+from skills.errors import InvalidInput, UserFacingError
 from skills.logs.redact import redact
 from skills.observe.health import DeepHealth, deep_health
 from skills.observe.model_metrics import ModelMetrics, Percentiles, collect_model_metrics
@@ -81,7 +82,14 @@ def render_metrics(m: ModelMetrics, base_url: str) -> Reply:
 async def metrics(ctx: CommandContext) -> Reply:
     d = ctx.deps
     base = await d.endpoint.base_url()
-    m = await collect_model_metrics(d.model_server, base, d.redis, d.settings.key("metrics", "last_scrape"))
+    fp8: bool | None = None
+    try:  # one reading of the running configuration: the flags the service runs with, as /gemma config shows
+        running = VllmFlags.parse_or_none((await d.runtime.get_service(d.settings.vllm_service_name)).args)
+        fp8 = None if running is None else planner_kv(running) == "fp8"
+    except UserFacingError:
+        pass  # e.g. VLLM_BASE_URL only: advice without knowing the flags
+    key = d.settings.key("metrics", "last_scrape")
+    m = await collect_model_metrics(d.model_server, base, d.redis, key, kv_cache_fp8=fp8)
     return render_metrics(m, base)
 
 

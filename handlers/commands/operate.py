@@ -24,6 +24,7 @@ _AUDIT_ICON = {
     "failed": ":x:",
     "refused": ":no_entry:",
     "cancelled": ":no_entry_sign:",
+    "pending": ":hourglass_flowing_sand:",
 }
 
 
@@ -175,10 +176,12 @@ async def audit(ctx: CommandContext) -> Reply:
     lines = []
     for e in entries:
         params = ", ".join(f"{k}={v}" for k, v in e.params.items()) or "—"
+        outcome = f"{e.result} in {format_duration(e.duration_s)}"
+        if e.result == "pending":
+            outcome = "pending (outcome not seen yet)"
         lines.append(
             f"{_AUDIT_ICON.get(e.result, '')} {e.when()} {reply.mention(e.user_id)} *{e.action}* `{e.service}` "
-            f"({params}) → "
-            f"{e.result} in {format_duration(e.duration_s)}" + (f": {shorten(e.detail, 150)}" if e.detail else "")
+            f"({params}) → {outcome}" + (f": {shorten(e.detail, 150)}" if e.detail and e.result != "pending" else "")
         )
     reply.add(text="\n".join(lines) or "No write actions recorded yet.")
     return reply

@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from handlers.context import ActionContext, Responder
 from handlers.registry import action, view_check
-from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION, PLAN_ACTION, Button, Reply, error_reply
+from handlers.remediation_render import action_label
+from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION, PLAN_ACTION, Button, Reply, error_reply, plan_button
 from handlers.startup_report import startup_report
 from skills.actions.button_payloads import PayloadStore
 from skills.deploy.confirm import Refused, Where
 from skills.deploy.execute import ExecResult, Progress
+from skills.deploy.flow import keep_watching
 from skills.deploy.plans import Plan
 from skills.deploy.preflight_check import UNKNOWN_NOTE
 from skills.durations import format_duration
@@ -84,6 +86,9 @@ def render_plan(plan: Plan, *, with_buttons: bool = True) -> Reply:
         else:
             reply.add(text=f":no_entry: {blocked}")
         reply.buttons.append(Button(label="Cancel", action_id=CANCEL_ACTION, value=plan.id))
+        for params, label in plan.offers:
+            shown = {k: v for k, v in params.items() if k not in ("service", "on_serving")}
+            reply.buttons.append(plan_button(plan.kind, params, action_label(plan.kind, shown, label)))
     mins = max(1, round((plan.expires_at - time.time()) / 60)) if plan.expires_at else 0
     reply.context = f"plan `{plan.id}` · expires in {mins} min · asked by {reply.mention(plan.created_by)}"
     return reply
@@ -231,26 +236,31 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
     async def on_progress(p: Progress) -> None:
         await _safe_update(ctx.responder, ts, progress_reply(plan, ctx.user_id, p))
 
-    result = ExecResult(ok=False, detail="stopped unexpectedly (see the bot's logs)")
     started = datetime.now(UTC) - timedelta(seconds=30)
-    try:
-        async with deps.watching(ctx.user_id):  # the deploy's watch takes minutes: counted as a watcher
-            result = await writes.run(plan, lock, ctx.user_id, on_progress)
-    finally:
-        if plan.incident_id and thread:
-            line = outcome_line(plan, ctx.user_id, result, time.monotonic() - t0)
-            try:
-                await ctx.responder.post(line, thread_ts=thread)
-            except Exception:  # noqa: BLE001 - the progress message shows the outcome; logged
-                log.warning("could not post the outcome of plan %s in its incident thread", plan.id)
-    if result.ok:
-        # The planner checks itself: vLLM's start-up figures against the prediction, in the deploy's thread.
-        report = await startup_report(deps, plan, result.revision, started, result.duration_s)
-        if report is not None:
-            try:
-                await ctx.responder.post(report, thread_ts=thread or ts)
-            except Exception:  # noqa: BLE001 - the deploy succeeded and says so above; logged
-                log.warning("could not post the start-up comparison for plan %s", plan.id)
+
+    async def watch() -> None:
+        result = ExecResult(ok=False, detail="stopped unexpectedly (see the bot's logs)")
+        try:
+            async with deps.watching(ctx.user_id):  # the deploy's watch takes minutes: counted as a watcher
+                result = await writes.run(plan, lock, ctx.user_id, on_progress)
+        finally:
+            if plan.incident_id and thread:
+                line = outcome_line(plan, ctx.user_id, result, time.monotonic() - t0)
+                try:
+                    await ctx.responder.post(line, thread_ts=thread)
+                except Exception:  # noqa: BLE001 - the progress message shows the outcome; logged
+                    log.warning("could not post the outcome of plan %s in its incident thread", plan.id)
+        if result.ok:
+            # The planner checks itself: vLLM's start-up figures against the prediction, in the deploy's thread.
+            report = await startup_report(deps, plan, result.revision, started, result.duration_s)
+            if report is not None:
+                try:
+                    await ctx.responder.post(report, thread_ts=thread or ts)
+                except Exception:  # noqa: BLE001 - the deploy succeeded and says so above; logged
+                    log.warning("could not post the start-up comparison for plan %s", plan.id)
+
+    # Whoever confirmed may stop waiting (Ctrl-C in the console); the watch goes on and records what happened.
+    await keep_watching(watch())
     return None
 
 

@@ -141,6 +141,9 @@ class RedeployParams(Overrides, RedeployFixes):
     model_config = ConfigDict(extra="forbid")
 
     service: str | None = None
+    # Build on the serving revision's configuration instead of the service's template, when the template is
+    # another revision's (a failed deploy, a rollback): the plan offers it then (skills/deploy/plan_common.py).
+    on_serving: bool | None = None
 
 
 class ScaleParams(BaseModel):

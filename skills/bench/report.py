@@ -170,28 +170,42 @@ def best_throughput(result: SweepResult) -> tuple[CellResult | None, CellResult 
     return s, b
 
 
-def _change(new: float | None, old: float | None, lower_is_better: bool) -> str:
+def _change(new: float | None, old: float | None, lower_is_better: bool, judge: bool = True) -> str:
     if new is None or old is None or old == 0:
         return "—"
     d = (new - old) / old
     better = (d < 0) if lower_is_better else (d > 0)
-    mark = "" if abs(d) < 0.05 else (" better" if better else " WORSE")
+    mark = "" if abs(d) < 0.05 or not judge else (" better" if better else " WORSE")
     return f"{d:+.0%}{mark}"
 
 
+def unlike(new: SweepResult, old: SweepResult) -> list[str]:
+    """What makes two sweeps measure different things (then their figures are not judged better or worse)."""
+    out = []
+    if new.spec.output_tokens != old.spec.output_tokens:
+        out.append(f"output {new.spec.output_tokens} vs {old.spec.output_tokens} tokens per request")
+    if new.model != old.model:
+        out.append(f"model {new.model} vs {old.model}")
+    return out
+
+
 def compare(new: SweepResult, old: SweepResult) -> str:
-    """Per matching cell: change in TTFT p50, E2E p95 and output tok/s (>5% marked better/WORSE)."""
+    """Per matching cell: change in TTFT p50, E2E p95 and output tok/s (>5% marked better/WORSE) between like
+    sweeps; unlike ones (another output length or model) are labelled so and not judged."""
     olds = {(c.concurrency, c.context): c for c in old.cells}
-    lines = [f"{'conc':>5} {'ctx':>6} {'TTFT50':>13} {'E2E95':>13} {'tok/s':>13} {'success':>9}"]
+    differs = unlike(new, old)
+    judge = not differs
+    lines = [f"UNLIKE RUNS ({'; '.join(differs)}): changes shown, not judged"] if differs else []
+    lines.append(f"{'conc':>5} {'ctx':>6} {'TTFT50':>13} {'E2E95':>13} {'tok/s':>13} {'success':>9}")
     for c in new.cells:
         o = olds.get((c.concurrency, c.context))
         if o is None:
             lines.append(f"{c.concurrency:>5} {c.context:>6}   (no matching cell in the previous sweep)")
             continue
         lines.append(
-            f"{c.concurrency:>5} {c.context:>6} {_change(c.ttft_p50, o.ttft_p50, True):>13} "
-            f"{_change(c.e2e_p95, o.e2e_p95, True):>13} "
-            f"{_change(c.output_tok_per_s, o.output_tok_per_s, False):>13} "
+            f"{c.concurrency:>5} {c.context:>6} {_change(c.ttft_p50, o.ttft_p50, True, judge):>13} "
+            f"{_change(c.e2e_p95, o.e2e_p95, True, judge):>13} "
+            f"{_change(c.output_tok_per_s, o.output_tok_per_s, False, judge):>13} "
             f"{c.success_rate - o.success_rate:>+8.0%}"
         )
     return "\n".join(lines)

@@ -37,7 +37,7 @@ def cpu_for(cat: Catalog, g: GpuProfile, memory_gib: float) -> int:
 
 
 def hourly_usd(
-    cat: Catalog, g: GpuProfile, count: int, cpu: int, memory_gib: float, region: str | None = None
+    cat: Catalog, g: GpuProfile, count: int, cpu: float, memory_gib: float, region: str | None = None
 ) -> float:
     """A Cloud Run GPU instance through the one price function; comparison GPUs at their quoted all-in price."""
     if g.available_on_cloud_run:

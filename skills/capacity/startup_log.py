@@ -3,6 +3,9 @@
 vLLM's start-up lines, as its source formats them (vllm-project/vllm; Cloud Logging shows them after vLLM's own
 prefix, e.g. "(EngineCore_DP0 pid=93) INFO 11-23 17:44:08 [kv_cache_utils.py:1311] GPU KV cache size: ..."):
   vllm/v1/worker/gpu_model_runner.py  "Model loading took %s GiB memory and %.6f seconds"
+                                      (older servers, and vllm/worker/model_runner.py: "Model loading took
+                                      %.4f GiB and %.6f seconds", as in tests/data/field_logs_heldout/
+                                      vllm23230_oom_l40s_load.log from vllm-project/vllm#23230)
                                       "Graph capturing finished in %.0f secs, took %.2f GiB"
   vllm/compilation/monitor.py         "torch.compile takes %.2f s in total"
   vllm/v1/worker/gpu_worker.py        "Available KV cache memory: %s GiB"
@@ -27,7 +30,7 @@ from skills.ports import Store
 
 _NUM = r"(\d[\d,]*(?:\.\d+)?)"
 _PATTERNS: dict[str, re.Pattern[str]] = {
-    "weights": re.compile(rf"Model loading took {_NUM} GiB memory and {_NUM} seconds"),
+    "weights": re.compile(rf"Model loading took {_NUM} GiB (?:memory )?and {_NUM} seconds"),
     "compile": re.compile(rf"torch\.compile takes {_NUM} s in total"),
     "graphs": re.compile(rf"Graph capturing finished in {_NUM} secs, took {_NUM} GiB"),
     "kv_memory": re.compile(rf"Available KV cache memory: {_NUM} GiB"),

@@ -8,12 +8,13 @@ plan can be confirmed once the other change is done).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
-from skills.deploy.audit import AuditEntry, record
+from skills.deploy.audit import AuditEntry, record, record_pending, settle
 from skills.deploy.execute import ExecResult, ProgressFn, execute
 from skills.deploy.locks import LockHeld, ServiceLock
 from skills.deploy.plans import Plan, PlanStore
@@ -66,18 +67,22 @@ async def is_deployer(gate: WriteGate, user_id: str) -> bool:
     return False
 
 
-async def _audit(gate: WriteGate, plan: Plan, user_id: str, result: str, detail: str, duration_s: float = 0.0) -> None:
-    entry = AuditEntry(
+def _entry(plan: Plan, user_id: str, result: str, detail: str, duration_s: float = 0.0) -> AuditEntry:
+    return AuditEntry(
         user_id=user_id,
         action=plan.kind,
         service=plan.service,
-        params=plan.params,
+        params={**plan.params, **plan.added},
         result=result,
         detail=shorten(redact(detail), 500),  # redacted before it is cut: a cut secret no longer matches its rule
         plan_id=plan.id,
         duration_s=round(duration_s, 2),
+        target=plan.target_revision,
     )
-    await record(gate.store, gate.audit_key, entry)
+
+
+async def _audit(gate: WriteGate, plan: Plan, user_id: str, result: str, detail: str, duration_s: float = 0.0) -> None:
+    await record(gate.store, gate.audit_key, _entry(plan, user_id, result, detail, duration_s))
 
 
 async def _audit_refusal(gate: WriteGate, plan: Plan, user_id: str, why: str) -> None:
@@ -198,16 +203,33 @@ async def run_claimed(
     progress: ProgressFn | None = None,
     poll_s: float = 5.0,
 ) -> ExecResult:
-    """Execute, audit, release the lock and retire the plan — whatever happens."""
+    """Execute, audit, release the lock and retire the plan — whatever happens.
+
+    The audit gets a pending record first and the outcome once seen. If this is cancelled (the process stops
+    mid-watch) nothing is claimed about the outcome: the record stays pending until a later start reconciles
+    it from what the service shows (skills/deploy/reconcile.py)."""
     start = time.monotonic()
+    pending = _entry(plan, user_id, "pending", "confirmed; watching")
+    if plan.kind != "destroy" and plan.kind != "rollback" and not plan.create:
+        try:  # what a later reconciliation needs to tell this write's revision from earlier ones
+            pending.before = (await runtime.get_service(plan.service)).latest_created_revision
+        except UserFacingError:
+            pass  # execute meets the same failure and says so
+    await record_pending(gate.store, gate.audit_key, pending)
     result = ExecResult(ok=False, detail="did not start")
+    cancelled = False
     try:
         result = await execute(runtime, plan, logs=logs, progress=progress, poll_s=poll_s)
         return result
+    except asyncio.CancelledError:
+        cancelled = True
+        raise
     except Exception as exc:
         result = ExecResult(ok=False, detail=f"unexpected error: {type(exc).__name__}")
         raise
     finally:
         await gate.plans.discard(plan.id)
         await lock.release()
-        await _audit(gate, plan, user_id, "ok" if result.ok else "failed", result.detail, time.monotonic() - start)
+        if not cancelled:
+            outcome = _entry(plan, user_id, "ok" if result.ok else "failed", result.detail, time.monotonic() - start)
+            await settle(gate.store, gate.audit_key, outcome)

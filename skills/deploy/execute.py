@@ -20,7 +20,7 @@ from skills.deploy.diff import fingerprint
 from skills.deploy.plans import Plan
 from skills.errors import TransientCloudError, UserFacingError
 from skills.logs.redact import redact
-from skills.ports import LogQuery, Logs, RevisionInfo, Runtime
+from skills.ports import LogQuery, Logs, RevisionInfo, Runtime, ServiceInfo
 from skills.retrying import RetryPolicy, retry_call
 
 log = logging.getLogger(__name__)
@@ -98,6 +98,18 @@ class _Reporter:
             self._last_phase, self._last_at = p.phase, now
             if self._progress is not None:
                 await self._progress(p)
+
+
+def traffic_detail(info: ServiceInfo, revision: str) -> str:
+    """What the service shows about a ready revision: the share of traffic it serves, and who serves otherwise
+    (after a rollback traffic stays pinned, and a new revision is ready without serving)."""
+    share = sum(t.percent for t in info.traffic if t.revision == revision)
+    if share == 100:
+        return f"revision `{revision}` is ready and serving 100% of traffic"
+    others = ", ".join(f"`{t.revision}` {t.percent}%" for t in info.traffic if t.revision != revision and t.percent)
+    if share:
+        return f"revision `{revision}` is ready and serving {share}% of traffic (also {others or 'none'})"
+    return f"revision `{revision}` is ready but serves no traffic: {others or 'no revision'} serves"
 
 
 async def check_unchanged(runtime: Runtime, plan: Plan) -> None:
@@ -210,19 +222,22 @@ async def _wait_revision(
                 "Check `/gemma status` in a few minutes.",
             ) from None
         elapsed = rep.elapsed()
+        if rev is None and op_done and not op_error:
+            # Done without a new revision: the template came out the same as the latest one's (e.g. a change
+            # built on the serving revision after a rollback), so only traffic moved. Said as the service shows it.
+            info = await runtime.get_service(plan.service)
+            if info.latest_created_revision == before and info.latest_ready_revision:
+                detail = "no new revision (same configuration); " + traffic_detail(info, info.latest_ready_revision)
+                await rep(Progress(phase="ready", elapsed_s=elapsed, done=True, ok=True, detail=detail), True)
+                return ExecResult(ok=True, detail=detail, revision=info.latest_ready_revision, duration_s=elapsed)
         if rev is not None and rev.ready is True:
+            # Said as the service shows it (traffic may stay pinned elsewhere), never as intended.
+            detail = traffic_detail(await runtime.get_service(plan.service), revision)
             await rep(
-                Progress(
-                    phase="ready",
-                    elapsed_s=elapsed,
-                    revision=revision,
-                    done=True,
-                    ok=True,
-                    detail=f"revision `{revision}` is ready and serving",
-                ),
+                Progress(phase="ready", elapsed_s=elapsed, revision=revision, done=True, ok=True, detail=detail),
                 True,
             )
-            return ExecResult(ok=True, detail=f"revision {revision} ready", revision=revision, duration_s=elapsed)
+            return ExecResult(ok=True, detail=detail, revision=revision, duration_s=elapsed)
         if (rev is not None and rev.ready is False) or (op_done and op_error):
             reason = f"{rev.reason}: {rev.message}" if rev is not None and rev.ready is False else op_error
             lines = await _error_lines(logs, plan.service, revision, since)
@@ -282,6 +297,12 @@ async def _wait_traffic(runtime: Runtime, plan: Plan, op: str, rep: _Reporter, p
             await rep(Progress(phase="failed", elapsed_s=elapsed, detail=status.error, done=True, ok=False), True)
             return ExecResult(ok=False, detail=status.error, duration_s=elapsed)
         if status.done:
+            info = await runtime.get_service(plan.service)
+            share = sum(t.percent for t in info.traffic if t.revision == plan.target_revision)
+            if share != 100:
+                detail = f"traffic did not move: {traffic_detail(info, plan.target_revision)}"
+                await rep(Progress(phase="failed", elapsed_s=elapsed, detail=detail, done=True, ok=False), True)
+                return ExecResult(ok=False, detail=detail, duration_s=elapsed)
             detail = f"100% of traffic on `{plan.target_revision}`"
             await rep(
                 Progress(

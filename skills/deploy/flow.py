@@ -8,10 +8,13 @@ runs). bot/ wires one per request from its settings (bot/deps.py `Deps.writes`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from skills.deploy.audit import AuditEntry
 from skills.deploy.confirm import Where, WriteGate, cancel, claim, precheck, run_claimed
 from skills.deploy.env import DeployEnv
 from skills.deploy.execute import ExecResult, ProgressFn
@@ -19,11 +22,13 @@ from skills.deploy.locks import ServiceLock
 from skills.deploy.plan_builder import build_plan
 from skills.deploy.plans import Plan, PlanStore
 from skills.deploy.preflight import PreflightSources
+from skills.deploy.reconcile import reconcile_pending
 from skills.incidents.model import Fix, utcnow
 from skills.incidents.store import IncidentStore
 from skills.ports import Logs, Runtime
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,10 @@ class WriteFlow:
     async def cancel(self, plan_id: str, user_id: str, where: Where) -> Plan:
         return await cancel(self.gate, plan_id, user_id, where)
 
+    async def reconcile(self) -> list[AuditEntry]:
+        """At start: the outcome of writes whose watch stopped (skills/deploy/reconcile.py)."""
+        return await reconcile_pending(self.gate.store, self.gate.audit_key, self.runtime)
+
     async def run(self, plan: Plan, lock: ServiceLock, user_id: str, progress: ProgressFn) -> ExecResult:
         """Execute a claimed plan; audits it, releases the lock and retires the plan whatever happens."""
         result = await run_claimed(
@@ -89,3 +98,25 @@ class WriteFlow:
                     "could not record the fix of plan %s on incident %s", plan.id, plan.incident_id, exc_info=True
                 )
         return result
+
+
+# Watches that go on after whoever confirmed stopped waiting (Ctrl-C in the console): referenced here so they
+# are not collected mid-flight, and awaitable by tests and by a process that wants to finish them.
+BACKGROUND: set[asyncio.Task[Any]] = set()
+
+
+async def keep_watching(work: Coroutine[Any, Any, T]) -> T:
+    """Run `work` to its end even if the caller is cancelled: the caller stops waiting, the work does not (a
+    write's watch records its real outcome in the audit and the thread)."""
+    task = asyncio.ensure_future(work)
+    BACKGROUND.add(task)
+    task.add_done_callback(BACKGROUND.discard)
+    return await asyncio.shield(task)
+
+
+async def settle_background(timeout_s: float) -> bool:
+    """Wait for the watches going on in the background; False if some are still running after `timeout_s`."""
+    if not BACKGROUND:
+        return True
+    _, running = await asyncio.wait(set(BACKGROUND), timeout=timeout_s)
+    return not running

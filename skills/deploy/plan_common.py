@@ -3,6 +3,8 @@ floors, and reading the running service."""
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -134,3 +136,54 @@ async def current_spec(runtime: Runtime, service: str) -> dict[str, Any]:
 def container_flags(container: dict[str, Any]) -> VllmFlags:
     """The vLLM flags a container runs with (InvalidInput naming the flag if one cannot be read)."""
     return VllmFlags.parse([str(a) for a in container.get("args") or []])
+
+
+LATEST_TRAFFIC = [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "percent": 100}]
+
+
+@dataclass(frozen=True)
+class Base:
+    """What a write builds on: the running service's spec, or it with the serving revision's configuration."""
+
+    spec: dict[str, Any]
+    serving: str = ""  # the revision holding all traffic ('' when traffic is split or nothing serves)
+    note: str = ""  # said in the plan when the spec is not the service's current template
+    latest: str = ""  # the latest created revision (whose configuration the template is)
+    latest_state: str = ""
+
+
+async def serving_base(runtime: Runtime, service: str, current: dict[str, Any]) -> Base:
+    """A write builds on what serves. The service's template is the latest *created* revision's; after a
+    failed deploy or a rollback that is not the revision taking traffic, and a change built on it would carry
+    the failed (or rolled-back) configuration along. Then the plan starts from the serving revision's own
+    configuration (Cloud Run's Revision carries its template's fields), and says so."""
+    info = await runtime.get_service(service)
+    serving = next((t.revision for t in info.traffic if t.percent == 100 and t.revision), "")
+    latest = info.latest_created_revision
+    if not serving or not latest or serving == latest:
+        return Base(current, serving)
+    latest_rev = await runtime.get_revision(service, latest)
+    state = {True: "ready but not serving", False: "failed", None: "not ready yet"}[latest_rev.ready]
+    served = await runtime.get_revision(service, serving)
+    if not served.template.get("containers"):
+        return Base(
+            current,
+            serving,
+            latest=latest,
+            latest_state=state,
+            note=f":warning: The service's template is revision `{latest}`'s ({state}), not that of `{serving}`, which "
+            f"serves; Cloud Run did not say what `{serving}` runs, so this plan builds on that template.",
+        )
+    spec = copy.deepcopy(current)
+    template = {k: v for k, v in (spec.get("template") or {}).items() if k in ("labels", "annotations", "revision")}
+    template.update(copy.deepcopy(served.template))
+    spec["template"] = template
+    return Base(
+        spec,
+        serving,
+        latest=latest,
+        latest_state=state,
+        note=f"Builds on the serving revision `{serving}`'s configuration, not on the service's template (revision "
+        f"`{latest}`, {state}): the changes below include going back to it, and traffic follows the new "
+        "revision once it is ready.",
+    )

@@ -8,6 +8,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from skills.actions.params import DeployParams
+from skills.capacity.cost import parse_cpu
+from skills.capacity.estimates import hourly_usd
 from skills.capacity.fit import load_catalog
 from skills.capacity.image_compat import default_image, require_compatible
 from skills.deploy.diff import diff_specs, fingerprint
@@ -144,7 +146,13 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
         gcloud=deploy_command(service, spec, env.region, env.project, update=current is not None),
         wait_budget_s=probe.budget_s + WAIT_MARGIN_S,
     )
+    # Priced as deployed: the CPU and memory this plan renders, not the planner's recommendation, with the
+    # pricing `/gemma cost` uses for the running service.
+    cat = load_catalog()
+    as_deployed = hourly_usd(cat, gpu, eff.gpu_count, parse_cpu(cpu), float(memory_gib), env.region)
+    report = report.model_copy(update={"cost_per_hour_usd": as_deployed})
     apply_fit(plan, report)
+    plan.fit_lines[-1] = plan.fit_lines[-1].replace("/h;", f"/h as deployed ({cpu} vCPU, {memory});", 1)
     if unread:
         plan.summary = f"Render `{profile.name}` ({cfg.model} on {cfg.gpu_count} x {cfg.gpu}) for `{service}`"
         plan.notes.append(f"Not compared with the running service: {unread} The diff shows a new service.")

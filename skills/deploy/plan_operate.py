@@ -9,7 +9,9 @@ from skills.deploy.diff import diff_specs, fingerprint
 from skills.deploy.env import DeployEnv
 from skills.deploy.gcloud import destroy_command, rollback_command, scale_command
 from skills.deploy.plan_common import (
+    LATEST_TRAFFIC,
     current_spec,
+    serving_base,
     validate_params,
 )
 from skills.deploy.plans import Plan
@@ -24,21 +26,34 @@ async def plan_scale(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) -
     p: ScaleParams = validate_params(ScaleParams, params, "scale")
     service = p.service or env.service
     current = await current_spec(runtime, service)
-    new = strip_output_only(current)
+    base = await serving_base(runtime, service, current)
+    new = strip_output_only(base.spec)
     new.setdefault("template", {}).setdefault("scaling", {}).update(
         {"minInstanceCount": p.min_instances, "maxInstanceCount": p.max_instances}
     )
+    if base.spec is not current:
+        new["traffic"] = LATEST_TRAFFIC  # the new revision is the serving configuration: it takes the traffic
+    changes = diff_specs(strip_output_only(current), new)
+    if not changes:
+        raise InvalidInput(
+            f"Refused: `{service}` already runs with min {p.min_instances} / max {p.max_instances} instances: "
+            "the scale would change nothing.",
+            "See `/gemma status` for the instance limits in force.",
+        )
     plan = Plan(
         kind="scale",
         service=service,
-        summary=f"Scale `{service}` to min {p.min_instances} / max {p.max_instances} instances",
+        summary=f"Scale `{service}` to min {p.min_instances} / max {p.max_instances} instances"
+        + (f" (on the serving revision `{base.serving}`'s configuration)" if base.spec is not current else ""),
         params=p.model_dump(exclude_none=True),
         spec=new,
         base_fingerprint=fingerprint(current),
-        changes=diff_specs(strip_output_only(current), new),
+        changes=changes,
         gcloud=scale_command(service, p.min_instances, p.max_instances, env.region, env.project),
         wait_budget_s=2400,
     )
+    if base.note:
+        plan.notes.append(base.note)
     plan.notes.append(
         "Instance limits live in the revision template: Cloud Run creates a revision with the same config."
     )
@@ -55,6 +70,11 @@ def pick_rollback_target(revisions: list[RevisionInfo], wanted: str | None) -> R
     if wanted:
         for r in revisions:
             if r.name == wanted:
+                if r.traffic_percent == 100:
+                    raise InvalidInput(
+                        f"Refused: `{wanted}` already serves 100% of traffic: the rollback would change nothing.",
+                        "See `/gemma revisions`.",
+                    )
                 if r.ready is not True:
                     raise InvalidInput(
                         f"Revision `{wanted}` is not ready ({r.reason or 'unknown state'}).",
@@ -87,6 +107,12 @@ async def plan_rollback(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
     target = pick_rollback_target(revisions, p.revision)
     new = strip_output_only(current)
     new["traffic"] = [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION", "revision": target.name, "percent": 100}]
+    changes = diff_specs(strip_output_only(current), new)
+    if not changes:
+        raise InvalidInput(
+            f"Refused: traffic is already pinned to `{target.name}`: the rollback would change nothing.",
+            "See `/gemma revisions`.",
+        )
     plan = Plan(
         kind="rollback",
         service=service,
@@ -95,7 +121,7 @@ async def plan_rollback(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
         spec=new,
         target_revision=target.name,
         base_fingerprint=fingerprint(current),
-        changes=diff_specs(strip_output_only(current), new),
+        changes=changes,
         gcloud=rollback_command(service, target.name, env.region, env.project),
         wait_budget_s=600,
     )

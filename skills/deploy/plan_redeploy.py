@@ -22,6 +22,7 @@ from skills.deploy.plan_common import (
     fit_for,
     one_gpu,
     probe_note,
+    serving_base,
     validate_params,
 )
 from skills.deploy.plans import Plan
@@ -242,6 +243,7 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
     current = await current_spec(runtime, service)
     o = p.set_fields()
     o.pop("service", None)
+    on_serving = bool(o.pop("on_serving", False))
     if not o:
         raise InvalidInput(
             "A redeploy needs at least one change.", "e.g. `max_model_len=8192` or `enforce_eager=true`."
@@ -249,13 +251,25 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
     if "gpu" in o:
         o["gpu"] = check_gpu(o["gpu"])
     one_gpu(o)
-    new = strip_output_only(current)
+    # A fix is for the configuration that failed, so by default a redeploy patches the service's template; when
+    # that is not what serves, the plan says so and offers the same change on the serving configuration.
+    base = await serving_base(runtime, service, current)
+    other = base.spec is not current
+    new = strip_output_only(base.spec if on_serving else current)
     notes: list[str] = []
+    if on_serving and base.note:
+        notes.append(base.note)
+    elif other:
+        notes.append(
+            f":warning: Builds on the service's template, which is revision `{base.latest}`'s ({base.latest_state}), "
+            f"not on the configuration of `{base.serving}`, which serves."
+        )
     _patch(new, o)
     container = _apply_fixes(new, o, env, notes)
     # A redeploy moves traffic to the new revision once it is ready (not before), even after a rollback pin.
     new["traffic"] = [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "percent": 100}]
     report: FitReport | None = None
+    added: dict[str, Any] = {}
     model = model_of(new, container_flags(container))
     if model is None:
         notes.append("Could not tell which catalog model this service runs, so the capacity check was skipped.")
@@ -273,7 +287,10 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
                 fix["dtype"] = "half"  # the GPU has no bf16
             if eff.host_memory_gib and eff.host_memory_gib > gib(limits.get("memory") or "0Gi"):
                 fix["memory"] = f"{math.ceil(eff.host_memory_gib)}Gi"
+            before = effective_settings(new, container) | {"memory": limits.get("memory")}
             container = _patch(new, fix)
+            after = effective_settings(new, container) | {"memory": limits.get("memory")}
+            added = {k: v for k, v in after.items() if before.get(k) != v and (k not in o or o[k] != v)}
     _check_running_image(new, container, model, o)
     changed = ", ".join(f"{k}={v}" for k, v in o.items())
     budget = probe_budget(container)
@@ -289,6 +306,7 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
         service=service,
         summary=f"Redeploy `{service}` with {changed}",
         params=p.model_dump(exclude_none=True),
+        added=added,
         spec=new,
         base_fingerprint=fingerprint(current),
         changes=changes,
@@ -299,4 +317,15 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
     if report is not None:
         apply_fit(plan, report)
         probe_note(plan, report.cold_start_s, budget)
+    if added:
+        # What is confirmed is what the button asked for: a change the planner has to extend is not run as if it
+        # were the one asked; the extended one is offered under a label naming every change.
+        more = ", ".join(f"{k}={v}" for k, v in added.items())
+        plan.refusal = (
+            f"As asked ({changed}) this does not fit; the capacity planner would also set {more}. "
+            "Plan that instead (its button names every change), or pick another fix."
+        )
+        plan.offers.append(({**p.model_dump(exclude_none=True), **added}, ""))
+    if other and not on_serving:
+        plan.offers.append(({**p.model_dump(exclude_none=True), "on_serving": True}, "On the serving revision"))
     return plan

@@ -27,6 +27,7 @@ class Plan(BaseModel):
     service: str
     summary: str  # one line: what will happen
     params: dict[str, Any] = Field(default_factory=dict)  # the request, as audited
+    added: dict[str, Any] = Field(default_factory=dict)  # what it changes beyond the request (the planner's)
     created_by: str = ""
     channel_id: str = ""
     # Where it was asked from when that was a thread (a button in an incident thread): the plan, its
@@ -49,9 +50,15 @@ class Plan(BaseModel):
     wait_budget_s: float = 0.0  # how long execution waits for the revision to become ready
     target_revision: str = ""  # rollback
     preflight: list[PreflightCheck] = Field(default_factory=list)  # deploy/redeploy: skills/deploy/preflight.py
+    # Other plans worth offering instead, as (params, label) of a plan button ('' label: named by its params):
+    # the same redeploy built on the serving revision, or with what the capacity planner adds for it to fit.
+    offers: list[tuple[dict[str, Any], str]] = Field(default_factory=list)
+    refusal: str = ""  # why this plan cannot be confirmed as it is (besides the planner's verdict)
 
     def blocked(self) -> str:
         """Why this plan cannot be confirmed ('' when it can)."""
+        if self.refusal:
+            return self.refusal
         if self.verdict == "does_not_fit":
             return (
                 "The capacity planner says this configuration does not fit; pick one of the alternatives and re-plan."

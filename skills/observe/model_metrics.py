@@ -258,12 +258,15 @@ def summarize(cur: Snapshot, prev: Snapshot | None = None) -> ModelMetrics:
     return m
 
 
-def flags(m: ModelMetrics) -> list[str]:
+def flags(m: ModelMetrics, kv_cache_fp8: bool | None = None) -> list[str]:
+    """Advice from the figures; `kv_cache_fp8`: whether the running service already stores its KV cache in fp8
+    (from the flags it runs with; None: not known), so the advice never names what is already done."""
     out = []
     if m.kv_usage is not None and m.kv_usage > KV_USAGE_WARN:
+        fp8 = "" if kv_cache_fp8 else "use --kv-cache-dtype fp8, "
         out.append(
             f"KV cache {m.kv_usage:.0%} full (> {KV_USAGE_WARN:.0%}): new requests will queue or preempt; "
-            "lower --max-num-seqs / max-model-len, use --kv-cache-dtype fp8, or add instances."
+            f"lower --max-num-seqs / max-model-len, {fp8}or add instances."
         )
     if m.waiting:
         out.append(
@@ -282,6 +285,7 @@ async def collect_model_metrics(
     store: Store | None = None,
     key: str = "",
     max_window_s: float = 900.0,
+    kv_cache_fp8: bool | None = None,
 ) -> ModelMetrics:
     """Scrape, summarise against the previous stored scrape (if fresh), and store this one for next time."""
     text = await model_server.metrics_text(base_url)
@@ -297,4 +301,6 @@ async def collect_model_metrics(
         if prev is not None and cur.at - prev.at > max_window_s:
             prev = None
         await store.set(key, cur.model_dump_json(), ex=int(max_window_s) + 60)
-    return summarize(cur, prev)
+    m = summarize(cur, prev)
+    m.flags = flags(m, kv_cache_fp8)
+    return m

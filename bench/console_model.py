@@ -1,0 +1,449 @@
+"""The model-based test of whole console runs at scale: Hypothesis drives the console against the sandbox for
+N examples of up to M steps (the rules and invariants below) and prints what it found; tests/test_console_model.py
+runs a few deterministic examples of the same machine in the suite.
+
+    .venv/bin/python bench/console_model.py [--examples 300] [--steps 30] [--seed 0]
+
+Violations are collected, not raised, so one run counts them all (each distinct message once, with how often).
+
+The machine (issue 25 item 7): Hypothesis's stateful testing types what a user
+types into the console, against the sandbox, and after every step checks what the bot said against what the
+simulated project shows.
+
+Rules: deploy, confirm, scale, rollback, destroy, sandbox scenarios, fix buttons, diagnose, and Ctrl-C
+during a confirmed write. Invariants, after every step (the world first settled: background watches done,
+starting revisions decided):
+- a reply saying a revision is ready and serving N% (or holds 100% after a rollback) matches the stand-in;
+- every confirmed write has one audit record, not pending once settled, whose outcome matches the stand-in
+  (ok: the revision it names is ready; failed: it is not);
+- no write is offered that would change nothing (a plan with Confirm shows changes; a confirmed write that
+  succeeded changed the service);
+- a scale confirmed while a ready revision serves does not fail (it must not build on a failed template);
+- a plan button's label names every parameter its plan changes (and the plan applies nothing more);
+- one configuration, one price: a deploy plan's $/h is the list price of the CPU, memory and GPU it deploys
+  (what `/gemma cost` charges for them);
+- (guarded, see INCIDENT_FINDINGS) every open incident whose condition differs from another's has its own
+  findings.
+
+Rules take no preconditions: those would read the world, which timing can change (where a Ctrl-C lands), and
+Hypothesis replays its choices; a rule that does not apply does nothing. One sandbox serves many examples (its
+project is reset between them; each example has its own Redis keys).
+`ConsoleModel.collect` set: violations are gathered (this script counts them); unset (the suite): a violation
+fails the test with the steps that led to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import logging
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+
+from bot.sandbox.cloud import Sandbox
+from bot.sandbox.cloud_run_api import CloudRunStandIn
+from bot.sandbox.console_session import CONFIRMED, READY_IDLE, READY_SERVING, SERVICE, ConsoleSession
+from skills.capacity.prices import load_prices
+from skills.deploy.audit import latest
+
+# The invariant "every open incident whose condition differs from another's has its own findings" needs issue
+# 24 (alerts with different conditions get their own investigation); switch it on once that is merged.
+log = logging.getLogger(__name__)
+
+INCIDENT_FINDINGS = os.environ.get("CONSOLE_MODEL_INCIDENT_FINDINGS", "") == "1"
+
+SCENARIOS = ("kv-cache-too-small", "gpu-oom-at-load", "host-memory", "probe-too-short")
+ROLLED = re.compile(r"100% of traffic on `([\w-]+)`")
+PLAN_TITLE = re.compile(r"^Plan: (Redeploy|Scale|Deploy|Roll|Delete)", re.M)
+PRICE = re.compile(r"~\$(\d+\.\d\d)/h")
+
+
+def reset(sandbox: Sandbox) -> None:
+    """Put the shared sandbox back to its first state: the seeded service, nothing else."""
+    run: CloudRunStandIn = sandbox.cloud_run
+    with run._lock:
+        run.services.clear()
+        run.revisions.clear()
+        run.ops.clear()
+    sandbox.lifecycle.active.clear()
+    sandbox.lifecycle.finished.clear()
+    sandbox.logging.entries.clear()
+    sandbox.saturated = False
+    sandbox._seed(sandbox._spec)
+
+
+@dataclass
+class Shared:
+    """What outlives one example: the event loop and the sandbox."""
+
+    redis_url: str = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.new_event_loop)
+    sandbox: Sandbox | None = None
+    speed: float = 3000.0
+
+    def start(self) -> Shared:
+        from bot.sandbox.clock import SandboxClock
+        from bot.settings import load_settings
+
+        sb = Sandbox(clock=SandboxClock(self.speed), image=load_settings().vllm_image)
+        self.sandbox = self.loop.run_until_complete(asyncio.to_thread(sb.start))
+        return self
+
+    def close(self) -> None:
+        if self.sandbox is not None:
+            self.loop.run_until_complete(self.sandbox.aclose())
+        self.loop.close()
+
+
+class ConsoleModel(RuleBasedStateMachine):
+    shared: ClassVar[Shared | None] = None
+    collect: ClassVar[list[str] | None] = None  # set: violations are appended here instead of raised
+    steps_run: ClassVar[int] = 0
+    rules_run: ClassVar[collections.Counter[str]] = collections.Counter()
+
+    def __init__(self) -> None:
+        super().__init__()
+        shared = type(self).shared
+        assert shared is not None and shared.sandbox is not None, "set ConsoleModel.shared first"
+        self.loop = shared.loop
+        reset(shared.sandbox)
+        self.session = self.loop.run_until_complete(ConsoleSession(shared.redis_url, sandbox=shared.sandbox).start())
+        self.out = ""  # what the last step printed
+        self.checked: set[str] = set()  # plan ids whose outcome was checked
+        self.before: dict[str, Any] = {}  # plan id -> (kind, world before its confirm, healthy then)
+        self.clicked: list[tuple[str, str]] = []  # (label, plan text) of the last fix click
+        self.log: list[str] = []
+
+    def teardown(self) -> None:
+        self.loop.run_until_complete(self.session.close(keep_sandbox=True))
+
+    # --- driving ----------------------------------------------------------------------------------------
+    def _run(self, coro: Any) -> str:
+        t0 = time.monotonic()
+        out: str = self.loop.run_until_complete(coro)
+        t1 = time.monotonic()
+        self.loop.run_until_complete(self.session.settle())
+        type(self).steps_run += 1
+        if time.monotonic() - t0 > 3:
+            log.warning("slow step %r: %.1f s, settle %.1f s", self.log[-1:], t1 - t0, time.monotonic() - t1)
+        return out
+
+    def _type(self, line: str) -> None:
+        self.log.append(line)
+        type(self).rules_run[" ".join(line.split()[:2])] += 1
+        mark = len(self.session.text)
+        self._run(self.session.line(line))
+        self.out = self.session.text[mark:]
+
+    def _world(self) -> tuple[int, dict[str, int], bool]:
+        svc = self.session.service()
+        revisions = len(self.session.sandbox.cloud_run.revisions.get(SERVICE, [])) if self.session.sandbox else 0
+        return revisions, self.session.traffic(), svc is not None
+
+    def _healthy(self) -> bool:
+        return any(p == 100 and self.session.revision_state(r) is True for r, p in self.session.traffic().items())
+
+    def _confirm_plan(self) -> str:
+        """The plan the console's `click Confirm` would press (the most recent Confirm button)."""
+        for button, _ in reversed(self.session.responder.buttons):
+            if button.label.lower().startswith("confirm"):
+                return button.value
+        return ""
+
+    def _note_confirm(self, destroy: bool = False) -> None:
+        assert self.session.deps is not None
+        button = next((b for b, _ in reversed(self.session.responder.buttons) if b.label.startswith("Destroy")), None)
+        plan_id = button.value if destroy and button is not None else self._confirm_plan()
+        plan = self.loop.run_until_complete(self.session.deps.writes.plan(plan_id))
+        if plan is not None:
+            self.before[plan.id] = (plan.kind, self._world(), self._healthy())
+
+    def _has(self, prefix: str) -> bool:
+        return any(b.label.lower().startswith(prefix.lower()) for b, _ in self.session.responder.buttons)
+
+    # --- rules --------------------------------------------------------------------------------------------
+    # A plan is followed by what the user then does with it: nothing, Confirm, or Confirm and Ctrl-C.
+    THEN = st.sampled_from(["leave", "confirm", "confirm", "interrupt"])
+
+    def _then(self, then: str) -> None:
+        if then == "leave" or not self._pending_confirm():
+            return
+        out = self.out
+        if then == "confirm":
+            self.confirm()
+        else:
+            self.interrupt()
+        self.out = out + self.out
+
+    def _pending_confirm(self) -> bool:
+        """The most recent Confirm button's plan can still be confirmed."""
+        plan_id = self._confirm_plan()
+        if not plan_id or self.session.deps is None:
+            return False
+        return self.loop.run_until_complete(self.session.deps.writes.plan(plan_id)) is not None
+
+    def _exists(self) -> bool:
+        return self.session.service() is not None
+
+    @rule(mml=st.sampled_from([8192, 16384, 32768]), then=THEN)
+    def deploy(self, mml: int, then: str) -> None:
+        self._type(f"/gemma deploy gemma4-12b-qat-l4 --max-model-len {mml}")
+        self._then(then)
+
+    @rule()
+    def confirm(self) -> None:
+        if not self._pending_confirm():
+            return
+        self._note_confirm()
+        self._type("click Confirm")
+
+    @rule(low=st.integers(0, 1), high=st.integers(1, 3), then=THEN)
+    def scale(self, low: int, high: int, then: str) -> None:
+        if not self._exists():
+            return
+        self._type(f"/gemma scale {low} {high}")
+        self._then(then)
+
+    @rule(then=THEN)
+    def rollback(self, then: str) -> None:
+        if not self._exists():
+            return
+        self._type("/gemma rollback")
+        self._then(then)
+
+    @rule()
+    def destroy(self) -> None:
+        if not self._exists() or len(self.log) < 12:  # late in a run: after it, little works
+            return
+        self._type("/gemma destroy")
+        if self._has("Destroy"):
+            self._note_confirm(destroy=True)
+            self._type("click Destroy")
+
+    @rule(name=st.sampled_from(SCENARIOS))
+    def scenario(self, name: str) -> None:
+        if not self._exists():
+            return
+        self._type(f"/gemma sandbox {name}")
+
+    @rule(pick=st.integers(0, 20), then=THEN)
+    def fix(self, pick: int, then: str) -> None:
+        buttons = self.session.responder.buttons
+        labels = [b.label for b, _ in buttons if b.label.startswith(("Plan redeploy", "On the serving"))]
+        if not labels:
+            return
+        label = labels[-1 - pick % len(labels)]
+        number = max(i for i, (b, _) in enumerate(buttons) if b.label == label) + 1
+        self._type(f"click {number}")
+        self.clicked.append((label, self.out))
+        self._then(then)
+
+    @rule()
+    def diagnose(self) -> None:
+        if not self._exists():
+            return
+        self._type("/gemma diagnose")
+
+    @rule()
+    def interrupt(self) -> None:
+        """Ctrl-C once the write has been submitted (the issue's "Ctrl-C four seconds after Confirm")."""
+        if not self._pending_confirm():
+            return
+        self._note_confirm()
+        self.log.append("click Confirm  ^C")
+        type(self).rules_run["click Confirm ^C"] += 1
+        mark = len(self.session.text)
+        self._run(self.session.interrupt("click Confirm", lambda seen: "submitted" in seen))
+        self.out = self.session.text[mark:]
+
+    # --- invariants -----------------------------------------------------------------------------------------
+    def _fail(self, what: str) -> None:
+        message = f"{what}\n  steps: {' | '.join(self.log)}\n  last output:\n{self.out[-3000:]}"
+        if type(self).collect is not None:
+            type(self).collect.append(f"{what}\n    after: {' | '.join(self.log[-12:])}")  # type: ignore[union-attr]
+            return
+        raise AssertionError(message)
+
+    @invariant()
+    def replies_match_the_world(self) -> None:
+        traffic = self.session.traffic()
+        for revision, percent in READY_SERVING.findall(self.out):
+            if self.session.revision_state(revision) is not True or traffic.get(revision, 0) != int(percent):
+                self._fail(f"said `{revision}` is ready and serving {percent}%; the stand-in routes {traffic}")
+        for revision in READY_IDLE.findall(self.out):
+            if self.session.revision_state(revision) is not True or traffic.get(revision, 0):
+                self._fail(f"said `{revision}` is ready and idle; the stand-in routes {traffic}")
+        for revision in ROLLED.findall(self.out):
+            if traffic.get(revision) != 100:
+                self._fail(f"said 100% of traffic is on `{revision}`; the stand-in routes {traffic}")
+
+    @invariant()
+    def every_confirmed_write_has_one_settled_record(self) -> None:
+        deps = self.session.deps
+        assert deps is not None
+        confirmed = set(CONFIRMED.findall(self.session.text))
+        if not confirmed - self.checked:
+            return
+        records = self.loop.run_until_complete(latest(deps.redis, deps.settings.key("audit"), 50))
+        for plan_id in confirmed - self.checked:
+            mine = [e for e in records if e.plan_id == plan_id and e.result in ("pending", "ok", "failed")]
+            if len(mine) != 1 or mine[0].result == "pending":
+                self._fail(f"confirmed plan {plan_id}: audit records {[e.result for e in mine]} once settled")
+                self.checked.add(plan_id)
+                continue
+            entry = mine[0]
+            said = READY_SERVING.search(entry.detail) or READY_IDLE.search(entry.detail)
+            named = re.search(r"revision `([\w-]+)`", entry.detail)
+            if entry.result == "ok" and entry.action in ("deploy", "redeploy", "scale"):
+                if said is None or self.session.revision_state(said.group(1)) is not True:
+                    self._fail(f"audit says {entry.action} ok ({entry.detail[:120]}); the stand-in disagrees")
+            if entry.result == "failed" and named and self.session.revision_state(named.group(1)) is True:
+                self._fail(f"audit says {entry.action} failed ({entry.detail[:120]}); the revision is ready")
+            kind, world, healthy = self.before.get(plan_id, ("", None, False))
+            if entry.result == "ok" and world is not None and world == self._world() and kind != "destroy":
+                self._fail(f"{kind} plan {plan_id} was confirmed, succeeded and changed nothing")
+            stale = "changed after this plan was made" in entry.detail  # someone else wrote first: refused, rightly
+            if kind == "scale" and healthy and entry.result != "ok" and not stale:
+                self._fail(f"a scale on a healthy serving service failed: {entry.detail[:200]}")
+            self.checked.add(plan_id)
+
+    @invariant()
+    def no_plan_offers_a_change_of_nothing(self) -> None:
+        for block in re.split(r"(?=^Plan: )", self.out, flags=re.M):
+            if block.startswith("Plan: ") and "No field changes against the running service" in block:
+                if re.search(r"\[\d+\] Confirm", block):
+                    self._fail("a plan with nothing to change offers Confirm")
+
+    @invariant()
+    def a_button_names_every_change_its_plan_makes(self) -> None:
+        while self.clicked:
+            label, plan = self.clicked.pop()
+            title = next((x for x in plan.splitlines() if x.startswith("Plan: Redeploy")), "")
+            if not title or not re.search(r"\[\d+\] Confirm", plan):
+                continue
+            asked = set(re.findall(r"(\w+)=", label.split(":", 1)[1]))
+            planned = set(re.findall(r"(\w+)=", title))
+            if asked != planned or "Applied to fit" in plan:
+                self._fail(f"button `{label}` planned `{title}`" + (" + applied to fit" if "Applied" in plan else ""))
+
+    @invariant()
+    def one_configuration_one_price(self) -> None:
+        """A deploy plan's $/h is the price of the CPU, memory and GPU its gcloud line deploys, from the
+        catalog's list prices (computed here, not by the pricing code under test)."""
+        for block in re.split(r"(?=^Plan: )", self.out, flags=re.M):
+            if not block.startswith("Plan: Deploy"):
+                continue
+            price = PRICE.search(block)
+            cpu, mem = re.search(r"--cpu=(\d+)", block), re.search(r"--memory=(\d+)Gi", block)
+            gpu = re.search(r"--gpu-type=([\w-]+)", block)
+            if not (price and cpu and mem and gpu):
+                continue
+            # The price table's instance-based rates in the sandbox's region, read here directly (no pricing code).
+            table = load_prices()
+            assert self.session.deps is not None
+            tier = table.region(self.session.deps.settings.google_cloud_location).tier
+            rates = table.tiers[tier]["instance"]
+            gpu_rate = table.gpus[gpu.group(1)][tier].no_zonal_redundancy.value
+            expected = (
+                gpu_rate * 3600
+                + int(cpu.group(1)) * rates.vcpu_usd_per_s.value * 3600
+                + int(mem.group(1)) * rates.memory_usd_per_gib_s.value * 3600
+            )
+            if f"{expected:.2f}" != price.group(1):
+                self._fail(f"a deploy plan shows ~${price.group(1)}/h for a configuration priced ${expected:.2f}/h")
+
+    @invariant()
+    def every_distinct_incident_has_its_findings(self) -> None:
+        if not INCIDENT_FINDINGS:
+            return
+        opened = re.findall(r"^!! FIRING: (.*)$", self.session.text, re.M)
+        findings = re.findall(r"^  \| \S+: (?:\d+ finding|no known failure)", self.session.text, re.M)
+        if len(set(opened)) > len(findings):
+            self._fail(f"{len(set(opened))} distinct incidents, {len(findings)} with findings")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--examples", type=int, default=300)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--speed", type=float, default=3000.0, help="sandbox clock speed")
+    args = ap.parse_args()
+
+    log_path = Path(tempfile.gettempdir()) / "console-model.log"
+    logging.basicConfig(filename=log_path, level=logging.WARNING)  # the bot's own warnings: not the figures
+    shared = Shared(speed=args.speed).start()
+    found: list[str] = []
+    ConsoleModel.shared, ConsoleModel.collect, ConsoleModel.steps_run = shared, found, 0
+    examples = 0
+    original = ConsoleModel.__init__
+
+    first: list[int] = []  # the example in which the first violation showed
+
+    def counting(self: ConsoleModel) -> None:
+        nonlocal examples
+        if found and not first:
+            first.append(examples)
+        if examples and examples % 10 == 0:  # a long run shows where it is (and what it found so far)
+            print(
+                f"... {examples} examples, {ConsoleModel.steps_run} steps, {time.monotonic() - t0:.0f} s, "
+                f"{len(found)} violations" + (f" (first in example {first[0]})" if first else ""),
+                flush=True,
+            )
+        examples += 1
+        original(self)
+
+    t0 = time.monotonic()
+    ConsoleModel.__init__ = counting  # type: ignore[method-assign]
+    try:
+        from hypothesis import seed
+
+        seeded = seed(args.seed)(run_state_machine_as_test)
+        seeded(
+            ConsoleModel,
+            settings=settings(
+                max_examples=args.examples,
+                stateful_step_count=args.steps,
+                deadline=None,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
+    finally:
+        shared.close()
+    took = time.monotonic() - t0
+    counts = collections.Counter(_kind(f) for f in found)
+    print(
+        f"console model: {examples} examples, {ConsoleModel.steps_run} steps (up to {args.steps} per example), "
+        f"seed {args.seed}, {took:.0f} s; incident-findings invariant {'on' if INCIDENT_FINDINGS else 'off'}"
+    )
+    print("lines typed: " + ", ".join(f"{k} {n}" for k, n in ConsoleModel.rules_run.most_common()))
+    if not found:
+        print("violations: 0")
+        return 0
+    print(f"violations: {len(found)} in {len(counts)} kinds; first seen in example {first[0] if first else examples}")
+    for kind, n in counts.most_common():
+        example = next(f for f in found if _kind(f) == kind)
+        print(f"  {n:5d}  {kind}: e.g. {example[:900]}")
+    return 1
+
+
+def _kind(message: str) -> str:
+    """A violation's kind: its message with names and numbers taken out."""
+    import re
+
+    return re.sub(r"`[^`]*`|[0-9a-f]{12}|\d+(\.\d+)?|\{[^}]*\}|\([^)]*\)", "…", message.splitlines()[0])[:90]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
