@@ -172,7 +172,10 @@ async def test_audit_stream_and_failure_report_carry_no_secret(
             await client.post("/slack/events", content=click, headers=signed_headers(SIGNING_SECRET, click))
             await deps.drain(timeout_s=30)
     raw = await deps.redis.xrange(deps.settings.key("audit"))
-    assert len(raw) == len(corpus.lines), "every failed write is audited"
+    # A confirmed write is recorded `pending`, then its outcome (issue 25): every failed write has its outcome.
+    outcomes = [fields for _, fields in raw if fields.get("result") != "pending"]
+    assert len(outcomes) == len(corpus.lines), "every failed write is audited"
+    assert all(fields.get("result") == "failed" for fields in outcomes)
     audit = json.dumps(raw, default=lambda b: b.decode() if isinstance(b, bytes) else str(b))
     assert "failed" in audit and "[REDACTED:" in audit
     assert corpus.leaks(audit) == []
