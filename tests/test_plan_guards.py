@@ -74,7 +74,7 @@ async def test_confirm_from_another_channel_or_thread_is_refused(bot: Bot, cloud
     assert not [r for r in cloud_run.requests if r[0] != "GET"], "a misplaced confirm wrote"
     # the plan is still pending and its own button works
     await click(bot, CONFIRM_ACTION, plan_id, PLAN_TS, None, "t-c3", channel="C1")
-    await eventually(lambda: [r for r in cloud_run.requests if r[0] == "PATCH"])
+    assert await eventually(lambda: [r for r in cloud_run.requests if r[0] == "PATCH"])
 
 
 async def _scale(bot: Bot) -> list[dict[str, Any]]:
@@ -150,4 +150,4 @@ async def test_destroy_modal_refusals_are_inline_and_never_in_the_channel(bot: B
     body = _submission(meta, "vllm-gemma4", "UDEPLOYER")
     resp = await bot.client.post("/slack/events", content=body, headers=signed_headers(SIGNING_SECRET, body))
     assert resp.status_code == 200 and not resp.content
-    await eventually(lambda: "vllm-gemma4" not in cloud_run.services, timeout=15)
+    assert await eventually(lambda: "vllm-gemma4" not in cloud_run.services, timeout=15)

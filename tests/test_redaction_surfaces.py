@@ -101,7 +101,7 @@ async def test_slack_model_and_bot_logs_see_no_secret(
             resp = await client.post("/slack/events", content=body, headers=signed_headers(SIGNING_SECRET, body))
             assert resp.status_code == 200
             acks.append(resp.text)
-        await eventually(lambda: len(slack.responses) >= 2 and len(script.chat_requests) >= 2, timeout=60)
+        assert await eventually(lambda: len(slack.responses) >= 2 and len(script.chat_requests) >= 2, timeout=60)
         await deps.drain(timeout_s=60)
     slack_seen = json.dumps(slack.responses) + json.dumps([c.payload for c in slack.calls])
     slack_seen += "".join(v.decode("utf-8", "replace") for v in slack.uploads.values()) + "".join(acks)
@@ -143,7 +143,7 @@ async def test_audit_stream_and_failure_report_carry_no_secret(
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
         body = command_body("scale 1 2", slack.response_url("plan"), user_id="UDEPLOYER", trigger_id="t-aud-1")
         await client.post("/slack/events", content=body, headers=signed_headers(SIGNING_SECRET, body))
-        await eventually(lambda: slack.responses, timeout=30)
+        assert await eventually(lambda: slack.responses, timeout=30)
         plan_text = json.dumps(slack.responses[0])
         plan_id = plan_text.split("plan `", 1)[1].split("`", 1)[0]
         cloud_run.fail_next("PATCH", 400, f"invalid request: header Authorization: Bearer {leaked} rejected")
