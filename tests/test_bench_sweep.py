@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
-import itertools
 import socket
 
 import pytest
@@ -22,6 +21,7 @@ from skills.bench.prompts import PromptSet, size_prompt
 from skills.bench.report import compare, recent_sweeps
 from skills.errors import InvalidInput
 from tests.eventually import eventually
+from tests.fake_time import FakeTime
 from tests.observe_fixtures import RecordingResponder, deps_for, reply_text, running_sim  # noqa: F401
 
 load_all()
@@ -257,11 +257,11 @@ async def test_sse_framing_usage_fallback_and_failures_are_classified() -> None:
 
 
 async def test_ramp_spreads_worker_starts_and_the_sim_notices_clients_leaving() -> None:
-    with running_sim(ttft_s=0.5, token_delay_s=0.001) as (vsim, url):  # each request outlasts the ramp step
+    ramp = FakeTime()
+    with running_sim(ttft_s=0.01, token_delay_s=0.001) as (vsim, url):
         async with StreamClient(StreamTarget(url + "/v1"), 4, 10) as sc:
-            recs, _ = await run_cell(sc, "m", _prompts(), 4, 4, 4, 10, ramp_s=0.4)
-        starts = sorted(r.start for r in recs)
-        assert all(b - a >= 0.09 for a, b in itertools.pairwise(starts))  # 0.4 s / 4 workers apart
+            recs, _ = await run_cell(sc, "m", _prompts(), 4, 4, 4, 10, ramp_s=0.4, sleep=ramp.sleep)
+        assert sorted(ramp.sleeps) == pytest.approx([0.1, 0.2, 0.3])  # workers 1..3 start 0.4 s / 4 apart
         # The server-side spans line up with the client's requests on the shared monotonic clock.
         spans = {key: (arrival, end) for key, arrival, _, end in vsim.state.spans}
         for r in recs:
