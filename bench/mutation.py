@@ -59,6 +59,7 @@ class Target:
 
 
 PLAN_TESTS = (
+    "tests/test_write_gate.py",
     "tests/test_plan_guards.py",
     "tests/test_plans_thread.py",
     "tests/test_deploy_safety.py",
@@ -70,7 +71,13 @@ ALERT_TESTS = ("tests/test_alerts_webhook.py", "tests/test_alerts_pubsub.py", "t
 
 TARGETS = (
     Target("confirm", "skills/deploy/confirm.py", (), PLAN_TESTS, "role check, plan binding, typed name, one-shot"),
-    Target("locks", "skills/deploy/locks.py", (), PLAN_TESTS, "one write per service at a time"),
+    Target(
+        "locks",
+        "skills/deploy/locks.py",
+        (),
+        (*PLAN_TESTS, "tests/test_service_lock.py"),
+        "one write per service at a time",
+    ),
     Target(
         "plans",
         "skills/deploy/plans.py",
@@ -193,20 +200,29 @@ def main() -> int:
     work = args.keep.resolve() if args.keep else Path(tempfile.mkdtemp(prefix="gemma-sre-mutation-"))
     started = time.monotonic()
     try:
-        if not (work / "mutants").is_dir():
+        globs = [g for t in targets for g in t.globs()]
+        if (work / "mutants").is_dir():
+            # A kept directory: run only the mutants not checked yet (an interrupted run goes on where it was).
+            before = _results(work)
+            todo = [
+                n for n, st in before.items() if st == "not checked" and any(fnmatch.fnmatchcase(n, g) for g in globs)
+            ]
+        else:
             work.mkdir(parents=True, exist_ok=True)
             _copy_checkout(work)
             _write_config(work, targets)
-        globs = [g for t in targets for g in t.globs()]
+            todo = globs
         print(f"mutation: mutmut over {len(targets)} target(s), {args.children} workers, in {work}", flush=True)
         log_path = work / "mutmut-run.log"
-        with log_path.open("w", encoding="utf-8") as log:
-            rc = subprocess.run(
-                [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.children), *globs],
-                cwd=work,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            ).returncode
+        rc = 0
+        if todo:
+            with log_path.open("w", encoding="utf-8") as log:
+                rc = subprocess.run(
+                    [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.children), *todo],
+                    cwd=work,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                ).returncode
         if rc != 0:
             tail = log_path.read_text(encoding="utf-8", errors="replace")[-3000:]
             print(f"mutmut run failed (exit {rc}); the end of its output:\n{tail}", file=sys.stderr)
