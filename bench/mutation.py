@@ -189,6 +189,7 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated target names: " + ",".join(t.name for t in TARGETS))
     ap.add_argument("--keep", type=Path, help="work in this directory and keep it (default: a temporary one)")
     ap.add_argument("--fail-under", type=float, default=0.0, help="exit 1 when the score (%%) is lower")
+    ap.add_argument("--report-only", action="store_true", help="with --keep: print the kept results, run nothing")
     args = ap.parse_args()
 
     names = [n for n in args.only.split(",") if n]
@@ -201,7 +202,11 @@ def main() -> int:
     started = time.monotonic()
     try:
         globs = [g for t in targets for g in t.globs()]
-        if (work / "mutants").is_dir():
+        if args.report_only:
+            if not args.keep or not (work / "mutants").is_dir():
+                ap.error("--report-only needs --keep DIR of an earlier run")
+            todo = []
+        elif (work / "mutants").is_dir():
             # A kept directory: run only the mutants not checked yet (an interrupted run goes on where it was).
             before = _results(work)
             todo = [
@@ -230,13 +235,17 @@ def main() -> int:
         status = _results(work)
         elapsed = time.monotonic() - started
 
-        print(f"\n{'target':<12} {'mutants':>7} {'killed':>7} {'survived':>8} {'no test':>7} {'equiv':>5} {'score':>6}")
+        print(
+            f"\n{'target':<12} {'mutants':>7} {'killed':>7} {'survived':>8} {'no test':>7} {'equiv':>5}"
+            f" {'unrun':>5} {'score':>6}"
+        )
         total_killed = total_counted = 0
         survivors: list[tuple[Target, str, str]] = []
         for t in targets:
             mine = {n: s for n, s in status.items() if any(fnmatch.fnmatchcase(n, g) for g in t.globs())}
             equiv = [n for n in mine if n in EQUIVALENT]
-            counted = {n: s for n, s in mine.items() if n not in EQUIVALENT}
+            unchecked = sum(1 for s in mine.values() if s == "not checked")  # an interrupted run: not counted
+            counted = {n: s for n, s in mine.items() if n not in EQUIVALENT and s != "not checked"}
             killed = sum(1 for s in counted.values() if s in _KILLED)
             no_test = sum(1 for s in counted.values() if s == "no tests")
             left = sorted((n for n, s in counted.items() if s not in _KILLED), key=_sort_key)
@@ -246,7 +255,7 @@ def main() -> int:
             score = 100.0 * killed / len(counted) if counted else 100.0
             print(
                 f"{t.name:<12} {len(mine):>7} {killed:>7} {len(left) - no_test:>8} {no_test:>7} {len(equiv):>5}"
-                f" {score:>5.1f}%"
+                f" {unchecked:>5} {score:>5.1f}%"
             )
         score = 100.0 * total_killed / total_counted if total_counted else 100.0
         print(f"{'all':<12} {total_counted:>7} {total_killed:>7}  score {score:.1f}% killed  ({elapsed:.0f} s)")
