@@ -60,6 +60,7 @@ class Target:
 
 PLAN_TESTS = (
     "tests/test_write_gate.py",
+    "tests/test_plan_store.py",
     "tests/test_plan_guards.py",
     "tests/test_plans_thread.py",
     "tests/test_deploy_safety.py",
