@@ -68,7 +68,12 @@ PLAN_TESTS = (
     "tests/test_deploy_flow.py",
     "tests/test_deploy_plan_refusals.py",
 )
-ALERT_TESTS = ("tests/test_alerts_webhook.py", "tests/test_alerts_pubsub.py", "tests/test_incidents_threads.py")
+ALERT_TESTS = (
+    "tests/test_alert_dedup.py",
+    "tests/test_alerts_webhook.py",
+    "tests/test_alerts_pubsub.py",
+    "tests/test_incidents_threads.py",
+)
 
 TARGETS = (
     Target("confirm", "skills/deploy/confirm.py", (), PLAN_TESTS, "role check, plan binding, typed name, one-shot"),
