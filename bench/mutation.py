@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -205,6 +207,7 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated target names: " + ",".join(t.name for t in TARGETS))
     ap.add_argument("--keep", type=Path, help="work in this directory and keep it (default: a temporary one)")
     ap.add_argument("--fail-under", type=float, default=0.0, help="exit 1 when the score (%%) is lower")
+    ap.add_argument("--time-limit-s", type=float, default=3600, help="stop mutmut after this long (default 3600)")
     ap.add_argument("--report-only", action="store_true", help="with --keep: print the kept results, run nothing")
     args = ap.parse_args()
 
@@ -238,12 +241,26 @@ def main() -> int:
         rc = 0
         if todo:
             with log_path.open("w", encoding="utf-8") as log:
-                rc = subprocess.run(
+                proc = subprocess.Popen(
                     [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.children), *todo],
                     cwd=work,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                ).returncode
+                    start_new_session=True,  # its workers too are stopped at the time limit
+                )
+                try:
+                    rc = proc.wait(timeout=args.time_limit_s)
+                except subprocess.TimeoutExpired:
+                    # mutmut bounds a mutant by CPU time; a mutant that makes a test wait idle (an alert never
+                    # posted, a condition polled until its timeout) is only bounded here, by wall-clock time.
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    try:
+                        proc.wait(timeout=30)
+                    except subprocess.TimeoutExpired:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        proc.wait()
+                    print(f"time limit ({args.time_limit_s:.0f} s) reached: mutants not run are shown as unrun")
+                    rc = 0
         if rc != 0:
             tail = log_path.read_text(encoding="utf-8", errors="replace")[-3000:]
             print(f"mutmut run failed (exit {rc}); the end of its output:\n{tail}", file=sys.stderr)
