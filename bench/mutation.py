@@ -134,6 +134,11 @@ EQUIVALENT: dict[str, str] = {
     "handlers.slack_request.x_verify__mutmut_13": _NONE_IS_EMPTY,
     "handlers.slack_request.x_verify__mutmut_7": _HEADERS_FOLD_CASE,
     "handlers.slack_request.x_verify__mutmut_15": _HEADERS_FOLD_CASE,
+    "skills.deploy.locks.xǁLockHolderǁdescribe__mutmut_16": "int(x / 60) == x // 60 for x >= 0, and max(0, …) clamps",
+    "skills.deploy.locks.xǁServiceLockǁacquire__mutmut_10": "the owner token's length is not observable (random)",
+    "skills.deploy.locks.xǁServiceLockǁacquire__mutmut_11": "the owner token's length is not observable (random)",
+    "skills.deploy.locks.xǁServiceLockǁ__init____mutmut_7": "'' for 'not held' compares to no lock value (JSON)",
+    "skills.deploy.locks.xǁServiceLockǁrelease__mutmut_13": "'' for 'not held' compares to no lock value (JSON)",
 }
 
 _KILLED = {"killed", "timeout", "segfault", "caught by type check"}
