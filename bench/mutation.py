@@ -125,6 +125,7 @@ DO_NOT_MUTATE = [r"^\s*log\.(debug|info|warning|error|exception)\("]
 # Mutants no test can kill because no behaviour differs, with why. Keyed by mutmut's mutant name (the numbers
 # follow the code: re-check this list when the function changes).
 _NONE_IS_EMPTY = "a missing header read as None instead of '' takes the same `not ts or not sig` branch"
+_NO_SUCH_KEY = "the id guard only saves a Redis lookup: an empty or 64+ char id names no plan (ids are 12 hex)"
 _HEADERS_FOLD_CASE = "bot/web.py passes Starlette Headers, whose lookups ignore case"
 EQUIVALENT: dict[str, str] = {
     "handlers.slack_request.x__valid__mutmut_4": "'UTF-8' and 'utf-8' name the same codec",
@@ -139,6 +140,11 @@ EQUIVALENT: dict[str, str] = {
     "skills.deploy.locks.xǁServiceLockǁacquire__mutmut_11": "the owner token's length is not observable (random)",
     "skills.deploy.locks.xǁServiceLockǁ__init____mutmut_7": "'' for 'not held' compares to no lock value (JSON)",
     "skills.deploy.locks.xǁServiceLockǁrelease__mutmut_13": "'' for 'not held' compares to no lock value (JSON)",
+    "skills.deploy.plans.xǁPlanStoreǁget__mutmut_1": _NO_SUCH_KEY,
+    "skills.deploy.plans.xǁPlanStoreǁget__mutmut_3": _NO_SUCH_KEY,
+    "skills.deploy.plans.xǁPlanStoreǁget__mutmut_4": _NO_SUCH_KEY,
+    "skills.incidents.model.xǁAlertǁdedup_key__mutmut_4": "any constant marks 'no start' the same way",
+    "skills.incidents.model.xǁAlertǁdedup_key__mutmut_7": "a 33-hex-digit prefix of the digest is as unique",
 }
 
 _KILLED = {"killed", "timeout", "segfault", "caught by type check"}
