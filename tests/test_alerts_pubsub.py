@@ -21,6 +21,7 @@ from bot.web import create_app
 from skills.incidents.model import Alert
 from tests.alerts_fixtures import basic, gcp_alert, make_deps, tuned
 from tests.eventually import eventually
+from tests.fake_time import FakeTime
 
 SUB = "projects/test-proj/subscriptions/gemma-alerts"
 
@@ -104,14 +105,15 @@ async def test_queue_down_means_no_ack_and_redelivery_later(
     settings: Settings, queue: AlertQueue, pubsub: PubSubStandIn, clock: Clock
 ) -> None:
     down = make_deps(settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"}))
-    puller = PubSubAlerts(SUB, AlertQueue(down).enqueue, make_subscriber(settings), max_backoff_s=0.2)
+    backoff = FakeTime()
+    puller = PubSubAlerts(SUB, AlertQueue(down).enqueue, make_subscriber(settings), sleep=backoff.sleep)
     await puller.start()
     mid = pubsub.publish(SUB, data("inc-ps-3"))
-    assert await eventually(
-        lambda: "Pull" in pubsub.calls and pubsub.unacked(SUB) == 1 and "Acknowledge" not in pubsub.calls
-    )
-    await eventually(lambda: False, timeout=0.5)  # give it the chance to (wrongly) ack
+    # The puller backs off (on its injected clock) only after it has handled the pulled batch: any (wrong) ack
+    # of the message it could not enqueue would already have been sent by then.
+    assert await eventually(lambda: backoff.sleeps)
     await puller.stop()
+    assert "Pull" in pubsub.calls and pubsub.unacked(SUB) == 1 and "Acknowledge" not in pubsub.calls
     await down.redis.aclose()
     assert mid not in pubsub.acked and await queued(queue) == []
 

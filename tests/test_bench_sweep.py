@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
-import itertools
 import socket
 
 import pytest
@@ -22,6 +21,7 @@ from skills.bench.prompts import PromptSet, size_prompt
 from skills.bench.report import compare, recent_sweeps
 from skills.errors import InvalidInput
 from tests.eventually import eventually
+from tests.fake_time import FakeTime
 from tests.observe_fixtures import RecordingResponder, deps_for, reply_text, running_sim  # noqa: F401
 
 load_all()
@@ -219,7 +219,7 @@ async def test_bench_rejects_bad_input_and_runs_one_sweep_at_a_time(deps_for, se
         await run_action(actx("gemma_bench_confirm", p1.buttons[0].value))
         busy = await run_action(actx("gemma_bench_confirm", p2.buttons[0].value))
         assert busy is not None and "Another benchmark is running" in busy.title
-        await eventually(lambda: responder.posts)  # the progress message, with its Stop button, is up
+        assert await eventually(lambda: responder.posts)  # the progress message, with its Stop button, is up
         stop_button = next(b for b in responder.posts[next(iter(responder.posts))].buttons if b.label == "Stop")
         await run_action(actx(stop_button.action_id, stop_button.value))
         await deps.drain(timeout_s=30)
@@ -252,16 +252,16 @@ async def test_sse_framing_usage_fallback_and_failures_are_classified() -> None:
         async with StreamClient(StreamTarget(url + "/v1"), 1, 10) as sc:
             recs, _ = await run_cell(sc, "m", _prompts(), 1, 1, 4, 0.3)
         assert recs[0].error == "timeout"
-        await eventually(lambda: vsim.state.spans)  # the client left: the stand-in stops streaming to nobody
+        assert await eventually(lambda: vsim.state.spans)  # the client left: the stand-in stops streaming to nobody
         assert vsim.state.in_flight == 0 and len(vsim.state.spans) == 1
 
 
 async def test_ramp_spreads_worker_starts_and_the_sim_notices_clients_leaving() -> None:
-    with running_sim(ttft_s=0.5, token_delay_s=0.001) as (vsim, url):  # each request outlasts the ramp step
+    ramp = FakeTime()
+    with running_sim(ttft_s=0.01, token_delay_s=0.001) as (vsim, url):
         async with StreamClient(StreamTarget(url + "/v1"), 4, 10) as sc:
-            recs, _ = await run_cell(sc, "m", _prompts(), 4, 4, 4, 10, ramp_s=0.4)
-        starts = sorted(r.start for r in recs)
-        assert all(b - a >= 0.09 for a, b in itertools.pairwise(starts))  # 0.4 s / 4 workers apart
+            recs, _ = await run_cell(sc, "m", _prompts(), 4, 4, 4, 10, ramp_s=0.4, sleep=ramp.sleep)
+        assert sorted(ramp.sleeps) == pytest.approx([0.1, 0.2, 0.3])  # workers 1..3 start 0.4 s / 4 apart
         # The server-side spans line up with the client's requests on the shared monotonic clock.
         spans = {key: (arrival, end) for key, arrival, _, end in vsim.state.spans}
         for r in recs:
@@ -271,10 +271,10 @@ async def test_ramp_spreads_worker_starts_and_the_sim_notices_clients_leaving() 
     with running_sim(ttft_s=0.01, token_delay_s=0.05) as (vsim, url):  # a 10 s stream, abandoned early
         async with StreamClient(StreamTarget(url + "/v1"), 1, 10) as sc:
             task = asyncio.ensure_future(run_cell(sc, "m", _prompts(), 1, 1, 200, 30))
-            await eventually(lambda: vsim.state.in_flight)
+            assert await eventually(lambda: vsim.state.in_flight)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        await eventually(lambda: vsim.state.in_flight == 0)
+        assert await eventually(lambda: vsim.state.in_flight == 0)
         assert vsim.state.in_flight == 0 and len(vsim.state.spans) == 1  # the stream stopped, span recorded
 
 

@@ -70,15 +70,15 @@ async def test_second_status_within_ttl_is_served_from_redis(app_client, slack, 
     client, _ = app_client
     cloud_run.seed_service("vllm-gemma4")
     await _post_command(client, "status", slack.response_url("a"), "trig-c1")
-    await eventually(lambda: len(slack.responses) == 1)
+    assert await eventually(lambda: len(slack.responses) == 1)
     calls_after_first = len(cloud_run.requests)
     await _post_command(client, "status", slack.response_url("b"), "trig-c2")
-    await eventually(lambda: len(slack.responses) == 2)
+    assert await eventually(lambda: len(slack.responses) == 2)
     assert len(cloud_run.requests) == calls_after_first, "second call went to Cloud Run despite the cache"
     assert "(cached)" in _blocks_text(slack.responses[1])
     # --fresh bypasses the cache
     await _post_command(client, "status --fresh", slack.response_url("c"), "trig-c3")
-    await eventually(lambda: len(slack.responses) == 3)
+    assert await eventually(lambda: len(slack.responses) == 3)
     assert len(cloud_run.requests) > calls_after_first
 
 
@@ -86,7 +86,7 @@ async def test_not_ready_service_shows_reason(app_client, slack, cloud_run) -> N
     client, _ = app_client
     cloud_run.seed_service("vllm-gemma4", ready=False)
     await _post_command(client, "status", slack.response_url(), "trig-nr")
-    await eventually(lambda: slack.responses)
+    assert await eventually(lambda: slack.responses)
     text = _blocks_text(slack.responses[0])
     assert "NOT ready" in text
     assert "REVISION_FAILED" in text
@@ -98,7 +98,7 @@ async def test_cold_service_says_so(app_client, slack, cloud_run, model_server) 
     cloud_run.seed_service("vllm-gemma4", min_instances=0)
     model_server.health_status = 503
     await _post_command(client, "status", slack.response_url(), "trig-cold")
-    await eventually(lambda: slack.responses)
+    assert await eventually(lambda: slack.responses)
     text = _blocks_text(slack.responses[0])
     assert "scaled to zero" in text and "cold" in text
 
@@ -145,7 +145,7 @@ async def test_slack_retry_does_not_run_the_command_twice(app_client, slack, clo
     )
     assert resp.status_code == 200
     await deps.drain()
-    await eventually(lambda: slack.responses)
+    assert await eventually(lambda: slack.responses)
     assert len(slack.responses) == 1
 
 
@@ -180,7 +180,7 @@ async def test_missing_credentials_error_reaches_user_without_traceback(
     app = create_app(deps)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
         await _post_command(client, "status", slack.response_url(), "trig-nocreds")
-        await eventually(lambda: slack.responses)
+        assert await eventually(lambda: slack.responses)
     await deps.drain()
     text = _blocks_text(slack.responses[0])
     assert "GOOGLE_CLOUD_PROJECT" in text

@@ -65,7 +65,7 @@ async def test_thread_reply_event_continues_the_conversation_once(
         assert (
             await client.post("/slack/events", content=body, headers=signed_headers(SIGNING_SECRET, body))
         ).status_code == 200
-        await eventually(lambda: len(slack.of("chat.postMessage")) >= 2)
+        assert await eventually(lambda: len(slack.of("chat.postMessage")) >= 2)
         header, answer = slack.of("chat.postMessage")[:2]
         thread_ts = answer["thread_ts"]
         assert header.get("thread_ts") in (None, "") and "It is up" in json.dumps(answer["blocks"])
@@ -80,7 +80,7 @@ async def test_thread_reply_event_continues_the_conversation_once(
         for extra in ({"bot_id": "BBOT"}, {"subtype": "message_changed"}):
             other = _event("C1", thread_ts, "ignored", f"Ev{uuid.uuid4().hex[:8]}", **extra)
             await client.post("/slack/events", content=other, headers=_json_headers(other))
-        await eventually(lambda: len(slack.of("chat.postMessage")) >= 3)
+        assert await eventually(lambda: len(slack.of("chat.postMessage")) >= 3)
         await deps.drain()
 
     posts = slack.of("chat.postMessage")

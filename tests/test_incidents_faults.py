@@ -138,11 +138,10 @@ async def test_sigkilled_worker_mid_job_is_reclaimed_without_duplicate_thread(
             await rescuer.start()
             try:
                 # The victim's channel lease must lapse first (ALERT_CHANNEL_LEASE_MS); a loaded machine is slow.
-                ok = await eventually(lambda: thread_replies(slack, header_ts(slack)), timeout=60)
-                await eventually(lambda: _drained(rescuer), timeout=15)
+                assert await eventually(lambda: thread_replies(slack, header_ts(slack)), timeout=60)
+                assert await eventually(lambda: _drained(rescuer), timeout=15)
             finally:
                 await rescuer.stop()
-        assert ok
         assert len(headers_posted(slack)) == 1  # the reclaiming worker edited nothing twice, posted no header
         [reply] = thread_replies(slack, header_ts(slack))
         assert "reclaimed the job" in reply["text"]
@@ -268,7 +267,7 @@ async def test_redis_restart_503_then_workers_reconnect_and_nothing_is_lost(
                 b = await queue.backlog()
             return b.get("queued") == 0 and b.get("pending") == 0
 
-        await eventually(settled)
+        assert await eventually(settled)
         assert b == {"queued": 0, "pending": 0, "dead": 0}, b
         assert any("Redis unavailable" in rec.getMessage() for rec in caplog.records)
     finally:

@@ -86,7 +86,12 @@ async def drained(*instances: Instance, timeout: float = 30.0) -> bool:  # noqa:
                 return False
         return True
 
-    return bool(await eventually(empty, timeout=timeout))
+    return bool(await eventually(empty, timeout=timeout))  # raises when they never drain
+
+
+async def _jobs_handled(i: Instance) -> bool:
+    b = await i.queue.backlog()
+    return b["queued"] == 0 and b["pending"] == 0
 
 
 def am(
@@ -199,11 +204,57 @@ async def test_storm_across_two_instances_summary_first_one_thread_each_most_sev
         assert replies(slack, h["ts"]) == [] and "3 grouped (3 firing)" in text_of(h)
 
 
+@pytest.mark.parametrize("new_incidents", [4, 5])
+async def test_the_storm_summary_starts_at_the_threshold_not_one_later(
+    settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock, new_incidents: int
+) -> None:
+    """ALERT_STORM_THRESHOLD_PER_MIN=5: five new incidents within the minute are a storm, four are not."""
+    clock.speed = 1.0  # the storm window is a minute of this clock: keep every incident inside it
+    s = tuned(settings, alert_storm_threshold_per_min=5, slack_post_per_s=20, slack_post_burst=20)
+    bot = await start(s, clock, run=False)
+    services = [f"thr-svc-{i}" for i in range(new_incidents)]
+    try:
+        for svc in services:
+            await bot.post(am(svc, "Boom", "error"))
+        # Record every incident first, then let the publisher decide (as in a storm that outruns Slack).
+        publisher, bot.queue.publisher = bot.queue.publisher, None
+        await bot.queue.start()
+        assert await drained(bot)
+        assert publisher is not None
+        bot.queue.publisher = publisher
+        await publisher.start()
+        assert await eventually(lambda: len(incident_headers(slack)) == new_incidents)
+        assert await drained(bot)
+    finally:
+        await close(bot)
+    summaries = [h for h in headers(slack) if "Alert storm" in h["text"]]
+    assert len(summaries) == (1 if new_incidents >= 5 else 0), [h["text"] for h in headers(slack)]
+
+
+async def test_a_resolve_edits_the_header_at_once_whatever_the_debounce(
+    settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock
+) -> None:
+    """Header edits wait ALERT_HEADER_DEBOUNCE_S (here 10 h of this clock, never reached by the test), except
+    the one that says the incident is resolved."""
+    s = tuned(settings, alert_header_debounce_s=36_000)
+    bot = await start(s, clock)
+    try:
+        await bot.post(am("vllm-gemma4", "KVCacheFull", "critical"))
+        [h] = await eventually(lambda: incident_headers(slack))
+        await bot.post(am("vllm-gemma4", "KVCacheFull", "critical", status="resolved"))
+        [edit] = await eventually(lambda: [u for u in slack.accepted if u["_method"] == "chat.update"], timeout=20)
+        assert clock.now() < 36_000
+    finally:
+        await close(bot)
+    assert edit["ts"] == h["ts"] and "RESOLVED" in text_of(edit)
+
+
 async def test_repeats_coalesce_into_one_line_headers_debounce_resolves_go_first(
     settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock
 ) -> None:
-    # Intervals long against the wall time the 40 posts take on a loaded machine (this clock runs 20x): only the
-    # advance below may end them.
+    # Real-time pace for this clock, and intervals long against the wall time the 40 posts take on a loaded
+    # machine: only the advance below may end them.
+    clock.speed = 1.0
     s = tuned(settings, alert_coalesce_interval_s=6000, alert_header_debounce_s=3000)
     bot = await start(s, clock)
     seen = s.key("alerts", "seen", "*")
@@ -221,7 +272,10 @@ async def test_repeats_coalesce_into_one_line_headers_debounce_resolves_go_first
         for _ in range(37):
             await repeat(am("vllm-gemma4", "KVCacheFull", "critical"))
         await bot.post(am("vllm-gemma4", "KVCacheFull", "critical", n=2, start=1))  # two more instances
-        assert await drained(bot, timeout=1) is False  # the rest waits for the interval (6000 s on this clock)
+        # Every alert is handled (none left in the stream) while the coalesced rest waits in the outbox for the
+        # interval (6000 s on this clock): nothing more is posted until the clock is advanced past it.
+        assert await eventually(lambda: _jobs_handled(bot))
+        assert bot.queue.publisher is not None and await bot.queue.publisher.pending() > 0
         assert len(replies(slack, h["ts"])) == 1 and not [u for u in slack.accepted if u["_method"] == "chat.update"]
         clock.advance(6000)
         assert await drained(bot)

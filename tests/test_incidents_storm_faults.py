@@ -113,8 +113,8 @@ async def test_redis_restart_mid_storm_loses_nothing_and_posts_nothing_twice(
         assert await eventually(lambda: len(incident_headers(slack)) >= 30, timeout=30)
         for _ in range(100):
             try:
-                if await drained(bot, timeout=10):
-                    break
+                assert await drained(bot, timeout=60)
+                break
             except (OSError, RedisError):  # a pooled connection from before the restart fails once
                 await asyncio.sleep(0.05)
         ambiguous = await IncidentOutbox(IncidentStore(bot.deps.redis, s.key_prefix)).ambiguous()

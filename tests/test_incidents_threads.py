@@ -215,10 +215,9 @@ async def test_worker_dying_mid_job_loses_nothing_and_duplicates_nothing(setting
         await threads.publisher.stop()
         # worker B starts, waits for the idle timeout, reclaims both: no lost incident, no duplicate thread
         await queue.start()
-        ok = await eventually(lambda: len(headers_posted(slack)) >= 2)
+        assert await eventually(lambda: len(headers_posted(slack)) >= 2)
         await _wait_drained(queue)
         await queue.stop()
-    assert ok
     assert len(headers_posted(slack)) == 2
     assert {("other-svc" in text_of(h)) for h in headers_posted(slack)} == {True, False}
     await deps.redis.aclose()
@@ -236,8 +235,7 @@ async def _wait_drained(queue: AlertQueue, timeout: float = 15.0) -> None:  # no
         publisher = queue.publisher
         return b["queued"] == 0 and b["pending"] == 0 and publisher is not None and await publisher.pending() == 0
 
-    if not await eventually(empty, timeout=timeout):
-        raise AssertionError(f"queue did not drain: {await queue.backlog()}")
+    assert await eventually(empty, timeout=timeout), "queue did not drain"
 
 
 async def test_slack_429_is_retried_after_retry_after(bot: Bot) -> None:

@@ -12,11 +12,20 @@ from urllib.parse import urlencode
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.sandbox.slack_signing import command_body, signed_headers
 from handlers.commands.plans import DESTROY_SUBMIT_ACTION
-from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION
+from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION, PLAN_ACTION
 from skills.deploy.audit import latest
 from tests.alerts_fixtures import eventually, slack  # noqa: F401
 from tests.conftest import SIGNING_SECRET
-from tests.test_plans_thread import Bot, bot, click, text_of  # noqa: F401
+from tests.test_plans_thread import (  # noqa: F401
+    Bot,
+    bot,
+    button_value,
+    click,
+    in_thread,
+    incident_with_plan,
+    plan_value,
+    text_of,
+)
 
 PLAN_TS = "1700009999.000100"  # the ts Slack gives the response-URL message carrying the plan
 
@@ -74,7 +83,29 @@ async def test_confirm_from_another_channel_or_thread_is_refused(bot: Bot, cloud
     assert not [r for r in cloud_run.requests if r[0] != "GET"], "a misplaced confirm wrote"
     # the plan is still pending and its own button works
     await click(bot, CONFIRM_ACTION, plan_id, PLAN_TS, None, "t-c3", channel="C1")
-    await eventually(lambda: [r for r in cloud_run.requests if r[0] == "PATCH"])
+    assert await eventually(lambda: [r for r in cloud_run.requests if r[0] == "PATCH"])
+
+
+async def test_a_plan_made_in_a_thread_is_refused_from_the_channels_top_level(
+    bot: Bot, cloud_run: CloudRunStandIn
+) -> None:
+    cloud_run.seed_service("vllm-gemma4", min_instances=0, max_instances=1)
+    thread, proposal = await incident_with_plan(bot)
+    await click(bot, PLAN_ACTION, plan_value(proposal, "scale"), proposal["ts"], thread, "t-p")
+    [plan_msg] = await eventually(lambda: in_thread(bot, thread, ":clipboard: Plan: "))
+    plan_id = button_value(plan_msg, CONFIRM_ACTION)
+    # the same channel, but a click from its top level (no message.thread_ts): a copied button or forged payload
+    await click(bot, CONFIRM_ACTION, plan_id, "1700000777.000100", None, "t-top")
+    await click(bot, CANCEL_ACTION, plan_id, "1700000778.000100", None, "t-top-cancel")
+    [confirm_refused] = await eventually(lambda: [r for r in bot.slack.responses if r["_rid"] == "t-top"])
+    [cancel_refused] = await eventually(lambda: [r for r in bot.slack.responses if r["_rid"] == "t-top-cancel"])
+    for refusal in (confirm_refused, cancel_refused):
+        assert refusal["response_type"] == "ephemeral" and "another thread" in refusal["text"], refusal
+    assert not [r for r in cloud_run.requests if r[0] != "GET"], "a confirm from the top level wrote"
+    assert await bot.deps.redis.exists(bot.deps.settings.key("plan", plan_id)), "a refused click consumed the plan"
+    # from its own thread it still works
+    await click(bot, CONFIRM_ACTION, plan_id, plan_msg["ts"], thread, "t-in-thread")
+    assert await eventually(lambda: in_thread(bot, thread, "Action done: scale"))
 
 
 async def _scale(bot: Bot) -> list[dict[str, Any]]:
@@ -99,7 +130,7 @@ async def test_bad_service_names_are_clear_errors_before_any_cloud_call(bot: Bot
     assert cloud_run.requests == [], "a bad name reached Cloud Run"
 
 
-def _submission(view_meta: str, typed: str, user: str) -> str:
+def _submission(view_meta: str, typed: str | None, user: str) -> str:
     return urlencode(
         {
             "payload": json.dumps(
@@ -134,7 +165,11 @@ async def test_destroy_modal_refusals_are_inline_and_never_in_the_channel(bot: B
         if "destroy_open" in el["action_id"]
     )
     meta = json.dumps({"plan_id": plan_id, "channel_id": "C1", "thread_ts": ""})
-    for typed, user, why in [("vllm-gemma", "UDEPLOYER", "does not match"), ("vllm-gemma4", "UNOBODY", "not allowed")]:
+    # an empty field comes as "" or, as Slack sends an input left blank, null; a name is never guessed
+    refused = [("vllm-gemma", "UDEPLOYER", "does not match"), ("vllm-gemma4", "UNOBODY", "not allowed")]
+    refused += [("", "UDEPLOYER", "does not match"), ("  ", "UDEPLOYER", "does not match")]
+    refused += [(None, "UDEPLOYER", "does not match")]
+    for typed, user, why in refused:
         body = _submission(meta, typed, user)
         resp = await bot.client.post("/slack/events", content=body, headers=signed_headers(SIGNING_SECRET, body))
         assert resp.status_code == 200
@@ -150,4 +185,4 @@ async def test_destroy_modal_refusals_are_inline_and_never_in_the_channel(bot: B
     body = _submission(meta, "vllm-gemma4", "UDEPLOYER")
     resp = await bot.client.post("/slack/events", content=body, headers=signed_headers(SIGNING_SECRET, body))
     assert resp.status_code == 200 and not resp.content
-    await eventually(lambda: "vllm-gemma4" not in cloud_run.services, timeout=15)
+    assert await eventually(lambda: "vllm-gemma4" not in cloud_run.services, timeout=15)

@@ -286,11 +286,13 @@ async def test_slash_command_plan_still_answers_the_command_and_confirms_in_its_
     await click(bot, CONFIRM_ACTION, plan_id, "1700009999.000100", None, "trig-c-ok", channel="C1")
     [progress] = await eventually(lambda: [m for m in bot.slack.posted if "submitted" in text_of(m)])
     assert progress["thread_ts"] == "1700009999.000100"  # a thread under the plan message, as before
-    await eventually(lambda: ":white_check_mark:" in (updates_of(bot, progress["ts"]) or [{}])[-1].get("text", ""))
+    assert await eventually(
+        lambda: ":white_check_mark:" in (updates_of(bot, progress["ts"]) or [{}])[-1].get("text", "")
+    ), "the success update never came"
     assert not [m for m in bot.slack.posted if "Action done" in text_of(m)]  # not an incident: no extra line
     # a second click on the spent plan's Cancel is answered, not run
     await click(bot, CANCEL_ACTION, plan_id, "1700009999.000100", None, "trig-c-cancel", channel="C1")
-    await eventually(lambda: len(bot.slack.responses) == 2)
+    assert await eventually(lambda: len(bot.slack.responses) == 2)
     assert "no longer pending" in bot.slack.responses[-1]["text"]
 
 
@@ -313,6 +315,6 @@ async def test_confirm_whose_progress_cannot_be_posted_runs_nothing_and_can_be_r
     assert not await bot.deps.redis.exists(bot.deps.settings.key("lock", "service", "vllm-gemma4"))
     # the same plan can be confirmed again once Slack takes the post
     await click(bot, CONFIRM_ACTION, plan_id, plan_msg["ts"], thread, "trig-c-retry")
-    await eventually(lambda: in_thread(bot, thread, "Action done: scale"))
+    assert await eventually(lambda: in_thread(bot, thread, "Action done: scale"))
     scaling = cloud_run.services["vllm-gemma4"]["template"]["scaling"]
     assert (scaling["minInstanceCount"], scaling["maxInstanceCount"]) == (1, 3)

@@ -55,7 +55,7 @@ async def test_scale_plan_answers_while_monitoring_calls_are_still_blocked(
 
         for i in range(8):  # a flurry of /gemma status: 6 Monitoring calls each, all left hanging
             await command("status --fresh", f"s{i}")
-        await eventually(lambda: standin.blocked >= 2, timeout=20)
+        assert await eventually(lambda: standin.blocked >= 2, timeout=20)
         await command("scale 1 2", "plan", user="UDEPLOYER")
         plan = await eventually(lambda: [r for r in slack.responses if r["_rid"] == "plan"], timeout=20)
         assert plan, "the scale plan never answered while Monitoring was blackholed"

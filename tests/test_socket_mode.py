@@ -99,7 +99,7 @@ async def test_ask_then_thread_reply_continue_the_conversation(
     script.push(say("It is up and serving."), say("Cold starts take several minutes from zero."))
     eid = socket_slack.send("slash_commands", command("ask is the service up?"))
     assert "ask" in json.dumps((await acked(socket_slack, eid)).get("payload", {}))
-    await eventually(lambda: len(slack.of("chat.postMessage")) >= 2)
+    assert await eventually(lambda: len(slack.of("chat.postMessage")) >= 2)
     answer = slack.of("chat.postMessage")[1]
     thread_ts = answer["thread_ts"]
     assert "It is up" in json.dumps(answer["blocks"])
@@ -123,7 +123,7 @@ async def test_ask_then_thread_reply_continue_the_conversation(
     }
     eid = socket_slack.send("events_api", event)
     assert "payload" not in await acked(socket_slack, eid)
-    await eventually(lambda: len(slack.of("chat.postMessage")) >= 3)
+    assert await eventually(lambda: len(slack.of("chat.postMessage")) >= 3)
     follow = slack.of("chat.postMessage")[2]
     assert follow["thread_ts"] == thread_ts and "Cold starts" in json.dumps(follow["blocks"])
     assert socket_slack.protocol_errors == []

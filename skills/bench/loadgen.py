@@ -193,11 +193,13 @@ async def run_cell(
     deadline: float = math.inf,
     on_request_done: Callable[[], None] | None = None,
     ramp_s: float = 0.0,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> tuple[list[RequestRecord], str]:
     """Run one cell closed-loop. Returns the finished records and why it stopped early ('' if it did not).
 
-    With `ramp_s`, worker k starts k/concurrency x ramp_s late (spread over the ramp), so the closed loop
-    settles with requests spread in time instead of in lockstep waves; by default all start at once.
+    With `ramp_s`, worker k starts k/concurrency x ramp_s late (spread over the ramp, waiting on `sleep`), so
+    the closed loop settles with requests spread in time instead of in lockstep waves; by default all start
+    at once.
     """
     records: list[RequestRecord] = []
     next_i = 0
@@ -206,7 +208,7 @@ async def run_cell(
     async def worker(k: int) -> None:
         nonlocal next_i
         if ramp_s > 0 and k:
-            await asyncio.sleep(ramp_s * k / n_workers)
+            await sleep(ramp_s * k / n_workers)
         while next_i < n_requests:
             i = next_i
             next_i += 1

@@ -6,7 +6,6 @@ taken by someone else) cannot delete the new holder's lock. The TTL makes a dead
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from datetime import UTC, datetime
@@ -67,7 +66,3 @@ class ServiceLock:
         released = await self._store.eval(_RELEASE, 1, self._key, self._value)
         self._value = None
         return bool(released)
-
-
-def holder_from_json(raw: str) -> LockHolder:
-    return LockHolder.model_validate(json.loads(raw))

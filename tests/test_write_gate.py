@@ -1,0 +1,98 @@
+"""The write gate on real Redis and the Cloud Run stand-in, below the Slack layer: who may confirm, what each
+refusal says and audits, and what the audit records when a confirmed run is cut short."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from bot.sandbox.cloud_run_api import CloudRunStandIn
+from skills.deploy.audit import latest
+from skills.deploy.confirm import Refused, Where, WriteGate, cancel, claim, is_deployer, precheck, run_claimed
+from skills.deploy.plans import Plan, PlanStore
+from tests.eventually import eventually
+
+pytest_plugins = ["tests.deploy_fixtures"]
+
+
+def _gate(deps: Any, **kw: Any) -> WriteGate:
+    s = deps.settings
+    plans = PlanStore(deps.redis, s.key("plan"), s.plan_ttl_s)
+    fields: dict[str, Any] = {
+        "store": deps.redis,
+        "plans": plans,
+        "lock_prefix": s.key("lock", "service"),
+        "lock_ttl_s": 60,
+        "audit_key": s.key("audit"),
+        "deployers": frozenset({"UDEP"}),
+    }
+    fields.update(kw)
+    return WriteGate(**fields)
+
+
+async def _plan(gate: WriteGate, **kw: Any) -> Plan:
+    fields: dict[str, Any] = {"kind": "scale", "service": "vllm-gemma4", "summary": "scale", "created_by": "UAUTH"}
+    fields.update(kw)
+    return await gate.plans.save(Plan(**fields))
+
+
+async def test_a_usergroup_port_without_a_configured_group_grants_nothing(deps: Any) -> None:
+    async def everyone(group: str) -> list[str]:
+        return ["UANY"]
+
+    assert not await is_deployer(_gate(deps, usergroup_members=everyone), "UANY")  # no DEPLOYER_USERGROUP_ID
+    assert await is_deployer(_gate(deps, deployer_usergroup="S1", usergroup_members=everyone), "UANY")
+    assert not await is_deployer(_gate(deps, deployer_usergroup="S1"), "UANY")  # the group, but no way to read it
+
+
+async def test_each_refusal_says_why_and_what_to_do_and_is_audited(deps: Any) -> None:
+    gate = _gate(deps)
+    plan = await _plan(gate, channel_id="C1", thread_ts="111.1")
+
+    async def refusal(coro: Any) -> Refused:
+        with pytest.raises(Refused) as exc:
+            await coro
+        return exc.value
+
+    r = await refusal(precheck(gate, plan.id, "UDEP", where=Where("C2", "111.1")))
+    assert r.message == "This plan was made in another channel; it can only be confirmed or cancelled there."
+    r = await refusal(precheck(gate, plan.id, "UDEP", where=Where("C1", "")))
+    assert r.message == "This plan was made in another thread; it can only be confirmed or cancelled there."
+    assert r.hint == "Use the plan's own buttons, or plan again here."
+    r = await refusal(cancel(gate, plan.id, "UDEP", where=Where("C1", "222.2")))
+    assert r.message.startswith("This plan was made in another thread")
+    r = await refusal(cancel(gate, plan.id, "UOTHER", where=Where("C1", "111.1")))
+    assert r.message == "Only <@UAUTH> (who asked for it) or a deployer can cancel this plan."
+    assert r.hint == "It expires on its own if nobody confirms it."
+    [other, wrong_thread, *_] = await latest(deps.redis, gate.audit_key)
+    assert (other.result, other.detail) == ("refused", "cancel by someone other than the author or a deployer")
+    assert (wrong_thread.result, wrong_thread.detail) == ("refused", "cancel from another channel or thread")
+    assert other.plan_id == plan.id and other.user_id == "UOTHER" and other.action == "scale"
+
+    await cancel(gate, plan.id, "UAUTH", where=Where("C1", "111.1"))
+    [done, *_] = await latest(deps.redis, gate.audit_key)
+    assert (done.result, done.detail, done.user_id, done.plan_id) == ("cancelled", "", "UAUTH", plan.id)
+    r = await refusal(cancel(gate, plan.id, "UAUTH", where=Where("C1", "111.1")))
+    assert r.message == "This plan is no longer pending (expired, cancelled or already confirmed)."
+
+
+async def test_a_run_cut_short_is_audited_failed_and_leaves_no_lock_or_plan(
+    deps: Any, cloud_run: CloudRunStandIn
+) -> None:
+    cloud_run.seed_service("vllm-gemma4", min_instances=0, max_instances=1)
+    cloud_run.op_polls = 10_000  # the operation never finishes while the test watches
+    flow = deps.writes
+    gate = flow.gate
+    plan = await flow.propose("scale", {"min_instances": 1, "max_instances": 2}, user_id="UDEP", channel_id="C1")
+    claimed, lock = await claim(gate, plan.id, "UDEPLOYER")
+    task = asyncio.create_task(run_claimed(gate, claimed, lock, "UDEPLOYER", flow.runtime, poll_s=0.01))
+    assert await eventually(lambda: [r for r in cloud_run.requests if r[0] != "GET"])  # the write is under way
+    task.cancel()  # e.g. the process is shutting down
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    [entry, *_] = await latest(deps.redis, gate.audit_key)
+    assert (entry.result, entry.detail, entry.plan_id) == ("failed", "did not start", plan.id)
+    assert 0 <= entry.duration_s < 60
+    assert await gate.plans.get(plan.id) is None and await lock.holder() is None
