@@ -10,6 +10,7 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bot.alert_queue import AlertQueue
 from bot.deps import Deps
 from bot.sandbox.server import serve
 from bot.sandbox.slack_api import SlackStandIn
@@ -17,6 +18,7 @@ from bot.settings import Settings
 from bot.slack_app import make_web_client
 from bot.wiring import build_deps
 from skills.clock import REAL_CLOCK, Clock
+from skills.incidents.model import Alert
 from tests.eventually import eventually as eventually  # re-exported: alert tests import it from here
 from tests.example_data import ALERTS
 
@@ -120,3 +122,8 @@ def thread_replies(slack: PostsSlack, ts: str) -> list[dict[str, Any]]:
 
 def header_ts(slack: PostsSlack) -> str:
     return str(headers_posted(slack)[0]["ts"])
+
+
+async def queued(queue: AlertQueue) -> list[Alert]:
+    """The alerts waiting in the queue's stream, oldest first."""
+    return [Alert.model_validate_json(f["alert"]) for _, f in await queue.deps.redis.xrange(queue.stream)]

@@ -6,9 +6,11 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
+import httpx
 import pytest
 import redis.asyncio as redis
 
+from bot.alert_queue import AlertQueue
 from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.sandbox.model_server import ModelServerStandIn
@@ -16,6 +18,8 @@ from bot.sandbox.preflight_standins import PreflightStandIns
 from bot.sandbox.server import serve
 from bot.sandbox.slack_api import SlackStandIn
 from bot.settings import Settings, load_settings
+from bot.web import create_app
+from tests.alerts_fixtures import make_deps
 
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 SIGNING_SECRET = "test-signing-secret-0123456789"
@@ -113,3 +117,21 @@ def settings(
         alert_webhook_password="alert-pass-123",
         **preflight_ok.settings_update(),
     )
+
+
+# The alert tests' shared fixtures: the queue behind the webhooks and Pub/Sub, and the webhooks in front of it.
+@pytest.fixture
+async def queue(settings: Settings, redis_client: redis.Redis) -> AsyncIterator[AlertQueue]:
+    deps = make_deps(settings)
+    yield AlertQueue(deps)
+    await deps.redis.aclose()
+
+
+@pytest.fixture
+async def hook(settings: Settings, redis_client: redis.Redis) -> AsyncIterator[tuple[httpx.AsyncClient, AlertQueue]]:
+    deps = make_deps(settings)
+    queue = AlertQueue(deps)
+    app = create_app(deps)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
+        yield client, queue
+    await deps.redis.aclose()

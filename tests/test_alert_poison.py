@@ -9,9 +9,8 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
-import httpx
 import pytest
 import redis.asyncio as redis
 from hypothesis import HealthCheck, given
@@ -22,11 +21,10 @@ from bot.alert_pubsub import PubSubAlerts, make_subscriber
 from bot.alert_queue import AlertQueue
 from bot.sandbox.pubsub_grpc import PubSubStandIn, serve_pubsub
 from bot.settings import Settings
-from bot.web import create_app
 from handlers.alerts.pubsub import MalformedAlert, to_alerts
 from handlers.incident_render import header_reply
 from skills.incidents.model import Alert, Incident, new_incident, utcnow
-from tests.alerts_fixtures import am_alert, basic, bearer, gcp_alert, make_deps, tuned
+from tests.alerts_fixtures import am_alert, basic, bearer, gcp_alert, make_deps, queued, tuned
 from tests.eventually import eventually
 
 SUB = "projects/test-proj/subscriptions/gemma-alerts"
@@ -47,17 +45,6 @@ def pubsub(monkeypatch: pytest.MonkeyPatch) -> Iterator[PubSubStandIn]:
     with serve_pubsub(standin) as host:
         monkeypatch.setenv("PUBSUB_EMULATOR_HOST", host)
         yield standin
-
-
-@pytest.fixture
-async def queue(settings: Settings, redis_client: redis.Redis) -> AsyncIterator[AlertQueue]:
-    deps = make_deps(settings)
-    yield AlertQueue(deps)
-    await deps.redis.aclose()
-
-
-async def queued(queue: AlertQueue) -> list[Alert]:
-    return [Alert.model_validate_json(f["alert"]) for _, f in await queue.deps.redis.xrange(queue.stream)]
 
 
 @pytest.mark.parametrize(
@@ -105,16 +92,6 @@ async def test_text_with_a_lone_surrogate_or_nul_still_becomes_an_alert(queue: A
     assert (await queue.enqueue(to_alerts(gcp_bytes("inc-text-q", b'"disk \\udfff full"')))) == (1, 0)
     [queued_alert] = await queued(queue)
     assert queued_alert.summary == "disk \ufffd full"
-
-
-@pytest.fixture
-async def hook(settings: Settings, redis_client: redis.Redis) -> AsyncIterator[tuple[httpx.AsyncClient, AlertQueue]]:
-    deps = make_deps(settings)
-    queue = AlertQueue(deps)
-    app = create_app(deps)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
-        yield client, queue
-    await deps.redis.aclose()
 
 
 async def test_webhook_takes_an_alert_whose_summary_holds_a_lone_surrogate(hook) -> None:

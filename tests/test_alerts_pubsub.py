@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -18,8 +18,7 @@ from bot.sandbox.pubsub_grpc import PubSubStandIn, serve_pubsub
 from bot.sandbox.slack_api import SlackStandIn
 from bot.settings import Settings
 from bot.web import create_app
-from skills.incidents.model import Alert
-from tests.alerts_fixtures import basic, gcp_alert, make_deps, tuned
+from tests.alerts_fixtures import basic, gcp_alert, make_deps, queued, tuned
 from tests.eventually import eventually
 from tests.fake_time import FakeTime
 
@@ -46,17 +45,6 @@ def pubsub(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> Iterator[PubSubStan
     with serve_pubsub(standin) as host:
         monkeypatch.setenv("PUBSUB_EMULATOR_HOST", host)
         yield standin
-
-
-@pytest.fixture
-async def queue(settings: Settings, redis_client: redis.Redis) -> AsyncIterator[AlertQueue]:
-    deps = make_deps(settings)
-    yield AlertQueue(deps)
-    await deps.redis.aclose()
-
-
-async def queued(queue: AlertQueue) -> list[Alert]:
-    return [Alert.model_validate_json(f["alert"]) for _, f in await queue.deps.redis.xrange(queue.stream)]
 
 
 def data(incident_id: str, **kw: object) -> bytes:

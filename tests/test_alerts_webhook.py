@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-import redis.asyncio as redis
 
 from bot.alert_queue import AlertQueue
 from bot.deps import Deps
@@ -15,16 +13,6 @@ from bot.settings import Settings
 from bot.web import create_app
 from skills.incidents.model import Alert
 from tests.alerts_fixtures import TOKEN, am_alert, basic, bearer, gcp_alert, make_deps, payload
-
-
-@pytest.fixture
-async def hook(settings: Settings, redis_client: redis.Redis) -> AsyncIterator[tuple[httpx.AsyncClient, AlertQueue]]:
-    deps = make_deps(settings)
-    queue = AlertQueue(deps)
-    app = create_app(deps)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
-        yield client, queue
-    await deps.redis.aclose()
 
 
 async def queued(queue: AlertQueue) -> list[Alert]:

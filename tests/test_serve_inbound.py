@@ -25,6 +25,7 @@ from bot.sandbox.socket_mode_api import SocketModeStandIn
 from tests.alerts_fixtures import gcp_alert
 from tests.conftest import REDIS_URL
 from tests.eventually import eventually
+from tests.test_socket_mode import command
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_TOKEN = "xapp-1-A0SANDBOX1-1-serve"
@@ -103,24 +104,6 @@ def pubsub(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[PubSubStandIn, str
         yield standin, host
 
 
-def _command(text: str) -> dict[str, Any]:
-    return {
-        "token": "legacy",
-        "team_id": "T0001",
-        "team_domain": "acme",
-        "channel_id": "C1",
-        "channel_name": "ops",
-        "user_id": "U1",
-        "user_name": "alice",
-        "command": "/gemma",
-        "text": text,
-        "api_app_id": "A0SANDBOX1",
-        "is_enterprise_install": "false",
-        "response_url": "",
-        "trigger_id": "trig-serve-1",
-    }
-
-
 async def test_serve_with_an_app_token_answers_over_socket_mode(
     slack: SlackStandIn, socket_slack: SocketModeStandIn, key_prefix: str
 ) -> None:
@@ -128,7 +111,7 @@ async def test_serve_with_an_app_token_answers_over_socket_mode(
     try:
         assert await eventually(lambda: socket_slack.live_connections() == 1 or serve.proc.poll() is not None, 60)
         assert serve.proc.poll() is None, "serve exited:\n" + "".join(serve.lines[-20:])
-        eid = socket_slack.send("slash_commands", _command("help"))
+        eid = socket_slack.send("slash_commands", command("help", "trig-serve-1"))
         ack = await eventually(lambda: socket_slack.acked(eid), timeout=15)
         assert ack and "/gemma" in json.dumps(ack.get("payload"))
         ready = await serve.readyz()
