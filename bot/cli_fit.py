@@ -12,7 +12,9 @@ import sys
 from handlers.commands.fit import render_fit
 from handlers.fit_args import add_fit_arguments, namespace_to_request
 from handlers.render_text import to_text
+from handlers.tpu_fit_render import render_tpu_fit, tpu_request
 from skills.capacity.fit import FitReport, check_fit
+from skills.capacity.tpu_fit import TpuFitRequest, check_tpu_fit
 from skills.errors import InvalidInput
 
 
@@ -32,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        tpu = tpu_request(args)
+        if tpu is not None:
+            return _run_tpu(tpu, getattr(args, "format", "text"))
         report = check_fit(namespace_to_request(args))
     except InvalidInput as exc:
         print(f"gemma-sre fit: {exc.message}\n{exc.hint}".rstrip(), file=sys.stderr)
@@ -41,3 +46,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(to_text(render_fit(report)))
     return 1 if report.verdict == "does_not_fit" else 0
+
+
+def _run_tpu(req: TpuFitRequest, fmt: str) -> int:
+    """Exit 0 when it fits, 1 otherwise (more chips, does not fit, unsupported on TPU)."""
+    report = check_tpu_fit(req)
+    if fmt == "json":
+        print(json.dumps(report.model_dump(mode="json"), indent=2))
+    else:
+        print(to_text(render_tpu_fit(report)))
+    return 0 if report.ok else 1

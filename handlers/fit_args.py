@@ -13,6 +13,7 @@ import re
 from pydantic import ValidationError
 
 from handlers.args import CommandParser
+from handlers.tpu_fit_render import add_tpu_arguments
 from skills.capacity.fit import FitRequest
 from skills.deploy.profiles import load_profiles
 from skills.errors import InvalidInput, explain_validation
@@ -74,8 +75,11 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help='vLLM\'s flag: {"image":0,"video":0} skips the vision tower\'s weights',
     )
-    p.add_argument("--region", default=None, help="Cloud Run region: prices and GPU availability (us-east4, ...)")
+    p.add_argument(
+        "--region", default=None, help="Cloud Run region: prices and GPU availability (us-east4, ...); TPU price region"
+    )
     p.add_argument("--vllm-image", metavar="IMAGE", default=None, help="the image to deploy: its release's KV rules")
+    add_tpu_arguments(p)
 
 
 def chat_parser() -> CommandParser:

@@ -8,9 +8,11 @@ from handlers.context import CommandContext
 from handlers.fit_args import MODELS_HINT, add_fit_arguments, namespace_to_request
 from handlers.registry import COMMANDS, command
 from handlers.reply import Button, Reply, plan_button
+from handlers.tpu_fit_render import render_tpu_fit, tpu_request
 from skills.capacity.catalog import Catalog
 from skills.capacity.fit import FitReport, check_fit, load_catalog
 from skills.capacity.startup_log import StartupFigures, last_figures
+from skills.capacity.tpu_fit import check_tpu_fit
 from skills.deploy.profiles import load_profiles
 from skills.durations import format_duration
 
@@ -137,6 +139,9 @@ def render_catalog(cat: Catalog) -> Reply:
     hint=MODELS_HINT,
 )
 async def fit(ctx: CommandContext) -> Reply:
+    tpu = tpu_request(ctx.opts)
+    if tpu is not None:
+        return render_tpu_fit(check_tpu_fit(tpu))
     report = check_fit(namespace_to_request(ctx.opts, COMMANDS["fit"].parser.usage_hint()))
     service = ctx.deps.settings.vllm_service_name
     try:

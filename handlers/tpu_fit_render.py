@@ -1,0 +1,98 @@
+"""`/gemma fit MODEL --tpu v6e-4`: the TPU plan as a reply (the GPU plan's rendering is untouched)."""
+
+from __future__ import annotations
+
+import argparse
+
+from handlers.reply import Reply
+from skills.capacity.tpu_catalog import PROVISIONING
+from skills.capacity.tpu_fit import TpuFitReport, TpuFitRequest
+from skills.durations import format_duration
+from skills.errors import InvalidInput
+
+_VERDICT = {
+    "fits": (":white_check_mark:", "fits"),
+    "needs_more_chips": (":large_yellow_circle:", "needs more chips than"),
+    "does_not_fit": (":x:", "does NOT fit"),
+    "unsupported": (":no_entry:", "is unsupported (yet) by vLLM's TPU backend on"),
+}
+# Flags that only mean something on a GPU: refused with --tpu rather than silently ignored.
+_GPU_ONLY = ("gpu", "gpu_count", "cpu_offload_gb", "enforce_eager", "host_memory_gib", "dtype", "vllm_image")
+
+
+def add_tpu_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tpu",
+        metavar="TYPE",
+        default=None,
+        help="plan a Cloud TPU slice instead of a GPU: v6e-1, v6e-4 or v6e-8 (vLLM's TPU backend)",
+    )
+    p.add_argument(
+        "--provisioning",
+        choices=list(PROVISIONING),
+        default=None,
+        help="with --tpu: on-demand (default), spot, flex-start or reserved (price and quota)",
+    )
+
+
+def tpu_request(ns: argparse.Namespace) -> TpuFitRequest | None:
+    """The TPU request when --tpu was given; None for a GPU plan. Refuses GPU-only flags with --tpu."""
+    if getattr(ns, "tpu", None) is None:
+        if getattr(ns, "provisioning", None) is not None:
+            raise InvalidInput("`--provisioning` applies to a TPU plan.", "Add `--tpu v6e-4` (or v6e-1, v6e-8).")
+        return None
+    given = [f"--{k.replace('_', '-')}" for k in _GPU_ONLY if getattr(ns, k, None) is not None]
+    if given:
+        raise InvalidInput(f"{', '.join(given)} do not apply with `--tpu`.", "A TPU plan takes the slice type only.")
+    return TpuFitRequest(
+        model=ns.model,
+        accelerator_type=ns.tpu,
+        max_model_len=ns.max_model_len,
+        gpu_memory_utilization=ns.gpu_memory_utilization,
+        max_num_batched_tokens=ns.max_num_batched_tokens,
+        provisioning=ns.provisioning or "on-demand",
+        region=ns.region,
+    )
+
+
+def render_tpu_fit(r: TpuFitReport) -> Reply:
+    icon, word = _VERDICT[r.verdict]
+    reply = Reply(title=f"{icon} {r.model} {word} {r.accelerator_type} ({r.chips} chip{'s' if r.chips > 1 else ''})")
+    if r.unsupported:
+        reply.add(heading="Not served on TPU (yet)", text="\n".join(f"• {u}" for u in r.unsupported))
+    if r.smallest_that_fits:
+        reply.add(text=f"Smallest slice that fits: `{r.smallest_that_fits}`.")
+    hourly = f"${r.hourly_usd:.2f}/h" if r.hourly_usd is not None else "no sourced price"
+    idle = (
+        f"${r.hourly_usd:.2f}/h, ${r.monthly_idle_usd:,.0f}/month while ACTIVE, serving or not (no scale to zero)"
+        if r.hourly_usd is not None and r.monthly_idle_usd is not None
+        else f"bills while ACTIVE; {r.price_source}"
+    )
+    reply.add(
+        fields=[
+            (
+                "Weights",
+                f"{r.weights_gib:g} GiB = {r.weights_per_chip_gib:g} GiB per chip (TP {r.tensor_parallel_size})",
+            ),
+            ("HBM budget", f"{r.budget_gib:g} GiB for the slice at {r.gpu_memory_utilization:g}"),
+            ("KV cache", f"{r.kv_free_gib:g} GiB ({r.kv_per_chip_gib:g} per chip), {r.kv_cache_tokens:,} tokens"),
+            ("Concurrency", f"{r.max_concurrency:g} x {r.max_model_len:,}-token sequences (block {r.block_tokens})"),
+            ("Cost", f"{hourly} {r.provisioning}" + (f" in {r.price_region}" if r.price_region else "")),
+            ("Idle cost", idle),
+            (
+                "First start",
+                f"XLA compiles ~{format_duration(r.compile_s, 'approx')}; ready deadline "
+                f"{format_duration(r.readiness_deadline_s, 'approx')}",
+            ),
+        ]
+    )
+    if r.problems:
+        reply.add(heading="Why not", text="\n".join(f"• {p}" for p in r.problems))
+    if r.startup_lines and r.verdict == "fits":
+        reply.add(heading="vLLM will print", code="\n".join(r.startup_lines))
+    if r.verdict == "fits":
+        reply.add(heading="vLLM args", code=" ".join(r.vllm_args))
+    if r.notes:
+        reply.add(heading="Notes", text="\n".join(f"• {n}" for n in r.notes))
+    reply.context = "TPU figures follow vLLM's TPU memory accounting (skills/data/tpu.yaml cites each source)."
+    return reply
