@@ -69,7 +69,7 @@ def test_accelerator_types_per_zone(env) -> None:
 
 
 def test_a_queued_resource_goes_from_creating_to_active_with_a_node_and_its_ip(env) -> None:
-    standin, client, clock = env
+    _, client, clock = env
     op = _create(client, "europe-west4-a", "gemma")
     assert client.get_queued_resource(name=f"{P}/europe-west4-a/queuedResources/gemma").state.state == State.CREATING
     clock.advance(5)
@@ -98,7 +98,7 @@ def test_no_capacity_waits_then_fails_with_the_real_wording(env) -> None:
 
 def test_quota_is_counted_over_every_queued_resource_and_failed_ones_hold_it(env) -> None:
     standin, client, clock = env
-    with pytest.raises(gexc.ResourceExhausted, match="Quota 'TPUV6EPerProjectPerZoneForTPUAPI' exhausted. Limit 0"):
+    with pytest.raises(gexc.ResourceExhausted, match=r"Quota 'TPUV6EPerProjectPerZoneForTPUAPI' exhausted\. Limit 0"):
         _create(client, "us-east1-d", "noquota")
     standin.set_quota("us-east5-a", "on-demand", 4)
     op = _create(client, "us-east5-a", "first", wait_s=60)
