@@ -15,6 +15,7 @@ from skills.diagnosis.remediation import sanitize_action
 from skills.logs.fetch import parse_lines
 from skills.ports import LogEntry, ServiceInfo
 from tests.example_data import SCENARIOS
+from tests.tpu_log_cases import TPU_CASES
 
 T0 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 
@@ -341,6 +342,9 @@ CASES: dict[str, list[list[str | tuple]]] = {
         ],
     ],
 }
+
+
+CASES.update(TPU_CASES)  # Cloud TPU kinds: real lines with their sources (tests/tpu_log_cases.py)
 
 
 def test_every_kind_has_several_wordings() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from skills.diagnosis.analyzers import access, container, cuda, engine, memory, platform, serving, startup  # noqa: F401  (registration)
+from skills.diagnosis.analyzers import access, container, cuda, engine, memory, platform, serving, startup, tpu  # noqa: F401  (registration)
 from skills.diagnosis.analyzers.base import REGISTRY, LogView
 from skills.diagnosis.analyzers.bounds import bound
 from skills.diagnosis.analyzers.causes import order_by_cause
@@ -41,6 +41,13 @@ KINDS = (
     "tool_parser_missing",
     "cpu_offload_slow",
     "request_queue_saturated",
+    # Cloud TPU (skills/diagnosis/analyzers/tpu.py)
+    "tpu_hbm_oom",
+    "tpu_compile_timeout",
+    "tpu_unsupported",
+    "tpu_no_capacity",
+    "tpu_quota_exceeded",
+    "tpu_preempted",
 )
 
 

@@ -34,6 +34,9 @@ _STARTUP_FATAL = (
     "kv_cache_insufficient",
     "gpu_oom_at_load",
     "engine_hung",
+    "tpu_hbm_oom",
+    "tpu_unsupported",
+    "tpu_compile_timeout",
 )
 
 CAUSED_BY: dict[str, tuple[str, ...]] = {
