@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from skills.deploy.diff import FieldChange
+from skills.deploy.changes import FieldChange
 from skills.deploy.preflight_check import PreflightCheck, preflight_blocked
 from skills.ports import Store
 

@@ -14,8 +14,7 @@ import json
 import re
 from typing import Any
 
-from pydantic import BaseModel
-
+from skills.deploy.changes import FieldChange
 from skills.deploy.vllm_flags import VllmFlags, pair_tokens
 from skills.logs.redact import MARK, redact
 
@@ -47,19 +46,6 @@ _ENUMS: dict[str, list[str]] = {
 
 # Lists whose items are identified by name (others by position: a running service may have unnamed ones).
 _BY_NAME = {"env", "volumes", "volumeMounts"}
-
-
-class FieldChange(BaseModel):
-    path: str
-    old: str | None = None  # None: absent
-    new: str | None = None
-
-    def line(self) -> str:
-        if self.old is None:
-            return f"+ {self.path}: {self.new}"
-        if self.new is None:
-            return f"- {self.path}: {self.old}"
-        return f"~ {self.path}: {self.old} -> {self.new}"
 
 
 def _empty(v: Any) -> bool:

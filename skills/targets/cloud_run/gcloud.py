@@ -5,9 +5,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from skills.deploy.diff import secret_env_name
-from skills.deploy.render_service import main_container
 from skills.logs.redact import MARK, redact
+from skills.targets.cloud_run.diff import secret_env_name
+from skills.targets.cloud_run.render import main_container
 
 
 def _q(s: object) -> str:

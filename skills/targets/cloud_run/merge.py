@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from skills.deploy.render_service import MOUNT_PATH, OFFLINE_ENV, VOLUME, main_container, strip_output_only
+from skills.targets.cloud_run.render import MOUNT_PATH, OFFLINE_ENV, VOLUME, main_container, strip_output_only
 
 MANAGED_ENV = frozenset({"HF_TOKEN", *OFFLINE_ENV})
 

@@ -1,78 +1,33 @@
-"""What the write-plan builders share: parameter validation, the capacity check applied to a plan, GPU and CPU
-floors, and reading the running service."""
+"""What the Cloud Run plan builders share: the capacity check applied to a plan, Cloud Run's GPU and CPU floors,
+and reading the running service (its v2 JSON and the serving revision's template).
+
+The target-independent steps (parameter validation, the planner's figures) are skills/deploy/plan_inputs.py,
+re-exported here for the builders beside this module."""
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
-from skills.capacity.fit import FitReport, FitRequest, check_fit, load_catalog
-from skills.capacity.release import assumed_release
+from skills.capacity.fit import FitReport, load_catalog
+from skills.deploy.plan_inputs import ActionKind as ActionKind
+from skills.deploy.plan_inputs import as_text as as_text
+from skills.deploy.plan_inputs import fit_for as fit_for
+from skills.deploy.plan_inputs import fit_lines as fit_lines
+from skills.deploy.plan_inputs import validate_params as validate_params
 from skills.deploy.plans import Plan
-from skills.deploy.render_service import (
+from skills.deploy.vllm_flags import VllmFlags
+from skills.errors import InvalidInput, NotFound
+from skills.ports import Runtime
+from skills.targets.cloud_run.render import (
     MAX_THRESHOLD_WINDOW_S,
     PROBE_MARGIN,
     gib,
 )
-from skills.deploy.vllm_flags import VllmFlags
-from skills.errors import InvalidInput, NotFound, explain_validation
-from skills.ports import Runtime
 
-ActionKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy"]
 # After the probe budget runs out Cloud Run reports the failure; wait a little longer than that.
 WAIT_MARGIN_S = 300
-
-
-def validate_params(model: type[BaseModel], params: dict[str, Any], kind: str) -> Any:
-    try:
-        return model.model_validate(params)
-    except ValidationError as exc:
-        raise InvalidInput(f"Invalid {kind} parameters: {explain_validation(exc, flag_style=False)}") from None
-
-
-def as_text(x: Any) -> str:
-    if isinstance(x, str):
-        return x
-    for attr in ("summary", "description", "text", "reason"):
-        val = getattr(x, attr, None)
-        if isinstance(val, str) and val:
-            return val
-    return str(x)
-
-
-def fit_lines(r: FitReport) -> list[str]:
-    speed = f"~{r.est_tokens_per_s:.0f} tok/s single stream" if r.est_tokens_per_s else "no speed estimate"
-    return [
-        f"weights {r.weights_gib:.1f} GiB + overhead {r.overhead_gib:.1f} GiB on {r.request.gpu_count} x {r.gpu.name}",
-        f"KV cache {r.kv_cache_tokens:,} tokens = {r.max_concurrency:g} full sequences at max-model-len "
-        f"{r.request.max_model_len or 0:,}",
-        f"host RAM to load {r.host_memory_gib:.1f} GiB; cold start ~{r.cold_start_s / 60:.0f} min",
-        f"~${r.cost_per_hour_usd:.2f}/h; {speed}",
-    ]
-
-
-def fit_for(model: str, o: dict[str, Any], memory: str | None) -> FitReport:
-    return check_fit(
-        FitRequest(
-            model=model,
-            gpu=o["gpu"],
-            gpu_count=o.get("gpu_count", 1),
-            max_model_len=o.get("max_model_len"),
-            # absent (a service deployed without the flag): what that image's vLLM defaults to
-            gpu_memory_utilization=o.get("gpu_memory_utilization")
-            or assumed_release(o["gpu"], o.get("vllm_image")).accounting.gpu_memory_utilization_default,
-            kv_cache_dtype=o.get("kv_cache_dtype", "auto"),
-            cpu_offload_gb=o.get("cpu_offload_gb", 0) or 0,
-            enforce_eager=bool(o.get("enforce_eager", False)),
-            host_memory_gib=gib(memory) if memory else None,
-            max_num_seqs=o.get("max_num_seqs"),
-            vllm_image=o.get("vllm_image"),  # the image being deployed: its release's KV accounting
-            region=o.get("region"),  # where it deploys: prices and GPU availability
-        )
-    )
 
 
 def check_gpu(name: str) -> str:

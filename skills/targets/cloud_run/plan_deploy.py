@@ -12,11 +12,15 @@ from skills.capacity.cost import parse_cpu
 from skills.capacity.estimates import hourly_usd
 from skills.capacity.fit import load_catalog
 from skills.capacity.image_compat import default_image, require_compatible
-from skills.deploy.diff import diff_specs, fingerprint
 from skills.deploy.env import DeployEnv
-from skills.deploy.gcloud import deploy_command
-from skills.deploy.merge import merge_onto
-from skills.deploy.plan_common import (
+from skills.deploy.plans import Plan
+from skills.deploy.profiles import DeployProfile, get_profile
+from skills.errors import CloudUnavailable, InvalidInput, explain_error
+from skills.ports import Runtime
+from skills.targets.cloud_run.diff import diff_specs, fingerprint
+from skills.targets.cloud_run.gcloud import deploy_command
+from skills.targets.cloud_run.merge import merge_onto
+from skills.targets.cloud_run.plan_common import (
     WAIT_MARGIN_S,
     apply_fit,
     check_gpu,
@@ -26,9 +30,7 @@ from skills.deploy.plan_common import (
     probe_note,
     validate_params,
 )
-from skills.deploy.plans import Plan
-from skills.deploy.profiles import DeployProfile, get_profile
-from skills.deploy.render_service import (
+from skills.targets.cloud_run.render import (
     DeployConfig,
     check_gpu_minimums,
     memory_for_hub_weights,
@@ -36,8 +38,6 @@ from skills.deploy.render_service import (
     render_service,
     strip_output_only,
 )
-from skills.errors import CloudUnavailable, InvalidInput, explain_error
-from skills.ports import Runtime
 
 
 async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], *, offline: bool = False) -> Plan:

@@ -5,21 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 from skills.actions.params import DestroyParams, RollbackParams, ScaleParams
-from skills.deploy.diff import diff_specs, fingerprint
 from skills.deploy.env import DeployEnv
-from skills.deploy.gcloud import destroy_command, rollback_command, scale_command
-from skills.deploy.plan_common import (
+from skills.deploy.plans import Plan
+from skills.errors import InvalidInput, NotFound
+from skills.ports import RevisionInfo, Runtime
+from skills.targets.cloud_run.diff import diff_specs, fingerprint
+from skills.targets.cloud_run.gcloud import destroy_command, rollback_command, scale_command
+from skills.targets.cloud_run.plan_common import (
     LATEST_TRAFFIC,
     current_spec,
     serving_base,
     validate_params,
 )
-from skills.deploy.plans import Plan
-from skills.deploy.render_service import (
+from skills.targets.cloud_run.render import (
     strip_output_only,
 )
-from skills.errors import InvalidInput, NotFound
-from skills.ports import RevisionInfo, Runtime
 
 
 async def plan_scale(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) -> Plan:

@@ -9,10 +9,14 @@ from typing import Any
 from skills.actions.params import RedeployParams
 from skills.capacity.fit import FitReport, load_catalog
 from skills.capacity.image_compat import require_compatible
-from skills.deploy.diff import diff_specs, fingerprint
 from skills.deploy.env import DeployEnv
-from skills.deploy.gcloud import deploy_command
-from skills.deploy.plan_common import (
+from skills.deploy.plans import Plan
+from skills.deploy.vllm_flags import VllmFlags, kv_flag, planner_dtype, planner_kv
+from skills.errors import InvalidInput
+from skills.ports import Runtime
+from skills.targets.cloud_run.diff import diff_specs, fingerprint
+from skills.targets.cloud_run.gcloud import deploy_command
+from skills.targets.cloud_run.plan_common import (
     WAIT_MARGIN_S,
     apply_fit,
     check_gpu,
@@ -25,8 +29,7 @@ from skills.deploy.plan_common import (
     serving_base,
     validate_params,
 )
-from skills.deploy.plans import Plan
-from skills.deploy.render_service import (
+from skills.targets.cloud_run.render import (
     ANNOTATION_MODEL,
     MAX_THRESHOLD_WINDOW_S,
     OFFLINE_ENV,
@@ -44,9 +47,6 @@ from skills.deploy.render_service import (
     strip_output_only,
     with_tool_calling,
 )
-from skills.deploy.vllm_flags import VllmFlags, kv_flag, planner_dtype, planner_kv
-from skills.errors import InvalidInput
-from skills.ports import Runtime
 
 # Override fields that are vLLM flags of the same name (skills/deploy/vllm_flags.py VllmFlags).
 _FLAG_FIELDS = ("max_model_len", "gpu_memory_utilization", "max_num_seqs", "cpu_offload_gb", "enforce_eager")

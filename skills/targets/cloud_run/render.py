@@ -17,10 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from skills.capacity.catalog import GpuProfile
 from skills.capacity.image_compat import load_image_data
-from skills.deploy.diff import OUTPUT_ONLY_FIELDS
 from skills.deploy.profiles import KvDtype
+from skills.deploy.sizes import gib
 from skills.deploy.vllm_flags import VllmFlags, kv_flag
 from skills.errors import InvalidInput
+from skills.targets.cloud_run.diff import OUTPUT_ONLY_FIELDS
 
 PORT = 8080
 MOUNT_PATH = "/mnt/models"
@@ -103,14 +104,6 @@ def probe_for(
         timeout_s=max(1, min(50, period - 1) if period > 1 else 1),
         failure_threshold=failure_threshold,
     )
-
-
-def gib(memory: str) -> float:
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Gi|Mi|G|M)", memory.strip())
-    if not m:
-        raise InvalidInput(f"Memory `{memory}` is not a Cloud Run size.", "Use e.g. `32Gi` or `16384Mi`.")
-    n, unit = float(m.group(1)), m.group(2)
-    return n if unit in ("Gi", "G") else n / 1024
 
 
 class DeployConfig(BaseModel):

@@ -1,0 +1,40 @@
+"""Moved to skills/targets/cloud_run/plan_deploy.py (the Cloud Run deploy plan);
+this name stays importable while other work moves over."""
+
+from __future__ import annotations
+
+from skills.targets.cloud_run.plan_deploy import (  # noqa: F401 - re-exported
+    WAIT_MARGIN_S,
+    CloudUnavailable,
+    DeployConfig,
+    DeployEnv,
+    DeployParams,
+    DeployProfile,
+    InvalidInput,
+    Plan,
+    Runtime,
+    apply_fit,
+    check_gpu,
+    check_gpu_minimums,
+    cpu_floor,
+    default_image,
+    deploy_command,
+    diff_specs,
+    explain_error,
+    fingerprint,
+    fit_for,
+    get_profile,
+    hourly_usd,
+    load_catalog,
+    memory_for_hub_weights,
+    merge_onto,
+    one_gpu,
+    parse_cpu,
+    plan_deploy,
+    probe_for,
+    probe_note,
+    render_service,
+    require_compatible,
+    strip_output_only,
+    validate_params,
+)
