@@ -16,6 +16,7 @@ from skills.errors import NotFound, UserFacingError
 from skills.logs.condense import Digest
 from skills.logs.fetch import logs_digest, parse_severity, parse_since
 from skills.ports import LogQuery, Logs, ServiceInfo
+from skills.targets.port import require
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,11 @@ def _logs_port(ctx: CommandContext) -> Logs:
 def _query(ctx: CommandContext) -> LogQuery:
     st, o = ctx.deps.settings, ctx.opts
     severity = getattr(o, "severity", None)
+    service = o.service or st.vllm_service_name
+    if o.revision:  # a target without revisions has none to name: said before any log is read
+        require(ctx.deps.targets.for_service(service), "revisions", service)
     return LogQuery(
-        service=o.service or st.vllm_service_name,
+        service=service,
         since=parse_since(o.since),
         revision=o.revision or None,
         min_severity=parse_severity(severity) if severity else "DEFAULT",
@@ -58,7 +62,7 @@ async def _unknown_revision(ctx: CommandContext, q: LogQuery) -> None:
     if not q.revision:
         return
     try:
-        await ctx.deps.runtime.get_revision(q.service, q.revision)
+        await ctx.deps.targets.for_service(q.service).get_revision(q.service, q.revision)
     except NotFound:
         raise NotFound(
             f"Revision `{q.revision}` not found (not in `{q.service}`, and no log lines for it).",
@@ -147,7 +151,7 @@ async def diagnose(ctx: CommandContext) -> Reply:
     q = _query(ctx)
     service: ServiceInfo | None = None
     try:  # current settings make remediations concrete (max instances + 1); diagnosis works without them
-        service = await ctx.deps.runtime.get_service(q.service)
+        service = await ctx.deps.targets.for_service(q.service).get_service(q.service)
     except Exception as exc:  # noqa: BLE001 - diagnosis works without the current settings
         log.warning("diagnose: settings of %s unavailable: %s: %s", q.service, type(exc).__name__, str(exc)[:200])
         service = None

@@ -81,7 +81,7 @@ async def status(ctx: CommandContext) -> Reply:
     st = ctx.deps.settings
     service = ctx.opts.service or st.vllm_service_name
     report = await service_status(
-        ctx.deps.runtime,
+        ctx.deps.targets.for_service(service),
         ctx.deps.model_server,
         ctx.deps.redis,
         st.key("status", service),

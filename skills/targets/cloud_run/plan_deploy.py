@@ -45,7 +45,7 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
     the plan says so. Only `/gemma config` asks for this; a plan meant for Confirm always compares."""
     p: DeployParams = validate_params(DeployParams, params, "deploy")
     profile: DeployProfile = get_profile(p.profile)
-    o = profile.model_dump(exclude={"name", "description", "model"}, exclude_none=True)
+    o = profile.model_dump(exclude={"name", "description", "model", "target"}, exclude_none=True)
     o.update(p.set_fields())
     o.pop("profile", None)
     service = o.pop("service", None) or env.service
