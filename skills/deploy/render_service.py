@@ -3,6 +3,10 @@ this name stays importable while other work moves over."""
 
 from __future__ import annotations
 
+from skills.capacity.image_compat import load_image_data  # noqa: F401 - re-exported
+from skills.deploy.profiles import KvDtype  # noqa: F401 - re-exported
+from skills.deploy.serving_config import with_tool_calling  # noqa: F401 - re-exported
+from skills.deploy.vllm_flags import kv_flag  # noqa: F401 - re-exported
 from skills.targets.cloud_run.render import (  # noqa: F401 - re-exported
     ANNOTATION_MODEL,
     ANNOTATION_PROFILE,
@@ -23,7 +27,6 @@ from skills.targets.cloud_run.render import (  # noqa: F401 - re-exported
     DeployConfig,
     GpuProfile,
     InvalidInput,
-    KvDtype,
     StartupProbe,
     VllmFlags,
     add_model_volume,
@@ -32,8 +35,6 @@ from skills.targets.cloud_run.render import (  # noqa: F401 - re-exported
     fuse_mount_options,
     gcs_mounts,
     gib,
-    kv_flag,
-    load_image_data,
     main_container,
     memory_for_hub_weights,
     probe_for,
@@ -46,5 +47,4 @@ from skills.targets.cloud_run.render import (  # noqa: F401 - re-exported
     strip_output_only,
     vllm_args,
     vllm_flags,
-    with_tool_calling,
 )

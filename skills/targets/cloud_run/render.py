@@ -13,18 +13,17 @@ import math
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from skills.capacity.catalog import GpuProfile
-from skills.capacity.image_compat import load_image_data
-from skills.deploy.profiles import KvDtype
+from skills.deploy.serving_config import MOUNT_PATH, ServingConfig, serving_flags
+from skills.deploy.serving_config import with_tool_calling as with_tool_calling  # re-exported for the plans
 from skills.deploy.sizes import gib
-from skills.deploy.vllm_flags import VllmFlags, kv_flag
+from skills.deploy.vllm_flags import VllmFlags
 from skills.errors import InvalidInput
 from skills.targets.cloud_run.diff import OUTPUT_ONLY_FIELDS
 
 PORT = 8080
-MOUNT_PATH = "/mnt/models"
 VOLUME = "models"
 CONTAINER = "vllm"
 ENTRYPOINT = ["python3", "-m", "vllm.entrypoints.openai.api_server"]
@@ -106,34 +105,14 @@ def probe_for(
     )
 
 
-class DeployConfig(BaseModel):
-    """A resolved deployment (profile + overrides + planner figures): rendering it has no choices left."""
+class DeployConfig(ServingConfig):
+    """A resolved Cloud Run deployment: the target-independent serving configuration (ServingConfig) and what
+    only Cloud Run asks for (instance CPU and memory sizes, the startup probe, the launch stage, the runtime
+    service account). Rendering it has no choices left."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    service: str
-    profile: str = ""
-    model: str  # catalog name
-    hf_repo: str
-    model_args: list[str] = Field(default_factory=list)  # from the catalog, e.g. --quantization compressed-tensors
-    gpu: str
-    gpu_count: int = 1
-    max_model_len: int
-    gpu_memory_utilization: float
-    kv_cache_dtype: KvDtype = "auto"
-    dtype: str = "auto"  # vLLM --dtype; "half" on GPUs without bf16
-    enforce_eager: bool = False
-    cpu_offload_gb: float = 0
-    max_num_seqs: int
-    max_num_batched_tokens: int = 4096  # the capacity planner's figure (sliding-window KV reservations)
-    min_instances: int = 0
-    max_instances: int = 1
     cpu: str
     memory: str
     probe: StartupProbe
-    image: str
-    model_bucket: str | None = None
-    hf_token_secret: str = "hf-token"
     launch_stage: str = "GA"  # BETA for a Preview GPU (nvidia-rtx-pro-6000)
     service_account: str | None = None  # the vLLM service's runtime identity (bucket + HF token secret readers)
 
@@ -144,51 +123,14 @@ class DeployConfig(BaseModel):
             raise ValueError("Cloud Run service names are lowercase letters, digits and '-', start with a letter")
         return v
 
-    @property
-    def model_dir(self) -> str:
-        # Weights are expected under the repo's own folder name (as `hf download` lays them out).
-        return self.hf_repo.rsplit("/", 1)[-1]
 
-    @property
-    def model_path(self) -> str:
-        return f"{MOUNT_PATH}/{self.model_dir}" if self.model_bucket else self.hf_repo
+def vllm_flags(cfg: ServingConfig) -> VllmFlags:
+    """The vLLM flags a resolved deployment runs with on Cloud Run (its container port)."""
+    return serving_flags(cfg, PORT)
 
 
-def vllm_flags(cfg: DeployConfig) -> VllmFlags:
-    """The vLLM flags a resolved deployment runs with, the catalog's checkpoint flags merged in."""
-    flags = VllmFlags(
-        model=cfg.model_path,
-        host="0.0.0.0",
-        port=PORT,
-        max_model_len=cfg.max_model_len,
-        gpu_memory_utilization=cfg.gpu_memory_utilization,
-        kv_cache_dtype=kv_flag(cfg.kv_cache_dtype),
-        max_num_seqs=cfg.max_num_seqs,
-        enable_chunked_prefill=True,
-        max_num_batched_tokens=cfg.max_num_batched_tokens,
-        dtype="half" if cfg.dtype == "half" else "auto",
-        tensor_parallel_size=cfg.gpu_count,
-        enforce_eager=cfg.enforce_eager,
-        cpu_offload_gb=cfg.cpu_offload_gb,
-    )
-    return with_tool_calling(flags, True).merged(VllmFlags.parse(cfg.model_args))
-
-
-def vllm_args(cfg: DeployConfig) -> list[str]:
+def vllm_args(cfg: ServingConfig) -> list[str]:
     return vllm_flags(cfg).to_args()
-
-
-def with_tool_calling(flags: VllmFlags, on: bool) -> VllmFlags:
-    """Tool calling and reasoning as vLLM's Gemma 4 recipe configures them (skills/data/vllm_images.yaml):
-    the gemma4 parsers and the recipe's chat template, which the official image ships under /vllm-workspace.
-    Off removes all of them."""
-    serving = load_image_data().serving
-    return flags.with_(
-        enable_auto_tool_choice=True if on else None,
-        tool_call_parser=serving.tool_call_parser if on else None,
-        reasoning_parser=serving.reasoning_parser if on else None,
-        chat_template=serving.chat_template if on else None,
-    )
 
 
 GIB = 2**30
