@@ -33,10 +33,12 @@ def _log_args(p: CommandParser, since: str, severity: bool) -> None:
     p.add_argument("--revision", metavar="REVISION", help="only this revision's logs")
 
 
-def _logs_port(ctx: CommandContext) -> Logs:
-    if ctx.deps.logs is None:
+def _logs_port(ctx: CommandContext, service: str) -> Logs:
+    """The logs of the service's serving target."""
+    logs = ctx.deps.targets.for_service(service).logs
+    if logs is None:
         raise UserFacingError("Cloud Logging is not configured.", "Set GOOGLE_CLOUD_PROJECT and credentials.")
-    return ctx.deps.logs
+    return logs
 
 
 def _query(ctx: CommandContext) -> LogQuery:
@@ -135,7 +137,7 @@ def render_diagnosis(service: str, d: Diagnosis, past: list[Finding] | None = No
 )
 async def logs(ctx: CommandContext) -> Reply:
     q = _query(ctx)
-    digest, _ = await logs_digest(_logs_port(ctx), q, ctx.deps.settings.log_token_budget)
+    digest, _ = await logs_digest(_logs_port(ctx, q.service), q, ctx.deps.settings.log_token_budget)
     if digest.stats.lines_in == 0:
         await _unknown_revision(ctx, q)
     return render_digest(q, digest)
@@ -158,10 +160,10 @@ async def diagnose(ctx: CommandContext) -> Reply:
     budget = ctx.deps.settings.log_token_budget
     if q.revision is None and service is not None and current_revisions(service):
         # By default: the revisions that matter now (serving, latest); older failures are marked past.
-        scoped = await diagnose_current(_logs_port(ctx), q, service, token_budget=budget)
+        scoped = await diagnose_current(_logs_port(ctx, q.service), q, service, token_budget=budget)
         about = "revision " + ", ".join(f"`{r}`" for r in scoped.revisions)
         return render_diagnosis(q.service, scoped.current, scoped.past, about=about)
-    result = await diagnose_service(_logs_port(ctx), q, token_budget=budget, service=service)
+    result = await diagnose_service(_logs_port(ctx, q.service), q, token_budget=budget, service=service)
     if result.digest.lines_in == 0:
         await _unknown_revision(ctx, q)
     return render_diagnosis(q.service, result)

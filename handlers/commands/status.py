@@ -80,8 +80,9 @@ def _status_args(p: CommandParser) -> None:
 async def status(ctx: CommandContext) -> Reply:
     st = ctx.deps.settings
     service = ctx.opts.service or st.vllm_service_name
+    target = ctx.deps.targets.for_service(service)
     report = await service_status(
-        ctx.deps.targets.for_service(service),
+        target,
         ctx.deps.model_server,
         ctx.deps.redis,
         st.key("status", service),
@@ -89,6 +90,6 @@ async def status(ctx: CommandContext) -> Reply:
         service,
         base_url_override=st.vllm_base_url,
         fresh=ctx.opts.fresh,
-        metrics=ctx.deps.metrics,
+        metrics=target.metrics,
     )
     return render_status(report)

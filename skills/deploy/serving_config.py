@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from skills.capacity.fit_types import FitRequest
 from skills.capacity.image_compat import load_image_data
 from skills.deploy.profiles import KvDtype
 from skills.deploy.vllm_flags import VllmFlags, kv_flag
@@ -49,6 +50,14 @@ class ServingConfig(BaseModel):
     @property
     def model_path(self) -> str:
         return f"{MOUNT_PATH}/{self.model_dir}" if self.model_bucket else self.hf_repo
+
+
+class ServingSummary(BaseModel):
+    """What a deployed spec runs, as the planner reads it back (a target reads its own spec into this)."""
+
+    image: str
+    fit: FitRequest  # the model, accelerator and vLLM settings, for a re-plan
+    startup_budget_s: int = 0  # how long the target lets the server start before giving up on it
 
 
 def serving_flags(cfg: ServingConfig, port: int) -> VllmFlags:

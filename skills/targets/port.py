@@ -24,6 +24,7 @@ from skills.deploy.env import DeployEnv
 from skills.deploy.plan_inputs import ActionKind
 from skills.deploy.plans import Plan
 from skills.deploy.preflight import Target as PreflightTarget
+from skills.deploy.serving_config import ServingSummary
 from skills.errors import InvalidInput
 from skills.ports import Logs, Metrics, Runtime
 
@@ -103,6 +104,10 @@ class ServingTarget(Runtime, Protocol):
 
     def preflight_target(self, spec: dict[str, Any], env: DeployEnv) -> PreflightTarget:
         """What a spec needs to exist before it is applied (checkpoint, image, GPU, region)."""
+        ...
+
+    def serving_of(self, spec: dict[str, Any]) -> ServingSummary | None:
+        """What a spec runs, as the planner reads it back (None: not a catalog model)."""
         ...
 
     def export(self, service: str, spec: dict[str, Any], env: DeployEnv) -> ExportedSpec: ...

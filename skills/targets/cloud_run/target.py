@@ -16,6 +16,7 @@ from skills.deploy.env import DeployEnv
 from skills.deploy.plan_inputs import ActionKind
 from skills.deploy.plans import Plan
 from skills.deploy.preflight import Target as PreflightTarget
+from skills.deploy.serving_config import ServingSummary
 from skills.errors import InvalidInput
 from skills.ports import Logs, Metrics, OperationProgress, RevisionInfo, Runtime, ServiceInfo
 from skills.targets.cloud_run.diff import fingerprint
@@ -25,6 +26,7 @@ from skills.targets.cloud_run.plan_operate import plan_destroy, plan_rollback, p
 from skills.targets.cloud_run.plan_redeploy import plan_redeploy
 from skills.targets.cloud_run.preflight_target import target_of
 from skills.targets.cloud_run.render import strip_output_only
+from skills.targets.cloud_run.serving import serving_of
 from skills.targets.port import ExportedSpec, TargetCapabilities
 
 KIND = "cloud-run"
@@ -94,6 +96,9 @@ class CloudRunTarget:
 
     def preflight_target(self, spec: dict[str, Any], env: DeployEnv) -> PreflightTarget:
         return target_of(spec, env)
+
+    def serving_of(self, spec: dict[str, Any]) -> ServingSummary | None:
+        return serving_of(spec)
 
     def export(self, service: str, spec: dict[str, Any], env: DeployEnv) -> ExportedSpec:
         return ExportedSpec(
