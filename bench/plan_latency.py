@@ -20,9 +20,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from skills.capacity.fit import FitRequest, check_fit
-from skills.deploy.diff import diff_specs
-from skills.deploy.gcloud import deploy_command
-from skills.deploy.render_service import DeployConfig, probe_for, render_service
+from skills.targets.cloud_run.diff import diff_specs
+from skills.targets.cloud_run.gcloud import deploy_command
+from skills.targets.cloud_run.render import DeployConfig, probe_for, render_service
 
 
 def _one(running: dict) -> tuple[float, float]:
