@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot.agent.tools import Tool, ToolRegistry
 from skills.actions.params import DeployParams, RedeployParams, RollbackParams, ScaleParams
 from skills.capacity.fit import FitRequest, check_fit
-from skills.deploy.render_service import main_container
 from skills.diagnosis.diagnose import diagnose
 from skills.diagnosis.findings import Diagnosis
 from skills.errors import UserFacingError
@@ -23,6 +22,7 @@ from skills.logs.condense import condense
 from skills.observe.model_metrics import collect_model_metrics
 from skills.observe.status import collect_status
 from skills.ports import LogEntry, LogQuery
+from skills.targets.cloud_run.render import main_container
 
 if TYPE_CHECKING:
     from bot.agent.ports import AgentPorts

@@ -27,6 +27,7 @@ class StatusReport(BaseModel):
     cloud_metrics: ServiceMetrics | None = None  # Cloud Monitoring figures, when a Metrics port is wired
     fetched_at: datetime
     from_cache: bool = False
+    revisions: bool = True  # the target has revisions (skills/targets/port.py): there are some to show
 
     def age_s(self, now: datetime | None = None) -> float:
         return max(0.0, ((now or datetime.now(UTC)) - self.fetched_at).total_seconds())
@@ -71,6 +72,7 @@ async def collect_status(
     base_url_override: str | None = None,
     metrics: Metrics | None = None,
     metrics_minutes: int = 30,
+    revisions: bool = True,
 ) -> StatusReport:
     # Cloud Monitoring runs alongside the Cloud Run call; it is optional and bounded by a short timeout.
     cloud = asyncio.ensure_future(service_metrics(metrics, service, metrics_minutes, 3.0)) if metrics else None
@@ -83,7 +85,9 @@ async def collect_status(
             cloud.cancel()
         raise
     cold, notes = status_notes(info, model)
-    report = StatusReport(service=info, model=model, cold=cold, notes=notes, fetched_at=datetime.now(UTC))
+    report = StatusReport(
+        service=info, model=model, cold=cold, notes=notes, fetched_at=datetime.now(UTC), revisions=revisions
+    )
     if cloud is not None:
         report.cloud_metrics = await cloud
     return report
@@ -99,12 +103,15 @@ async def service_status(
     base_url_override: str | None = None,
     fresh: bool = False,
     metrics: Metrics | None = None,
+    revisions: bool = True,
 ) -> StatusReport:
     """Status from the cache when younger than ttl_s (and not `fresh`), else collected and cached."""
     if not fresh:
         cached = await store.get(cache_key)
         if cached:
             return StatusReport.model_validate_json(cached).model_copy(update={"from_cache": True})
-    report = await collect_status(runtime, model_server, service, base_url_override, metrics=metrics)
+    report = await collect_status(
+        runtime, model_server, service, base_url_override, metrics=metrics, revisions=revisions
+    )
     await store.set(cache_key, report.model_dump_json(), ex=ttl_s)
     return report
