@@ -120,6 +120,14 @@ class Settings(BaseSettings):
     registry_endpoints: dict[str, str] = Field(default_factory=dict)
     storage_api_endpoint: str | None = None  # Cloud Storage JSON API (google-cloud-storage)
     cloud_quotas_api_endpoint: str | None = None  # Cloud Quotas API (google-cloud-quotas, REST)
+    # Cloud TPU target (profiles with `target: cloud-tpu`; skills/targets/tpu): the API endpoint, the service name a
+    # TPU deploy gets, the VPC the bot and the node share, vLLM's --api-key secret, the wait per zone, the zones.
+    cloud_tpu_api_endpoint: str | None = None
+    tpu_service_name: str = Field(default="vllm-gemma4-tpu", pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+    tpu_network: str = ""
+    tpu_api_key_secret: str = "vllm-api-key"
+    tpu_queue_wait_s: int = Field(default=900, ge=60, le=86400)
+    tpu_zones: list[str] = Field(default_factory=list)
     preflight_timeout_s: float = Field(default=5.0, gt=0, le=60)  # each check's time limit
     preflight_cache_s: int = Field(default=60, ge=0, le=3600)  # how long a check's definite answer is reused
 

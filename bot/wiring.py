@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from bot.adapters.cloud_logging import CloudLoggingLogs
 from bot.adapters.cloud_monitoring import make_metrics
 from bot.adapters.cloud_run import CloudRunRuntime
+from bot.adapters.cloud_tpu import CloudTpu
 from bot.adapters.google_auth import IdentityTokens
 from bot.adapters.llm import LLMEndpoint
 from bot.adapters.model_server import HttpModelServer
@@ -18,9 +20,39 @@ from bot.deps import Deps
 from bot.settings import Settings
 from bot.state import make_redis
 from bot.telemetry import Telemetry
+from skills.ports import Logs, ModelServer, QuotaReader
 from skills.targets.cloud_run.target import CloudRunTarget
+from skills.targets.tpu.logs import tpu_log_filter
+from skills.targets.tpu.target import TpuOptions, TpuTarget
 
 log = logging.getLogger(__name__)
+
+
+def make_tpu_target(
+    settings: Settings,
+    model_server: ModelServer,
+    quotas: QuotaReader | None,
+    logs: Logs | None,
+    endpoint_of: Callable[[str], str] | None = None,
+) -> TpuTarget:
+    options = TpuOptions(
+        project=settings.google_cloud_project or "",
+        network=settings.tpu_network,
+        api_key_secret=settings.tpu_api_key_secret,
+        hf_token_secret=settings.hf_token_secret,
+        queue_wait_s=settings.tpu_queue_wait_s,
+        zones=list(settings.tpu_zones),
+        service=settings.tpu_service_name,
+    )
+    tpu_logs = CloudLoggingLogs(settings, build=tpu_log_filter) if logs is not None else None
+    return TpuTarget(
+        CloudTpu(settings, project=settings.google_cloud_project),
+        model_server,
+        options,
+        quotas=quotas,
+        logs=tpu_logs,
+        endpoint_of=endpoint_of,
+    )
 
 
 def build_deps(settings: Settings) -> Deps:
@@ -44,6 +76,10 @@ def build_deps(settings: Settings) -> Deps:
     )
     deps.streams = EndpointStreams(deps.endpoint)  # the bench's streaming client, with the endpoint's auth
     deps.preflight = make_preflight(settings, deps.redis)  # checks before a deploy's Confirm
+    # Cloud TPU beside it: profiles with `target: cloud-tpu` deploy there; its service is on it.
+    tpu = make_tpu_target(settings, model_server, deps.preflight.quotas if deps.preflight else None, logs)
+    deps.extra_targets[tpu.kind] = tpu
+    deps.service_targets[settings.tpu_service_name] = tpu.kind
     deps.agent = Agent(deps)  # the tool-calling loop over deps.endpoint (bot/agent)
     return deps
 

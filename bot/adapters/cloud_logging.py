@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -74,8 +75,16 @@ def _transient(exc: BaseException) -> bool:
 
 
 class CloudLoggingLogs:
-    def __init__(self, settings: Settings, *, clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+        build: Callable[[str, LogQuery], str] | None = None,
+    ) -> None:
         self._settings = settings
+        self._build = build or build_filter  # which resource's logs: Cloud Run's, or a TPU node's
         self._clock = clock
         self._sleep = sleep
         self._client: Any = None
@@ -146,7 +155,7 @@ class CloudLoggingLogs:
 
     def _fetch(self, q: LogQuery) -> LogBatch:
         client = self._get_client()
-        flt = build_filter(self._project, q)
+        flt = self._build(self._project, q)
         entries: list[LogEntry] = []
         size = 0
         truncated = ""

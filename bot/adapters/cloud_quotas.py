@@ -77,7 +77,8 @@ class CloudQuotas:
             info = client.get_quota_info(name=name, timeout=self._settings.preflight_timeout_s)
         default: int | None = None
         for d in info.dimensions_infos:
-            where = d.dimensions.get("region")
+            # Cloud Run GPU quota is per region; Cloud TPU quota per zone (its `location` is then a zone).
+            where = d.dimensions.get("region") or d.dimensions.get("zone")
             value = int(d.details.value) if "details" in d else None  # absent details: no value, not 0
             if where == region:
                 return value

@@ -27,6 +27,7 @@ class QuotasStandIn:
     def __init__(self) -> None:
         # (service, quota id) -> region -> value ("" = the default for regions without their own value)
         self.values: dict[tuple[str, str], dict[str, int]] = {}
+        self.dimension: dict[tuple[str, str], str] = {}  # "region" (Cloud Run GPUs) or "zone" (Cloud TPU)
         self.hold_s = 0.0
         self.requests: list[str] = []
         self.preferences: list[dict[str, Any]] = []  # QuotaPreference JSON, as the API returns it
@@ -56,8 +57,9 @@ class QuotasStandIn:
             }
         )
 
-    def set(self, service: str, quota_id: str, region: str, value: int) -> None:
+    def set(self, service: str, quota_id: str, region: str, value: int, dimension: str = "region") -> None:
         self.values.setdefault((service, quota_id), {})[region] = value
+        self.dimension[(service, quota_id)] = dimension
 
     def app(self) -> Starlette:
         path = "/v1/projects/{project}/locations/{location}/services/{service}/quotaInfos/{quota_id}"
@@ -97,9 +99,10 @@ class QuotasStandIn:
         if key not in self.values:
             return _error(404, f"QuotaInfo {p['quota_id']} of service {p['service']} was not found.")
         regions = self.values[key]
+        dim = self.dimension.get(key, "region")
         infos: list[dict[str, Any]] = [
             {
-                "dimensions": {"region": r},
+                "dimensions": {dim: r},
                 "details": {"value": str(v)},
                 "applicableLocations": [r],
             }
@@ -116,7 +119,7 @@ class QuotasStandIn:
             "service": p["service"],
             "isPrecise": True,
             "containerType": "PROJECT",
-            "dimensions": ["region"],
+            "dimensions": [dim],
             "quotaDisplayName": p["quota_id"],
             "metricUnit": "1",
             "quotaIncreaseEligibility": {"isEligible": True},

@@ -110,6 +110,10 @@ class Overrides(BaseModel):
     max_instances: int | None = Field(default=None, ge=1, le=100)
     startup_failure_threshold: int | None = Field(default=None, ge=1, le=1800)
     startup_period_s: int | None = Field(default=None, ge=1, le=240)
+    # Cloud TPU only (skills/targets/tpu): the slice, its zone and provisioning model; another target refuses them.
+    accelerator_type: str | None = Field(default=None, pattern=r"^v6e-\d+$")
+    zone: str | None = Field(default=None, pattern=r"^[a-z]+-[a-z]+\d+-[a-z]$")
+    provisioning: Literal["on-demand", "spot", "reserved"] | None = None
 
     @model_validator(mode="after")
     def _agree(self) -> Overrides:

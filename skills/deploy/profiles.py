@@ -40,6 +40,9 @@ class DeployProfile(BaseModel):
     memory: str | None = None
     # A pinned image for this profile; unset = the GPU's default from skills/data/vllm_images.yaml.
     image: str | None = None
+    # Cloud TPU profiles (target: cloud-tpu): the v6e slice and how it is provisioned (skills/data/tpu.yaml).
+    tpu: str | None = Field(default=None, pattern=r"^v6e-\d+$")
+    provisioning: Literal["on-demand", "spot", "reserved"] = "on-demand"
 
 
 @lru_cache(maxsize=4)

@@ -52,7 +52,7 @@ def _payload_text(entry: dict[str, Any]) -> str:
         return entry["textPayload"]
     jp = entry.get("jsonPayload")
     if isinstance(jp, dict):
-        for key in ("message", "msg", "textPayload", "text"):
+        for key in ("message", "msg", "textPayload", "text", "data"):  # data: Docker's gcplogs driver
             if isinstance(jp.get(key), str):
                 return jp[key]
         return json.dumps(jp, sort_keys=True)[:MAX_LINE_CHARS]

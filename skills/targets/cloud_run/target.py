@@ -84,6 +84,9 @@ class CloudRunTarget:
     # --- its spec document: v2 Service JSON ---------------------------------------------------------------
 
     async def plan(self, kind: ActionKind, params: dict[str, Any], env: DeployEnv, *, offline: bool = False) -> Plan:
+        tpu_only = sorted(k for k in ("accelerator_type", "zone", "provisioning") if params.get(k) is not None)
+        if tpu_only:
+            raise InvalidInput(f"{', '.join(tpu_only)} apply to a Cloud TPU deployment, not to Cloud Run.")
         if kind == "deploy" and offline:
             return await plan_deploy(self.runtime, env, params, offline=True)
         builder = _BUILDERS.get(kind)

@@ -1,0 +1,1 @@
+"""Cloud TPU v6e queued resources as a serving target (skills/targets/port.py)."""

@@ -1,0 +1,406 @@
+"""Cloud TPU v6e as a serving target: one queued resource (and its one node) per service, through tpu_v2.
+
+What it has and lacks (TargetCapabilities): no revisions (a deploy creates the one queued resource; changing it
+is destroy + deploy), no traffic split, no scale to zero (a slice bills while ACTIVE, serving or not). A deploy
+plan runs the TPU fit first (skills/capacity/tpu_fit.py: unsupported on TPU, needs more chips) and the zone
+search (zones.py) for zones that offer the slice and have quota; the write creates the queued resource in the
+first of them, and while it runs its states are the deploy's progress (CREATING, ACCEPTED,
+WAITING_FOR_RESOURCES, PROVISIONING, ACTIVE, then vLLM compiling until /health answers). A zone that fails for
+capacity hands over to the next zone the search found. Deleting it is a destroy: the plan is confirmed by typing
+the service's name (skills/deploy/confirm.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from skills.actions.params import DeployParams, DestroyParams
+from skills.capacity.catalog import load_catalog
+from skills.capacity.tpu_catalog import TpuCatalog, load_tpu_catalog
+from skills.capacity.tpu_fit import TpuFitRequest, check_tpu_fit
+from skills.deploy.env import DeployEnv
+from skills.deploy.plan_inputs import ActionKind, validate_params
+from skills.deploy.plans import Plan
+from skills.deploy.preflight import Target as PreflightTarget
+from skills.deploy.profiles import get_profile
+from skills.deploy.serving_config import ServingSummary
+from skills.errors import InvalidInput, NotFound
+from skills.ports import (
+    Condition,
+    Logs,
+    Metrics,
+    ModelServer,
+    OperationProgress,
+    QuotaReader,
+    RevisionInfo,
+    ServiceInfo,
+)
+from skills.targets.port import ExportedSpec, TargetCapabilities
+from skills.targets.tpu.api import CreateRequest, QueuedInfo, QuotaExhausted, TpuApi
+from skills.targets.tpu.spec import DEFAULT_IMAGE, VLLM_PORT, gcloud_create, metadata_of, spec_from_metadata
+from skills.targets.tpu.zones import ZoneOption, search_zones
+
+KIND = "cloud-tpu"
+_NO_CAPACITY = re.compile(r"no more capacity", re.IGNORECASE)
+_WAITING = ("CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING")
+
+
+@dataclass
+class TpuOptions:
+    """The deployment settings the TPU target needs (bot/settings.py: TPU_*)."""
+
+    project: str = ""
+    network: str = ""  # the VPC shared with the bot's egress
+    api_key_secret: str = "vllm-api-key"
+    hf_token_secret: str = "hf-token"
+    queue_wait_s: int = 900  # per zone: the queueing policy's valid_until_duration
+    service: str = "vllm-gemma4-tpu"  # the service name a TPU deploy gets unless it names one
+    zones: list[str] = field(default_factory=list)  # candidate zones ([] = every v6e zone in tpu.yaml)
+
+
+@dataclass
+class _Op:
+    service: str
+    verb: str  # "create" | "delete"
+    zone: str
+    spec: dict[str, Any] | None = None
+    remaining: list[str] = field(default_factory=list)  # zones to try next when one has no capacity
+    tried: list[str] = field(default_factory=list)
+
+
+class TpuTarget:
+    kind = KIND
+    display = "Cloud TPU"
+    capabilities = TargetCapabilities()  # no revisions, no traffic split, no scale to zero
+
+    def __init__(
+        self,
+        api: TpuApi,
+        model_server: ModelServer,
+        options: TpuOptions,
+        *,
+        quotas: QuotaReader | None = None,
+        logs: Logs | None = None,
+        metrics: Metrics | None = None,
+        endpoint_of: Callable[[str], str] | None = None,
+        catalog: TpuCatalog | None = None,
+    ) -> None:
+        self.api = api
+        self.model_server = model_server
+        self.options = options
+        self.quotas = quotas
+        self.logs = logs
+        self.metrics = metrics
+        self.tpu = catalog or load_tpu_catalog()
+        # How the bot reaches a node: its internal IP over the VPC (the sandbox maps it to a local address).
+        self.endpoint_of = endpoint_of or (lambda ip: f"http://{ip}:{VLLM_PORT}")
+        self._zone_of: dict[str, str] = {}  # service -> the zone its queued resource is in
+        self._ops: dict[str, _Op] = {}
+
+    # --- finding the queued resource -------------------------------------------------------------------------
+
+    def _zones(self) -> list[str]:
+        return self.options.zones or list(self.tpu.zones)
+
+    async def _find(self, service: str) -> QueuedInfo | None:
+        known = self._zone_of.get(service)
+        for zone in [known] if known else self._zones():
+            info = await self.api.get(zone, service)
+            if info is not None:
+                self._zone_of[service] = zone
+                return info
+        if known:  # gone from where it was: look everywhere once more
+            self._zone_of.pop(service, None)
+            return await self._find(service)
+        return None
+
+    async def zone_search(self, accelerator_type: str, provisioning: str) -> list[ZoneOption]:
+        return await search_zones(self.api, self.quotas, self.tpu, accelerator_type, provisioning, self._zones())  # type: ignore[arg-type]
+
+    # --- status ----------------------------------------------------------------------------------------------
+
+    async def get_service(self, name: str) -> ServiceInfo:
+        info = await self._find(name)
+        if info is None:
+            raise NotFound(f"Service `{name}` does not exist (no Cloud TPU queued resource of that name).")
+        spec = spec_from_metadata(info.metadata) or {}
+        active = info.state == "ACTIVE" and info.node_state == "READY"
+        ready: bool | None = True if active else (None if info.state in _WAITING else False)
+        cond = Condition(type="Ready", state="CONDITION_SUCCEEDED" if active else "CONDITION_PENDING")
+        if info.state == "FAILED":
+            cond = Condition(type="Ready", state="CONDITION_FAILED", reason="FAILED", message=info.error)
+        elif info.state in ("SUSPENDING", "SUSPENDED"):
+            why = "preempted (spot)" if info.state_initiator == "SERVICE" else "suspended"
+            cond = Condition(type="Ready", state="CONDITION_FAILED", reason=info.state, message=f"node {why}")
+        return ServiceInfo(
+            name=name,
+            uri=self.endpoint_of(info.ip) if info.ip else "",
+            ready=ready,
+            terminal_condition=cond,
+            conditions=[cond],
+            min_instances=1,
+            max_instances=1,
+            gpu_type=info.accelerator_type,
+            gpu_count=self.tpu.accelerator(info.accelerator_type)[1].chips if info.accelerator_type else 0,
+            image=str(spec.get("image", "")),
+            args=list(spec.get("vllmArgs", [])),
+            requires_auth=False,  # no IAM in front: vLLM's --api-key
+            spec=spec,
+        )
+
+    async def get_service_spec(self, name: str) -> dict[str, Any] | None:
+        info = await self._find(name)
+        return spec_from_metadata(info.metadata) if info is not None else None
+
+    async def list_revisions(self, service: str, limit: int = 10) -> list[RevisionInfo]:
+        raise InvalidInput("A Cloud TPU deployment has no revisions.")
+
+    async def get_revision(self, service: str, revision: str) -> RevisionInfo:
+        raise InvalidInput("A Cloud TPU deployment has no revisions.")
+
+    # --- writes ----------------------------------------------------------------------------------------------
+
+    async def apply_service(self, name: str, spec: dict[str, Any], *, create: bool) -> str:
+        if not create or await self._find(name) is not None:
+            raise InvalidInput(
+                f"`{name}` already has a queued resource: a slice cannot be changed in place.",
+                f"`/gemma destroy {name}` (typed confirmation), then deploy again.",
+            )
+        zones = [spec["zone"], *[z for z in spec.get("zones", []) if z != spec["zone"]]]
+        op = _Op(service=name, verb="create", zone=zones[0], spec=spec, remaining=zones[1:])
+        await self._create_somewhere(op)
+        op_id = f"tpu-op-{len(self._ops) + 1}"
+        self._ops[op_id] = op
+        return op_id
+
+    async def _create_somewhere(self, op: _Op) -> None:
+        """Create in op.zone; a zone refusing for quota hands over to the next one."""
+        assert op.spec is not None
+        while True:
+            spec = {**op.spec, "zone": op.zone}
+            req = CreateRequest(
+                zone=op.zone,
+                queued_resource_id=op.service,
+                node_id=op.spec["nodeId"],
+                accelerator_type=spec["acceleratorType"],
+                runtime_version=spec["runtimeVersion"],
+                tier=spec["provisioning"],
+                metadata=metadata_of(spec),
+                labels={"managed-by": "gemma-sre"},
+                valid_until_s=int(spec["queueWaitS"]) if op.remaining else None,
+                network=self.options.network,
+            )
+            try:
+                await self.api.create(req)
+            except QuotaExhausted:
+                op.tried.append(f"{op.zone}: quota")
+                if not op.remaining:
+                    raise
+                op.zone = op.remaining.pop(0)
+                continue
+            self._zone_of[op.service] = op.zone
+            op.spec = spec
+            return
+
+    async def delete_service(self, name: str) -> str:
+        info = await self._find(name)
+        if info is None:
+            raise NotFound(f"Service `{name}` does not exist.")
+        await self.api.delete(info.zone, name, force=True)
+        op_id = f"tpu-op-{len(self._ops) + 1}"
+        self._ops[op_id] = _Op(service=name, verb="delete", zone=info.zone)
+        return op_id
+
+    async def wait_operation(self, operation: str, timeout_s: float) -> OperationProgress:
+        op = self._ops.get(operation)
+        if op is None:
+            raise NotFound(f"Unknown Cloud TPU operation `{operation}`.")
+        info = await self.api.get(op.zone, op.service)
+        if op.verb == "delete":
+            return OperationProgress(done=info is None, phase="DELETING" if info is not None else "deleted")
+        if info is None:
+            return OperationProgress(done=True, phase="gone", error=f"the queued resource left {op.zone}")
+        where = f" in {op.zone}"
+        if info.state in _WAITING:
+            return OperationProgress(done=False, phase=info.state + where)
+        if info.state == "FAILED":
+            if _NO_CAPACITY.search(info.error) and op.remaining:
+                failed = op.zone
+                await self.api.delete(failed, op.service, force=True)
+                op.tried.append(f"{failed}: no capacity")
+                op.zone = op.remaining.pop(0)
+                await self._create_somewhere(op)
+                return OperationProgress(done=False, phase=f"no capacity in {failed}; queued in {op.zone}")
+            return OperationProgress(
+                done=True, phase="FAILED" + where, error=info.error or "the queued resource failed"
+            )
+        if info.state in ("SUSPENDING", "SUSPENDED"):
+            return OperationProgress(done=True, phase=info.state + where, error="the spot node was preempted")
+        if info.state == "ACTIVE":
+            url = self.endpoint_of(info.ip) if info.ip else ""
+            health = await self.model_server.health(url) if url else None
+            if health is not None and health.ok:
+                return OperationProgress(done=True, phase=f"ACTIVE{where}: vLLM ready")
+            return OperationProgress(done=False, phase=f"ACTIVE{where}: vLLM loading and compiling (XLA)")
+        return OperationProgress(done=False, phase=info.state + where)
+
+    async def aclose(self) -> None:
+        close = getattr(self.api, "aclose", None)
+        if close is not None:
+            await close()
+
+    # --- plans -----------------------------------------------------------------------------------------------
+
+    async def plan(self, kind: ActionKind, params: dict[str, Any], env: DeployEnv, *, offline: bool = False) -> Plan:
+        if kind == "deploy":
+            return await self._plan_deploy(params, env, offline)
+        if kind == "destroy":
+            return await self._plan_destroy(params, env)
+        what = {"scale": "resized in place", "rollback": "rolled back", "redeploy": "changed in place"}.get(kind, kind)
+        raise InvalidInput(
+            f"A Cloud TPU slice cannot be {what}.",
+            "Destroy it (`/gemma destroy`, typed confirmation) and deploy the profile again with the new settings.",
+        )
+
+    async def _plan_deploy(self, params: dict[str, Any], env: DeployEnv, offline: bool) -> Plan:
+        p: DeployParams = validate_params(DeployParams, params, "deploy")
+        profile = get_profile(p.profile)
+        service = p.service or self.options.service
+        accel = p.accelerator_type or profile.tpu or "v6e-4"
+        provisioning = p.provisioning or profile.provisioning
+        fit = check_tpu_fit(
+            TpuFitRequest(
+                model=profile.model,
+                accelerator_type=accel,
+                max_model_len=p.max_model_len or profile.max_model_len,
+                gpu_memory_utilization=p.gpu_memory_utilization or profile.gpu_memory_utilization,
+                provisioning=provisioning,
+            )
+        )
+        existing = None if offline else await self._find(service)
+        options = await self.zone_search(accel, provisioning) if not offline else []
+        usable = [o.zone for o in options if o.usable]
+        zone = p.zone or (usable[0] if usable else (self._zones()[0]))
+        zones = [zone, *[z for z in usable if z != zone]]
+        m = load_catalog().model(profile.model)
+        args = [*fit.vllm_args, "--max-num-seqs", str(p.max_num_seqs or profile.max_num_seqs)]
+        spec = {
+            "project": self.options.project or env.project or "",
+            "zone": zone,
+            "zones": zones,
+            "acceleratorType": fit.accelerator_type,
+            "runtimeVersion": self.tpu.chip.runtime_version,
+            "provisioning": provisioning,
+            "nodeId": service,
+            "image": env.image or profile.image or DEFAULT_IMAGE,
+            "model": m.name,
+            "hfRepo": m.hf_repo,
+            "vllmArgs": args,
+            "apiKeySecret": self.options.api_key_secret,
+            "hfTokenSecret": self.options.hf_token_secret,
+            "queueWaitS": self.options.queue_wait_s,
+        }
+        refusal = ""
+        if existing is not None:
+            refusal = (
+                f"`{service}` already has a queued resource ({existing.state} in {existing.zone}); destroy it first."
+            )
+        elif fit.verdict != "fits":
+            refusal = "; ".join([*fit.unsupported, *fit.problems]) or fit.verdict
+        elif not offline and not usable:
+            refusal = "No zone offers this slice with quota for it: " + "; ".join(o.line() for o in options[:3])
+        price = f"${fit.hourly_usd:.2f}/h" if fit.hourly_usd is not None else "no sourced price"
+        lines = [
+            f"{fit.model} on {fit.accelerator_type} ({fit.chips} chips, {provisioning}): "
+            + fit.verdict.replace("_", " "),
+            f"KV cache {fit.kv_free_gib:g} GiB = {fit.kv_cache_tokens:,} tokens; {fit.max_concurrency:g} x "
+            f"{fit.max_model_len:,}-token sequences",
+            f"Cost {price} while ACTIVE, serving or idle (no scale to zero); ~${fit.monthly_idle_usd or 0:,.0f}/month",
+        ]
+        notes = [*fit.unsupported, *fit.problems, *fit.notes]
+        notes += ["Zone search: " + o.line() for o in options]
+        notes.append(
+            f"The bot reaches the node at its internal IP over its VPC egress, with vLLM's --api-key "
+            f"(secret `{self.options.api_key_secret}`); no Cloud Run IAM is in front of it."
+        )
+        return Plan(
+            kind="deploy",
+            service=service,
+            summary=f"Create Cloud TPU queued resource `{service}`: {fit.accelerator_type} {provisioning} in {zone}",
+            params=p.model_dump(exclude_none=True),
+            verdict="does_not_fit" if fit.verdict != "fits" else "fits",
+            fit_lines=lines,
+            notes=notes,
+            gcloud=gcloud_create(service, spec),
+            create=True,
+            target=KIND,
+            spec=spec,
+            base_fingerprint=self.fingerprint(None),
+            cold_start_s=float(fit.compile_s),
+            wait_budget_s=float(self.options.queue_wait_s * max(1, len(zones)) + fit.readiness_deadline_s),
+            refusal=refusal,
+        )
+
+    async def _plan_destroy(self, params: dict[str, Any], env: DeployEnv) -> Plan:
+        d: DestroyParams = validate_params(DestroyParams, params, "destroy")
+        service = d.service or self.options.service
+        info = await self._find(service)
+        if info is None:
+            raise NotFound(f"Service `{service}` does not exist (no Cloud TPU queued resource of that name).")
+        spec = spec_from_metadata(info.metadata)
+        rate, _ = self.tpu.chip_hour_usd(
+            info.tier if info.tier != "reserved" else "reserved", self.tpu.region_of(info.zone)
+        )
+        chips = self.tpu.accelerator(info.accelerator_type)[1].chips if info.accelerator_type else 0
+        cost = f", ${rate * chips:.2f}/h" if rate is not None and chips else ""
+        return Plan(
+            kind="destroy",
+            service=service,
+            summary=f"Delete Cloud TPU queued resource `{service}` ({info.state}, {info.accelerator_type} "
+            f"{info.tier} in {info.zone}{cost}) and its node",
+            params=d.model_dump(exclude_none=True),
+            notes=["An ACTIVE slice serves until it is deleted; deleting it also frees its quota."],
+            gcloud=f"gcloud compute tpus queued-resources delete {service} --zone {info.zone} --force",
+            target=KIND,
+            base_fingerprint=self.fingerprint(spec),
+            wait_budget_s=600.0,
+        )
+
+    # --- its spec document -----------------------------------------------------------------------------------
+
+    def fingerprint(self, spec: dict[str, Any] | None) -> str:
+        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16] if spec else ""
+
+    def preflight_target(self, spec: dict[str, Any], env: DeployEnv) -> PreflightTarget:
+        return PreflightTarget(
+            image=spec.get("image", DEFAULT_IMAGE),
+            model=spec.get("model"),
+            hf_repo=spec.get("hfRepo"),
+            gpu=spec.get("acceleratorType", ""),
+            region=self.tpu.region_of(spec.get("zone", "")),
+            project=env.project,
+        )
+
+    def serving_of(self, spec: dict[str, Any]) -> ServingSummary | None:
+        # The GPU planner's FitRequest names a GPU; a TPU slice is not one: the TPU fit reads the spec instead.
+        return None
+
+    def export(self, service: str, spec: dict[str, Any], env: DeployEnv) -> ExportedSpec:
+        return ExportedSpec(
+            text=yaml.safe_dump(spec, sort_keys=False, width=1000),
+            filename=f"{service}.tpu.yaml",
+            title=f"{service} (Cloud TPU queued resource)",
+            cli="gcloud",
+            command=gcloud_create(service, spec),
+        )
+
+    def sendable(self, spec: dict[str, Any]) -> dict[str, Any]:
+        return copy.deepcopy(spec)

@@ -1,0 +1,81 @@
+"""Zone search: where a v6e slice can be created now. A zone qualifies when the Cloud TPU API lists the accelerator
+type there and the project's TPU quota for the provisioning model covers the slice's chips (Cloud Quotas API,
+per zone; spot draws on preemptible quota, on-demand and reservations on on-demand quota). Capacity cannot be
+asked in advance: a queued resource finds out, and the target moves on to the next zone when one has none."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import BaseModel
+
+from skills.capacity.tpu_catalog import Provisioning, TpuCatalog
+from skills.errors import NotFound, UserFacingError
+from skills.ports import PreflightUnavailable, QuotaReader
+from skills.targets.tpu.api import TpuApi
+
+
+class ZoneOption(BaseModel):
+    zone: str
+    region: str
+    offered: bool | None  # the API lists the type there (None: could not ask)
+    quota: int | None  # chips (None: no value / could not ask; -1 unlimited)
+    quota_id: str
+    chips: int
+    chip_hour_usd: float | None
+    note: str = ""
+
+    @property
+    def usable(self) -> bool:
+        quota_ok = self.quota is None or self.quota == -1 or self.quota >= self.chips
+        return self.offered is not False and quota_ok and self.quota != 0
+
+    def line(self) -> str:
+        price = f"${self.chip_hour_usd * self.chips:.2f}/h" if self.chip_hour_usd is not None else "price not sourced"
+        offered = {True: "offers it", False: "does not offer it", None: "not asked"}[self.offered]
+        quota = "quota unknown" if self.quota is None else ("unlimited" if self.quota == -1 else f"quota {self.quota}")
+        mark = ":white_check_mark:" if self.usable else ":x:"
+        return f"{mark} {self.zone}: {offered}, {quota} chips ({self.quota_id}), {price}" + (
+            f" — {self.note}" if self.note else ""
+        )
+
+
+async def search_zones(
+    api: TpuApi,
+    quotas: QuotaReader | None,
+    tpu: TpuCatalog,
+    accelerator_type: str,
+    provisioning: Provisioning,
+    zones: list[str] | None = None,
+) -> list[ZoneOption]:
+    """Every candidate zone with what it offers, usable ones first (cheapest region first, then catalog order)."""
+    acc_name, acc = tpu.accelerator(accelerator_type)
+    quota_id = tpu.quota.quota_id(provisioning) or ""
+
+    async def one(zone: str) -> ZoneOption:
+        region = tpu.region_of(zone)
+        rate, _ = tpu.chip_hour_usd(provisioning, region)
+        opt = ZoneOption(
+            zone=zone, region=region, offered=None, quota=None, quota_id=quota_id, chips=acc.chips, chip_hour_usd=rate
+        )
+        notes = []
+        try:
+            opt.offered = acc_name in await api.accelerator_types(zone)
+        except NotFound:
+            opt.offered = False
+        except UserFacingError as exc:
+            notes.append(f"types: {exc.message[:120]}")
+        if quotas is not None and quota_id:
+            try:
+                opt.quota = await quotas.quota_value(tpu.quota.service, quota_id, zone)
+            except PreflightUnavailable as exc:
+                notes.append(f"quota: {str(exc)[:120]}")
+        opt.note = "; ".join(notes)
+        return opt
+
+    options = await asyncio.gather(*(one(z) for z in zones or list(tpu.zones)))
+    order = {z: i for i, z in enumerate(zones or list(tpu.zones))}
+    return sorted(
+        options,
+        key=lambda o: (not o.usable, o.chip_hour_usd if o.chip_hour_usd is not None else 1e9, order[o.zone]),
+    )
