@@ -128,6 +128,7 @@ class Settings(BaseSettings):
     tpu_api_key_secret: str = "vllm-api-key"
     tpu_queue_wait_s: int = Field(default=900, ge=60, le=86400)
     tpu_zones: list[str] = Field(default_factory=list)
+    tpu_endpoint_template: str = "http://{ip}:8000"  # how the bot reaches a node's vLLM (its internal IP)
     preflight_timeout_s: float = Field(default=5.0, gt=0, le=60)  # each check's time limit
     preflight_cache_s: int = Field(default=60, ge=0, le=3600)  # how long a check's definite answer is reused
 

@@ -77,7 +77,14 @@ def build_deps(settings: Settings) -> Deps:
     deps.streams = EndpointStreams(deps.endpoint)  # the bench's streaming client, with the endpoint's auth
     deps.preflight = make_preflight(settings, deps.redis)  # checks before a deploy's Confirm
     # Cloud TPU beside it: profiles with `target: cloud-tpu` deploy there; its service is on it.
-    tpu = make_tpu_target(settings, model_server, deps.preflight.quotas if deps.preflight else None, logs)
+    template = settings.tpu_endpoint_template
+    tpu = make_tpu_target(
+        settings,
+        model_server,
+        deps.preflight.quotas if deps.preflight else None,
+        logs,
+        endpoint_of=lambda ip: template.format(ip=ip),
+    )
     deps.extra_targets[tpu.kind] = tpu
     deps.service_targets[settings.tpu_service_name] = tpu.kind
     deps.agent = Agent(deps)  # the tool-calling loop over deps.endpoint (bot/agent)

@@ -101,7 +101,9 @@ async def test_the_cloud_run_service_keeps_its_revisions_beside_the_fake(
 
 def test_profiles_name_their_target_cloud_run_when_unstated() -> None:
     profiles = load_profiles()
-    assert profiles and {p.target for p in profiles.values()} == {DEFAULT_TARGET} == {"cloud-run"}
+    # GPU profiles state no target: Cloud Run; the Cloud TPU profiles (issue 37) name theirs.
+    assert profiles and {p.target for p in profiles.values() if p.tpu is None} == {DEFAULT_TARGET} == {"cloud-run"}
+    assert {p.target for p in profiles.values() if p.tpu is not None} == {"cloud-tpu"}
 
 
 def test_the_registry_refuses_an_unwired_target() -> None:

@@ -34,8 +34,11 @@ from bot.sandbox.monitoring_grpc import MonitoringStandIn, serve_monitoring
 from bot.sandbox.preflight_standins import SCENARIOS as PREFLIGHT_SCENARIOS
 from bot.sandbox.preflight_standins import PreflightStandIns
 from bot.sandbox.server import serve
+from bot.sandbox.tpu_api import TpuStandIn, serve_tpu
+from bot.sandbox.tpu_nodes import TpuNodeSim
 from bot.sandbox.vllm_sim import SimConfig, VllmSim
 from bot.settings import Settings
+from skills.capacity.tpu_catalog import load_tpu_catalog
 from skills.deploy.env import DeployEnv
 from skills.deploy.plan_builder import build_plan
 from skills.deploy.vllm_flags import VllmFlags
@@ -72,6 +75,11 @@ class Sandbox:
         self.logging = CloudLoggingStandIn()
         self.monitoring = MonitoringStandIn()
         self.preflight = PreflightStandIns()  # the Hub, the registry, Cloud Storage, Cloud Quotas
+        # Cloud TPU: the API stand-in (every v6e zone of skills/data/tpu.yaml with capacity and quota) and the
+        # nodes' simulated vLLM; the quota lives in the Cloud Quotas stand-in, per zone, as the real one.
+        self.tpu = TpuStandIn(PROJECT, now=self.clock.now)
+        self.tpu_nodes = TpuNodeSim(self.tpu, self.logging, self.clock, PROJECT)
+        self.tpu_zones(capacity=8, quota=8)
         self._spec = self._render_seed()
         args = [str(a) for a in self._spec["template"]["containers"][0].get("args") or []]
         flags = VllmFlags.parse(args)  # the simulator serves what the seeded service runs
@@ -81,7 +89,7 @@ class Sandbox:
             self.clock, self.logging, PROJECT, LOCATION, self.cloud_run.complete_revision
         )
         self.cloud_run.lifecycle = self.lifecycle
-        self.logging.before_list = self.lifecycle.tick
+        self.logging.before_list = self._tick_logs
         self.alert_token = secrets.token_urlsafe(16)
         # Set by whoever wires the bot: the ASGI app with the alert webhooks, and a wait for the queue.
         self.alert_app: Any = None
@@ -98,6 +106,21 @@ class Sandbox:
         self._ticker: threading.Thread | None = None
         self._stack = contextlib.ExitStack()
 
+    def _tick_logs(self) -> None:
+        self.lifecycle.tick()
+        self.tpu_nodes.tick()
+
+    def tpu_zones(self, *, capacity: int, quota: int, spot_capacity: int | None = None, spot_quota: int | None = None,
+                  zones: list[str] | None = None) -> None:  # fmt: skip
+        """Every v6e zone (or `zones`) with this much free capacity and quota, in chips; the same in Cloud Quotas."""
+        tpu = load_tpu_catalog()
+        for zone in zones or list(tpu.zones):
+            sc = capacity if spot_capacity is None else spot_capacity
+            sq = quota if spot_quota is None else spot_quota
+            self.tpu.add_zone(zone, capacity=capacity, spot_capacity=sc, quota=quota, spot_quota=sq)
+            self.preflight.quotas.set(tpu.quota.service, tpu.quota.on_demand, zone, quota, dimension="zone")
+            self.preflight.quotas.set(tpu.quota.service, tpu.quota.spot, zone, sq, dimension="zone")
+
     # --- start / stop ---------------------------------------------------------------------------------
     def start(self) -> Sandbox:
         s = self._stack
@@ -105,6 +128,8 @@ class Sandbox:
         self.urls["logging"] = s.enter_context(serve(self.logging.app()))
         self.urls["monitoring"] = s.enter_context(serve_monitoring(self.monitoring))
         self.urls["vllm"] = s.enter_context(serve(self.vllm.app))
+        self.urls["tpu"] = s.enter_context(serve_tpu(self.tpu))
+        self.urls["tpu_nodes"] = s.enter_context(serve(self.tpu_nodes.app()))
         self.lifecycle.uri = self.urls["vllm"]
         self._stack.callback(self.preflight.close)
         self.preflight.start()
@@ -134,6 +159,8 @@ class Sandbox:
             "cloud_run_api_endpoint": self.urls["run"],
             "cloud_logging_api_endpoint": self.urls["logging"],
             "cloud_monitoring_api_endpoint": self.urls["monitoring"],
+            "cloud_tpu_api_endpoint": self.urls["tpu"],
+            "tpu_endpoint_template": self.urls["tpu_nodes"] + "/nodes/{ip}",
             "vllm_service_name": self.service,
             "vllm_base_url": None,
             "model_bucket": None,

@@ -54,7 +54,8 @@ class PreflightStandIns:
         self.registry.tags.clear()
         for image in load_image_data().images:
             self.registry.add(image)
-        self.quotas.values.clear()
+        for key in [k for k in self.quotas.values if k[0] == QUOTA_SERVICE]:  # Cloud Run's; Cloud TPU's stay
+            del self.quotas.values[key]
         for name, region in load_prices().regions.items():
             for gpu in region.gpus:
                 if gpu in GPU_QUOTA_IDS:
