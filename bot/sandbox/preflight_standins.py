@@ -19,6 +19,7 @@ from skills.capacity.fit import load_catalog
 from skills.capacity.image_compat import default_image, load_image_data
 from skills.capacity.prices import load_prices
 from skills.deploy.gpu_quota import GPU_QUOTA_IDS, QUOTA_SERVICE
+from skills.targets.tpu.spec import DEFAULT_IMAGE as TPU_IMAGE
 
 HF_TOKEN = "hf_sandboxTokenWithTheGemmaLicenceAccepted"
 DEFAULT_QUOTA = 3
@@ -54,6 +55,7 @@ class PreflightStandIns:
         self.registry.tags.clear()
         for image in load_image_data().images:
             self.registry.add(image)
+        self.registry.add(TPU_IMAGE)  # vLLM's TPU release image (skills/targets/tpu/spec.py)
         for key in [k for k in self.quotas.values if k[0] == QUOTA_SERVICE]:  # Cloud Run's; Cloud TPU's stay
             del self.quotas.values[key]
         for name, region in load_prices().regions.items():

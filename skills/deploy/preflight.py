@@ -56,6 +56,9 @@ class Target(BaseModel):
     project: str | None = None
     max_instances: int = 1
     hf_token_secret: str = "hf-token"
+    # Cloud TPU: the TPU plan's zone search already checked the zone offers the slice and has quota, and the
+    # vLLM/CUDA compatibility data is about GPUs: only the checkpoint and the image's existence are checked here.
+    platform: str = "cloud-run"
 
 
 async def run_preflight(src: PreflightSources, t: Target) -> list[PreflightCheck]:
@@ -64,6 +67,8 @@ async def run_preflight(src: PreflightSources, t: Target) -> list[PreflightCheck
         ("image", f"image:{t.image}:{t.family}:{t.gpu}", lambda: _image(src, t)),
         ("quota", f"quota:{t.project}:{t.gpu}:{t.region}:{t.max_instances}", lambda: _quota(src, t)),
     ]
+    if t.platform == "cloud-tpu":
+        checks = [c for c in checks if c[0] == "image"]
     if t.bucket:
         checks.insert(0, ("weights", f"weights:{t.bucket}/{t.prefix}", lambda: _weights(src, t)))
     elif t.hf_repo:
@@ -192,7 +197,7 @@ async def _weights(src: PreflightSources, t: Target) -> PreflightCheck:
 
 async def _image(src: PreflightSources, t: Target) -> PreflightCheck:
     compat_note = ""
-    if t.family:
+    if t.family and t.platform == "cloud-run":
         compat = check_image(t.image, t.family, t.gpu)
         if not compat.ok:
             return PreflightCheck(

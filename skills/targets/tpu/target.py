@@ -387,6 +387,8 @@ class TpuTarget:
             gpu=spec.get("acceleratorType", ""),
             region=self.tpu.region_of(spec.get("zone", "")),
             project=env.project,
+            hf_token_secret=spec.get("hfTokenSecret", "hf-token"),
+            platform=KIND,
         )
 
     def serving_of(self, spec: dict[str, Any]) -> ServingSummary | None:
