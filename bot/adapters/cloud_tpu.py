@@ -149,11 +149,13 @@ class CloudTpu:
         return info
 
     def _delete(self, zone: str, qid: str, force: bool) -> None:
+        from google.cloud import tpu_v2
+
         client = self._tpu()
+        # `force` deletes the node with it (gcloud's --force); the client takes it on the request only.
+        req = tpu_v2.DeleteQueuedResourceRequest(name=f"{self._parent(zone)}/queuedResources/{qid}", force=force)
         with _explained(f"delete {qid}"):
-            client.delete_queued_resource(
-                name=f"{self._parent(zone)}/queuedResources/{qid}", force=force, timeout=self._deadline()
-            )
+            client.delete_queued_resource(request=req, timeout=self._deadline())
 
     def _deadline(self) -> float:
         return float(self._settings.cloud_call_deadline_s)

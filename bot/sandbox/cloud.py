@@ -36,6 +36,7 @@ from bot.sandbox.preflight_standins import PreflightStandIns
 from bot.sandbox.server import serve
 from bot.sandbox.tpu_api import TpuStandIn, serve_tpu
 from bot.sandbox.tpu_nodes import TpuNodeSim
+from bot.sandbox.tpu_scenarios import TPU_SCENARIOS
 from bot.sandbox.vllm_sim import SimConfig, VllmSim
 from bot.settings import Settings
 from skills.capacity.tpu_catalog import load_tpu_catalog
@@ -290,7 +291,8 @@ class Sandbox:
     def scenario_list(self) -> list[tuple[str, str, str]]:
         """(name, what happens, the finding kind) for each scenario."""
         field = [(s.name, s.summary, s.kind) for s in sc.SCENARIOS.values()]
-        return field + [(name, what, "preflight, at plan time") for name, what in PREFLIGHT_SCENARIOS.items()]
+        tpu = [(s.name, s.summary, s.kind) for s in TPU_SCENARIOS.values()]
+        return field + tpu + [(name, what, "preflight, at plan time") for name, what in PREFLIGHT_SCENARIOS.items()]
 
     async def fire(self, name: str, on_event: Callable[[str], Awaitable[None]]) -> None:
         """Run a scenario by name, narrating failures of the sandbox itself instead of raising them."""
@@ -298,6 +300,9 @@ class Sandbox:
             if name in PREFLIGHT_SCENARIOS:
                 repo = self._seed_repo()
                 await on_event(self.preflight.scenario(name, repo, LOCATION))
+                return
+            if name in TPU_SCENARIOS:
+                await TPU_SCENARIOS[name].run(self, on_event)
                 return
             await self.run_scenario(sc.SCENARIOS[name], on_event)
         except Exception as exc:

@@ -170,6 +170,13 @@ class TpuStandIn:
             q.node.state = NodeState.PREEMPTED
             self._set(q, State.SUSPENDING, initiator=tpu_v2.QueuedResourceState.StateInitiator.SERVICE)
 
+    def create_by_hand(self, parent: str, queued_resource_id: str, qr: tpu_v2.QueuedResource) -> None:
+        """A create as gcloud would send it (sandbox scenarios: a teammate past the bot), with the same checks."""
+        req = tpu_v2.CreateQueuedResourceRequest(
+            parent=parent, queued_resource_id=queued_resource_id, queued_resource=qr
+        )
+        self.create_queued_resource(req, _Refuse())  # type: ignore[arg-type]
+
     def node_ip(self, node_id: str) -> str | None:
         with self._lock:
             q = next((q for q in self.queued.values() if q.node_name.endswith(f"/nodes/{node_id}")), None)
@@ -177,8 +184,8 @@ class TpuStandIn:
 
     # --- the state machine --------------------------------------------------------------------------------------
 
-    def _set(self, q: _Queued, state: Any, *, initiator: Any = None, error: str = "") -> None:
-        now = self._now()
+    def _set(self, q: _Queued, state: Any, *, initiator: Any = None, error: str = "", at: float | None = None) -> None:
+        now = self._now() if at is None else at
         st = tpu_v2.QueuedResourceState(state=state)
         if initiator is not None:
             st.state_initiator = initiator
@@ -199,32 +206,49 @@ class TpuStandIn:
             q.holds_capacity = False
 
     def _advance(self) -> None:
+        """Every transition whose time has come, each at the simulated time it was due (several may be due)."""
         now = self._now()
-        for name, q in list(self.queued.items()):
-            s = q.qr.state.state
-            if s == State.CREATING and now - q.since >= ACCEPT_S:
-                self._set(q, State.ACCEPTED)
-                s = State.ACCEPTED
-            if s in (State.ACCEPTED, State.WAITING_FOR_RESOURCES):
-                if self._free(q.zone, q.tier) >= q.chips:
-                    self.zones[q.zone].capacity[q.tier] -= q.chips
-                    q.holds_capacity = True
-                    self._set(q, State.PROVISIONING)
-                elif q.valid_until is not None and now >= q.valid_until:
-                    self._set(q, State.FAILED, error=no_capacity_message(q.zone))
-                elif s == State.ACCEPTED:
-                    self._set(q, State.WAITING_FOR_RESOURCES)
-            elif s == State.PROVISIONING and now - q.since >= PROVISION_S:
-                q.node.state = NodeState.READY
-                q.node.health = _HEALTHY
-                q.node.create_time = _ts(now)
-                self._set(q, State.ACTIVE)
-            elif s == State.SUSPENDING and now - q.since >= SUSPEND_S:
-                self._release(q)
-                self._set(q, State.SUSPENDED, initiator=tpu_v2.QueuedResourceState.StateInitiator.SERVICE)
-            elif s == State.DELETING and now - q.since >= DELETE_S:
-                self._release(q)
-                del self.queued[name]
+        moved = True
+        while moved:
+            moved = False
+            for name, q in list(self.queued.items()):
+                if self._step(name, q, now):
+                    moved = True
+
+    def _step(self, name: str, q: _Queued, now: float) -> bool:
+        s = q.qr.state.state
+        if s == State.CREATING and now >= q.since + ACCEPT_S:
+            self._set(q, State.ACCEPTED, at=q.since + ACCEPT_S)
+            return True
+        if s in (State.ACCEPTED, State.WAITING_FOR_RESOURCES):
+            if self._free(q.zone, q.tier) >= q.chips:
+                self.zones[q.zone].capacity[q.tier] -= q.chips
+                q.holds_capacity = True
+                self._set(q, State.PROVISIONING, at=max(q.since, now if s == State.WAITING_FOR_RESOURCES else q.since))
+                return True
+            if q.valid_until is not None and now >= q.valid_until:
+                self._set(q, State.FAILED, error=no_capacity_message(q.zone), at=q.valid_until)
+                return True
+            if s == State.ACCEPTED:
+                self._set(q, State.WAITING_FOR_RESOURCES, at=q.since)
+                return True
+            return False
+        if s == State.PROVISIONING and now >= q.since + PROVISION_S:
+            at = q.since + PROVISION_S
+            q.node.state = NodeState.READY
+            q.node.health = _HEALTHY
+            q.node.create_time = _ts(at)
+            self._set(q, State.ACTIVE, at=at)
+            return True
+        if s == State.SUSPENDING and now >= q.since + SUSPEND_S:
+            self._release(q)
+            self._set(q, State.SUSPENDED, initiator=_QRS.StateInitiator.SERVICE, at=q.since + SUSPEND_S)
+            return True
+        if s == State.DELETING and now >= q.since + DELETE_S:
+            self._release(q)
+            del self.queued[name]
+            return True
+        return False
 
     # --- helpers ------------------------------------------------------------------------------------------------
 
@@ -458,6 +482,16 @@ class TpuStandIn:
     def _strict_pb(self, request: Message, context: grpc.ServicerContext) -> None:
         if len(unknown_fields.UnknownFieldSet(request)):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Invalid request: unknown field")
+
+
+class _Refuse:
+    """A servicer context for calls made in-process: an abort is an exception with the status and message."""
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        raise ValueError(f"{code.name}: {details}")
+
+    def is_active(self) -> bool:
+        return True
 
 
 def _handler(fn: Callable[..., Any], req: Any, resp: Any) -> grpc.RpcMethodHandler:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from skills.diagnosis.analyzers.base import LogView, analyzer, evidence_of, first_seen, rx
+from skills.diagnosis.analyzers.base import Line, LogView, analyzer, evidence_of, first_seen, rx
 from skills.diagnosis.analyzers.lines import READY
 from skills.diagnosis.findings import Finding, Remediation
 
@@ -67,11 +67,32 @@ _TPU_QUOTA = re.compile(
 # Preemption: the node's state PREEMPTED and its queued resource SUSPENDED (tpu_v2 Node.State /
 # QueuedResourceState.State), as `gcloud ... describe` prints them and the TPU target's status lines carry them.
 _PREEMPTED = re.compile(r"\bstate\"?:\s*\"?PREEMPTED\b|\bnode \S+ (?:is|was) PREEMPTED\b|\bPREEMPTED\b.*\bspot\b")
-_SUSPENDED = re.compile(r"\bstate\"?:\s*\"?SUSPENDED\b|queued resource \S+ (?:is )?SUSPENDED\b")
+_SUSPENDED = re.compile(r"\bstate\"?:\s*\"?SUSPENDED\b|queued resource \S+ (?:is )?SUSPEND(?:ED|ING)\b")
 
 
 # The limit on its own line, as the error wraps in marin#87's paste.
 _LIMIT_LINE = re.compile(r"^\s*()Limit (\d+) in (?:zone|region) ([a-z0-9-]+)")
+
+
+def _state_lines(view: LogView) -> list[tuple[Line, re.Match[str] | None]]:
+    """The service's own state as the TPU target reads it from the API (a queued resource FAILED for capacity or
+    quota, SUSPENDED after a preemption): evidence the logs of a node that never ran cannot carry."""
+    svc = view.service
+    cond = svc.terminal_condition if svc is not None else None
+    if cond is None or cond.state != "CONDITION_FAILED":
+        return []
+    text = f"queued resource {svc.name if svc else ''} {cond.reason}: {cond.message}".strip()
+    return [(Line(idx=-1, ts=None, severity="ERROR", text=text), None)]
+
+
+def _with_state(view: LogView, *patterns: re.Pattern[str]) -> list[tuple[Line, re.Match[str]]]:
+    hits = view.grep(*patterns)
+    for line, _ in _state_lines(view):
+        for rx_ in patterns:
+            if (m := rx_.search(line.text)) is not None:
+                hits.append((line, m))
+                break
+    return hits
 
 
 def _gib(num: str, unit: str) -> float:
@@ -184,7 +205,7 @@ def tpu_unsupported(view: LogView) -> Finding | None:
 
 @analyzer("tpu_no_capacity")
 def tpu_no_capacity(view: LogView) -> Finding | None:
-    hits = view.grep(_NO_CAPACITY, _NO_RESERVED)
+    hits = _with_state(view, _NO_CAPACITY, _NO_RESERVED)
     if not hits:
         return None
     zones = sorted({m.group(1) for _, m in hits if m.lastindex})
@@ -209,7 +230,7 @@ def tpu_no_capacity(view: LogView) -> Finding | None:
 
 @analyzer("tpu_quota_exceeded")
 def tpu_quota_exceeded(view: LogView) -> Finding | None:
-    hits = view.grep(_TPU_QUOTA)
+    hits = _with_state(view, _TPU_QUOTA)
     if not hits:
         return None
     _, m = hits[0]
@@ -243,7 +264,7 @@ def tpu_quota_exceeded(view: LogView) -> Finding | None:
 
 @analyzer("tpu_preempted")
 def tpu_preempted(view: LogView) -> Finding | None:
-    hits = view.grep(_PREEMPTED, _SUSPENDED)
+    hits = _with_state(view, _PREEMPTED, _SUSPENDED)
     if not hits:
         return None
     return Finding(

@@ -1,0 +1,141 @@
+"""The Cloud TPU target on the sandbox (real google-cloud-tpu and Cloud Quotas clients on 127.0.0.1, the sandbox
+clock stopped): zone search, deploy plan -> queued resource -> ACTIVE -> vLLM ready with the states as progress,
+status, logs read back through the TPU filter, destroy; and each TPU scenario diagnosed as its kind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bot.deps import Deps
+from bot.sandbox.clock import SandboxClock
+from bot.sandbox.cloud import Sandbox
+from bot.sandbox.tpu_scenarios import SERVICE, TPU_PROFILE, TPU_SCENARIOS, _first_zone
+from bot.settings import Settings, load_settings
+from bot.wiring import build_deps, close_deps
+from skills.deploy.execute import execute as execute_plan
+from skills.deploy.plan_builder import build_plan
+from skills.diagnosis.diagnose import diagnose_service
+from skills.ports import LogQuery
+from skills.targets.tpu.target import TpuTarget
+from tests.eventually import eventually
+
+
+@pytest.fixture
+def sandbox() -> Iterator[Sandbox]:
+    sb = Sandbox(clock=SandboxClock(speed=0)).start()
+    yield sb
+    sb.close()
+
+
+@pytest.fixture
+async def deps(sandbox: Sandbox, key_prefix: str):  # type: ignore[no-untyped-def]
+    settings: Settings = sandbox.configure(load_settings(key_prefix=key_prefix)).model_copy(
+        update={"tpu_queue_wait_s": 600}
+    )
+    d = build_deps(settings)
+    yield d
+    await close_deps(d)
+
+
+def _tpu(deps: Deps) -> TpuTarget:
+    target = deps.targets.for_service(SERVICE)
+    assert isinstance(target, TpuTarget)
+    return target
+
+
+async def _kinds(deps: Deps) -> list[str]:
+    target = _tpu(deps)
+    query = LogQuery(service=SERVICE, since=datetime.now(UTC) - timedelta(hours=2))
+    assert target.logs is not None
+    info = await target.get_service(SERVICE)
+    return (await diagnose_service(target.logs, query, token_budget=3000, service=info)).root_kinds()
+
+
+async def _deploy(sandbox: Sandbox, deps: Deps, phases: list[str]) -> object:
+    target = _tpu(deps)
+    plan = await build_plan("deploy", {"profile": TPU_PROFILE}, target, deps.writes.env)
+    assert not plan.blocked(), plan.blocked()
+
+    async def progress(p) -> None:  # type: ignore[no-untyped-def]
+        phases.append(p.phase)
+        sandbox.clock.advance(120)  # each poll: two simulated minutes pass
+
+    return await execute_plan(target, plan, logs=target.logs, progress=progress, poll_s=0.01, progress_every_s=0)
+
+
+async def test_a_tpu_profile_deploys_end_to_end_and_is_destroyed(sandbox: Sandbox, deps: Deps) -> None:
+    target = _tpu(deps)
+    zones = await target.zone_search("v6e-4", "on-demand")
+    assert zones[0].usable and zones[0].zone == _first_zone()
+    phases: list[str] = []
+    result = await _deploy(sandbox, deps, phases)
+    assert result.ok, (result.detail, phases)  # type: ignore[attr-defined]
+    assert any(p.startswith("PROVISIONING") for p in phases)
+    assert any("vLLM loading and compiling" in p for p in phases)
+    info = await target.get_service(SERVICE)
+    assert info.ready is True and info.uri.endswith("/nodes/" + sandbox.tpu.node_ip(SERVICE))  # type: ignore[operator]
+    assert info.gpu_type == "v6e-4" and "--tensor-parallel-size" in info.args
+    node = next(q.node for q in sandbox.tpu.queued.values())
+    script = node.metadata["startup-script"]
+    assert "--privileged --net=host" in script and "vllm/vllm-tpu:latest" in script and "--log-driver=gcplogs" in script
+    assert "--api-key" not in script or "$KEY" in script  # the key comes from Secret Manager, never the metadata
+    assert await _kinds(deps) == []  # a clean start diagnoses clean
+    destroy = await build_plan("destroy", {"service": SERVICE}, target, deps.writes.env)
+    assert "Delete Cloud TPU queued resource" in destroy.summary
+    async def tick(p) -> None:  # type: ignore[no-untyped-def]
+        sandbox.clock.advance(30)
+
+    done = await execute_plan(target, destroy, progress=tick, poll_s=0.01, progress_every_s=0)
+    assert done.ok and not sandbox.tpu.queued
+
+
+async def test_no_capacity_in_the_first_zone_moves_to_the_next(sandbox: Sandbox, deps: Deps) -> None:
+    said: list[str] = []
+
+    async def say(text: str) -> None:
+        said.append(text)
+
+    await TPU_SCENARIOS["tpu-no-capacity"].run(sandbox, say)
+    phases: list[str] = []
+    result = await _deploy(sandbox, deps, phases)
+    first = _first_zone()
+    assert result.ok, phases  # type: ignore[attr-defined]
+    assert any(p.startswith(f"WAITING_FOR_RESOURCES in {first}") for p in phases)
+    assert any(p.startswith(f"no capacity in {first}; queued in") for p in phases)
+    assert next(iter(sandbox.tpu.queued.values())).zone != first
+
+
+async def test_quota_zero_everywhere_refuses_the_plan(sandbox: Sandbox, deps: Deps) -> None:
+    async def say(text: str) -> None:
+        assert "nothing the bot can do" in text
+
+    await TPU_SCENARIOS["tpu-quota-zero"].run(sandbox, say)
+    plan = await build_plan("deploy", {"profile": TPU_PROFILE}, _tpu(deps), deps.writes.env)
+    assert "No zone offers this slice with quota" in plan.blocked()
+    assert "quota 0 chips" in plan.blocked()
+
+
+async def test_preempted_while_serving_is_diagnosed(sandbox: Sandbox, deps: Deps) -> None:
+    async def say(text: str) -> None:
+        pass
+
+    await TPU_SCENARIOS["tpu-preempted"].run(sandbox, say)
+    sandbox.clock.advance(60)
+    info = await _tpu(deps).get_service(SERVICE)
+    assert info.ready is False and info.terminal_condition is not None
+    assert info.terminal_condition.reason == "SUSPENDED"
+    assert await _kinds(deps) == ["tpu_preempted"]
+
+
+async def test_hbm_oom_at_load_is_diagnosed_from_vllm_lines(sandbox: Sandbox, deps: Deps) -> None:
+    async def say(text: str) -> None:
+        pass
+
+    await TPU_SCENARIOS["tpu-hbm-oom"].run(sandbox, say)
+    sandbox.clock.advance(300)
+    sandbox.tpu_nodes.tick()
+    assert await eventually(lambda: any("exceeds total_hbm_limit_cap_gb" in str(e) for e in sandbox.logging.entries))
+    assert await _kinds(deps) == ["tpu_hbm_oom"]
