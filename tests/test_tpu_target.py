@@ -85,6 +85,7 @@ async def test_a_tpu_profile_deploys_end_to_end_and_is_destroyed(sandbox: Sandbo
     assert await _kinds(deps) == []  # a clean start diagnoses clean
     destroy = await build_plan("destroy", {"service": SERVICE}, target, deps.writes.env)
     assert "Delete Cloud TPU queued resource" in destroy.summary
+
     async def tick(p) -> None:  # type: ignore[no-untyped-def]
         sandbox.clock.advance(30)
 
