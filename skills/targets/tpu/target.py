@@ -316,7 +316,12 @@ class TpuTarget:
         elif fit.verdict != "fits":
             refusal = "; ".join([*fit.unsupported, *fit.problems]) or fit.verdict
         elif not offline and not usable:
-            refusal = "No zone offers this slice with quota for it: " + "; ".join(o.line() for o in options[:3])
+            refusal = (
+                "No zone offers this slice with quota for it: "
+                + "; ".join(o.line() for o in options[:3])
+                + ". Nothing the bot can do: request TPU quota (Console > IAM & Admin > Quotas, service "
+                f"{self.tpu.quota.service}), or try another provisioning model (spot draws on preemptible quota)."
+            )
         price = f"${fit.hourly_usd:.2f}/h" if fit.hourly_usd is not None else "no sourced price"
         lines = [
             f"{fit.model} on {fit.accelerator_type} ({fit.chips} chips, {provisioning}): "
