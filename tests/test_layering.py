@@ -233,4 +233,3 @@ def test_the_transition_shims_only_re_export_the_cloud_run_target() -> None:
         tree = ast.parse(path.read_text())
         body = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
         assert all(isinstance(n, ast.ImportFrom) for n in body), f"{path.name} does more than re-export"
-
