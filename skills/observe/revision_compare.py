@@ -92,7 +92,10 @@ def evidence(
         ev.problems.append("vLLM /metrics not read")
         return ev
     m = summarize(latest, first)
-    ev.e2e, ev.ttft, ev.kv_usage, ev.waiting = m.e2e, m.ttft, m.kv_usage, m.waiting
+    ev.kv_usage, ev.waiting = m.kv_usage, m.waiting  # gauges: now
+    if first is latest:  # the window opens with this scrape: nothing in it yet (not the server's lifetime)
+        return ev
+    ev.e2e, ev.ttft = m.e2e, m.ttft
     ev.requests = m.e2e.count if m.e2e else 0.0
     return ev
 
