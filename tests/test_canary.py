@@ -61,7 +61,7 @@ def traffic(sandbox: Sandbox) -> dict[str, int]:
     return {s["revision"]: s["percent"] for s in statuses if s.get("percent")}
 
 
-async def run_on_clock(sandbox: Sandbox, work: Any, step_s: float = 60.0, timeout: float = 60.0) -> Any:
+async def run_on_clock(sandbox: Sandbox, work: Any, step_s: float = 60.0) -> Any:
     """Run `work` while the sandbox's clock moves `step_s` every 20 ms of real time (cold starts, windows)."""
     task = asyncio.ensure_future(work)
 
@@ -70,7 +70,7 @@ async def run_on_clock(sandbox: Sandbox, work: Any, step_s: float = 60.0, timeou
             sandbox.clock.advance(step_s)
         return task.done()
 
-    assert await eventually(moved, timeout=timeout)
+    assert await eventually(moved, timeout=60.0)
     return task.result()
 
 
@@ -158,6 +158,7 @@ async def test_a_clear_regression_is_rolled_back_automatically_when_enabled(
         sandbox.fleet.arm("canary-regresses")
         baseline = next(iter(traffic(sandbox)))
         responder, said = await canary_thread(deps, sandbox)
+        assert comparisons(responder)[-1].endswith("the canary regresses")  # the thread shows what it acted on
         assert said.title.startswith(f":rewind: Rolled back automatically: 100% of traffic on `{baseline}`")
         assert "Why: error rate 8.0% against 0.2%" in shown(said)
         assert "by `canary-bot`" in (said.context or "")
