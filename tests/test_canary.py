@@ -211,6 +211,23 @@ async def test_a_canary_the_gpu_quota_cannot_hold_is_refused(deps: Deps, sandbox
     assert plain is not None and any(b.action_id == CONFIRM_ACTION for b in plain.buttons)
 
 
+async def test_a_redeploy_can_be_a_canary_too(deps: Deps, sandbox: Sandbox) -> None:
+    baseline = next(iter(traffic(sandbox)))
+    plan = await deps.writes.propose("redeploy", {"max_model_len": 8192, "canary": 10}, user_id="U1", channel_id="C1")
+    assert plan.kind == "redeploy" and plan.params["canary"] == 10 and plan.canary["baseline"] == baseline
+    assert plan.spec is not None and [t["percent"] for t in plan.spec["traffic"]] == [90, 10]
+    assert [t["tag"] for t in plan.spec["traffic"]] == ["stable", "canary"]
+    assert plan.spec["template"]["revision"] == plan.canary["revision"] and not plan.blocked()
+
+
+async def test_a_canary_needs_one_revision_serving_everything(deps: Deps, sandbox: Sandbox) -> None:
+    sandbox.fleet.arm("canary-holds")
+    await canary_thread(deps, sandbox)  # a canary is running: traffic is split
+    reply, _ = await command(deps, DEPLOY.replace("8192", "4096"))
+    assert reply is not None and "is already split" in reply.title
+    assert "Promote or roll back the running canary first" in shown(reply)
+
+
 @pytest.mark.parametrize("pct", ["0", "51", "x"])
 async def test_a_canary_percent_out_of_range_is_refused(deps: Deps, pct: str) -> None:
     reply, _ = await command(deps, DEPLOY.replace("--canary 20", f"--canary {pct}"))
