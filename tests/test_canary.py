@@ -6,6 +6,7 @@ promoted, nothing is judged below the minimum sample, and a canary the GPU quota
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -148,6 +149,42 @@ async def test_a_holding_canary_is_proposed_for_promotion_and_promoted(deps: Dep
     assert traffic(sandbox) == {canary: 100}
     entries = await latest(deps.redis, deps.settings.key("audit"))
     assert (entries[0].action, entries[0].target, entries[0].result) == ("promote", canary, "ok")
+
+
+async def test_after_a_promoted_canary_the_next_deploy_gets_a_revision_name_of_its_own(
+    deps: Deps, sandbox: Sandbox
+) -> None:
+    sandbox.fleet.arm("canary-holds")
+    _, proposal = await canary_thread(deps, sandbox)
+    plan, _ = await click(deps, PLAN_ACTION, button(proposal, "Promote"))
+    await run_on_clock(sandbox, click(deps, CONFIRM_ACTION, plan_id_of(plan)))
+    canary = next(iter(traffic(sandbox)))
+    # The service's template still names the canary's revision; a write that reused the name would be refused.
+    plain, _ = await command(deps, DEPLOY.replace("8192 --canary 20", "4096"))
+    assert plain is not None and "- template.revision: " + canary in shown(plain)
+    await run_on_clock(sandbox, click(deps, CONFIRM_ACTION, plan_id_of(plain)))
+    new = next(iter(traffic(sandbox)))
+    assert new != canary and not new.startswith("vllm-gemma4-canary") and traffic(sandbox) == {new: 100}
+
+
+@pytest.mark.parametrize("write", ["scale 0 2", "redeploy"])
+async def test_after_a_promoted_canary_other_writes_do_not_reuse_its_revision_name(
+    deps: Deps, sandbox: Sandbox, write: str
+) -> None:
+    sandbox.fleet.arm("canary-holds")
+    _, proposal = await canary_thread(deps, sandbox)
+    plan, _ = await click(deps, PLAN_ACTION, button(proposal, "Promote"))
+    await run_on_clock(sandbox, click(deps, CONFIRM_ACTION, plan_id_of(plan)))
+    canary = next(iter(traffic(sandbox)))
+    if write == "redeploy":
+        reply, _ = await click(deps, PLAN_ACTION, json.dumps({"action": "redeploy", "params": {"max_model_len": 4096}}))
+    else:
+        reply, _ = await command(deps, write)
+    assert reply is not None and "- template.revision: " + canary in shown(reply)
+    await run_on_clock(sandbox, click(deps, CONFIRM_ACTION, plan_id_of(reply)))
+    svc = sandbox.cloud_run.services[SERVICE]
+    new = svc["latestReadyRevision"].rsplit("/", 1)[-1]  # created under a name of Cloud Run's, and ready
+    assert new == svc["latestCreatedRevision"].rsplit("/", 1)[-1] and new != canary
 
 
 async def test_a_clear_regression_is_rolled_back_automatically_when_enabled(

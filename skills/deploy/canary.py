@@ -16,6 +16,13 @@ refused with the reason.
 
 Promote (100% to the canary) and roll back (100% to the stable revision, 0% to the canary) are ordinary
 traffic-only plans: `plan_promote` here, and the existing rollback plan.
+
+Sources: google.cloud.run.v2 TrafficTarget (type, revision, percent, tag: "a string to be part of the URI to
+exclusively reference this target") and RevisionTemplate.revision ("the unique name for the revision"; Cloud Run
+requires the service's name as its prefix), https://cloud.google.com/python/docs/reference/run/latest;
+knative/serving pkg/apis/serving/v1/route_validation.go for the traffic rules; `gcloud run services update-traffic`
+(https://cloud.google.com/sdk/gcloud/reference/run/services/update-traffic: --to-revisions, --set-tags); the tag URL
+form from Cloud Run's revision-tag docs and guides (https://cloud.google.com/run/docs/rollouts-rollbacks-traffic-migration).
 """
 
 from __future__ import annotations
@@ -222,6 +229,18 @@ async def _check_quota(
         f"instances {serving_max} + the canary's {canary_instances}), and quota `{q.quota_id}` is {q.value}. "
         f"To go ahead: {q.request_fix(env.project)} Or deploy without --canary."
     )
+
+
+async def unname_revision(plan: Plan, runtime: Runtime) -> None:
+    """A write that makes a new revision after a canary must not carry the canary's revision name along (the
+    service's template keeps it): Cloud Run refuses a second revision under a taken name. Drop it, so Cloud Run
+    names the new revision, and show that in the diff."""
+    tmpl = (plan.spec or {}).get("template") or {}
+    if not tmpl.get("revision") or plan.create:
+        return
+    tmpl.pop("revision")
+    current = await current_spec(runtime, plan.service)
+    plan.changes = diff_specs(strip_output_only(current), plan.spec)
 
 
 async def plan_promote(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) -> Plan:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from skills.deploy.canary import apply_canary, canary_percent, plan_promote
+from skills.deploy.canary import apply_canary, canary_percent, plan_promote, unname_revision
 from skills.deploy.env import DeployEnv
 from skills.deploy.plan_common import ActionKind
 from skills.deploy.plan_deploy import plan_deploy
@@ -63,6 +63,8 @@ async def build_plan(
     if canary is not None:
         info = await apply_canary(plan, percent, runtime, env, preflight.quotas if preflight else None)
         plan.canary = info.model_dump()
+    elif kind in ("deploy", "redeploy", "scale") and not offline:
+        await unname_revision(plan, runtime)
     if preflight is not None and kind in ("deploy", "redeploy") and plan.spec is not None and not offline:
         plan.preflight = await run_preflight(preflight, target_of(plan.spec, env))
     return plan

@@ -9,6 +9,11 @@ Two sources, each per revision:
   `revision_name` label), grouped by `response_code_class`: the error rate as Cloud Run saw it, including errors
   vLLM never logs (a request refused before it reached the container).
 
+Sources: vLLM's metric names as skills/observe/model_metrics.py reads them (vLLM's metrics design doc); the
+cloud_run_revision monitored resource's labels (project_id, service_name, revision_name, location, configuration_name:
+https://cloud.google.com/monitoring/api/resources#tag_cloud_run_revision) and request_count's response_code_class
+label (https://cloud.google.com/monitoring/api/metrics_gcp#gcp-run).
+
 No verdict before both revisions finished `min_requests` requests in the window: "not enough traffic yet".
 The thresholds are this bot's policy (CANARY_* settings), not vLLM's or Google's numbers.
 """
