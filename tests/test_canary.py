@@ -265,6 +265,16 @@ async def test_a_canary_needs_one_revision_serving_everything(deps: Deps, sandbo
     assert "Promote or roll back the running canary first" in shown(reply)
 
 
+async def test_a_plain_rollback_during_a_canary_goes_back_to_the_stable_revision(deps: Deps, sandbox: Sandbox) -> None:
+    sandbox.fleet.arm("canary-holds")
+    baseline = next(iter(traffic(sandbox)))
+    await canary_thread(deps, sandbox)
+    plan, _ = await command(deps, "rollback")
+    assert (
+        plan is not None and plan.title == f":clipboard: Plan: Roll `vllm-gemma4` back: 100% of traffic to `{baseline}`"
+    )
+
+
 @pytest.mark.parametrize("pct", ["0", "51", "x"])
 async def test_a_canary_percent_out_of_range_is_refused(deps: Deps, pct: str) -> None:
     reply, _ = await command(deps, DEPLOY.replace("--canary 20", f"--canary {pct}"))

@@ -231,6 +231,15 @@ async def _check_quota(
     )
 
 
+def stable_revision(info: ServiceInfo) -> str:
+    """During a canary (traffic split with the `stable` tag), the revision a plain rollback goes back to ('' when
+    no canary runs)."""
+    split = [t for t in info.traffic if t.percent > 0]
+    if len(split) > 1:
+        return next((t.revision for t in split if t.tag == STABLE_TAG and t.revision), "")
+    return ""
+
+
 async def unname_revision(plan: Plan, runtime: Runtime) -> None:
     """A write that makes a new revision after a canary must not carry the canary's revision name along (the
     service's template keeps it): Cloud Run refuses a second revision under a taken name. Drop it, so Cloud Run
