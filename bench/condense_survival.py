@@ -4,12 +4,14 @@
     python bench/condense_survival.py --mark     # (re)write each corpus log's decisive lines into its manifest
 
 Over every log of the real-logs corpus: the share of its decisive lines (the lines the analyzers quote, marked
-per log as "decisive" in the corpus manifests) that appear verbatim in the digest `condense` makes of it after
-redaction, with the compression the digest gives: lines in / lines out and tokens in / tokens out (tokens by
-skills/tokens.estimate_tokens, the estimate the budget uses). The busy healthy logs of the corpus are summed on
-their own: condensing them is the point of the digest, so their compression must not fall. The corpus' busy
-logs are short excerpts; Loghub's 2,000-line raw logs (tests/data/loghub/*/*_2k.log, busy logs of other
-systems) are condensed too, as longer busy logs.
+per log as "decisive" in the corpus manifests) that appear verbatim in the digest the product shows after
+redaction (diagnose's digest: condense is told the findings' evidence), and, as "blind", in the digest that
+condense makes without the findings (grouping and budget alone), with the compression the product's digest
+gives: lines in / lines out and tokens in / tokens out (tokens by skills/tokens.estimate_tokens, the estimate
+the budget uses). The busy healthy logs of the corpus are summed on their own: condensing them is the point
+of the digest, so their compression must not fall. The corpus' busy logs are short excerpts; Loghub's
+2,000-line raw logs (tests/data/loghub/*/*_2k.log, busy logs of other systems) are condensed too, as longer
+busy logs.
 """
 
 from __future__ import annotations
@@ -61,9 +63,10 @@ def main(argv: list[str]) -> int:
             return 2
         got = corpus_survival(folder)
         rows += got
-        d, s = sum(r.decisive for r in got), sum(r.survived for r in got)
-        print(f"{folder.name:<20} logs {len(got):>3}  decisive lines kept verbatim {s}/{d}  {_sum(got)}")
-    d, s = sum(r.decisive for r in rows), sum(r.survived for r in rows)
+        d, s, b = sum(r.decisive for r in got), sum(r.survived for r in got), sum(r.survived_blind for r in got)
+        print(f"{folder.name:<20} logs {len(got):>3}  decisive lines kept verbatim {s}/{d} (blind {b})  {_sum(got)}")
+    d, s, b = sum(r.decisive for r in rows), sum(r.survived for r in rows), sum(r.survived_blind for r in rows)
+    print(f"condense alone (not told the findings): {b}/{d} = {b / d:.1%} of decisive lines kept verbatim")
     per_log = [r.survived / r.decisive for r in rows if r.decisive]
     print(
         f"{'corpus':<20} logs {len(rows):>3}  decisive lines kept verbatim {s}/{d} = {s / d:.1%}"

@@ -31,7 +31,8 @@ class Survival(BaseModel):
     tokens_in: int
     tokens_out: int
     decisive: int
-    survived: int
+    survived: int  # in the digest the product shows (diagnose: condense told the findings' evidence)
+    survived_blind: int  # in a digest made without the findings (condense alone: grouping and budget only)
     missing: list[str] = Field(default_factory=list)
 
 
@@ -51,18 +52,21 @@ def decisive_lines(entries: list[LogEntry]) -> list[str]:
 
 
 def survival(entries: list[LogEntry], decisive: list[str], name: str = "", token_budget: int = 3000) -> Survival:
-    """Condense `entries` as the product does; which decisive lines appear verbatim in the digest text."""
-    digest = condense(entries, token_budget)
+    """Which decisive lines appear verbatim in the digest the product shows (diagnose's, whose condense is
+    told the findings' evidence) and in one condense makes alone; compression of the product's digest."""
+    shown = diagnose(entries, token_budget=token_budget)
+    blind = condense(entries, token_budget)
     text_in = "\n".join(e.text for e in redact_entries(entries))
-    missing = [d for d in decisive if d not in digest.text]
+    missing = [d for d in decisive if d not in shown.digest_text]
     return Survival(
         file=name,
-        lines_in=digest.stats.lines_in,
-        lines_out=digest.text.count("\n") + 1,
+        lines_in=shown.digest.lines_in,
+        lines_out=shown.digest_text.count("\n") + 1,
         tokens_in=estimate_tokens(text_in),
-        tokens_out=digest.stats.tokens,
+        tokens_out=estimate_tokens(shown.digest_text),
         decisive=len(decisive),
         survived=len(decisive) - len(missing),
+        survived_blind=sum(1 for d in decisive if d in blind.text),
         missing=missing,
     )
 

@@ -82,6 +82,14 @@ def _is_var(tok: str) -> bool:
 _VAR_EDGE = _EDGE + "<>="
 
 
+def _key_word(tok: str) -> str:
+    """A token as an index key: nothing for a variable; a `key=value` by its key (the value may vary)."""
+    if WILDCARD in tok:
+        return ""
+    k, eq, _ = tok.partition("=")
+    return k + eq
+
+
 def _named_value(prev: str, a: str, b: str) -> bool:
     """Two constant words at one position are values of one variable when the statement names it there:
     `key=alice` / `key=bob` (same key), or the word after an account word (`user alice` / `user bob`)."""
@@ -147,7 +155,7 @@ class TemplateMiner:
         if hit is not None:
             return self.group(hit)
         # Like Drain's prefix tree: length and the first two constant-looking tokens must agree.
-        key = (len(tokens), _const(tokens[0]) if tokens else "", _const(tokens[1]) if len(tokens) > 1 else "")
+        key = (len(tokens), _key_word(tokens[0]) if tokens else "", _key_word(tokens[1]) if len(tokens) > 1 else "")
         bucket = self._index.setdefault(key, [])
         best, best_score = -1, -1.0
         n = max(1, len(tokens))
@@ -210,21 +218,21 @@ class TemplateMiner:
                     return
         for end in ends:
             group = self._by_end.setdefault(end, [])
-            if len(group) < 64:  # a bounded look-up: the shapes seen first are the common ones
+            if len(group) < 16:  # a bounded look-up: the shapes seen first are the common ones
                 group.append(gid)
 
     @staticmethod
     def _spans(tpl: list[str], tokens: list[str]) -> bool:
-        if len(tpl) == len(tokens):
+        if len(tpl) == len(tokens) or abs(len(tpl) - len(tokens)) > 8:  # a spanning variable: <= 8 tokens more
             return False
         lo = 0
         for a, b in zip(tpl, tokens, strict=False):
-            if a != b and a != WILDCARD:
+            if a != b:  # a template variable ends the agreeing part: it may be the one that spans
                 break
             lo += 1
         hi = 0
         for a, b in zip(reversed(tpl), reversed(tokens), strict=False):
-            if a != b and a != WILDCARD:
+            if a != b:
                 break
             hi += 1
         short = min(len(tpl), len(tokens))
@@ -233,7 +241,12 @@ class TemplateMiner:
         # One side's differing stretch must be variables only (the variable that spans more, or fewer,
         # tokens on the other side), and the agreeing parts must hold at least two constant words: a stretch
         # of differing words on both sides is another statement.
-        if not any(gap and all(WILDCARD in t for t in gap) for gap in (gap_t, gap_l)):
+        # The other side's stretch is the value's words: a variable of its own there ("invalid user <*>")
+        # makes it another statement.
+        if not any(
+            one and all(WILDCARD in t for t in one) and not any(WILDCARD in t for t in other)
+            for one, other in ((gap_t, gap_l), (gap_l, gap_t))
+        ):
             return False
         kept = tpl[:lo] + tpl[len(tpl) - hi :]
         return _anchors(kept, -1) >= 2 and len(gap_t) <= 8 and len(gap_l) <= 8
