@@ -28,7 +28,7 @@ def check_capabilities(kind: str, params: dict[str, Any], target: ServingTarget,
     """Refuse, before anything is read, a write that needs what the target lacks (TargetUnsupported)."""
     if kind == "rollback":
         require(target, "revisions", service)
-    if params.get("canary") is not None:  # a share of traffic on the new revision: a split between revisions
+    if kind == "promote" or params.get("canary") is not None:  # traffic shared (or moved) between revisions
         require(target, "traffic_split", service)
     if kind == "scale":
         p: ScaleParams = validate_params(ScaleParams, params, "scale")
@@ -68,7 +68,8 @@ async def build_plan(
     service = params.get("service")
     check_capabilities(kind, params, target, service if isinstance(service, str) and service else env.service)
     offline = offline and kind == "deploy"
-    plan = await target.plan(cast(ActionKind, kind), params, env, offline=offline)  # a known kind: checked above
+    quotas = preflight.quotas if preflight is not None else None  # a canary's quota check reads them too
+    plan = await target.plan(cast(ActionKind, kind), params, env, offline=offline, quotas=quotas)
     plan.target = target.kind
     plan.created_by, plan.channel_id = user_id, channel_id
     if preflight is not None and kind in ("deploy", "redeploy") and plan.spec is not None and not offline:
