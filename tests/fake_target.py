@@ -23,7 +23,7 @@ from skills.deploy.plans import Plan
 from skills.deploy.preflight import Target as PreflightTarget
 from skills.deploy.serving_config import ServingSummary
 from skills.errors import InvalidInput, NotFound
-from skills.ports import OperationProgress, RevisionInfo, ServiceInfo
+from skills.ports import OperationProgress, QuotaReader, RevisionInfo, ServiceInfo
 from skills.targets.port import ExportedSpec, TargetCapabilities
 
 KIND = "fake-queued"
@@ -110,7 +110,15 @@ class NoRevisionsTarget:
 
     # --- its spec document ------------------------------------------------------------------------------------
 
-    async def plan(self, kind: ActionKind, params: dict[str, Any], env: DeployEnv, *, offline: bool = False) -> Plan:
+    async def plan(
+        self,
+        kind: ActionKind,
+        params: dict[str, Any],
+        env: DeployEnv,
+        *,
+        offline: bool = False,
+        quotas: QuotaReader | None = None,
+    ) -> Plan:
         self.calls.append(f"plan {kind}")
         if kind == "scale":
             p: ScaleParams = validate_params(ScaleParams, params, "scale")

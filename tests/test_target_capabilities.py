@@ -45,6 +45,7 @@ def _text(reply: Any) -> str:
         (f"logs {SERVICE} --revision r-1", "which has no revisions"),
         (f"diagnose {SERVICE} --revision r-1", "which has no revisions"),
         (f"scale 0 2 --service {SERVICE}", "which cannot scale to zero"),
+        (f"deploy gemma4-12b-qat-l4 --canary 10 --service {SERVICE}", "which cannot split traffic"),
     ],
 )
 async def test_a_command_the_target_cannot_do_says_so_and_asks_nothing(
@@ -56,6 +57,17 @@ async def test_a_command_the_target_cannot_do_says_so_and_asks_nothing(
     assert not any(b.action_id == CONFIRM_ACTION for b in reply.buttons), "no plan to confirm"
     assert fake.calls == [], "refused before anything was asked of the target"
     assert cloud_run.requests == [], "nor of Cloud Run"
+
+
+async def test_a_profile_for_another_target_is_refused_on_the_service(
+    deps: Any, fake: NoRevisionsTarget, cloud_run: CloudRunStandIn
+) -> None:
+    reply, _ = await command(deps, f"deploy gemma4-12b-qat-l4 --service {SERVICE}")
+    assert reply is not None
+    assert reply.title == (
+        f":warning: Profile `gemma4-12b-qat-l4` deploys to `cloud-run`, not to Fake Queued VMs (`{SERVICE}`)."
+    ), reply.title
+    assert fake.calls == [] and cloud_run.requests == []
 
 
 async def test_a_resize_on_the_target_is_its_plan_and_shows_its_queued_phases(

@@ -104,11 +104,11 @@ class Toolset:
                 NoArgs,
                 self._status,
             ),
-            Tool(
-                "list_revisions",
-                "Recent revisions with readiness and traffic.",
-                RevisionsArgs,
-                self._revisions,
+            # Offered only where the serving target has revisions (skills/targets/port.py capabilities).
+            *(
+                [Tool("list_revisions", "Recent revisions with readiness and traffic.", RevisionsArgs, self._revisions)]
+                if self.deps.runtime.capabilities.revisions
+                else []
             ),
             Tool(
                 "service_config",

@@ -149,7 +149,7 @@ async def execute(
         )
         op = await runtime.apply_service(plan.service, plan.spec, create=plan.create)
         await rep(Progress(phase="submitted", elapsed_s=rep.elapsed()))
-        if plan.kind == "rollback":
+        if plan.kind in ("rollback", "promote"):  # traffic-only writes
             return await _wait_traffic(runtime, plan, op, rep, poll_s)
         if not revisions:
             return await _wait_ready(runtime, plan, op, rep, poll_s, logs, since)

@@ -8,7 +8,7 @@ the target cannot do is refused first (skills/targets/port.py capabilities), and
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any, cast, get_args
 
 from skills.actions.params import ScaleParams
 from skills.deploy.env import DeployEnv
@@ -28,6 +28,8 @@ def check_capabilities(kind: str, params: dict[str, Any], target: ServingTarget,
     """Refuse, before anything is read, a write that needs what the target lacks (TargetUnsupported)."""
     if kind == "rollback":
         require(target, "revisions", service)
+    if kind == "promote" or params.get("canary") is not None:  # traffic shared (or moved) between revisions
+        require(target, "traffic_split", service)
     if kind == "scale":
         p: ScaleParams = validate_params(ScaleParams, params, "scale")
         if p.min_instances == 0:
@@ -66,7 +68,8 @@ async def build_plan(
     service = params.get("service")
     check_capabilities(kind, params, target, service if isinstance(service, str) and service else env.service)
     offline = offline and kind == "deploy"
-    plan = await target.plan(kind, params, env, offline=offline)  # type: ignore[arg-type]  # checked above
+    quotas = preflight.quotas if preflight is not None else None  # a canary's quota check reads them too
+    plan = await target.plan(cast(ActionKind, kind), params, env, offline=offline, quotas=quotas)
     plan.target = target.kind
     plan.created_by, plan.channel_id = user_id, channel_id
     if preflight is not None and kind in ("deploy", "redeploy") and plan.spec is not None and not offline:

@@ -14,7 +14,7 @@ from skills.capacity.release import assumed_release
 from skills.deploy.sizes import gib
 from skills.errors import InvalidInput, explain_validation
 
-ActionKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy"]
+ActionKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy", "promote"]
 
 
 def validate_params(model: type[BaseModel], params: dict[str, Any], kind: str) -> Any:

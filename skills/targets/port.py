@@ -26,7 +26,7 @@ from skills.deploy.plans import Plan
 from skills.deploy.preflight import Target as PreflightTarget
 from skills.deploy.serving_config import ServingSummary
 from skills.errors import InvalidInput
-from skills.ports import Logs, Metrics, Runtime
+from skills.ports import Logs, Metrics, QuotaReader, Runtime
 
 Capability = Literal["revisions", "traffic_split", "scale_to_zero"]
 
@@ -93,9 +93,18 @@ class ServingTarget(Runtime, Protocol):
     @property
     def metrics(self) -> Metrics | None: ...
 
-    async def plan(self, kind: ActionKind, params: dict[str, Any], env: DeployEnv, *, offline: bool = False) -> Plan:
-        """A write plan (deploy, redeploy, scale, rollback, destroy) in this target's spec; `offline` (deploy):
-        rendered without reading the running service."""
+    async def plan(
+        self,
+        kind: ActionKind,
+        params: dict[str, Any],
+        env: DeployEnv,
+        *,
+        offline: bool = False,
+        quotas: QuotaReader | None = None,
+    ) -> Plan:
+        """A write plan (deploy, redeploy, scale, rollback, destroy, promote) in this target's spec; `offline`
+        (deploy): rendered without reading the running service; `quotas`: the project's, for a plan whose
+        refusal depends on them (a canary needs room for two revisions)."""
         ...
 
     def fingerprint(self, spec: dict[str, Any] | None) -> str:

@@ -43,10 +43,14 @@ class Targets:
         return self.for_kind(self.services.get(service, self.default_kind))
 
     def for_write(self, kind: str, params: dict[str, Any], default_service: str) -> ServingTarget:
-        """The target a write plan is for: a deploy's profile names it; any other write is on the service's."""
+        """The target a write plan is for: the service's, when it is wired to one; else a deploy's profile names
+        it. (A profile for another target than the service's is then refused: skills/deploy/plan_builder.py.)"""
+        service = params.get("service") if isinstance(params, dict) else None
+        service = service if isinstance(service, str) and service else default_service
+        if service in self.services:
+            return self.for_service(service)
         name = params.get("profile") if kind == "deploy" and isinstance(params, dict) else None
         profile = load_profiles().get(name) if isinstance(name, str) else None
         if profile is not None:  # an unknown profile is the planner's to refuse
             return self.for_kind(profile.target)
-        service = params.get("service") if isinstance(params, dict) else None
-        return self.for_service(service if isinstance(service, str) and service else default_service)
+        return self.for_service(service)

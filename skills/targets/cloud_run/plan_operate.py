@@ -9,6 +9,7 @@ from skills.deploy.env import DeployEnv
 from skills.deploy.plans import Plan
 from skills.errors import InvalidInput, NotFound
 from skills.ports import RevisionInfo, Runtime
+from skills.targets.cloud_run.canary import stable_revision
 from skills.targets.cloud_run.diff import diff_specs, fingerprint
 from skills.targets.cloud_run.gcloud import destroy_command, rollback_command, scale_command
 from skills.targets.cloud_run.plan_common import (
@@ -104,7 +105,8 @@ async def plan_rollback(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
     service = p.service or env.service
     current = await current_spec(runtime, service)
     revisions = await runtime.list_revisions(service, limit=20)
-    target = pick_rollback_target(revisions, p.revision)
+    # During a canary a plain `/gemma rollback` means "back to the stable revision", not the one before it.
+    target = pick_rollback_target(revisions, p.revision or stable_revision(await runtime.get_service(service)))
     new = strip_output_only(current)
     new["traffic"] = [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION", "revision": target.name, "percent": 100}]
     changes = diff_specs(strip_output_only(current), new)

@@ -12,13 +12,15 @@ from typing import Any
 
 import yaml
 
+from skills.deploy.canary import canary_percent
 from skills.deploy.env import DeployEnv
 from skills.deploy.plan_inputs import ActionKind
 from skills.deploy.plans import Plan
 from skills.deploy.preflight import Target as PreflightTarget
 from skills.deploy.serving_config import ServingSummary
 from skills.errors import InvalidInput
-from skills.ports import Logs, Metrics, OperationProgress, RevisionInfo, Runtime, ServiceInfo
+from skills.ports import Logs, Metrics, OperationProgress, QuotaReader, RevisionInfo, Runtime, ServiceInfo
+from skills.targets.cloud_run.canary import apply_canary, plan_promote, unname_revision
 from skills.targets.cloud_run.diff import fingerprint
 from skills.targets.cloud_run.gcloud import deploy_command
 from skills.targets.cloud_run.plan_deploy import plan_deploy
@@ -40,6 +42,7 @@ _BUILDERS: dict[str, _Builder] = {
     "scale": plan_scale,
     "rollback": plan_rollback,
     "destroy": plan_destroy,
+    "promote": plan_promote,
 }
 
 
@@ -83,16 +86,37 @@ class CloudRunTarget:
 
     # --- its spec document: v2 Service JSON ---------------------------------------------------------------
 
-    async def plan(self, kind: ActionKind, params: dict[str, Any], env: DeployEnv, *, offline: bool = False) -> Plan:
+    async def plan(
+        self,
+        kind: ActionKind,
+        params: dict[str, Any],
+        env: DeployEnv,
+        *,
+        offline: bool = False,
+        quotas: QuotaReader | None = None,
+    ) -> Plan:
         tpu_only = sorted(k for k in ("accelerator_type", "zone", "provisioning") if params.get(k) is not None)
         if tpu_only:
             raise InvalidInput(f"{', '.join(tpu_only)} apply to a Cloud TPU deployment, not to Cloud Run.")
-        if kind == "deploy" and offline:
-            return await plan_deploy(self.runtime, env, params, offline=True)
         builder = _BUILDERS.get(kind)
         if builder is None:
             raise InvalidInput(f"Unknown action `{kind}`.", "Known: " + ", ".join(sorted(_BUILDERS)) + ".")
-        return await builder(self.runtime, env, params)
+        # `canary` is no setting of the service: the plan is built without it, then split (canary.py).
+        canary = params.get("canary") if kind in ("deploy", "redeploy") and not offline else None
+        percent = 0
+        if canary is not None:
+            percent = canary_percent(canary)
+            params = {k: v for k, v in params.items() if k != "canary"}
+        if kind == "deploy" and offline:
+            plan = await plan_deploy(self.runtime, env, params, offline=True)
+        else:
+            plan = await builder(self.runtime, env, params)
+        if canary is not None:
+            info = await apply_canary(plan, percent, self.runtime, env, quotas)
+            plan.canary = info.model_dump()
+        elif kind in ("deploy", "redeploy", "scale") and not offline:
+            await unname_revision(plan, self.runtime)
+        return plan
 
     def fingerprint(self, spec: dict[str, Any] | None) -> str:
         return fingerprint(spec)

@@ -259,7 +259,17 @@ class TpuTarget:
 
     # --- plans -----------------------------------------------------------------------------------------------
 
-    async def plan(self, kind: ActionKind, params: dict[str, Any], env: DeployEnv, *, offline: bool = False) -> Plan:
+    async def plan(
+        self,
+        kind: ActionKind,
+        params: dict[str, Any],
+        env: DeployEnv,
+        *,
+        offline: bool = False,
+        quotas: QuotaReader | None = None,
+    ) -> Plan:
+        if params.get("canary") is not None:
+            raise InvalidInput("A Cloud TPU slice cannot split traffic: there is no canary on it.")
         if kind == "deploy":
             return await self._plan_deploy(params, env, offline)
         if kind == "destroy":
