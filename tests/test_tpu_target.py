@@ -140,3 +140,36 @@ async def test_hbm_oom_at_load_is_diagnosed_from_vllm_lines(sandbox: Sandbox, de
     sandbox.tpu_nodes.tick()
     assert await eventually(lambda: any("exceeds total_hbm_limit_cap_gb" in str(e) for e in sandbox.logging.entries))
     assert await _kinds(deps) == ["tpu_hbm_oom"]
+
+
+def test_the_console_deploys_a_tpu_profile_and_destroys_it_by_typed_name() -> None:
+    """As a user runs it: `./dev console` in the sandbox (a subprocess), the fast clock, no credentials."""
+    from tests.test_sandbox_console import _console, _env
+
+    script = "\n".join(
+        [
+            "/gemma fit gemma-4-31b --tpu v6e-1",
+            f"/gemma deploy {TPU_PROFILE}",
+            "click Confirm",
+            f"/gemma status {SERVICE}",
+            f"/gemma destroy {SERVICE}",
+            "click Destroy…",
+            "not-this-one",
+            f"/gemma destroy {SERVICE}",
+            "click Destroy…",
+            SERVICE,
+            f"/gemma status {SERVICE} --fresh",
+            "quit",
+        ]
+    )
+    result = _console(script + "\n", _env())
+    out = result.stdout
+    assert result.returncode == 0, result.stderr
+    assert "needs more chips than v6e-1" in out and "Smallest slice that fits: `v6e-4`" in out
+    assert f"Plan: Create Cloud TPU queued resource `{SERVICE}`: v6e-4 on-demand" in out
+    assert f"deploy `{SERVICE}`: PROVISIONING in" in out
+    assert f"deploy `{SERVICE}`: ready" in out
+    assert f"● {SERVICE}: ready" in out and "Served models  `google/gemma-4-31B-it`" in out
+    assert "The name typed does not match" in out  # the first destroy: refused, nothing deleted
+    assert f"destroy `{SERVICE}`: deleted" in out
+    assert f"Service `{SERVICE}` does not exist" in out
