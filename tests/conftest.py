@@ -110,6 +110,7 @@ def settings(
         google_anonymous_credentials=True,
         cloud_run_api_endpoint=cloud_run.base_url,  # type: ignore[attr-defined]
         cloud_logging_api_endpoint=quiet_logging,
+        cloud_tpu_api_endpoint="127.0.0.1:9",  # no TPU stand-in here: a call would be refused on this machine
         vllm_service_name="vllm-gemma4",
         vllm_base_url=model_server.base_url,  # type: ignore[attr-defined]
         deployer_user_ids="UDEPLOYER",

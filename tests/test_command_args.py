@@ -34,6 +34,7 @@ BAD: dict[str, tuple[list[str], str]] = {
     "models": (["gemma"], "Unexpected argument `gemma`."),
     "query": ([], "Nothing to ask."),
     "quota": (["nvidia-l4", "2"], "Unexpected argument `2`."),
+    "tpu": (["zones", "v6e-4", "extra"], "Unexpected argument `extra`."),
     "revisions": (["a", "b"], "Unexpected argument `b`."),
     "rollback": (["r1", "r2"], "Unexpected argument `r2`."),
     "sandbox": (["a", "b"], "Unexpected argument `b`."),

@@ -104,7 +104,7 @@ async def test_every_profile_renders_on_every_cloud_run_gpu_with_a_compatible_im
             assert plan.gcloud.startswith("gcloud beta run deploy" if gpu == RTX else "gcloud run deploy")
             validate_service(spec)  # the stand-in (as strict as the API) would accept it
             rendered += 1
-    assert rendered == 2 * len(load_profiles())
+    assert rendered == 2 * len([p for p in load_profiles().values() if p.target == "cloud-run"])
 
 
 async def test_vllm_image_override_that_cannot_run_is_refused_with_the_newest_compatible(
