@@ -135,6 +135,7 @@ class NoRevisionsTarget:
                 base_fingerprint=self.fingerprint(current),
                 changes=_changes(current, new),
                 gcloud=f"fakectl resize {service} --min {p.min_instances} --max {p.max_instances}",
+                cli="fakectl",
                 wait_budget_s=600,
             )
         if kind == "destroy":
@@ -148,6 +149,7 @@ class NoRevisionsTarget:
                 params=d.model_dump(exclude_none=True),
                 base_fingerprint=self.fingerprint(current),
                 gcloud=f"fakectl delete {service}",
+                cli="fakectl",
                 wait_budget_s=600,
             )
         raise AssertionError(f"the fake target makes no {kind} plan")
