@@ -27,14 +27,19 @@ async def other_incident_spans(
     return spans
 
 
-async def changes_for(deps: HandlerDeps, inc: Incident, now: datetime | None = None) -> WhatChanged:
+async def changes_for(
+    deps: HandlerDeps, inc: Incident, now: datetime | None = None, alert_revision: str = ""
+) -> WhatChanged:
     now = now or utcnow()
     s = deps.settings
     start = inc.started_at
     spans = await other_incident_spans(
         deps.redis, s.key_prefix, inc.service, inc.id, start - timedelta(seconds=2 * WINDOW_S), now
     )
-    return await what_changed(deps.runtime, deps.redis, s.key("audit"), inc.service, start, incidents=spans, now=now)
+    audit = s.key("audit")
+    return await what_changed(
+        deps.runtime, deps.redis, audit, inc.service, start, incidents=spans, now=now, alert_revision=alert_revision
+    )
 
 
 def render_changes(wc: WhatChanged, r: Reply | None = None) -> Reply:
@@ -45,7 +50,8 @@ def render_changes(wc: WhatChanged, r: Reply | None = None) -> Reply:
             if wc.healthy_proven
             else f"served just before; no revision has served {wc.healthy_s // 60} min without an incident yet"
         )
-        r.add(text=f"Last healthy revision: `{wc.healthy}` ({proven})")
+        maker = f"; {wc.healthy_action} by {r.mention(wc.healthy_by)} through the bot" if wc.healthy_by else ""
+        r.add(text=f"Last healthy revision: `{wc.healthy}` ({proven}{maker})")
     elif wc.note:
         r.add(text=wc.note)
     if not wc.changes:
@@ -78,6 +84,8 @@ def render_changes(wc: WhatChanged, r: Reply | None = None) -> Reply:
 
 
 def _rel(s: float) -> str:
+    if abs(s) < 1:
+        return "as it started"
     m = abs(s) / 60
     amount = f"{m:.0f} min" if m >= 1 else f"{abs(s):.0f} s"
     return f"{amount} before it started" if s >= 0 else f"{amount} after it started"

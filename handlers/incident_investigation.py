@@ -102,7 +102,7 @@ def make_investigator(deps: HandlerDeps) -> Investigator:
                 reply.context = f"deterministic findings for the alert window {span}"
                 yield reply
         try:  # what changed before it: the first question in any incident (handlers/incident_changes.py)
-            yield render_changes(await changes_for(deps, inc, now))
+            yield render_changes(await changes_for(deps, inc, now, alert.revision))
         except UserFacingError as exc:
             yield Reply(title=f":warning: Could not read what changed: {redact(exc.message)[:300]}")
         problem = await _model_problem(deps) if deps.agent is not None else ""

@@ -12,9 +12,13 @@ Definitions (README "Incidents" says the same):
 - A *change* is a revision created in the `window_s` (default 6 h) before the incident started (or after the
   last healthy revision, whichever is later), other than the healthy one. Who made it: the audit record whose
   `revision` is that revision (skills/deploy/audit.py records the revision a write produced); none means a change
-  made *outside the bot* (a hand deploy, `gcloud run deploy`, the console). Ranked by closeness to the start.
-- The change closest before the start is the *likely cause* when it was created within `cause_s` (default
-  1 h) of the start; then a rollback to the last healthy revision is proposed (the existing rollback plan).
+  made *outside the bot* (a hand deploy, `gcloud run deploy`, the console). Ranked by closeness to the start
+  (plus the grace below).
+- The *likely cause*: the revision the alert names when it is one of the changes (a Cloud Monitoring alert is
+  about one revision); otherwise the change closest before the start when created within `cause_s` (default
+  1 h) of it. "Before" allows `START_GRACE_S` (60 s): Cloud Monitoring gives `started_at` in whole seconds and a
+  revision that fails at once alerts as it is created. Then a rollback to the last healthy revision is proposed
+  (the existing rollback plan).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from skills.ports import RevisionInfo, Runtime, Store
 WINDOW_S = 6 * 3600
 HEALTHY_S = 600
 CAUSE_S = 3600
+START_GRACE_S = 60
 REVISIONS_READ = 30  # newest revisions read from the runtime: more than a 6-hour window holds in practice
 
 
@@ -52,6 +57,8 @@ class WhatChanged(BaseModel):
     healthy_s: int
     healthy: str = ""  # the last healthy revision ('' when the service shows none)
     healthy_proven: bool = False  # False: the stand-in (served just before; not for healthy_s without incident)
+    healthy_by: str = ""  # who made the healthy revision through the bot ('' when no audit record produced it)
+    healthy_action: str = ""
     changes: list[RevisionChange] = Field(default_factory=list)
     likely_cause: str = ""  # the revision that is the likely cause ('' when no change is)
     note: str = ""
@@ -129,6 +136,7 @@ async def what_changed(
     window_s: int = WINDOW_S,
     healthy_s: int = HEALTHY_S,
     cause_s: int = CAUSE_S,
+    alert_revision: str = "",
 ) -> WhatChanged:
     """The changes before an incident that started at `started_at` (see the module's definitions). `incidents`:
     the open stretches of the service's other incidents (the healthy rule excludes them)."""
@@ -158,12 +166,19 @@ async def what_changed(
                 diff=diff_specs(base, r.template) if base and r.template else [],
             )
         )
-    changes.sort(key=lambda c: abs(c.before_start_s))
-    before = [c for c in changes if c.before_start_s >= 0]
-    cause = min(before, key=lambda c: c.before_start_s) if before else None
+    # Closeness is measured from the start plus the grace: of two revisions created around a whole-second start,
+    # the later one is the nearer change (created after the start beyond the grace: after the earlier ones).
+    changes.sort(key=lambda c: abs(c.before_start_s + START_GRACE_S))
+    before = [c for c in changes if c.before_start_s >= -START_GRACE_S]
+    cause = before[0] if before else None
     likely = cause.revision if cause is not None and cause.before_start_s <= cause_s else ""
+    if alert_revision and any(c.revision == alert_revision for c in changes):
+        likely = alert_revision  # the alert is about this revision
     note = "" if healthy else "The service shows no ready revision from before the incident to compare with."
+    maker = made.get(healthy)
     return WhatChanged(
+        healthy_by=maker.user_id if maker else "",
+        healthy_action=maker.action if maker else "",
         service=service,
         started_at=started_at,
         window_s=window_s,
