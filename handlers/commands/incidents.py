@@ -16,12 +16,13 @@ from handlers.incident_lifecycle_render import (
     resolve_modal,
 )
 from handlers.registry import action, command, view_check
-from handlers.reply import Reply
+from handlers.reply import FileOut, Reply
 from skills.durations import format_duration
 from skills.errors import InvalidInput
 from skills.incidents.lifecycle import NOTE_MAX, SNOOZES
 from skills.incidents.lifecycle_store import ActionRefused, IncidentLifecycle, Listed
 from skills.incidents.model import utcnow
+from skills.incidents.runbooks import read_runbook
 from skills.incidents.store import IncidentStore
 from skills.logs.redact import redact
 from skills.ports import Store
@@ -137,3 +138,18 @@ async def on_resolve_submit(ctx: ActionContext) -> Reply | None:
         raise InvalidInput("This form names no incident.", "Press Resolve… in the incident's thread again.")
     ctx.value = inc_id
     return await _act(ctx, "resolve", note=ctx.form.get(NOTE_BLOCK, ""))
+
+
+def _runbook_args(p: CommandParser) -> None:
+    p.add_argument("kind", metavar="KIND", help="a finding kind, e.g. kv_cache_insufficient")
+
+
+@command("runbook", "The runbook of a finding kind (runbooks/KIND.md)", _runbook_args, ack="Reading…")
+async def runbook(ctx: CommandContext) -> Reply:
+    text = read_runbook(ctx.opts.kind, ctx.deps.settings.runbooks_dir)
+    r = Reply(title=f":book: Runbook: `{ctx.opts.kind}`")
+    r.add(text=text[:2900])
+    if len(text) > 2900:
+        r.files.append(FileOut(filename=f"{ctx.opts.kind}.md", title=f"Runbook {ctx.opts.kind}", content=text.encode()))
+        r.context = "the whole runbook is attached"
+    return r
