@@ -9,18 +9,21 @@ import re
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
 from bot.sandbox.server import serve
 from bot.settings import Settings
-from handlers.commands.incidents import incident_row
+from handlers.commands.incidents import check_resolve, incident_row
+from handlers.context import ActionContext
 from handlers.reply import Reply
 from skills.clock import ScaledClock
 from skills.incidents.lifecycle_store import ActionRefused, IncidentLifecycle
 from skills.incidents.model import utcnow
 from skills.incidents.store import IncidentStore
 from tests.alerts_fixtures import PostsSlack, basic, gcp_alert, tuned
+from tests.deploy_helpers import click
 from tests.test_incidents_storm import close, drained, incident_headers, replies, start, text_of
 
 START = 1795183200
@@ -155,3 +158,36 @@ async def test_resolve_while_firing_says_so_and_a_refire_reopens_it(
     assert any("Resolved by" in t and "still firing" in t and "rolled back by hand" in t for t in texts)
     assert any("manual resolve no longer stands" in t for t in texts)
     assert "FIRING" in _shown(slack, h) and incident_headers(slack) == [h]
+
+
+async def test_the_buttons_and_the_resolve_form_record_who_and_refuse_a_bad_click(
+    settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock
+) -> None:
+    bot = await start(settings, clock)
+    try:
+        await _gcp(bot, "0.form")
+        assert await drained(bot)
+        [h] = incident_headers(slack)
+        inc_id = _inc_id(h)
+        assert await click(bot.deps, "gemma_inc_ack", inc_id, user="UERIN") == (None, ANY)
+        refused, _ = await click(bot.deps, "gemma_inc_snooze_2d", inc_id)
+        assert refused is not None and refused.ephemeral and "Unknown snooze" in refused.title
+        gone, _ = await click(bot.deps, "gemma_inc_own", "inc-missing")
+        assert gone is not None and "No incident inc-missing" in gone.title
+        _, responder = await click(bot.deps, "gemma_inc_resolve", inc_id)
+        [modal] = responder.modals
+        meta = modal["private_metadata"]
+        empty = ActionContext(deps=bot.deps, responder=responder, user_id="UERIN", channel_id="C1",
+                              action_id="gemma_inc_resolve_submit", value=meta, form={"note": " "})  # fmt: skip
+        assert await check_resolve(empty) == {"note": "Say what fixed it, or why it is closed."}
+        done, _ = await click(
+            bot.deps, "gemma_inc_resolve_submit", modal["private_metadata"], user="UFRAN", form={"note": "rolled back"}
+        )
+        assert done is None
+        assert await drained(bot)
+    finally:
+        await close(bot)
+    inc = await IncidentLifecycle(IncidentStore(bot.deps.redis, settings.key_prefix)).find(inc_id)
+    assert inc is not None and inc.life.acked_by == "UERIN" and inc.life.resolved_by == "UFRAN"
+    assert [r.action for r in inc.life.log] == ["ack", "resolve"]  # the refused clicks changed nothing
+    assert "<@UFRAN>" in _shown(slack, h) and "rolled back" in _shown(slack, h)
