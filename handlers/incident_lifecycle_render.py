@@ -3,6 +3,7 @@ Pure functions of recorded state (skills/incidents/lifecycle.py), like the rest 
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 from handlers.reply import Button, Reply
@@ -64,7 +65,7 @@ def add_lifecycle(r: Reply, inc: Incident) -> None:
     r.buttons += lifecycle_buttons(inc)
 
 
-def life_line(rec: LifeRecord, firing_now: bool) -> str:
+def life_line(rec: LifeRecord) -> str:
     who = f"<@{rec.by}>" if rec.by else "the bot"
     if rec.action == "ack":
         return f":eyes: Acknowledged by {who} at {_at(rec.at)}"
@@ -90,8 +91,6 @@ def life_line(rec: LifeRecord, firing_now: bool) -> str:
 
 
 def resolve_modal(inc: Incident, channel_id: str, thread_ts: str) -> dict[str, object]:
-    import json
-
     meta = {"incident": inc.id, "channel_id": channel_id, "thread_ts": thread_ts}
     return {
         "type": "modal",

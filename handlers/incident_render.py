@@ -113,7 +113,7 @@ def event_line(ev: Event, service: str) -> str:
     if ev.kind in ("fixed", "fix_pending"):
         return _fix_line(ev)
     if ev.kind == "life" and ev.life is not None:
-        return life_line(ev.life, firing_now=False)
+        return life_line(ev.life)
     if ev.kind == "joined":
         if ev.count > 1:  # more alerts of one condition (other instances): one line
             return (

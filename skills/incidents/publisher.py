@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 
 STORM_WINDOW_S = 60.0
+SNOOZE_SWEEP_S = 1.0
 
 
 @dataclass
@@ -86,6 +87,7 @@ class IncidentPublisher(SlackEffects):
         self.clock = clock
         self.outbox = IncidentOutbox(IncidentStore(store, self.s.key_prefix, clock))
         self.lifecycle = IncidentLifecycle(IncidentStore(store, self.s.key_prefix, clock))
+        self._next_sweep = 0.0
         self.chat = chat
         self.on_dead = on_dead
         self.store_down = store_down
@@ -172,7 +174,9 @@ class IncidentPublisher(SlackEffects):
     async def step(self) -> tuple[bool, float | None]:
         await self._flush()
         await self.outbox.due_fix_checks(self.clock.now())
-        await self.lifecycle.wake_due(utcnow())
+        if self.clock.now() >= self._next_sweep:  # snoozes end on the minute: a sweep a second is plenty
+            self._next_sweep = self.clock.now() + SNOOZE_SWEEP_S
+            await self.lifecycle.wake_due(utcnow())
         did = False
         due: float | None = None
         for ch in await self.outbox.channels():
