@@ -33,7 +33,7 @@ async def observed_outcome(runtime: Runtime, entry: AuditEntry) -> tuple[bool, s
             return True, f"service `{entry.service}` deleted", ""
         return False, f"service `{entry.service}` still exists", ""
     info = await runtime.get_service(entry.service)
-    if entry.action == "rollback":
+    if entry.action in ("rollback", "promote"):
         share = sum(t.percent for t in info.traffic if t.revision == entry.target)
         if share == 100:
             return True, f"100% of traffic on `{entry.target}`", ""
