@@ -160,6 +160,9 @@ class NoRevisionsTarget:
             raise NotFound(f"Service `{service}` does not exist.")
         return spec
 
+    def diff(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[FieldChange]:
+        return _changes(old or {"nodes": {}}, new or {"nodes": {}})
+
     def fingerprint(self, spec: dict[str, Any] | None) -> str:
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16] if spec else ""
 
@@ -180,7 +183,7 @@ class NoRevisionsTarget:
 
 def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[FieldChange]:
     return [
-        FieldChange(path=f"nodes.{k}", old=str(old["nodes"][k]), new=str(new["nodes"][k]))
+        FieldChange(path=f"nodes.{k}", old=str(old["nodes"].get(k)), new=str(new["nodes"].get(k)))
         for k in ("min", "max")
-        if old["nodes"][k] != new["nodes"][k]
+        if old["nodes"].get(k) != new["nodes"].get(k)
     ]
