@@ -108,6 +108,8 @@ class Settings(BaseSettings):
     vllm_service_account: str | None = None  # the vLLM service's runtime identity
     model_bucket: str | None = None
     hf_token_secret: str = "hf-token"
+    # Runbooks, one <finding kind>.md each (skills/incidents/runbooks.py); unset: ./runbooks, else the repository's.
+    runbooks_dir: str | None = None
     plan_ttl_s: int = Field(default=900, ge=30)
     deploy_lock_ttl_s: int = Field(default=3600, ge=60)
     # How often a deploy polls Cloud Run while it waits for the new revision (progress is edited in place).

@@ -59,6 +59,7 @@ class HandlerSettings(Protocol):
     log_token_budget: int
     model_bucket: str | None
     plan_ttl_s: int
+    runbooks_dir: str | None
     slack_alerts_channel: str
     slack_post_burst: int
     slack_post_per_s: float

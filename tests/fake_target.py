@@ -135,6 +135,7 @@ class NoRevisionsTarget:
                 base_fingerprint=self.fingerprint(current),
                 changes=_changes(current, new),
                 gcloud=f"fakectl resize {service} --min {p.min_instances} --max {p.max_instances}",
+                cli="fakectl",
                 wait_budget_s=600,
             )
         if kind == "destroy":
@@ -148,6 +149,7 @@ class NoRevisionsTarget:
                 params=d.model_dump(exclude_none=True),
                 base_fingerprint=self.fingerprint(current),
                 gcloud=f"fakectl delete {service}",
+                cli="fakectl",
                 wait_budget_s=600,
             )
         raise AssertionError(f"the fake target makes no {kind} plan")
@@ -157,6 +159,9 @@ class NoRevisionsTarget:
         if spec is None:
             raise NotFound(f"Service `{service}` does not exist.")
         return spec
+
+    def diff(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[FieldChange]:
+        return _changes(old or {"nodes": {}}, new or {"nodes": {}})
 
     def fingerprint(self, spec: dict[str, Any] | None) -> str:
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16] if spec else ""
@@ -178,7 +183,7 @@ class NoRevisionsTarget:
 
 def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[FieldChange]:
     return [
-        FieldChange(path=f"nodes.{k}", old=str(old["nodes"][k]), new=str(new["nodes"][k]))
+        FieldChange(path=f"nodes.{k}", old=str(old["nodes"].get(k)), new=str(new["nodes"].get(k)))
         for k in ("min", "max")
-        if old["nodes"][k] != new["nodes"][k]
+        if old["nodes"].get(k) != new["nodes"].get(k)
     ]

@@ -77,6 +77,12 @@ def test_the_readme_tour_in_one_console_run(tmp_path: Path) -> None:
     assert "redeploy `vllm-gemma4`: ready" in everything  # the fix, planned from its button and confirmed
     assert "Running / waiting              8 / 19" in seen["/gemma metrics"]
     assert "Run benchmark" in seen["/gemma bench"]
+    assert "outside the bot" in everything and "Plan rollback to" in everything  # what changed
+    assert "Acknowledged" in everything  # the lifecycle button, shown in the header and the thread
+    assert "Postmortem draft" in seen["/gemma postmortem"]
+    assert "fixed by redeploy" in seen["/gemma postmortem"] or "redeploy ok" in seen["/gemma postmortem"]
+    listed = seen["/gemma incidents"]
+    assert "vLLM revision failed to start" in listed  # resolved, or still closing: the close comes asynchronously
     # The canary: planned with its cost, compared in its thread, proposed for rollback, rolled back by a click.
     assert "Canary cost: a second GPU instance" in everything
     assert "the canary regresses" in everything and "regresses: roll it back?" in everything

@@ -77,6 +77,7 @@ async def test_a_resize_on_the_target_is_its_plan_and_shows_its_queued_phases(
     assert reply is not None and not reply.title.startswith(":warning:"), reply.title
     shown = _text(reply)
     assert "nodes.max: 1 -> 2" in shown and "fakectl resize tpu-svc --min 1 --max 2" in shown
+    assert "fakectl equivalent" in [s.heading for s in reply.sections]
     result, progress = await click(deps, CONFIRM_ACTION, plan_id_of(reply))
     assert result is None
     titles = progress.titles()

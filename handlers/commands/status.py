@@ -90,5 +90,6 @@ async def status(ctx: CommandContext) -> Reply:
         fresh=ctx.opts.fresh,
         metrics=target.metrics,
         revisions=target.capabilities.revisions,
+        where=target.display,
     )
     return render_status(report)

@@ -233,4 +233,5 @@ async def run_claimed(
         await lock.release()
         if not cancelled:
             outcome = _entry(plan, user_id, "ok" if result.ok else "failed", result.detail, time.monotonic() - start)
+            outcome.revision = result.revision  # the revision it produced ('' for a rollback or a destroy)
             await settle(gate.store, gate.audit_key, outcome)

@@ -225,7 +225,7 @@ async def _wait_revision(
             rev = await _ride_out("revision", deadline, poll_s, poll, still_watching)
         except TransientCloudError as exc:
             raise UserFacingError(
-                f"Cloud Run's API kept failing until the watch's deadline ({exc.message}); the revision may "
+                f"{runtime.display}'s API kept failing until the watch's deadline ({exc.message}); the revision may "
                 "still become ready.",
                 "Check `/gemma status` in a few minutes.",
             ) from None
@@ -265,7 +265,7 @@ async def _wait_revision(
             return ExecResult(ok=False, detail=detail, revision=revision, duration_s=elapsed, log_lines=lines)
         if time.monotonic() >= deadline:
             detail = (
-                f"revision `{revision or '?'}` was still not ready after {elapsed:.0f} s; Cloud Run keeps "
+                f"revision `{revision or '?'}` was still not ready after {elapsed:.0f} s; {runtime.display} keeps "
                 "trying until its startup probe gives up. Check `/gemma status`."
             )
             await rep(

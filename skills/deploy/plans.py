@@ -43,7 +43,8 @@ class Plan(BaseModel):
     fit_changes: list[str] = Field(default_factory=list)  # what the planner says must change
     notes: list[str] = Field(default_factory=list)
     changes: list[FieldChange] = Field(default_factory=list)
-    gcloud: str = ""
+    gcloud: str = ""  # the equivalent command of the target's CLI (named by `cli`)
+    cli: str = "gcloud"
     create: bool = False  # the service does not exist yet
     target: str = DEFAULT_TARGET  # the serving target's kind (skills/targets/port.py): it runs the plan
     spec: dict[str, Any] | None = None  # the target's spec document apply_service gets (None for destroy)

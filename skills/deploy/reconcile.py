@@ -26,31 +26,30 @@ log = logging.getLogger(__name__)
 _CLOCK_SLACK_S = 5.0
 
 
-async def observed_outcome(runtime: ServingTarget, entry: AuditEntry) -> tuple[bool, str] | None:
-    """(ok, what the service shows) for a pending write, or None while it is still under way."""
+async def observed_outcome(runtime: ServingTarget, entry: AuditEntry) -> tuple[bool, str, str] | None:
+    """(ok, what the service shows, the revision it made or '') for a pending write, or None while under way."""
     if entry.action == "destroy":
         try:
             await runtime.get_service(entry.service)
         except NotFound:
-            return True, f"service `{entry.service}` deleted"
-        return False, f"service `{entry.service}` still exists"
+            return True, f"service `{entry.service}` deleted", ""
+        return False, f"service `{entry.service}` still exists", ""
     info = await runtime.get_service(entry.service)
     if entry.action in ("rollback", "promote"):
         share = sum(t.percent for t in info.traffic if t.revision == entry.target)
         if share == 100:
-            return True, f"100% of traffic on `{entry.target}`"
-        return False, f"traffic did not move: {traffic_detail(info, entry.target)}"
+            return True, f"100% of traffic on `{entry.target}`", ""
+        return False, f"traffic did not move: {traffic_detail(info, entry.target)}", ""
     if not runtime.capabilities.revisions:  # no revision to tell this write's from: the service's state says
         if info.ready is None:
             return None
+        if info.ready:
+            return True, f"`{entry.service}` is ready", ""
         cond = info.terminal_condition
         return (
-            (True, f"`{entry.service}` is ready")
-            if info.ready
-            else (
-                False,
-                f"`{entry.service}` is not ready: " + (f"{cond.reason}: {cond.message}" if cond else "unknown"),
-            )
+            False,
+            f"`{entry.service}` is not ready: " + (f"{cond.reason}: {cond.message}" if cond else "unknown"),
+            "",
         )
     revisions = await runtime.list_revisions(entry.service, limit=20)  # newest first
     made = []
@@ -62,13 +61,13 @@ async def observed_outcome(runtime: ServingTarget, entry: AuditEntry) -> tuple[b
         since = datetime.fromtimestamp(entry.at, UTC) - timedelta(seconds=_CLOCK_SLACK_S)
         made = [r for r in made if r.create_time and r.create_time >= since]
     if not made:
-        return False, "no revision was created (the write never reached Cloud Run)"
+        return False, "no revision was created (the write never reached Cloud Run)", ""
     rev = made[-1]  # the first one made after the write started
     if rev.ready is None:
         return None
     if rev.ready:
-        return True, traffic_detail(info, rev.name)
-    return False, f"revision `{rev.name}` failed: {rev.reason}: {rev.message}".strip(": ")
+        return True, traffic_detail(info, rev.name), rev.name
+    return False, f"revision `{rev.name}` failed: {rev.reason}: {rev.message}".strip(": "), rev.name
 
 
 async def reconcile_pending(
@@ -85,9 +84,10 @@ async def reconcile_pending(
             continue
         if seen is None:
             continue
-        ok, detail = seen
+        ok, detail, made = seen
         outcome = entry.model_copy(
             update={
+                "revision": made,  # what "what changed" attributes to this write (skills/incidents/changes.py)
                 "at": time.time(),
                 "result": "ok" if ok else "failed",
                 "detail": f"{detail} (seen later: the watch had stopped)"[:500],

@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from skills.deploy.changes import FieldChange
 from skills.deploy.env import DeployEnv
 from skills.deploy.plan_inputs import ActionKind
 from skills.deploy.plans import Plan
@@ -105,6 +106,11 @@ class ServingTarget(Runtime, Protocol):
         """A write plan (deploy, redeploy, scale, rollback, destroy, promote) in this target's spec; `offline`
         (deploy): rendered without reading the running service; `quotas`: the project's, for a plan whose
         refusal depends on them (a canary needs room for two revisions)."""
+        ...
+
+    def diff(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[FieldChange]:
+        """Changed fields between two spec documents (or two revisions' configurations), as shown to people
+        (secret-looking values masked)."""
         ...
 
     def fingerprint(self, spec: dict[str, Any] | None) -> str:

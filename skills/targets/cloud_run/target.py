@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from skills.deploy.canary import canary_percent
+from skills.deploy.changes import FieldChange
 from skills.deploy.env import DeployEnv
 from skills.deploy.plan_inputs import ActionKind
 from skills.deploy.plans import Plan
@@ -21,7 +22,7 @@ from skills.deploy.serving_config import ServingSummary
 from skills.errors import InvalidInput
 from skills.ports import Logs, Metrics, OperationProgress, QuotaReader, RevisionInfo, Runtime, ServiceInfo
 from skills.targets.cloud_run.canary import apply_canary, plan_promote, unname_revision
-from skills.targets.cloud_run.diff import fingerprint
+from skills.targets.cloud_run.diff import diff_specs, fingerprint
 from skills.targets.cloud_run.gcloud import deploy_command
 from skills.targets.cloud_run.plan_deploy import plan_deploy
 from skills.targets.cloud_run.plan_operate import plan_destroy, plan_rollback, plan_scale
@@ -117,6 +118,9 @@ class CloudRunTarget:
         elif kind in ("deploy", "redeploy", "scale") and not offline:
             await unname_revision(plan, self.runtime)
         return plan
+
+    def diff(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[FieldChange]:
+        return diff_specs(old, new)
 
     def fingerprint(self, spec: dict[str, Any] | None) -> str:
         return fingerprint(spec)

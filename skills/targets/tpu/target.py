@@ -26,6 +26,7 @@ from skills.actions.params import DeployParams, DestroyParams
 from skills.capacity.catalog import load_catalog
 from skills.capacity.tpu_catalog import TpuCatalog, load_tpu_catalog
 from skills.capacity.tpu_fit import TpuFitRequest, check_tpu_fit
+from skills.deploy.changes import FieldChange
 from skills.deploy.env import DeployEnv
 from skills.deploy.plan_inputs import ActionKind, validate_params
 from skills.deploy.plans import Plan
@@ -390,6 +391,15 @@ class TpuTarget:
         )
 
     # --- its spec document -----------------------------------------------------------------------------------
+
+    def diff(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[FieldChange]:
+        """Top-level fields of two TPU spec documents that differ (they hold secret names, never values)."""
+        a, b = old or {}, new or {}
+        return [
+            FieldChange(path=k, old=json.dumps(a[k]) if k in a else None, new=json.dumps(b[k]) if k in b else None)
+            for k in sorted(set(a) | set(b))
+            if a.get(k) != b.get(k)
+        ]
 
     def fingerprint(self, spec: dict[str, Any] | None) -> str:
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16] if spec else ""
