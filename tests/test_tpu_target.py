@@ -173,3 +173,30 @@ def test_the_console_deploys_a_tpu_profile_and_destroys_it_by_typed_name() -> No
     assert "The name typed does not match" in out  # the first destroy: refused, nothing deleted
     assert f"destroy `{SERVICE}`: deleted" in out
     assert f"Service `{SERVICE}` does not exist" in out
+
+
+async def test_tpu_zones_command_lists_usable_zones_and_says_when_none_is(sandbox: Sandbox, deps: Deps) -> None:
+    from handlers.context import CommandContext
+    from handlers.registry import load_all
+    from handlers.render_text import to_text
+    from handlers.router import run_command
+    from tests.agent_helpers import RecordingResponder
+
+    load_all()
+
+    def ctx(args: str) -> CommandContext:
+        return CommandContext(
+            deps=deps, responder=RecordingResponder(), user_id="U1", channel_id="C1", args=args.split()
+        )  # type: ignore[arg-type]
+
+    reply = await run_command(ctx("zones v6e-8"), "tpu")
+    assert reply is not None and "6 of 6 zones usable" in reply.title
+    assert "TPUV6EPerProjectPerZoneForTPUAPI" in to_text(reply)
+
+    async def say(text: str) -> None:
+        pass
+
+    await TPU_SCENARIOS["tpu-quota-zero"].run(sandbox, say)
+    reply = await run_command(ctx("zones v6e-8 --provisioning spot"), "tpu")
+    assert reply is not None and "0 of 6 zones usable" in reply.title
+    assert "Nothing the bot can do" in to_text(reply)
