@@ -405,3 +405,22 @@ def test_cloudbuild_env_vars_with_gclouds_own_parser() -> None:
         pytest.skip(f"the Cloud SDK in {lib} does not import with this python3 ({missing}): ArgDict not compared")
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["DEPLOYER_USER_IDS"] == "U1,U2,U3"
+
+
+def test_tpu_adds_its_api_roles_and_the_vllm_api_key_secret(fake: dict[str, Any]) -> None:
+    run, calls = setup(fake, "--project", "p1", "--tpu", "--dry-run")
+    assert run.returncode in (0, 1), run.stderr  # 1: the dry run lists what it could not check
+    assert all(any(v in c for v in READ_ONLY) for c in calls), "the dry run changed something"
+    cmds = printed(run.stdout)
+    assert all(command_of(c) for c in cmds)
+    assert "tpu.googleapis.com" in cmds[0]
+    assert any(
+        "--role=roles/tpu.admin" in c and "--member=serviceAccount:gemma-sre-bot@p1.iam.gserviceaccount.com" in c
+        for c in cmds
+    )
+    assert ["secrets", "create", "vllm-api-key", "--replication-policy=automatic", "--project=p1"] in cmds
+    node = "--member=serviceAccount:123456789-compute@developer.gserviceaccount.com"
+    assert any(node in c and "--role=roles/logging.logWriter" in c for c in cmds)
+    assert any(node in c and "--role=roles/secretmanager.secretAccessor" in c for c in cmds)
+    without, _ = setup(fake, "--project", "p1", "--dry-run")
+    assert "tpu" not in without.stdout  # opt-in: nothing changes without --tpu

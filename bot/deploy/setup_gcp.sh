@@ -2,7 +2,13 @@
 # Everything gemma-sre needs in a Google Cloud project, in order, safe to run again (`./dev setup`).
 #
 #   ./dev setup --project my-proj [--region us-central1] [--slack http|socket] [--alerts webhook|pubsub]
-#               [--egress connector|direct] [--dry-run]
+#               [--egress connector|direct] [--tpu] [--dry-run]
+#
+# --tpu adds what the Cloud TPU target needs: the TPU API, roles/tpu.admin for the bot (queued resources), the
+# `vllm-api-key` secret vLLM's --api-key reads on the node (TPU_API_KEY_SECRET; made here when none exists, never
+# printed; the bot's copy is VLLM_API_KEY), and for the node's service account (the Compute Engine default one)
+# roles/logging.logWriter (Docker's gcplogs driver writes vLLM's lines to Cloud Logging) and
+# roles/secretmanager.secretAccessor (its startup script reads the API key and the HF token).
 #
 # --dry-run asks only read-only questions (describe/list) and prints every command that would change
 # something, instead of running it; a question it could not ask (no login, no permission, API off) is marked
@@ -17,7 +23,8 @@
 # (Google Cloud SDK 528.0.0). The ^|^ list syntax: https://cloud.google.com/sdk/gcloud/reference/topic/escaping
 set -euo pipefail
 
-PROJECT="" REGION="us-central1" SLACK_MODE="http" ALERTS="webhook" EGRESS="connector" DRY_RUN=0
+PROJECT="" REGION="us-central1" SLACK_MODE="http" ALERTS="webhook" EGRESS="connector" DRY_RUN=0 TPU=0
+TPU_KEY_SECRET="${TPU_API_KEY_SECRET:-vllm-api-key}"
 REPO="gemma-sre" SA_NAME="gemma-sre-bot" REDIS_INSTANCE="gemma-sre-redis" NETWORK="default" SUBNET="default"
 CONNECTOR="gemma-sre-connector" CONNECTOR_RANGE="10.8.0.0/28" TOPIC="gemma-sre-alerts" SUBSCRIPTION="gemma-sre-bot"
 HF_SECRET="hf-token" BOT_SERVICE="gemma-sre" VLLM_SERVICE="${VLLM_SERVICE_NAME:-vllm-gemma4}"
@@ -33,6 +40,7 @@ while [ $# -gt 0 ]; do
     --alerts) ALERTS="$2"; shift 2 ;;
     --egress) EGRESS="$2"; shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
+    --tpu) TPU=1; shift ;;
     -h|--help) usage ;;
     *) echo "setup: unknown option $1" >&2; usage ;;
   esac
@@ -112,6 +120,7 @@ apis=(run.googleapis.com artifactregistry.googleapis.com cloudbuild.googleapis.c
       cloudquotas.googleapis.com)  # cloudquotas: preflight and /gemma quota read the Cloud Run GPU quota
 [ "$EGRESS" = connector ] && apis+=(vpcaccess.googleapis.com)
 [ "$ALERTS" = pubsub ] && apis+=(pubsub.googleapis.com)
+[ "$TPU" = 1 ] && apis+=(tpu.googleapis.com)
 run gcloud services enable "${apis[@]}" --project="$PROJECT"  # enabling an enabled API is a no-op
 
 step "2. Artifact Registry repository for the bot's image"
@@ -130,6 +139,7 @@ fi
 # /gemma quota). With MODEL_BUCKET, also grant roles/storage.objectViewer on that bucket so preflight can list it.
 roles=(roles/run.developer roles/iam.serviceAccountUser roles/run.invoker roles/logging.viewer roles/monitoring.viewer
        roles/secretmanager.secretAccessor roles/cloudquotas.viewer)
+[ "$TPU" = 1 ] && roles+=(roles/tpu.admin)  # --tpu: create, read and delete queued resources
 for role in "${roles[@]}"; do  # adding a binding that exists is a no-op
   run gcloud projects add-iam-policy-binding "$PROJECT" --member="serviceAccount:$SA" --role="$role" \
     --condition=None --quiet
@@ -190,6 +200,24 @@ if [ -z "${ALERT_WEBHOOK_TOKEN:-}" ] && [ "$DRY_RUN" = 0 ] && [ "$token_rc" = 1 
   echo "   alert-webhook-token: a new random token (never printed)"
 fi
 secret alert-webhook-token ALERT_WEBHOOK_TOKEN
+if [ "$TPU" = 1 ]; then
+  key_rc=0
+  [ -n "${VLLM_API_KEY:-}" ] || exists gcloud secrets versions describe latest --secret="$TPU_KEY_SECRET" \
+    --project="$PROJECT" || key_rc=$?
+  if [ -z "${VLLM_API_KEY:-}" ] && [ "$DRY_RUN" = 0 ] && [ "$key_rc" = 1 ]; then
+    VLLM_API_KEY="$(head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 40)"
+    echo "   $TPU_KEY_SECRET: a new random key for vLLM's --api-key on TPU nodes (never printed)"
+  fi
+  secret "$TPU_KEY_SECRET" VLLM_API_KEY
+  # The TPU node runs as the Compute Engine default service account: it writes vLLM's lines to Cloud Logging
+  # (gcplogs) and reads the API key and the HF token in its startup script.
+  NUMBER="$(value_of gcloud projects describe "$PROJECT" --format="value(projectNumber)" || true)"
+  NODE_SA="${NUMBER:-PROJECT_NUMBER}-compute@developer.gserviceaccount.com"
+  for role in roles/logging.logWriter roles/secretmanager.secretAccessor; do
+    run gcloud projects add-iam-policy-binding "$PROJECT" --member="serviceAccount:$NODE_SA" --role="$role" \
+      --condition=None --quiet
+  done
+fi
 
 step "7. Memorystore for Redis, reached over the VPC"
 if missing gcloud redis instances describe "$REDIS_INSTANCE" --region="$REGION" --project="$PROJECT"; then
