@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from handlers.arg_models import (
+    DESTROY_TYPED,
+    ROLLBACK_TYPED,
+    SCALE_TYPED,
     AuditArgs,
     BenchArgs,
     DiagnoseArgs,
@@ -36,12 +39,13 @@ from handlers.arg_models import (
 )
 from handlers.authz import require_deployer
 from handlers.context import CommandContext
-from handlers.declared_args import to_argv, tool_schema
+from handlers.declared_args import Typed, to_argv, tool_schema
+from handlers.fit_args import FitArgs, namespace_to_request
 from handlers.registry import COMMANDS, load_all
 from handlers.render_text import to_text
 from handlers.reply import FileOut, Reply
 from skills.actions.params import ACTION_PARAMS
-from skills.capacity.fit import FitRequest, check_fit, load_catalog
+from skills.capacity.fit import check_fit, load_catalog
 from skills.deploy.audit import latest
 from skills.deploy.revisions import revisions
 from skills.observe.status import service_status
@@ -81,9 +85,10 @@ class McpTool:
     args: type[BaseModel]
     description: str
     run: Runner
+    typed: Typed | None = None  # help for a model declared elsewhere (the write commands' params models)
 
     def input_schema(self) -> dict[str, Any]:
-        return tool_schema(self.args)
+        return tool_schema(self.args, self.typed)
 
 
 class PlanStatusArgs(BaseModel):
@@ -184,12 +189,12 @@ async def _status(call: Call, a: StatusArgs) -> ToolResult:
     return ToolResult(report.model_dump(mode="json"), _short(render_status(report)))
 
 
-async def _fit(call: Call, a: FitRequest) -> ToolResult:
+async def _fit(call: Call, a: FitArgs) -> ToolResult:
     from handlers.commands.fit import render_fit
-    from handlers.fit_args import namespace_to_request
 
-    # Only what was given: a deploy profile's settings apply under it, as with the command's flags.
-    request = namespace_to_request(argparse.Namespace(**a.model_dump(exclude_unset=True)), "")
+    # As the command: a deploy profile's settings apply under what was given; FitRequest checks the values.
+    hint = "The fit tool's input schema lists every field."
+    request = namespace_to_request(argparse.Namespace(**a.model_dump()), hint, flag_style=False)
     report = check_fit(request)
     return ToolResult(report.model_dump(mode="json"), _short(render_fit(report)))
 
@@ -237,6 +242,7 @@ _WRITE_NOTE = (
     "for a deployer to confirm with its buttons; nothing changes until then. Follow it with plan_status."
 )
 _COST_NOTE = " Wakes or loads the model service: the caller must be a deployer, as in Slack."
+_WRITE_TYPED: dict[str, Typed] = {"scale": SCALE_TYPED, "rollback": ROLLBACK_TYPED, "destroy": DESTROY_TYPED}
 _REDEPLOY = "Plan a redeploy of the running service with changed settings or fixes"
 
 
@@ -249,7 +255,7 @@ def build_tools() -> dict[str, McpTool]:
     load_all()
     tools = [
         McpTool("status", "read", StatusArgs, _described("status"), _status),
-        McpTool("fit", "read", FitRequest, _described("fit"), _fit),
+        McpTool("fit", "read", FitArgs, _described("fit"), _fit),
         McpTool("models", "read", NoArgs, _described("models"), _models),
         McpTool("logs", "read", LogsArgs, _described("logs"), _through_command("logs")),
         McpTool("diagnose", "read", DiagnoseArgs, _described("diagnose"), _through_command("diagnose")),
@@ -272,5 +278,5 @@ def build_tools() -> dict[str, McpTool]:
     ]  # fmt: skip
     for kind, model in ACTION_PARAMS.items():
         summary = _REDEPLOY + "." + _WRITE_NOTE if kind not in COMMANDS else _described(kind, _WRITE_NOTE)
-        tools.append(McpTool(kind, "write", model, summary, _write(kind)))
+        tools.append(McpTool(kind, "write", model, summary, _write(kind), _WRITE_TYPED.get(kind)))
     return {t.name: t for t in tools}

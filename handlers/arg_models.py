@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from handlers.args import count, number_list, whole_number
-from handlers.declared_args import Arg
+from handlers.declared_args import Arg, Typed
 
 _SERVICE_HELP = "the Cloud Run service (default: the configured one)"
 
@@ -53,23 +53,18 @@ class DiagnoseArgs(_LogArgs):
     )
 
 
-class ScaleArgs(_Args):
-    min_instances: Annotated[int, Arg(metavar="MIN", parse=whole_number)] = Field(
-        description="minimum instances (0 scales to zero)"
-    )
-    max_instances: Annotated[int, Arg(metavar="MAX", parse=whole_number)] = Field(description="maximum instances")
-    service: Annotated[str | None, Arg(flags=("--service",), metavar="SERVICE")] = Field(
-        None, description=_SERVICE_HELP
-    )
-
-
-class RollbackArgs(_Args):
-    revision: Annotated[str | None, Arg(metavar="REVISION", nargs="?")] = Field(
-        None, description="a ready revision (default: the previous one)"
-    )
-    service: Annotated[str | None, Arg(flags=("--service",), metavar="SERVICE")] = Field(
-        None, description=_SERVICE_HELP
-    )
+# The write commands' arguments are the plan builder's own params models (skills/actions/params.py: the same
+# checks for a typed command, a plan button, the agent and MCP); here, how a person types each field.
+SCALE_TYPED: Typed = {
+    "min_instances": Arg(metavar="MIN", parse=whole_number, help="minimum instances (0 scales to zero)"),
+    "max_instances": Arg(metavar="MAX", parse=whole_number, help="maximum instances"),
+    "service": Arg(flags=("--service",), metavar="SERVICE", help=_SERVICE_HELP),
+}
+ROLLBACK_TYPED: Typed = {
+    "revision": Arg(metavar="REVISION", nargs="?", help="a ready revision (default: the previous one)"),
+    "service": Arg(flags=("--service",), metavar="SERVICE", help=_SERVICE_HELP),
+}
+DESTROY_TYPED: Typed = {"service": Arg(metavar="SERVICE", nargs="?", help=_SERVICE_HELP)}
 
 
 class QuotaArgs(_Args):

@@ -111,11 +111,14 @@ def test_tool_schemas_and_parsers_derive_from_one_declaration() -> None:
     assert READ_ONLY | WRITES | {"health", "query", "bench", "eval", "plan_status"} == set(tools)
     for name, tool in tools.items():
         jsonschema.Draft202012Validator.check_schema(tool.input_schema())
-        assert tool.input_schema() == tool_schema(tool.args)
+        assert tool.input_schema() == tool_schema(tool.args, tool.typed)
+        assert tool.input_schema()["properties"].keys() == tool.args.model_fields.keys()
         assert tool.description and tool.description.startswith(COMMANDS[name].summary if name in COMMANDS else "")
-        if name in COMMANDS and tool.kind in ("read", "cost") and name != "fit":
+        if name in COMMANDS:  # the command's parser declares exactly the model's fields
             dests = {a.dest for a in COMMANDS[name].parser._actions}
             assert dests == set(tool.args.model_fields), name
+    assert {"deploy", "scale", "rollback", "destroy", "fit", "status", "logs"} <= set(COMMANDS)
+    assert tools["scale"].input_schema()["properties"]["min_instances"]["description"].startswith("minimum instances")
 
 
 async def test_stdio_reads_and_a_write_confirmed_in_slack(tmp_path: Path, slack: SlackStandIn) -> None:
@@ -132,7 +135,7 @@ async def test_stdio_reads_and_a_write_confirmed_in_slack(tmp_path: Path, slack:
         declared = build_tools()
         assert set(listed) == set(declared)
         for name, tool in listed.items():
-            assert tool.input_schema == tool_schema(declared[name].args), name  # the declared model's, as sent
+            assert tool.input_schema == declared[name].input_schema(), name  # the declared model's, as sent
             assert tool.annotations is not None
             assert tool.annotations.read_only_hint is (name in READ_ONLY or name == "plan_status"), name
         assert listed["status"].input_schema["properties"]["fresh"]["type"] == "boolean"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 
-from handlers.arg_models import AuditArgs, QuotaArgs, RollbackArgs, ScaleArgs, ServiceArgs
+from handlers.arg_models import DESTROY_TYPED, ROLLBACK_TYPED, SCALE_TYPED, AuditArgs, QuotaArgs, ServiceArgs
 from handlers.commands.plans import destroy_modal, make_plan
 from handlers.context import CommandContext
 from handlers.declared_args import arguments
 from handlers.registry import command
 from handlers.reply import Reply
+from skills.actions.params import DestroyParams, RollbackParams, ScaleParams
 from skills.capacity.prices import regions_offering
 from skills.deploy.audit import latest
 from skills.deploy.gpu_quota import GPU_QUOTA_IDS, quota_by_region, request_text
@@ -29,7 +30,7 @@ _AUDIT_ICON = {
 }
 
 
-@command("scale", "Plan new instance limits (Confirm to apply)", arguments(ScaleArgs), ack="Planning…",
+@command("scale", "Plan new instance limits (Confirm to apply)", arguments(ScaleParams, SCALE_TYPED), ack="Planning…",
          hint="e.g. `/gemma scale 0 2`.", kind="write")  # fmt: skip
 async def scale(ctx: CommandContext) -> Reply:
     o = ctx.opts
@@ -64,7 +65,7 @@ async def list_revisions(ctx: CommandContext) -> Reply:
 @command(
     "rollback",
     "Plan routing 100% of traffic to the previous (or a named) ready revision",
-    arguments(RollbackArgs),
+    arguments(RollbackParams, ROLLBACK_TYPED),
     ack="Planning the rollback…",
     kind="write",
 )
@@ -77,7 +78,11 @@ async def rollback(ctx: CommandContext) -> Reply:
 
 
 @command(
-    "destroy", "Delete the service (confirm by typing its name)", arguments(ServiceArgs), ack="Planning…", kind="write"
+    "destroy",
+    "Delete the service (confirm by typing its name)",
+    arguments(DestroyParams, DESTROY_TYPED),
+    ack="Planning…",
+    kind="write",
 )
 async def destroy(ctx: CommandContext) -> Reply:
     params = {"service": ctx.opts.service} if ctx.opts.service else {}
