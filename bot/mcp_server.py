@@ -142,7 +142,8 @@ class McpApp:
             f"Posted to {self.poster.channel} (channel {channel}, message {plan.message_ts}) for a deployer to "
             "confirm with its buttons."
             if channel
-            else "Slack is not configured here: nobody can click it."
+            else "Slack is not configured here (SLACK_BOT_TOKEN), so it is not posted: only the client's "
+            "confirmation (MCP elicitation, where MCP_ELICIT_CONFIRM is on) can run it; otherwise it expires."
         )
         asked = await self.poster.ask_human(ctx.session, plan, caller, ctx.request_id)
         state = "confirmed" if asked.startswith("Confirmed") else "pending"
