@@ -65,3 +65,62 @@ def test_template_of_a_merged_group_has_the_wildcard() -> None:
     gids = [miner.add(f"session closed for user {u} on tty1") for u in ["a", "b", "c", "d", "e"]]
     assert len({miner.group(g) for g in gids}) == 1
     assert miner.template(gids[0]) == "session closed for user <*> on tty1"
+
+
+# Issue 32: the weakness classes seen on systems outside Loghub, each with lines of its own.
+
+
+def test_a_variable_spanning_more_tokens_stays_in_its_group() -> None:
+    g = _groups(
+        [
+            "Downloading weights from /models/gemma/7b to cache dir",
+            "Downloading weights from /models/llama/8b to cache dir",
+            "Downloading weights from My Models/llama to cache dir",  # the same variable, two tokens here
+            "Downloading weights from Shared Team Models/x to cache dir",  # three
+        ]
+    )
+    assert len(set(g)) == 1
+    # A different stretch of constant words on both sides is another statement.
+    assert _groups(["Copying weights from a to cache dir", "Downloading weights from b to cache dir"]) != [0, 0]
+
+
+def test_a_variable_first_word_merges_once_it_takes_many_values() -> None:
+    daemons = ["sshd", "crond", "atd", "cupsd", "xinetd", "ntpd"]
+    g = _groups([f"{d} startup succeeded" for d in daemons])
+    assert len(set(g)) == 1
+    # Two leading verbs are two events (acquire / release), not a variable.
+    g = _groups(['Acquiring suspend blocker "WakeLocks".', 'Releasing suspend blocker "WakeLocks".'] * 3)
+    assert len(set(g)) == 2
+
+
+def test_user_names_merge_at_once_where_the_line_names_them() -> None:
+    g = _groups(["session opened for user alice by cron", "session opened for user bob by cron"])
+    assert g[0] == g[1]
+    g = _groups(["auth failure; rhost=10.0.0.1 user=alice", "auth failure; rhost=10.0.0.2 user=bob"])
+    assert g[0] == g[1]
+    g = _groups(["Password for alice@CORP.EXAMPLE:", "Password for USER0:"])
+    assert g[0] == g[1]
+
+
+def test_echoed_commands_that_differ_in_one_word_stay_apart() -> None:
+    # The header is all variables (time, session, address), so the command is most of what the line says.
+    commands = ["display version", "display license", "display clock", "display device", "display startup", "quit"]
+    lines = [f"[2024-05-0{i % 9 + 1} 10:00:0{i}.1] {{CLI}}[10.0.0.{i} 2{i}]: {c}" for i, c in enumerate(commands * 2)]
+    g = _groups(lines)
+    assert len(set(g)) == len(commands)
+
+
+def test_a_logger_with_or_without_its_package_is_one_statement() -> None:
+    g = _groups(
+        [
+            "INFO org.apache.hadoop.mapreduce.Job: Running job: job_1668496639954_6827",
+            "INFO mapreduce.Job: Running job: job_1668496639954_6828",
+            "INFO Job: Running job: job_1668496639954_6829",
+        ]
+    )
+    assert len(set(g)) == 1
+
+
+def test_a_named_value_that_is_empty_or_a_path_is_one_variable() -> None:
+    g = _groups(["patching args=", "patching args=/usr/local/bin/run", "patching args=--fast"])
+    assert len(set(g)) == 1

@@ -38,7 +38,8 @@ def diagnose(
     entries = redact_entries(entries)  # first, before anything reads the text
     view = LogView.build(entries, service)
     findings = run_all(view)  # root causes first (the headline), then their consequences
-    digest: Digest = condense(entries, token_budget)
+    quoted = [line for f in findings for line in f.evidence]
+    digest: Digest = condense(entries, token_budget, keep=quoted)
     digest.stats.malformed = malformed
     return Diagnosis(findings=findings, digest=digest.stats, digest_text=digest.text, truncated=truncated)
 

@@ -264,11 +264,13 @@ def _render(g: TemplateGroup, with_example: bool) -> str:
     return out
 
 
-def condense(entries: list[LogEntry], token_budget: int = 3000) -> Digest:
+def condense(entries: list[LogEntry], token_budget: int = 3000, keep: list[str] | None = None) -> Digest:
     """Group, order and fit `entries` into about `token_budget` tokens; no error template is ever dropped.
 
     Redaction runs first, on each entry's raw text: before lines are split and folded, and before the
-    grouper masks digits (which would otherwise cut a token into pieces no rule recognises)."""
+    grouper masks digits (which would otherwise cut a token into pieces no rule recognises).
+    `keep`: lines that must appear verbatim (the diagnosis' evidence, already redacted): a group shows one
+    example, so a quoted line merged into a group, or cut from a long traceback, is added on its own."""
     entries = redact_entries(entries)
     events = fold(entries)
     groups = group_events(events)
@@ -297,6 +299,13 @@ def condense(entries: list[LogEntry], token_budget: int = 3000) -> Digest:
         parts.append("== Errors (all kept) ==")
         parts.extend(error_lines)
         used += estimate_tokens("\n".join(parts[-len(error_lines) - 1 :]))
+
+    # Lines the diagnosis quotes are what the model must see to follow it: never hidden by a merge.
+    quoted = [line for line in dict.fromkeys(keep or []) if line and line not in "\n".join(parts)]
+    if quoted:
+        parts.append("== Lines the findings quote (verbatim) ==")
+        parts.extend(quoted)
+        used += estimate_tokens("\n".join(quoted)) + 8
 
     omitted: list[TemplateGroup] = []
     reserve = 40  # for the closing "left out" line

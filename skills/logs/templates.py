@@ -25,6 +25,7 @@ _VAR_TOKEN = re.compile(
       (?:[\w-]+\.)+[\w-]+:\d+                      # host:port, host.name:port
     | \w[\w-]*(?:\.[\w-]+)+\.[a-z]+                # host names, dotted names ending lower-case (not Java classes)
     | (?:[\w.~-]*/){2,}[\w.~-]*                    # paths: /var/lib/x, a/b/c (two slashes or more)
+    | [\w.+-]+@[\w.-]+                             # principals and addresses: team7@BIGDATA, a@b.c
     """
 )
 _EDGE = "()[]{}<>,;:'\"."
@@ -42,16 +43,24 @@ _MASKS = [
 _MASK = re.compile("|".join(f"(?:{rx})" for rx in _MASKS))
 # A number followed by its unit is one variable ("2048 MB" -> "<*>"), as is a comparison ("<1 sec").
 _UNITS = {"b", "kb", "mb", "gb", "tb", "kib", "mib", "gib", "bytes", "ms", "us", "s", "sec", "secs", "seconds", "min"}
-# A word-only difference ("shutdown" vs "startup") is a different event unless this many groups differ
-# only there (then it is a variable such as a user name) and the line has this many other tokens.
+# A word-only difference ("shutdown" vs "startup") is a different event unless the statement names that
+# position as a value (see _named_value), or this many groups differ only there (then it is a variable whose
+# kind the line does not name) and the line has this many other constant words. Counting only constant words
+# keeps short echoed commands ("<header>: display version" / "display license") apart: their header is all
+# variables, so a command word is most of what the line says.
 VARIANTS = 5
 MIN_ANCHORS = 3
+# Words after which a statement prints the name of an account: the next word is a value, at once.
+_ACCOUNT_WORDS = frozenset({"user", "User", "USER", "username", "account", "login"})
+# A Java-style logger printed with its package (org.apache.hadoop.mapreduce.Job) or without it (Job, or a
+# shorter package) is the same statement: compare such a token by its class name.
+_QUALIFIED_CLASS = re.compile(r"^(?:[a-z_][\w]*\.)+([A-Z][\w$]*)(:?)$")
 
 
 def mask_token(tok: str) -> str:
     core = tok.strip(_EDGE)
     if core in _DATE_WORDS or (
-        ("." in core or "/" in core or ":" in core) and _VAR_TOKEN.fullmatch(core)  # cheap test first
+        ("." in core or "/" in core or ":" in core or "@" in core) and _VAR_TOKEN.fullmatch(core)  # cheap first
     ):
         i = tok.find(core)
         return tok[:i] + WILDCARD + tok[i + len(core) :]
@@ -73,6 +82,29 @@ def _is_var(tok: str) -> bool:
 _VAR_EDGE = _EDGE + "<>="
 
 
+def _key_word(tok: str) -> str:
+    """A token as an index key: nothing for a variable; a `key=value` by its key (the value may vary)."""
+    if WILDCARD in tok:
+        return ""
+    k, eq, _ = tok.partition("=")
+    return k + eq
+
+
+def _named_value(prev: str, a: str, b: str) -> bool:
+    """Two constant words at one position are values of one variable when the statement names it there:
+    `key=alice` / `key=bob` (same key), or the word after an account word (`user alice` / `user bob`)."""
+    ka, _, va = a.partition("=")
+    if va or a.endswith("="):
+        kb, _, vb = b.partition("=")
+        return ka == kb and (vb != "" or b.endswith("=")) and ka != ""
+    return prev in _ACCOUNT_WORDS
+
+
+def _anchors(tokens: list[str], skip: int) -> int:
+    """Constant words of a template other than position `skip` (the evidence that two lines are one event)."""
+    return sum(1 for i, t in enumerate(tokens) if i != skip and WILDCARD not in t)
+
+
 class TemplateMiner:
     """Online grouping: `add(line)` returns a group id; `group(gid)` the id it ended up in (groups that turn
     out to be variants of one event are merged later); `template(gid)` that group's template."""
@@ -84,6 +116,11 @@ class TemplateMiner:
         self._index: dict[tuple[int, str, str], list[int]] = {}
         self._exact: dict[str, int] = {}
         self._tok_cache: dict[str, tuple[str, bool, bool]] = {}
+        # Where to look when the (length, first words) bucket has no match: groups by everything but their
+        # first word (a variable subject, "<*> startup succeeded"), and by their first and by their last
+        # constant word whatever their length (a variable that spans a different number of tokens).
+        self._by_rest: dict[tuple[int, str], list[int]] = {}
+        self._by_end: dict[tuple[str, str], list[int]] = {}
 
     def _tokens(self, text: str) -> list[str]:
         """Tokens with variables masked; per-token cache, since most tokens repeat."""
@@ -93,7 +130,8 @@ class TemplateMiner:
         for tok in text.split():
             hit = cache.get(tok)
             if hit is None:
-                m = mask_token(tok)
+                cls = _QUALIFIED_CLASS.match(tok) if "." in tok else None
+                m = cls.group(1) + cls.group(2) if cls else mask_token(tok)
                 var = _is_var(m)
                 # "2048 MB", "2034 bytes (1.98 KB)", "<*> <*>", "<*> ()": one variable with what follows it
                 hit = (m, var, var or m.lower().strip(_EDGE) in _UNITS or not m.strip(_EDGE))
@@ -117,17 +155,17 @@ class TemplateMiner:
         if hit is not None:
             return self.group(hit)
         # Like Drain's prefix tree: length and the first two constant-looking tokens must agree.
-        key = (len(tokens), _const(tokens[0]) if tokens else "", _const(tokens[1]) if len(tokens) > 1 else "")
+        key = (len(tokens), _key_word(tokens[0]) if tokens else "", _key_word(tokens[1]) if len(tokens) > 1 else "")
         bucket = self._index.setdefault(key, [])
         best, best_score = -1, -1.0
         n = max(1, len(tokens))
         for gid in bucket:
             tpl = self._templates[gid]
             same = 0
-            for a, b in zip(tpl, tokens, strict=True):
+            for i, (a, b) in enumerate(zip(tpl, tokens, strict=True)):
                 if a == b or a == WILDCARD:
                     same += 1
-                elif _const(a) and _const(b):
+                elif _const(a) and _const(b) and not _named_value(tpl[i - 1] if i else "", a, b):
                     break  # a word differs: another event, unless many groups differ there (see _note_variant)
             else:
                 score = same / n
@@ -143,15 +181,81 @@ class TemplateMiner:
             self._parent.append(gid)
             bucket.append(gid)
             gid = self._note_variant(key, gid)
+            if self.group(gid) == gid:
+                self._join_elsewhere(gid)
         self._exact[masked] = gid
-        return gid
+        return self.group(gid)
+
+    def _join_elsewhere(self, gid: int) -> None:
+        """A new group that no same-shape group took: one event all the same when
+        - only its first word differs from VARIANTS groups' and at least two constant words follow: a statement
+          that starts with its subject ("sshd startup succeeded" / "crond startup succeeded");
+        - it differs from a group of another length only inside one stretch that touches a variable of either,
+          with at least two constant words around it: that variable spans a different number of tokens
+          ("Error: command found" / "Error: Unrecognized command found" after a variable echo)."""
+        tokens = self._templates[gid]
+        n = len(tokens)
+        rest = (n, " ".join(tokens[1:]))
+        same_rest = self._by_rest.setdefault(rest, [])
+        roots = list(dict.fromkeys(r for r in (self.group(o) for o in same_rest) if len(self._templates[r]) == n))
+        if n > 1 and _const(tokens[0]) and _anchors(tokens, 0) >= 2 and roots:
+            root = roots[0]
+            # A subject seen in VARIANTS statements that are otherwise equal is a variable (daemon names);
+            # fewer are different events (Acquiring / Releasing a lock). Once it is one, any subject joins.
+            if self._templates[root][0] == WILDCARD or len(roots) + 1 >= VARIANTS:
+                for other in [*roots[1:], gid]:
+                    self._parent[other] = root
+                self._templates[root][0] = WILDCARD
+                same_rest.append(gid)
+                return
+        same_rest.append(gid)
+        ends = [("^", t) for t in tokens[:1] if _const(t)] + [("$", t) for t in tokens[-1:] if _const(t)]
+        for end in ends:
+            for cand in self._by_end.get(end, ()):
+                root = self.group(cand)
+                if root != gid and self._spans(self._templates[root], tokens):
+                    self._parent[gid] = root
+                    return
+        for end in ends:
+            group = self._by_end.setdefault(end, [])
+            if len(group) < 16:  # a bounded look-up: the shapes seen first are the common ones
+                group.append(gid)
+
+    @staticmethod
+    def _spans(tpl: list[str], tokens: list[str]) -> bool:
+        if len(tpl) == len(tokens) or abs(len(tpl) - len(tokens)) > 8:  # a spanning variable: <= 8 tokens more
+            return False
+        lo = 0
+        for a, b in zip(tpl, tokens, strict=False):
+            if a != b:  # a template variable ends the agreeing part: it may be the one that spans
+                break
+            lo += 1
+        hi = 0
+        for a, b in zip(reversed(tpl), reversed(tokens), strict=False):
+            if a != b:
+                break
+            hi += 1
+        short = min(len(tpl), len(tokens))
+        lo, hi = min(lo, short), min(hi, short - min(lo, short))
+        gap_t, gap_l = tpl[lo : len(tpl) - hi], tokens[lo : len(tokens) - hi]
+        # One side's differing stretch must be variables only (the variable that spans more, or fewer,
+        # tokens on the other side), and the agreeing parts must hold at least two constant words: a stretch
+        # of differing words on both sides is another statement.
+        # The other side's stretch is the value's words: a variable of its own there ("invalid user <*>")
+        # makes it another statement.
+        if not any(
+            one and all(WILDCARD in t for t in one) and not any(WILDCARD in t for t in other)
+            for one, other in ((gap_t, gap_l), (gap_l, gap_t))
+        ):
+            return False
+        kept = tpl[:lo] + tpl[len(tpl) - hi :]
+        return _anchors(kept, -1) >= 2 and len(gap_t) <= 8 and len(gap_l) <= 8
 
     def _note_variant(self, key: tuple[int, str, str], gid: int) -> int:
-        """A word that takes many values at one position of otherwise equal lines is a variable (a user name);
-        a few values are different events (Started / Stopped). Merge once VARIANTS groups differ there."""
+        """A word that takes many values at one position of otherwise equal lines is a variable (a user name
+        the line does not name as such); a few values are different events (Started / Stopped). Merge once
+        VARIANTS groups differ there, with MIN_ANCHORS constant words besides."""
         tpl = self._templates[gid]
-        if len(tpl) - 1 < MIN_ANCHORS:
-            return gid
         at: dict[int, list[int]] = {}
         for other in self._index[key]:
             if other == gid:
@@ -166,8 +270,8 @@ class TemplateMiner:
             else:
                 if pos >= 0:
                     at.setdefault(pos, []).append(other)
-        for group in at.values():
-            if len(group) + 1 >= VARIANTS:
+        for pos, group in at.items():
+            if len(group) + 1 >= VARIANTS and _anchors(tpl, pos) >= MIN_ANCHORS:
                 for other in group:
                     self._parent[other] = gid
                     self._templates[gid] = [
