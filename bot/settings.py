@@ -190,6 +190,11 @@ class Settings(BaseSettings):
         # slack-sdk joins base_url + method name, so the base must end with '/'.
         return v if v.endswith("/") else v + "/"
 
+    @field_validator("mcp_elicit_confirm", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, v: object) -> object:
+        return None if isinstance(v, str) and not v.strip() else v  # `MCP_ELICIT_CONFIRM=` means the default
+
     @field_validator("vllm_image", "vllm_service_account")
     @classmethod
     def _empty_is_unset(cls, v: str | None) -> str | None:

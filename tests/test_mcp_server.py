@@ -35,10 +35,12 @@ from bot.sandbox.slack_signing import action_body, signed_headers
 from handlers.declared_args import tool_schema
 from handlers.registry import COMMANDS
 from handlers.reply import CONFIRM_ACTION
+from tests.alerts_fixtures import gcp_alert
 from tests.conftest import REDIS_URL
 from tests.eventually import eventually
 
 SECRET = "mcp-sandbox-signing-secret-0123456789"
+TOKEN = "mcp-alert-token-0123456789"
 DEPLOY = {"profile": "gemma4-12b-qat-l4", "max_model_len": 4096}  # the running profile with one change
 READ_ONLY = {"status", "fit", "models", "logs", "diagnose", "metrics", "cost", "revisions", "audit", "quota"}
 WRITES = {"deploy", "redeploy", "scale", "rollback", "destroy"}
@@ -123,7 +125,9 @@ def test_tool_schemas_and_parsers_derive_from_one_declaration() -> None:
 
 async def test_stdio_reads_and_a_write_confirmed_in_slack(tmp_path: Path, slack: SlackStandIn) -> None:
     slack_port = _free_port()
-    env = _env(**_slack_env(slack, slack_port), MCP_ELICIT_CONFIRM="false", MCP_STDIO_USER="U7")
+    env = _env(
+        **_slack_env(slack, slack_port), MCP_ELICIT_CONFIRM="false", MCP_STDIO_USER="U7", ALERT_WEBHOOK_TOKEN=TOKEN
+    )
     asked: list[Any] = []
 
     async def elicit(ctx: Any, params: Any) -> types.ElicitResult:
@@ -206,6 +210,28 @@ async def test_stdio_reads_and_a_write_confirmed_in_slack(tmp_path: Path, slack:
 
         audit = await session.call_tool("audit", {"n": 5})
         assert any(e["plan_id"] == plan_id and e["result"] == "ok" for e in audit.structured_content["entries"])
+
+        # Resources: the catalog, and the open incidents (an alert reaches the bot's webhook and opens one).
+        catalog = json.loads(_resource_text(await session.read_resource("gemma-sre://catalog")))
+        assert "gemma-4-26b-a4b-qat" in catalog["models"]
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{slack_port}", timeout=10) as bot:
+            resp = await bot.post("/alerts/gcp", params={"auth_token": TOKEN}, json=gcp_alert("mcp-inc-1"))
+            assert resp.status_code in (200, 202), resp.text
+
+        async def open_incidents() -> list[dict[str, Any]]:
+            text = _resource_text(await session.read_resource("gemma-sre://incidents/open"))
+            return list(json.loads(text)["incidents"])
+
+        incidents = await eventually(open_incidents, timeout=30)
+        assert incidents[0]["service"] == "vllm-gemma4" and incidents[0]["alerts"][0]["state"] == "firing"
+        prompt = await session.get_prompt("diagnose-my-service", {"service": "vllm-gemma4"})
+        assert "plan_status" in prompt.messages[0].content.text  # type: ignore[union-attr]
+
+
+def _resource_text(result: types.ReadResourceResult) -> str:
+    content = result.contents[0]
+    assert isinstance(content, types.TextResourceContents)
+    return content.text
 
 
 async def test_stdio_elicitation_confirms_when_enabled_but_never_destroy(tmp_path: Path) -> None:
