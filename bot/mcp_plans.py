@@ -121,11 +121,15 @@ class PlanPoster:
         caps = getattr(session, "client_capabilities", None)
         if caps is None or caps.elicitation is None:
             return ""
-        answer = await session.elicit_form(
-            message=f"gemma-sre: run this plan? {plan.summary} (plan {plan.id}, service {plan.service})",
-            requested_schema=CONFIRM_SCHEMA,
-            related_request_id=related_request_id,
-        )
+        try:
+            answer = await session.elicit_form(
+                message=f"gemma-sre: run this plan? {plan.summary} (plan {plan.id}, service {plan.service})",
+                requested_schema=CONFIRM_SCHEMA,
+                related_request_id=related_request_id,
+            )
+        except Exception as exc:  # noqa: BLE001 - the plan is made and posted; only the client's answer is missing
+            log.warning("mcp: elicitation for plan %s failed: %s: %s", plan.id, type(exc).__name__, str(exc)[:200])
+            return "The client could not be asked; the plan stays pending."
         if answer.action != "accept" or (answer.content or {}).get("confirm") is not True:
             return "Not confirmed in the client; the plan stays pending."
         writes = self.deps.writes

@@ -133,7 +133,7 @@ class McpApp:
             log.error("mcp tool %s failed [%s]: %s", tool.name, incident, type(exc).__name__, exc_info=exc)
             return _error(f"{tool.name} failed unexpectedly (error id {incident}); the server's log has the details.")
         return types.CallToolResult(
-            content=[types.TextContent(text=redact(result.text))], structured_content=result.structured
+            content=[types.TextContent(text=redact(result.text))], structured_content=redacted(result.structured)
         )
 
     async def _propose(self, ctx: Any, kind: str, params: dict[str, Any], caller: str) -> ToolResult:
@@ -275,6 +275,18 @@ class McpApp:
             on_list_prompts=self.list_prompts,
             on_get_prompt=self.get_prompt,
         )
+
+
+def redacted(value: Any) -> Any:
+    """Every string in a result redacted (skills/logs/redact.py), as in everything the bot says: an agent's
+    model is one more place a secret must not reach."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redacted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redacted(v) for v in value]
+    return value
 
 
 def _error(text: str) -> types.CallToolResult:

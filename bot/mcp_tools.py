@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -72,7 +72,6 @@ class Call:
     caller: str
     # Set by the server for writes: posts the plan and, when enabled, asks the client's human (bot/mcp_plans.py).
     propose: Callable[[str, dict[str, Any]], Awaitable[ToolResult]] | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 Runner = Callable[[Call, Any], Awaitable[ToolResult]]

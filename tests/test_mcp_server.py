@@ -32,9 +32,12 @@ from mcp.shared.exceptions import MCPError
 from bot.mcp_tools import build_tools
 from bot.sandbox.slack_api import SlackStandIn
 from bot.sandbox.slack_signing import action_body, signed_headers
-from handlers.declared_args import tool_schema
+from handlers.arg_models import AuditArgs, BenchArgs, LogsArgs, QueryArgs
+from handlers.declared_args import to_argv, tool_schema
+from handlers.fit_args import FitArgs
 from handlers.registry import COMMANDS
 from handlers.reply import CONFIRM_ACTION
+from skills.actions.params import ScaleParams
 from tests.alerts_fixtures import gcp_alert
 from tests.conftest import REDIS_URL
 from tests.eventually import eventually
@@ -121,6 +124,25 @@ def test_tool_schemas_and_parsers_derive_from_one_declaration() -> None:
             assert dests == set(tool.args.model_fields), name
     assert {"deploy", "scale", "rollback", "destroy", "fit", "status", "logs"} <= set(COMMANDS)
     assert tools["scale"].input_schema()["properties"]["min_instances"]["description"].startswith("minimum instances")
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("logs", LogsArgs(service="svc-a", since="2h", severity="ERROR", revision="svc-a-00002")),
+        ("bench", BenchArgs(concurrency=[1, 8], contexts=[128], output_tokens=64)),
+        ("query", QueryArgs(prompt=["what", "is", "--max-model-len", "-1"])),
+        ("audit", AuditArgs(n=3)),
+        ("fit", FitArgs(model="26b-qat", gpu_count=2, limit_mm_per_prompt={"image": 0}, enforce_eager=True)),
+        ("scale", ScaleParams(min_instances=0, max_instances=2, service="-odd")),
+    ],
+)
+def test_checked_arguments_read_back_the_same_through_the_commands_parser(name: str, args: Any) -> None:
+    """What MCP validated is what the command then runs with: its words parse back to the same values."""
+    typed = build_tools()[name].typed
+    cmd = COMMANDS[name]
+    opts = cmd.parser.parse(to_argv(args, free_text=cmd.parser.free_text, typed=typed))
+    assert {k: getattr(opts, k) for k in type(args).model_fields} == args.model_dump()
 
 
 async def test_stdio_reads_and_a_write_confirmed_in_slack(tmp_path: Path, slack: SlackStandIn) -> None:
