@@ -90,13 +90,19 @@ class WriteFlow:
         is also recorded beside the plan, so any surface can follow it (MCP's plan_status)."""
 
         async def recorded(p: Progress) -> None:
-            await self._record(plan.id, user_id, p)
+            # Done only once the audit has the outcome (below): a follower that reads "succeeded" finds it there.
+            await self._record(plan.id, user_id, p.model_copy(update={"done": False, "ok": None}))
             await progress(p)
 
         await self._record(plan.id, user_id, Progress(phase="submitted", elapsed_s=0.0, detail=plan.summary))
-        result = await run_claimed(
-            self.gate, plan, lock, user_id, self.runtime, logs=self.logs, progress=recorded, poll_s=self.poll_s
-        )
+        try:
+            result = await run_claimed(
+                self.gate, plan, lock, user_id, self.runtime, logs=self.logs, progress=recorded, poll_s=self.poll_s
+            )
+        except Exception as exc:
+            failed = Progress(phase="failed", elapsed_s=0.0, done=True, ok=False, detail=f"unexpected error: {exc}")
+            await self._record(plan.id, user_id, failed)
+            raise
         outcome = ("deleted" if plan.kind == "destroy" else "ready") if result.ok else "failed"
         final = Progress(phase=outcome, elapsed_s=result.duration_s, done=True, ok=result.ok, detail=result.detail)
         await self._record(plan.id, user_id, final.model_copy(update={"revision": result.revision}))
