@@ -84,6 +84,7 @@ class McpApp:
         self.stdio_caller = stdio_caller
         self.tools = build_tools()
         self.limits = RateLimits(deps)
+        self._listed: types.ListToolsResult | None = None
 
     def caller(self, ctx: Any) -> str:
         """Over HTTP, the Slack user the bearer token names (checked by bot/mcp_http.py before MCP saw the
@@ -98,6 +99,11 @@ class McpApp:
         return self.stdio_caller
 
     async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        if self._listed is None:  # the declarations do not change while the server runs: built once
+            self._listed = self._tool_list()
+        return self._listed
+
+    def _tool_list(self) -> types.ListToolsResult:
         refusal = self.poster.refusal()
         tools = []
         for t in self.tools.values():
