@@ -13,6 +13,7 @@ FROM python:3.11-slim
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PORT=8080 MPLBACKEND=Agg
 RUN useradd --system --uid 10001 --home-dir /app --create-home gemma
 COPY --from=build /opt/venv /opt/venv
+COPY runbooks /app/runbooks
 USER 10001
 WORKDIR /app
 EXPOSE 8080

@@ -16,6 +16,7 @@ import redis.asyncio as redis
 from bot.fair_share import FairShares
 from bot.settings import Settings
 from bot.telemetry import Telemetry
+from skills.clock import REAL_CLOCK, Clock
 from skills.deploy.confirm import UsergroupMembers, WriteGate
 from skills.deploy.env import DeployEnv
 from skills.deploy.flow import WriteFlow
@@ -57,6 +58,7 @@ class Deps:
     streams: StreamClients | None = None  # the bench load generator's connections to the model endpoint
     sandbox: Sandbox | None = None  # when the bot runs on the simulated project
     preflight: PreflightSources | None = None  # what deploy/redeploy plans check before Confirm
+    clock: Clock = REAL_CLOCK  # background waits (a canary's comparison); the sandbox's clock in the sandbox
     # Where an error id can be looked up; the console logs to a file and says which.
     log_location: str = "the bot's log (JSON lines on the stdout of `gemma-sre serve`; on Cloud Run, Cloud Logging)"
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)

@@ -108,10 +108,23 @@ class Settings(BaseSettings):
     vllm_service_account: str | None = None  # the vLLM service's runtime identity
     model_bucket: str | None = None
     hf_token_secret: str = "hf-token"
+    # Runbooks, one <finding kind>.md each (skills/incidents/runbooks.py); unset: ./runbooks, else the repository's.
+    runbooks_dir: str | None = None
     plan_ttl_s: int = Field(default=900, ge=30)
     deploy_lock_ttl_s: int = Field(default=3600, ge=60)
     # How often a deploy polls Cloud Run while it waits for the new revision (progress is edited in place).
     deploy_poll_s: float = Field(default=5.0, gt=0, le=60)
+    # Canary deploys (`--canary N`; skills/deploy/canary_watch.py): how long and how often the new revision is
+    # compared with the stable one, the sample a verdict needs, what counts as a regression (this bot's policy),
+    # and whether a clear regression is rolled back without a click (under its own identity, audited).
+    canary_window_s: float = Field(default=600.0, gt=0)
+    canary_poll_s: float = Field(default=60.0, gt=0)
+    canary_max_wait_s: float = Field(default=3600.0, gt=0)
+    canary_min_requests: int = Field(default=50, ge=1)
+    canary_max_error_rate_increase: float = Field(default=0.01, ge=0, le=1)
+    canary_max_latency_ratio: float = Field(default=1.5, gt=1)
+    canary_auto_rollback: bool = False
+    canary_rollback_identity: str = "gemma-sre-canary"
 
     # --- Preflight (skills/deploy/preflight.py): what a deploy plan checks before Confirm ------------------------
     # The bot's copy of the token the vLLM service downloads with (on Cloud Run: the HF_TOKEN_SECRET secret

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from pydantic import SecretStr
 
+from skills.clock import Clock
 from skills.deploy.flow import WriteFlow
 from skills.diagnosis.agent_eval import Score
 from skills.diagnosis.remediation import ProposedAction, RemediationProposal
@@ -39,6 +40,14 @@ class HandlerSettings(Protocol):
     alert_webhook_user: str
     deploy_lock_ttl_s: int
     deploy_poll_s: float
+    canary_window_s: float
+    canary_poll_s: float
+    canary_max_wait_s: float
+    canary_min_requests: int
+    canary_max_error_rate_increase: float
+    canary_max_latency_ratio: float
+    canary_auto_rollback: bool
+    canary_rollback_identity: str
     deployer_usergroup_id: str
     google_cloud_location: str
     google_cloud_project: str | None
@@ -49,6 +58,7 @@ class HandlerSettings(Protocol):
     log_token_budget: int
     model_bucket: str | None
     plan_ttl_s: int
+    runbooks_dir: str | None
     slack_alerts_channel: str
     slack_post_burst: int
     slack_post_per_s: float
@@ -202,6 +212,11 @@ class HandlerDeps(Protocol):
 
     @property
     def writes(self) -> WriteFlow: ...
+
+    @property
+    def clock(self) -> Clock:
+        """What background waits run on (the sandbox's clock in the sandbox; a test's scaled clock)."""
+        ...
 
     @property
     def sandbox(self) -> Sandbox | None: ...

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 from handlers.commands.logs import render_diagnosis
 from handlers.deps import HandlerDeps
+from handlers.incident_changes import changes_for, render_changes
 from handlers.remediation_render import render_remediation
 from handlers.reply import Reply
 from skills.diagnosis.diagnose import diagnose_service
@@ -100,6 +101,10 @@ def make_investigator(deps: HandlerDeps) -> Investigator:
                 reply = render_diagnosis(inc.service, d)
                 reply.context = f"deterministic findings for the alert window {span}"
                 yield reply
+        try:  # what changed before it: the first question in any incident (handlers/incident_changes.py)
+            yield render_changes(await changes_for(deps, inc, now, alert.revision))
+        except UserFacingError as exc:
+            yield Reply(title=f":warning: Could not read what changed: {redact(exc.message)[:300]}")
         problem = await _model_problem(deps) if deps.agent is not None else ""
         if deps.agent is not None and not problem:
             minutes = max(5, min(24 * 60, int((now - since).total_seconds() // 60) + 1))

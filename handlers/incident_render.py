@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from handlers.incident_lifecycle_render import add_lifecycle, life_line
 from handlers.reply import Reply
 from skills.durations import format_duration
 from skills.incidents.model import SEVERITIES, Event, Incident
@@ -44,6 +45,8 @@ def header_reply(inc: Incident, known_service_name: str) -> Reply:
     state = inc.state
     prefix = "[TEST] " if inc.test else ""
     title = f"{_ICON[state]} {prefix}{state.upper()}: {lead.name} on {inc.service}"
+    if inc.life.resolved_by and state == "firing":  # resolved by hand: the header says the alert still fires
+        title = f"{_ICON['resolved']} {prefix}RESOLVED (alert still firing): {lead.name} on {inc.service}"
     r = Reply(title=title)
     fields = [
         ("Service", f"`{inc.service}`"),
@@ -62,6 +65,7 @@ def header_reply(inc: Incident, known_service_name: str) -> Reply:
     if inc.fix is not None:
         fields.append(("Fix", f"{inc.fix.action} at {_when(inc.fix.at)}"))
     r.add(fields=fields)
+    add_lifecycle(r, inc)
     if lead.summary:
         r.add(text=redact(lead.summary)[:600])
     if len(inc.members) > 1:
@@ -108,6 +112,8 @@ def event_line(ev: Event, service: str) -> str:
     name = f"*{redact(ev.name)[:200]}*"
     if ev.kind in ("fixed", "fix_pending"):
         return _fix_line(ev)
+    if ev.kind == "life" and ev.life is not None:
+        return life_line(ev.life)
     if ev.kind == "joined":
         if ev.count > 1:  # more alerts of one condition (other instances): one line
             return (
@@ -135,6 +141,9 @@ def lines_reply(events: Sequence[Event], service: str) -> Reply:
     """One thread message for everything that happened since the last one (repeats already coalesced)."""
     lines = [event_line(e, service) for e in events]
     r = Reply(title=lines[0])
+    for e in events:  # lifecycle lines name who acted: those ids stay mentions
+        if e.life is not None and e.life.by:
+            r.mention(e.life.by)
     rest, size, cut = [], 0, 0
     for line in lines[1:]:
         if size + len(line) + 1 > SUMMARY_TEXT_MAX - 40:

@@ -27,6 +27,8 @@ class TrafficTarget(BaseModel):
     revision: str = ""  # empty with latest=True
     latest: bool = False
     percent: int = 0
+    tag: str = ""  # a traffic tag: the target also answers at its own URL (canaries)
+    uri: str = ""  # that tagged URL (Cloud Run's TrafficTargetStatus.uri)
 
 
 class ServiceInfo(BaseModel):
@@ -160,7 +162,11 @@ class MetricSeries(BaseModel):
 class Metrics(Protocol):
     """Cloud Monitoring time series for the service."""
 
-    async def series(self, service: str, metric: str, minutes: int) -> list[MetricSeries]: ...
+    async def series(
+        self, service: str, metric: str, minutes: int, *, revision: str | None = None
+    ) -> list[MetricSeries]:
+        """`revision`: only that revision's series (a canary beside the revision it is compared with)."""
+        ...
 
 
 @dataclass(slots=True)

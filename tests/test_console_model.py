@@ -53,3 +53,16 @@ def test_console_runs_keep_their_invariants(shared: Any) -> None:
             suppress_health_check=list(HealthCheck),
         ),
     )
+
+
+def test_two_failures_in_a_row_each_get_their_own_investigation(shared: Any) -> None:
+    """The invariant on a fixed run that exercises it: two scenarios, two failed revisions, two incidents (the
+    random examples above may not fire two scenarios in one run)."""
+    machine = MODEL.ConsoleModel()
+    try:
+        machine.scenario("kv-cache-too-small")
+        machine.scenario("probe-too-short")
+        assert len(set(MODEL.ALERTED.findall(machine.session.text))) == 2
+        machine.every_failed_revision_has_its_own_investigation()
+    finally:
+        machine.teardown()

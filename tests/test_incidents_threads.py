@@ -310,8 +310,10 @@ async def test_real_findings_for_the_alert_window_with_plan_buttons(settings, re
         assert await b.drained()
     finally:
         await _close(b)
-    findings, plan = thread_replies(slack, header_ts(slack))
+    findings, changes, plan = thread_replies(slack, header_ts(slack))
     text = text_of(findings)
+    # issue 34: what changed comes between them (this stand-in has no such service: it says it could not read it)
+    assert "Could not read what changed: service vllm-gemma4: not found" in text_of(changes)
     # the model stand-in answers /health but has no chat API: the agent's fallback plan, saying why
     assert "deterministic findings (no model plan)" in text_of(plan) and "model" in text_of(plan).lower()
     assert "kv_cache_insufficient" in text

@@ -131,3 +131,18 @@ async def test_retries_stop_within_the_call_deadline(monitoring, settings: Setti
     with pytest.raises(UserFacingError, match="could not list request_count"):
         await metrics.series(SERVICE, "request_count", 5)
     assert sum(t.sleeps) <= 10.0 and len(standin.requests) == len(t.sleeps) + 1 >= 5
+
+
+async def test_series_of_one_revision_filter_on_its_revision_name(monitoring, settings: Settings) -> None:
+    standin, addr = monitoring
+    for rev, errors in (("vllm-gemma4-00001-abc", 0.1), ("vllm-gemma4-canary-123456", 2.0)):
+        standin.add("request_count", SERVICE, [10.0], labels={"response_code_class": "2xx"}, revision=rev)
+        standin.add("request_count", SERVICE, [errors], labels={"response_code_class": "5xx"}, revision=rev)
+    metrics = CloudMonitoringMetrics(settings.model_copy(update={"cloud_monitoring_api_endpoint": addr}))
+    series = await metrics.series(SERVICE, "request_count", 10, revision="vllm-gemma4-canary-123456")
+    assert {(s.labels["revision_name"], s.labels["response_code_class"], s.points[0].value) for s in series} == {
+        ("vllm-gemma4-canary-123456", "2xx", 10.0),
+        ("vllm-gemma4-canary-123456", "5xx", 2.0),
+    }
+    assert 'resource.labels.revision_name = "vllm-gemma4-canary-123456"' in standin.requests[-1].filter
+    assert len(await metrics.series(SERVICE, "request_count", 10)) == 4  # without a revision: every revision's

@@ -1,7 +1,7 @@
 """The README's tour of the sandbox, typed into one `./dev console` run at a real terminal (a pty, via
 pexpect): every command the tour names, in its order, each answered without an error, and the outcomes the tour
 promises (a deploy that turns ready, an incident thread with findings, a fix that recovers, metrics that move,
-a bench plan)."""
+a canary compared and rolled back, a bench plan)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,12 @@ def test_the_readme_tour_in_one_console_run(tmp_path: Path) -> None:
     lines = tour()
     assert lines[:3] == ["/gemma status", "/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384", "click Confirm"]
     assert "/gemma metrics" in lines and "/gemma bench" in lines
+    canary = lines.index("/gemma sandbox canary-regresses")
+    assert lines[canary + 1].endswith("--canary 20") and lines[canary + 2 : canary + 5] == [
+        "click Confirm",
+        "click Roll back",
+        "click Confirm",
+    ]
     env = _env(
         GEMMA_SRE_HISTORY=str(tmp_path / "history"),
         TERM="xterm",
@@ -71,3 +77,13 @@ def test_the_readme_tour_in_one_console_run(tmp_path: Path) -> None:
     assert "redeploy `vllm-gemma4`: ready" in everything  # the fix, planned from its button and confirmed
     assert "Running / waiting              8 / 19" in seen["/gemma metrics"]
     assert "Run benchmark" in seen["/gemma bench"]
+    assert "outside the bot" in everything and "Plan rollback to" in everything  # what changed
+    assert "Acknowledged" in everything  # the lifecycle button, shown in the header and the thread
+    assert "Postmortem draft" in seen["/gemma postmortem"]
+    assert "fixed by redeploy" in seen["/gemma postmortem"] or "redeploy ok" in seen["/gemma postmortem"]
+    listed = seen["/gemma incidents"]
+    assert "vLLM revision failed to start" in listed  # resolved, or still closing: the close comes asynchronously
+    # The canary: planned with its cost, compared in its thread, proposed for rollback, rolled back by a click.
+    assert "Canary cost: a second GPU instance" in everything
+    assert "the canary regresses" in everything and "regresses: roll it back?" in everything
+    assert "rollback `vllm-gemma4`: ready" in everything

@@ -86,7 +86,9 @@ class CloudMonitoringMetrics:
             self._project = project
         return self._client
 
-    async def series(self, service: str, metric: str, minutes: int) -> list[MetricSeries]:
+    async def series(
+        self, service: str, metric: str, minutes: int, *, revision: str | None = None
+    ) -> list[MetricSeries]:
         """One query, retried on the library's transient errors (429, 500, 503, connection) by the shared
         policy until CLOUD_CALL_DEADLINE_S; each attempt's own timeout is what is left of it, so a blocked
         thread (it cannot be killed) is free again by then."""
@@ -106,7 +108,7 @@ class CloudMonitoringMetrics:
 
         async def attempt() -> list[MetricSeries]:
             left = max(0.5, ends - self._clock())
-            return await self._pool.run(self._series, service, metric, minutes, left)
+            return await self._pool.run(self._series, service, metric, minutes, left, revision)
 
         try:
             return await retry_call(policy, attempt)
@@ -118,7 +120,9 @@ class CloudMonitoringMetrics:
         except gexc.GoogleAPICallError as exc:
             raise UserFacingError(f"Cloud Monitoring could not list {metric} ({exc.message or exc}).") from None
 
-    def _series(self, service: str, metric: str, minutes: int, timeout_s: float) -> list[MetricSeries]:
+    def _series(
+        self, service: str, metric: str, minutes: int, timeout_s: float, revision: str | None = None
+    ) -> list[MetricSeries]:
         from google.cloud import monitoring_v3
 
         client = self._get_client()
@@ -141,6 +145,9 @@ class CloudMonitoringMetrics:
             f'metric.type = "run.googleapis.com/{metric}" AND resource.type = "cloud_run_revision" '
             f'AND resource.labels.service_name = "{service}"'
         )
+        if revision:  # the cloud_run_revision resource's revision_name label (Monitoring's resource list)
+            flt += f' AND resource.labels.revision_name = "{revision}"'
+
         request = monitoring_v3.ListTimeSeriesRequest(
             name=f"projects/{self._project}",
             filter=flt,

@@ -153,6 +153,8 @@ def service_to_info(svc: run_v2.Service) -> ServiceInfo:
                 revision=t.revision.rsplit("/", 1)[-1],
                 latest=t.type_ == run_v2.TrafficTargetAllocationType.TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST,
                 percent=t.percent,
+                tag=t.tag,
+                uri=getattr(t, "uri", ""),  # TrafficTargetStatus has it; a spec's TrafficTarget does not
             )
             for t in svc.traffic_statuses or svc.traffic
         ],

@@ -45,7 +45,7 @@ class IdentityTokens:
     async def header_for(self, url: str) -> dict[str, str]:
         if self._settings.google_anonymous_credentials or not url.startswith("https://"):
             return {}
-        audience = "/".join(url.split("/", 3)[:3])
+        audience = audience_for(url)
         hit = self._cache.get(audience)
         if hit and hit[1] > time.time() + 60:
             return {"Authorization": f"Bearer {hit[0]}"}
@@ -55,6 +55,20 @@ class IdentityTokens:
             return {}  # a public service still answers; a private one answers 401/403, which we report
         self._cache[audience] = (token, time.time() + 3000)
         return {"Authorization": f"Bearer {token}"}
+
+
+def audience_for(url: str) -> str:
+    """The ID token audience for a Cloud Run URL: the service's own run.app URL.
+
+    A revision tag's URL is `https://TAG---SERVICE-HASH.a.run.app`; Cloud Run always accepts the service's
+    Google-generated URL as audience (docs: run/docs/configuring/custom-audiences, "The default Google-generated
+    URL is always an acceptable audience value"), so a tagged URL gets the token of its service URL.
+    """
+    origin = "/".join(url.split("/", 3)[:3])
+    scheme, _, host = origin.partition("://")
+    if host.endswith(".run.app") and "---" in host:
+        host = host.split("---", 1)[1]
+    return f"{scheme}://{host}"
 
 
 def _fetch_id_token(audience: str) -> str:

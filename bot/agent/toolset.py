@@ -19,6 +19,9 @@ from skills.deploy.render_service import main_container
 from skills.diagnosis.diagnose import diagnose
 from skills.diagnosis.findings import Diagnosis
 from skills.errors import UserFacingError
+from skills.incidents.changes import as_text as changes_text
+from skills.incidents.changes import what_changed
+from skills.incidents.runbooks import read_runbook
 from skills.logs.condense import condense
 from skills.observe.model_metrics import collect_model_metrics
 from skills.observe.status import collect_status
@@ -55,6 +58,14 @@ class FindingsArgs(_Args):
 
 class MetricsArgs(_Args):
     pass
+
+
+class ChangesArgs(_Args):
+    started_minutes_ago: int = Field(default=0, ge=0, le=10080, description="when the trouble started (0: now)")
+
+
+class RunbookArgs(_Args):
+    kind: str = Field(max_length=60, description="a finding kind, e.g. kv_cache_insufficient")
 
 
 class FitArgs(_Args):
@@ -141,6 +152,16 @@ class Toolset:
                     self._findings_tool,
                 )
             )
+        tools += [
+            Tool(
+                "what_changed",
+                "Revisions created before the trouble, each diffed against the last healthy revision, who made it "
+                "(or made outside the bot), closest first, and the likely cause.",
+                ChangesArgs,
+                self._changes,
+            ),
+            Tool("read_runbook", "The team's runbook for a finding kind (Markdown).", RunbookArgs, self._runbook),
+        ]
         tools.append(
             Tool(
                 "capacity_fit",
@@ -249,6 +270,17 @@ class Toolset:
         base = await self.deps.endpoint.base_url()
         m = await collect_model_metrics(self.deps.model_server, base)
         return _dumps(m.model_dump(mode="json", exclude_none=True, exclude={"scraped_at"}))
+
+    async def _changes(self, args: ChangesArgs) -> str:
+        now = datetime.now(UTC)
+        start = now - timedelta(minutes=args.started_minutes_ago)
+        wc = await what_changed(
+            self.deps.runtime, self.deps.redis, self.settings.key("audit"), self.service, start, now=now
+        )
+        return "\n".join(changes_text(wc))
+
+    async def _runbook(self, args: RunbookArgs) -> str:
+        return read_runbook(args.kind, self.settings.runbooks_dir)
 
     async def _fit(self, args: FitArgs) -> str:
         r = check_fit(FitRequest(model=args.model, gpu=args.gpu, max_model_len=args.max_model_len))

@@ -41,6 +41,7 @@ def build_sandbox_deps(settings: Settings, sandbox: Sandbox, agent_base_url: str
 
     deps = build_deps(settings)
     deps.sandbox = sandbox
+    deps.clock = sandbox.clock  # a canary's window passes at SANDBOX_SPEED, like the cold start before it
     deps.agent = None
     if agent_base_url:
         agent_settings = settings.model_copy(update={"vllm_base_url": agent_base_url})

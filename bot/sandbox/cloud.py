@@ -33,6 +33,7 @@ from bot.sandbox.lifecycle import RevisionLifecycle, Startup
 from bot.sandbox.monitoring_grpc import MonitoringStandIn, serve_monitoring
 from bot.sandbox.preflight_standins import SCENARIOS as PREFLIGHT_SCENARIOS
 from bot.sandbox.preflight_standins import PreflightStandIns
+from bot.sandbox.revision_traffic import CANARY_SCENARIOS, RevisionFleet
 from bot.sandbox.server import serve
 from bot.sandbox.vllm_sim import SimConfig, VllmSim
 from bot.settings import Settings
@@ -76,6 +77,8 @@ class Sandbox:
         flags = VllmFlags.parse(args)  # the simulator serves what the seeded service runs
         assert flags.model and flags.max_model_len, "the seeded service names its model and context"
         self.vllm = VllmSim(SimConfig(model_id=flags.model, max_model_len=flags.max_model_len))
+        # While traffic is split (a canary), simulated users reach each revision at its tagged URL's own server.
+        self.fleet = RevisionFleet(self.clock, self.cloud_run, self.monitoring, service, self.vllm.config)
         self.lifecycle = RevisionLifecycle(
             self.clock, self.logging, PROJECT, LOCATION, self.cloud_run.complete_revision
         )
@@ -104,6 +107,9 @@ class Sandbox:
         self.urls["logging"] = s.enter_context(serve(self.logging.app()))
         self.urls["monitoring"] = s.enter_context(serve_monitoring(self.monitoring))
         self.urls["vllm"] = s.enter_context(serve(self.vllm.app))
+        self.urls["revisions"] = s.enter_context(serve(self.fleet.app))
+        revisions_url = self.urls["revisions"]
+        self.cloud_run.tag_uri = lambda _svc, _tag, rev: f"{revisions_url}/r/{rev}"
         self.lifecycle.uri = self.urls["vllm"]
         self._stack.callback(self.preflight.close)
         self.preflight.start()
@@ -191,6 +197,7 @@ class Sandbox:
     # --- time ---------------------------------------------------------------------------------------------
     def tick(self) -> None:
         self.lifecycle.tick()
+        self.fleet.tick()
         if not self.saturated:  # the simulator's own load (a bench) shows in its gauges
             busy = self.vllm.state.in_flight
             self.vllm.set_gauges(running=busy, waiting=0, kv_usage=min(0.9, 0.03 * busy))
@@ -262,7 +269,8 @@ class Sandbox:
     def scenario_list(self) -> list[tuple[str, str, str]]:
         """(name, what happens, the finding kind) for each scenario."""
         field = [(s.name, s.summary, s.kind) for s in sc.SCENARIOS.values()]
-        return field + [(name, what, "preflight, at plan time") for name, what in PREFLIGHT_SCENARIOS.items()]
+        canary = [(name, what, "a canary's comparison") for name, (what, _) in CANARY_SCENARIOS.items()]
+        return field + [(name, what, "preflight, at plan time") for name, what in PREFLIGHT_SCENARIOS.items()] + canary
 
     async def fire(self, name: str, on_event: Callable[[str], Awaitable[None]]) -> None:
         """Run a scenario by name, narrating failures of the sandbox itself instead of raising them."""
@@ -270,6 +278,9 @@ class Sandbox:
             if name in PREFLIGHT_SCENARIOS:
                 repo = self._seed_repo()
                 await on_event(self.preflight.scenario(name, repo, LOCATION))
+                return
+            if name in CANARY_SCENARIOS:
+                await on_event(self.fleet.arm(name))
                 return
             await self.run_scenario(sc.SCENARIOS[name], on_event)
         except Exception as exc:

@@ -7,6 +7,12 @@ startup probe (`next_revision_outcome`), with the condition wording Cloud Run us
 As Cloud Run does, an update that leaves the template alone (a traffic move) creates no revision; enum
 numbers (the client's REST transport sends integers) are normalised to names; `fail_next` injects an HTTP
 error for the next matching call (method, "LIST_REVISIONS", "GET_REVISION", "GET_OPERATION" or "*").
+
+Traffic splits and tags: a template may name its revision (RevisionTemplate.revision: prefixed with the service's
+name and a dash, a DNS-1035 label, not already taken), and traffic may target that revision in the same update;
+any other REVISION target must exist. The split takes effect when the new revision is ready; if it fails, the
+service keeps the traffic it had. A tagged target's status carries its URL (`tag_uri`; Cloud Run's form is
+`https://TAG---SERVICE-HASH-REGION.a.run.app`).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bot.sandbox.cloud_run_validation import RequestRejected, validate_service
+from bot.sandbox.cloud_run_validation import RequestRejected, dns1035_problem, validate_service
 
 SERVICE_TYPE = "type.googleapis.com/google.cloud.run.v2.Service"
 PROBE_FAILED = (
@@ -76,6 +82,11 @@ class CloudRunStandIn:
         self._counter = itertools.count(1)
         self._lock = threading.Lock()
         self.lifecycle: Lifecycle | None = None  # the sandbox's revision lifecycle, when it runs one
+        # (service, tag, revision) -> the tagged target's URL; the sandbox points it at its per-revision servers.
+        self.tag_uri: Callable[[str, str, str], str] = lambda svc, tag, _rev: (
+            f"https://{tag}---{svc}-abc123-uc.a.run.app"
+        )
+        self._prior_traffic: dict[str, list[dict[str, Any]]] = {}  # restored if the revision a split names fails
         prefix = "/v2/projects/{project}/locations/{location}"
         self.app = Starlette(
             routes=[
@@ -138,7 +149,7 @@ class CloudRunStandIn:
     # --- internals ----------------------------------------------------------------------------------
     def _new_revision(self, name: str, template: dict[str, Any]) -> str:
         n = len(self.revisions[name]) + 1
-        rev_name = f"{name}-{n:05d}-{uuid.uuid4().hex[:3]}"
+        rev_name = template.get("revision") or f"{name}-{n:05d}-{uuid.uuid4().hex[:3]}"
         rev = {
             "name": f"{self.parent}/services/{name}/revisions/{rev_name}",
             "service": f"{self.parent}/services/{name}",
@@ -181,17 +192,11 @@ class CloudRunStandIn:
             }
             traffic = svc.get("traffic") or [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "percent": 100}]
             svc["traffic"] = traffic
-            svc["trafficStatuses"] = [
-                {
-                    "type": t.get("type", "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION"),
-                    "revision": (
-                        rev_name if t.get("type") == "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST" else t.get("revision", "")
-                    ),
-                    "percent": t.get("percent", 0),
-                }
-                for t in traffic
-            ]
+            self._prior_traffic.pop(name, None)
+            svc["trafficStatuses"] = self._statuses(name, rev_name)
         else:
+            if name in self._prior_traffic:  # the split named this revision: the service keeps what it had
+                svc["traffic"] = self._prior_traffic.pop(name)
             msg = message or PROBE_FAILED.format(rev=rev_name)
             cond = {
                 "type": "Ready",
@@ -209,17 +214,46 @@ class CloudRunStandIn:
 
     def _apply_traffic(self, name: str) -> None:
         svc = self.services[name]
-        latest_ready = svc.get("latestReadyRevision", "").rsplit("/", 1)[-1]
-        svc["trafficStatuses"] = [
-            {
+        svc["trafficStatuses"] = self._statuses(name, svc.get("latestReadyRevision", "").rsplit("/", 1)[-1])
+
+    def _statuses(self, name: str, latest_ready: str) -> list[dict[str, Any]]:
+        """TrafficTargetStatus for each target of the service's traffic (LATEST resolved; a tag gets its URL)."""
+        out = []
+        for t in self.services[name].get("traffic") or []:
+            latest = t.get("type") == "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST"
+            rev = latest_ready if latest else t.get("revision", "")
+            status = {
                 "type": t.get("type", "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION"),
-                "revision": latest_ready
-                if t.get("type") == "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST"
-                else t.get("revision", ""),
+                "revision": rev,
                 "percent": t.get("percent", 0),
             }
-            for t in svc.get("traffic") or []
-        ]
+            if t.get("tag"):
+                status["tag"] = t["tag"]
+                status["uri"] = self.tag_uri(name, t["tag"], rev)
+            out.append(status)
+        return out
+
+    def _traffic_rejected(self, name: str, body: dict[str, Any], current: dict[str, Any] | None) -> Response | None:
+        """What the API refuses that needs the service's state: a named revision that is malformed or taken, and
+        traffic to a revision that does not exist (nor is being created by this request)."""
+        named = (body.get("template") or {}).get("revision", "")
+        taken = {r["name"].rsplit("/", 1)[-1] for r in self.revisions.get(name, [])}
+        if named:
+            if not named.startswith(name + "-"):
+                msg = f"Revision name {named!r} must be prefixed by the name of the enclosing Service: {name!r}."
+                return _error(400, msg)
+            if why := dns1035_problem(named):
+                return _error(400, f"Invalid revision name {named!r}: {why}.")
+            unchanged = current is not None and _meaningful(body["template"]) == _meaningful(
+                current.get("template", {})
+            )
+            if named in taken and not unchanged:
+                return _error(409, f"Revision named {named!r} with different configuration already exists.")
+        for t in body.get("traffic") or []:
+            rev = t.get("revision", "")
+            if rev and rev not in taken and rev != named:
+                return _error(400, f"Revision {rev!r} referenced in traffic not found.")
+        return None
 
     def _fault(self, method: str) -> Response | None:
         if self.lifecycle is not None:  # every request sees the simulated present
@@ -271,6 +305,8 @@ class CloudRunStandIn:
         with self._lock:
             if name in self.services:
                 return _error(409, f"Resource '{name}' already exists.")
+            if (refused := self._traffic_rejected(name, body, None)) is not None:
+                return refused
             body["name"] = f"{self.parent}/services/{name}"
             body.setdefault("template", {})
             body["uri"] = f"https://{name}-abc123-uc.a.run.app"
@@ -303,7 +339,11 @@ class CloudRunStandIn:
         body = _names(raw)
         with self._lock:
             svc = self.services[name]
+            if (refused := self._traffic_rejected(name, body, svc)) is not None:
+                return refused
             new_template = "template" in body and _meaningful(body["template"]) != _meaningful(svc.get("template", {}))
+            if new_template and "traffic" in body:
+                self._prior_traffic[name] = copy.deepcopy(svc.get("traffic") or [])
             for key in (
                 "template",
                 "scaling",

@@ -8,6 +8,11 @@
   nvidia-rtx-pro-6000 at least 20 CPU and 80 GiB, and being Preview it needs the service's launch stage BETA
   (or an earlier stage such as ALPHA).
 
+- Traffic, by Knative serving's route validation (pkg/apis/serving/v1/route_validation.go), which Cloud Run's
+  API follows: percents within 0..100 that sum to 100 ("Traffic targets sum to N, want 100"), tags that are
+  DNS-1035 labels and unique ("Multiple definitions for \"tag\""), a REVISION target names its revision and a
+  LATEST one does not.
+
 The stand-in's own table, deliberately not read from the bot's catalog (tests check the two agree).
 """
 
@@ -126,7 +131,61 @@ def _check_gpu(body: dict[str, Any]) -> None:
             )
 
 
+_TRAFFIC_TYPES = {0: "TRAFFIC_TARGET_ALLOCATION_TYPE_UNSPECIFIED", 1: "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST",
+                  2: "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION"}  # fmt: skip
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def dns1035_problem(value: str) -> str:
+    """Why `value` is not a DNS-1035 label ('' when it is), in k8s.io/apimachinery's words."""
+    if len(value) > 63:
+        return "must be no more than 63 characters"
+    if not DNS1035.match(value):
+        return (
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
+            "character, and end with an alphanumeric character"
+        )
+    return ""
+
+
+def _check_traffic(body: dict[str, Any]) -> None:
+    traffic = body.get("traffic")
+    if not traffic:
+        return
+    total = 0
+    tags: dict[str, int] = {}
+    for i, t in enumerate(traffic):
+        where = f"service.traffic[{i}]"
+        kind = t.get("type", 0)
+        kind = _TRAFFIC_TYPES.get(kind, kind) if isinstance(kind, int) else kind
+        percent = t.get("percent", 0)
+        revision = t.get("revision", "")
+        if not isinstance(percent, int) or not 0 <= percent <= 100:
+            raise RequestRejected(f"expected 0 <= {percent} <= 100: {where}.percent", f"{where}.percent")
+        if kind == "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST" and revision:
+            raise RequestRejected(f"may not set revision {revision!r} when the type is LATEST", f"{where}.revision")
+        if kind == "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION" and not revision:
+            raise RequestRejected(f"missing field(s): {where}.revision", f"{where}.revision")
+        if kind not in ("TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION"):
+            raise RequestRejected(f"invalid value: {kind}: {where}.type", f"{where}.type")
+        total += percent
+        tag = t.get("tag", "")
+        if not tag:
+            continue
+        if why := dns1035_problem(tag):
+            raise RequestRejected(f"invalid value: not a DNS 1035 label: [{why}]: {where}.tag", f"{where}.tag")
+        if tag in tags:
+            raise RequestRejected(
+                f'Multiple definitions for "{tag}": service.traffic[{i}].tag, service.traffic[{tags[tag]}].tag',
+                f"{where}.tag",
+            )
+        tags[tag] = i
+    if total != 100:
+        raise RequestRejected(f"Traffic targets sum to {total}, want 100: service.traffic", "service.traffic")
+
+
 def validate_service(body: dict[str, Any]) -> None:
     """Raise RequestRejected (a 400) for a Service body the real API would refuse."""
     _walk(body, run_v2.Service.meta.pb.DESCRIPTOR, "service")
     _check_gpu(body)
+    _check_traffic(body)

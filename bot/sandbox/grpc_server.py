@@ -28,4 +28,6 @@ def serve_grpc_services(services: dict[str, dict[str, grpc.RpcMethodHandler]], w
     try:
         yield f"127.0.0.1:{port}"
     finally:
-        server.stop(grace=None)
+        # stop() only starts the shutdown; waiting for it means no server thread is still running when the
+        # process exits (gRPC threads racing the interpreter's finalization can crash the process at exit).
+        server.stop(grace=None).wait(timeout=10)

@@ -52,8 +52,12 @@ class MonitoringStandIn:
         labels: dict[str, str] | None = None,
         step_s: int = 60,
         int_values: bool = False,
+        revision: str = "",
+        replace: bool = False,
     ) -> None:
-        """One series of points ending now, `step_s` apart, for run.googleapis.com/<metric>."""
+        """One series of points ending now, `step_s` apart, for run.googleapis.com/<metric>; `revision` sets the
+        cloud_run_revision resource's revision_name label; `replace` drops the series of that metric with the same
+        labels and revision first (a simulated load keeps one series per revision up to date)."""
         now = datetime.now(UTC).replace(microsecond=0)
         points: list[monitoring_v3.Point] = []
         for i, v in enumerate(values):
@@ -66,11 +70,23 @@ class MonitoringStandIn:
             metric={"type": f"run.googleapis.com/{metric}", "labels": labels or {}},
             resource={
                 "type": "cloud_run_revision",
-                "labels": {"service_name": service, "location": "us-central1"},
+                "labels": {"service_name": service, "location": "us-central1", "revision_name": revision},
             },
             points=points,  # newest first, as the API returns them
         )
-        self.series.setdefault(f"run.googleapis.com/{metric}", []).append(ts)
+        with self._lock:
+            kept = self.series.setdefault(f"run.googleapis.com/{metric}", [])
+            if replace:
+                kept[:] = [
+                    t
+                    for t in kept
+                    if not (
+                        dict(t.metric.labels) == (labels or {})
+                        and t.resource.labels["service_name"] == service
+                        and t.resource.labels.get("revision_name", "") == revision
+                    )
+                ]
+            kept.append(ts)
 
     def _list(
         self, request: metric_service.ListTimeSeriesRequest, context: grpc.ServicerContext
@@ -96,13 +112,15 @@ class MonitoringStandIn:
             context.abort(self.fail_with, "simulated failure")
         m = re.search(r'metric\.type\s*=\s*"([^"]+)"', request.filter)
         s = re.search(r'resource\.labels\.service_name\s*=\s*"([^"]+)"', request.filter)
+        r = re.search(r'resource\.labels\.revision_name\s*=\s*"([^"]+)"', request.filter)
         if not m or not request.name.startswith("projects/"):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "filter must name metric.type; name must be projects/...")
             raise AssertionError("unreachable: abort raises")
         found = [
             ts
             for ts in self.series.get(m.group(1), [])
-            if s is None or ts.resource.labels["service_name"] == s.group(1)
+            if (s is None or ts.resource.labels["service_name"] == s.group(1))
+            and (r is None or ts.resource.labels.get("revision_name", "") == r.group(1))
         ]
         return metric_service.ListTimeSeriesResponse(time_series=found)
 

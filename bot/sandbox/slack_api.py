@@ -73,6 +73,8 @@ class SlackStandIn:
         self.calls: list[Call] = []
         self.responses: list[dict[str, Any]] = []  # bodies posted to response URLs
         self.uploads: dict[str, bytes] = {}
+        self.pending_files: dict[str, dict[str, Any]] = {}  # issued upload URLs not completed yet
+        self.shared: list[dict[str, Any]] = []  # completed uploads: what was shared where
         self.usergroups: dict[str, list[str]] = {}
         self.faults: dict[str, list[Fault]] = {}
         self._ts = itertools.count(1)
@@ -197,11 +199,9 @@ class SlackStandIn:
         if method == "views.open":
             return {"ok": True, "view": {"id": "V0001", **(p.get("view") or {})}}
         if method == "files.getUploadURLExternal":
-            fid = f"F{next(self._ts):06d}"
-            return {"ok": True, "upload_url": f"{self.base_url}/upload/{fid}", "file_id": fid}
+            return self._upload_url(p)
         if method == "files.completeUploadExternal":
-            files = p.get("files") or []
-            return {"ok": True, "files": [{"id": f.get("id"), "title": f.get("title", "")} for f in files]}
+            return self._complete_upload(p)
         if method == "conversations.info":
             return {"ok": True, "channel": {"id": p.get("channel"), "name": "general"}}
         return {"ok": True}
@@ -216,9 +216,51 @@ class SlackStandIn:
         self.responses.append(data)
         return PlainTextResponse("ok")
 
+    # --- files upload v2, as Slack documents it -------------------------------------------------------------
+    # https://docs.slack.dev/reference/methods/files.getUploadURLExternal/ : `filename` and `length` (bytes) are
+    # required ("missing_argument ... typically only occurs when the length provided is 0");
+    # https://docs.slack.dev/reference/methods/files.completeUploadExternal/ : `files` (required) is an array of
+    # {"id", "title"?}; "This method can only be called once"; `thread_ts` is another message's ts, with one
+    # channel (`channel_id`). What the docs leave unnamed is answered with Slack's generic `invalid_arguments`.
+    def _upload_url(self, p: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(p) - {"token", "filename", "length", "alt_txt", "snippet_type"}
+        if unknown:
+            return {"ok": False, "error": "invalid_arguments"}
+        try:
+            length = int(str(p.get("length", "0")))
+        except ValueError:
+            return {"ok": False, "error": "invalid_arguments"}
+        if not p.get("filename") or length <= 0:
+            return {"ok": False, "error": "missing_argument"}
+        fid = f"F{next(self._ts):06d}"
+        self.pending_files[fid] = {"filename": str(p["filename"]), "length": length}
+        return {"ok": True, "upload_url": f"{self.base_url}/upload/{fid}", "file_id": fid}
+
+    def _complete_upload(self, p: dict[str, Any]) -> dict[str, Any]:
+        files = p.get("files")
+        unknown = set(p) - {"token", "files", "channel_id", "channels", "thread_ts", "initial_comment", "blocks"}
+        if unknown or not isinstance(files, list) or not files:
+            return {"ok": False, "error": "invalid_arguments"}
+        if p.get("thread_ts") and not p.get("channel_id"):
+            return {"ok": False, "error": "invalid_arguments"}  # a thread reply needs its one channel
+        out = []
+        for f in files:
+            fid = f.get("id") if isinstance(f, dict) else None
+            if fid not in self.pending_files or fid not in self.uploads:  # never issued, never uploaded, or completed
+                return {"ok": False, "error": "invalid_arguments"}
+        for f in files:
+            meta = self.pending_files.pop(f["id"])
+            self.shared.append({**meta, "id": f["id"], "title": f.get("title", ""), "content": self.uploads[f["id"]],
+                                "channel": p.get("channel_id", ""), "thread_ts": p.get("thread_ts", "")})  # fmt: skip
+            out.append({"id": f["id"], "title": f.get("title", "")})
+        return {"ok": True, "files": out}
+
     async def _upload(self, request: Request) -> Response:
-        self.uploads[request.path_params["fid"]] = await request.body()
-        return PlainTextResponse("OK - 1")
+        fid = request.path_params["fid"]
+        if fid not in self.pending_files:
+            return PlainTextResponse("unknown upload", status_code=404)
+        self.uploads[fid] = await request.body()
+        return PlainTextResponse("OK - " + str(len(self.uploads[fid])))
 
 
 def _blocks_ok(blocks: Any) -> bool:

@@ -46,6 +46,14 @@ def _override_args(p: CommandParser) -> None:
 def _deploy_args(p: CommandParser) -> None:
     p.add_argument("profile", metavar="PROFILE", help="a deploy profile (see the hint below)")
     _override_args(p)
+    p.add_argument(
+        "--canary",
+        dest="canary",
+        metavar="N",
+        default=None,
+        help="send N%% of traffic (1-50) to the new revision first, compare it with the serving one, then promote "
+        "or roll back",
+    )
 
 
 def _config_args(p: CommandParser) -> None:
@@ -70,7 +78,9 @@ def _profiles_hint() -> str:
     kind="write",
 )
 async def deploy(ctx: CommandContext) -> Reply:
-    params = {"profile": ctx.opts.profile, **_overrides(ctx)}
+    params: dict[str, object] = {"profile": ctx.opts.profile, **_overrides(ctx)}
+    if ctx.opts.canary is not None:
+        params["canary"] = ctx.opts.canary
     return await make_plan(ctx.deps, ctx.user_id, ctx.channel_id, "deploy", params)
 
 

@@ -14,6 +14,7 @@ from handlers.reply import FileOut, Reply
 from skills.diagnosis.diagnose import current_revisions, diagnose_current, diagnose_service
 from skills.diagnosis.findings import Diagnosis, Finding
 from skills.errors import NotFound, UserFacingError
+from skills.incidents.runbooks import runbook_ref
 from skills.logs.condense import Digest
 from skills.logs.fetch import logs_digest, parse_severity, parse_since
 from skills.ports import LogQuery, Logs, ServiceInfo
@@ -99,9 +100,10 @@ def render_diagnosis(service: str, d: Diagnosis, past: list[Finding] | None = No
     for f in d.findings:
         icon = ":red_circle:" if f.severity in ("critical", "error") else ":large_yellow_circle:"
         steps = "\n".join(f"• {s}" for s in f.remediation.steps)
+        runbook = f"\nRunbook: `{runbook_ref(f.kind)}` (`/gemma runbook {f.kind}`)"
         reply.add(
             heading=f"{icon} {f.title}  `{f.kind}`",
-            text=f"{f.remediation.summary}\n{steps}".strip(),
+            text=f"{f.remediation.summary}\n{steps}{runbook}".strip(),
             code="\n".join(f.evidence) or None,  # log text stays in a code block: quoted, never instructions
         )
         reply.buttons.extend(action_buttons(f.remediation.actions))

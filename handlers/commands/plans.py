@@ -19,6 +19,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from handlers.canary_thread import follow_canary
 from handlers.context import ActionContext, Responder
 from handlers.registry import action, view_check
 from handlers.remediation_render import action_label
@@ -166,7 +167,7 @@ def progress_reply(plan: Plan, user_id: str, p: Progress) -> Reply:
 
 
 def _steps(plan: Plan) -> list[str]:
-    if plan.kind == "rollback":
+    if plan.kind in ("rollback", "promote"):
         return ["submitted", "moving traffic", "ready"]
     if plan.kind == "destroy":
         return ["submitted", "deleting", "deleted"]
@@ -258,6 +259,9 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
                     await ctx.responder.post(report, thread_ts=thread or ts)
                 except Exception:  # noqa: BLE001 - the deploy succeeded and says so above; logged
                     log.warning("could not post the start-up comparison for plan %s", plan.id)
+            if plan.canary:  # a canary: compared with the stable revision in this thread, then Promote / Roll back
+                async with deps.watching(ctx.user_id):  # a wait of up to CANARY_MAX_WAIT_S: a watcher's share
+                    await follow_canary(deps, plan, ctx.responder, thread or ts)
 
     # Whoever confirmed may stop waiting (Ctrl-C in the console); the watch goes on and records what happened.
     await keep_watching(watch())

@@ -29,6 +29,9 @@ class AuditEntry(BaseModel):
     plan_id: str = ""
     target: str = ""  # a rollback's revision (what a later reconciliation checks)
     before: str = ""  # the latest revision when a revision-making write started (its own comes after it)
+    # The revision this write produced (a deploy/redeploy/scale/config outcome): how "what changed" in an incident
+    # thread tells the bot's revisions (and who made them) from changes made outside the bot.
+    revision: str = ""
     id: str = ""  # stream entry id, set when read back
 
     def when(self) -> str:
@@ -73,16 +76,27 @@ async def pending(store: Store, key: str) -> list[AuditEntry]:
     return [AuditEntry.model_validate_json(v) for v in raw.values()]
 
 
+def _parse(entry_id: Any, fields: Any) -> AuditEntry:
+    data: dict[str, Any] = dict(fields or {})
+    data["params"] = json.loads(data.get("params") or "{}")
+    data["id"] = entry_id
+    return AuditEntry.model_validate(data)
+
+
+async def since(store: Store, key: str, start: float, limit: int = 500) -> list[AuditEntry]:
+    """The records at or after `start` (epoch seconds; at most the newest `limit`), oldest first."""
+    rows: list[Any] = await store.xrevrange(key, count=limit) or []
+    out = [_parse(entry_id, fields) for entry_id, fields in rows]
+    return [e for e in reversed(out) if e.at >= start]
+
+
 async def latest(store: Store, key: str, count: int = 10) -> list[AuditEntry]:
     """The newest `count` records, one per confirmed write (its newest state: pending, then its outcome)."""
     rows: list[Any] = await store.xrevrange(key, count=count * 3 + 10) or []
     out = []
     seen: set[str] = set()
     for entry_id, fields in rows:
-        data: dict[str, Any] = dict(fields or {})
-        data["params"] = json.loads(data.get("params") or "{}")
-        data["id"] = entry_id
-        entry = AuditEntry.model_validate(data)
+        entry = _parse(entry_id, fields)
         if entry.result in WRITE_RESULTS and entry.plan_id:
             if entry.plan_id in seen:
                 continue

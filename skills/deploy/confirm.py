@@ -210,7 +210,7 @@ async def run_claimed(
     it from what the service shows (skills/deploy/reconcile.py)."""
     start = time.monotonic()
     pending = _entry(plan, user_id, "pending", "confirmed; watching")
-    if plan.kind != "destroy" and plan.kind != "rollback" and not plan.create:
+    if plan.kind not in ("destroy", "rollback", "promote") and not plan.create:
         try:  # what a later reconciliation needs to tell this write's revision from earlier ones
             pending.before = (await runtime.get_service(plan.service)).latest_created_revision
         except UserFacingError:
@@ -232,4 +232,5 @@ async def run_claimed(
         await lock.release()
         if not cancelled:
             outcome = _entry(plan, user_id, "ok" if result.ok else "failed", result.detail, time.monotonic() - start)
+            outcome.revision = result.revision  # the revision it produced ('' for a rollback or a destroy)
             await settle(gate.store, gate.audit_key, outcome)

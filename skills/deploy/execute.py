@@ -143,7 +143,7 @@ async def execute(
         before = "" if plan.create else (await runtime.get_service(plan.service)).latest_created_revision
         op = await runtime.apply_service(plan.service, plan.spec, create=plan.create)
         await rep(Progress(phase="submitted", elapsed_s=rep.elapsed()))
-        if plan.kind == "rollback":
+        if plan.kind in ("rollback", "promote"):  # traffic-only writes
             return await _wait_traffic(runtime, plan, op, rep, poll_s)
         return await _wait_revision(runtime, plan, op, before, rep, poll_s, logs, since)
     except UserFacingError as exc:

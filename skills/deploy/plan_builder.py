@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from skills.deploy.canary import apply_canary, canary_percent, plan_promote, unname_revision
 from skills.deploy.env import DeployEnv
 from skills.deploy.plan_common import ActionKind
 from skills.deploy.plan_deploy import plan_deploy
@@ -27,6 +28,7 @@ _BUILDERS = {
     "scale": plan_scale,
     "rollback": plan_rollback,
     "destroy": plan_destroy,
+    "promote": plan_promote,
 }
 
 
@@ -47,12 +49,22 @@ async def build_plan(
         raise InvalidInput(f"Unknown action `{kind}`.", "Known: " + ", ".join(sorted(_BUILDERS)) + ".")
     if not isinstance(params, dict):
         raise InvalidInput(f"Parameters for {kind} must be an object.")
+    # `canary` is no setting of the service: the plan is built without it, then split (skills/deploy/canary.py).
+    canary = params.get("canary") if kind in ("deploy", "redeploy") and not offline else None
+    if canary is not None:
+        percent = canary_percent(canary)
+        params = {k: v for k, v in params.items() if k != "canary"}
     plan = await (
         plan_deploy(runtime, env, params, offline=True)
         if offline and kind == "deploy"
         else builder(runtime, env, params)
     )
     plan.created_by, plan.channel_id = user_id, channel_id
+    if canary is not None:
+        info = await apply_canary(plan, percent, runtime, env, preflight.quotas if preflight else None)
+        plan.canary = info.model_dump()
+    elif kind in ("deploy", "redeploy", "scale") and not offline:
+        await unname_revision(plan, runtime)
     if preflight is not None and kind in ("deploy", "redeploy") and plan.spec is not None and not offline:
         plan.preflight = await run_preflight(preflight, target_of(plan.spec, env))
     return plan

@@ -21,7 +21,7 @@ from skills.deploy.vllm_flags import VllmFlags
 from skills.errors import InvalidInput, NotFound, explain_validation
 from skills.ports import Runtime
 
-ActionKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy"]
+ActionKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy", "promote"]
 # After the probe budget runs out Cloud Run reports the failure; wait a little longer than that.
 WAIT_MARGIN_S = 300
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from skills.actions.params import DestroyParams, RollbackParams, ScaleParams
+from skills.deploy.canary import stable_revision
 from skills.deploy.diff import diff_specs, fingerprint
 from skills.deploy.env import DeployEnv
 from skills.deploy.gcloud import destroy_command, rollback_command, scale_command
@@ -104,7 +105,8 @@ async def plan_rollback(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
     service = p.service or env.service
     current = await current_spec(runtime, service)
     revisions = await runtime.list_revisions(service, limit=20)
-    target = pick_rollback_target(revisions, p.revision)
+    # During a canary a plain `/gemma rollback` means "back to the stable revision", not the one before it.
+    target = pick_rollback_target(revisions, p.revision or stable_revision(await runtime.get_service(service)))
     new = strip_output_only(current)
     new["traffic"] = [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION", "revision": target.name, "percent": 100}]
     changes = diff_specs(strip_output_only(current), new)

@@ -18,7 +18,7 @@ from skills.deploy.diff import FieldChange
 from skills.deploy.preflight_check import PreflightCheck, preflight_blocked
 from skills.ports import Store
 
-PlanKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy"]
+PlanKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy", "promote"]
 Verdict = Literal["fits", "fits_with_changes", "does_not_fit"]
 
 
@@ -49,7 +49,8 @@ class Plan(BaseModel):
     base_fingerprint: str = ""  # the running spec at plan time; confirm refuses if it moved
     cold_start_s: float | None = None
     wait_budget_s: float = 0.0  # how long execution waits for the revision to become ready
-    target_revision: str = ""  # rollback
+    target_revision: str = ""  # rollback, promote
+    canary: dict[str, Any] = Field(default_factory=dict)  # a canary deploy: skills/deploy/canary.py CanaryInfo
     preflight: list[PreflightCheck] = Field(default_factory=list)  # deploy/redeploy: skills/deploy/preflight.py
     # Other plans worth offering instead, as (params, label) of a plan button ('' label: named by its params):
     # the same redeploy built on the serving revision, or with what the capacity planner adds for it to fit.

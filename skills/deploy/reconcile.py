@@ -24,20 +24,20 @@ log = logging.getLogger(__name__)
 _CLOCK_SLACK_S = 5.0
 
 
-async def observed_outcome(runtime: Runtime, entry: AuditEntry) -> tuple[bool, str] | None:
-    """(ok, what the service shows) for a pending write, or None while it is still under way."""
+async def observed_outcome(runtime: Runtime, entry: AuditEntry) -> tuple[bool, str, str] | None:
+    """(ok, what the service shows, the revision it made or '') for a pending write, or None while under way."""
     if entry.action == "destroy":
         try:
             await runtime.get_service(entry.service)
         except NotFound:
-            return True, f"service `{entry.service}` deleted"
-        return False, f"service `{entry.service}` still exists"
+            return True, f"service `{entry.service}` deleted", ""
+        return False, f"service `{entry.service}` still exists", ""
     info = await runtime.get_service(entry.service)
-    if entry.action == "rollback":
+    if entry.action in ("rollback", "promote"):
         share = sum(t.percent for t in info.traffic if t.revision == entry.target)
         if share == 100:
-            return True, f"100% of traffic on `{entry.target}`"
-        return False, f"traffic did not move: {traffic_detail(info, entry.target)}"
+            return True, f"100% of traffic on `{entry.target}`", ""
+        return False, f"traffic did not move: {traffic_detail(info, entry.target)}", ""
     revisions = await runtime.list_revisions(entry.service, limit=20)  # newest first
     made = []
     for r in revisions:
@@ -48,13 +48,13 @@ async def observed_outcome(runtime: Runtime, entry: AuditEntry) -> tuple[bool, s
         since = datetime.fromtimestamp(entry.at, UTC) - timedelta(seconds=_CLOCK_SLACK_S)
         made = [r for r in made if r.create_time and r.create_time >= since]
     if not made:
-        return False, "no revision was created (the write never reached Cloud Run)"
+        return False, "no revision was created (the write never reached Cloud Run)", ""
     rev = made[-1]  # the first one made after the write started
     if rev.ready is None:
         return None
     if rev.ready:
-        return True, traffic_detail(info, rev.name)
-    return False, f"revision `{rev.name}` failed: {rev.reason}: {rev.message}".strip(": ")
+        return True, traffic_detail(info, rev.name), rev.name
+    return False, f"revision `{rev.name}` failed: {rev.reason}: {rev.message}".strip(": "), rev.name
 
 
 async def reconcile_pending(store: Store, audit_key: str, runtime: Runtime) -> list[AuditEntry]:
@@ -68,9 +68,10 @@ async def reconcile_pending(store: Store, audit_key: str, runtime: Runtime) -> l
             continue
         if seen is None:
             continue
-        ok, detail = seen
+        ok, detail, made = seen
         outcome = entry.model_copy(
             update={
+                "revision": made,  # what "what changed" attributes to this write (skills/incidents/changes.py)
                 "at": time.time(),
                 "result": "ok" if ok else "failed",
                 "detail": f"{detail} (seen later: the watch had stopped)"[:500],

@@ -22,6 +22,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from skills.incidents.lifecycle import Lifecycle, LifeRecord
+
 AlertState = Literal["firing", "resolved"]
 
 # Highest first; anything else counts as "unknown" (below info).
@@ -125,7 +127,7 @@ class Change(StrEnum):
     STALE = "stale"  # older than what we know (out-of-order delivery): nothing to show
 
 
-EventKind = Literal["joined", "repeated", "refired", "resolved", "truncated", "fixed", "fix_pending"]
+EventKind = Literal["joined", "repeated", "refired", "resolved", "truncated", "fixed", "fix_pending", "life"]
 
 
 class Event(BaseModel):
@@ -148,6 +150,7 @@ class Event(BaseModel):
     condition: str = ""  # joined alerts of one condition coalesce into one line
     fix: Fix | None = None  # "fixed" / "fix_pending": the fix it follows up
     waited_s: float | None = None  # "fix_pending": how long after the fix the condition still fired
+    life: LifeRecord | None = None  # "life": an acknowledge, ownership, snooze, wake-up or resolve from the thread
 
 
 class Incident(BaseModel):
@@ -172,6 +175,7 @@ class Incident(BaseModel):
     events: list[Event] = Field(default_factory=list)  # not yet posted as thread lines
     fix: Fix | None = None  # the latest fix confirmed from the thread
     truncated_alerts: int = 0
+    life: Lifecycle = Field(default_factory=Lifecycle)  # acknowledge, owner, snooze, manual resolve
 
     @property
     def state(self) -> AlertState:
@@ -220,6 +224,7 @@ class Incident(BaseModel):
             self.repeats += 1
         if change is Change.REFIRED:
             self.fix = None  # it did not hold: a later resolve is not this fix's doing
+        self._life_follows(change, alert, now)
         if change in (Change.OPENED, Change.JOINED, Change.REFIRED, Change.RESOLVED):
             self.rev += 1
         self._note(change, alert, now)
@@ -232,6 +237,45 @@ class Incident(BaseModel):
             for k in list(self.applied)[:-200]:
                 del self.applied[k]
         return change
+
+    def _life_follows(self, change: Change, alert: Alert, now: datetime) -> None:
+        """What an alert does to the lifecycle: a re-fire reopens a manual resolve and wakes a snooze; a more
+        severe alert wakes a snooze; the incident resolving ends a snooze "until resolved"."""
+        recs: list[LifeRecord | None] = []
+        if change is Change.REFIRED:
+            recs += [self.life.reopen(now), self.life.wake(now, "the condition fired again")]
+        elif alert.state == "firing" and change is not Change.STALE and _rank(alert.severity) < self.life.snooze_rank:
+            recs.append(self.life.wake(now, f"severity rose to {alert.severity}"))
+        elif change is Change.RESOLVED and self.state == "resolved" and self.life.snooze:
+            self.life.wake(now, "the incident resolved")  # the resolved line says it; no line of its own
+        for rec in recs:
+            if rec is not None:
+                self.rev += 1
+                self.add_life_event(rec, now)
+
+    def add_life_event(self, rec: LifeRecord, now: datetime) -> None:
+        lead = self.lead if self.members else None
+        self.event_seq += 1
+        self.events.append(
+            Event(seq=self.event_seq, kind="life", name=lead.name if lead else "", first_at=now, last_at=now, life=rec)
+        )
+
+    def act(self, action: str, by: str, now: datetime, *, snooze: str = "", note: str = "") -> LifeRecord:
+        """A lifecycle action from the thread (raises ValueError, changing nothing, for a bad one)."""
+        firing = self.state == "firing"
+        rec = self.life.apply(action, by, now, firing=firing, rank=_rank(self.severity), snooze=snooze, note=note)
+        self.rev += 1
+        self.add_life_event(rec, now)
+        return rec
+
+    def wake_if_due(self, now: datetime) -> bool:
+        if not self.life.due(now):
+            return False
+        rec = self.life.wake(now, "the snooze ended")
+        if rec is not None:
+            self.rev += 1
+            self.add_life_event(rec, now)
+        return True
 
     def _add_event(self, kind: EventKind, alert: Alert, now: datetime, **extra: object) -> Event:
         self.event_seq += 1

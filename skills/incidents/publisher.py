@@ -32,7 +32,8 @@ from datetime import UTC, datetime, timedelta
 from skills.clock import Clock
 from skills.incidents.effects import STORE_DOWN, DeadAnnounce, Effect, SlackEffects
 from skills.incidents.leases import Lease
-from skills.incidents.model import Incident, severity_rank
+from skills.incidents.lifecycle_store import IncidentLifecycle
+from skills.incidents.model import Incident, severity_rank, utcnow
 from skills.incidents.outbox import IncidentOutbox, Loaded, Record
 from skills.incidents.settings import IncidentSettings
 from skills.incidents.store import IncidentStore
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 
 
 STORM_WINDOW_S = 60.0
+SNOOZE_SWEEP_S = 1.0
 
 
 @dataclass
@@ -84,6 +86,8 @@ class IncidentPublisher(SlackEffects):
         self.s = settings
         self.clock = clock
         self.outbox = IncidentOutbox(IncidentStore(store, self.s.key_prefix, clock))
+        self.lifecycle = IncidentLifecycle(IncidentStore(store, self.s.key_prefix, clock))
+        self._next_sweep = 0.0
         self.chat = chat
         self.on_dead = on_dead
         self.store_down = store_down
@@ -170,6 +174,9 @@ class IncidentPublisher(SlackEffects):
     async def step(self) -> tuple[bool, float | None]:
         await self._flush()
         await self.outbox.due_fix_checks(self.clock.now())
+        if self.clock.now() >= self._next_sweep:  # snoozes end on the minute: a sweep a second is plenty
+            self._next_sweep = self.clock.now() + SNOOZE_SWEEP_S
+            await self.lifecycle.wake_due(utcnow())
         did = False
         due: float | None = None
         for ch in await self.outbox.channels():
@@ -240,8 +247,10 @@ class IncidentPublisher(SlackEffects):
         else:
             through = int(pub.get("through", 0))
             events = [e for e in inc.events if e.seq > through]
+            urgent = any(e.kind in ("resolved", "refired", "fixed", "life") for e in events)
+            if events and not urgent and inc.life.held(not resolved):
+                events = []  # snoozed (or resolved by hand while firing): repeats coalesce silently until it wakes
             if events:
-                urgent = any(e.kind in ("resolved", "refired", "fixed") for e in events)
                 last = pub.get("line_at")  # leading edge: the first line after a quiet interval goes at once
                 due = now if urgent or not last else float(last) + self.s.alert_coalesce_interval_s
                 out.append(Effect((2 if urgent else 3, sev, opened, 1), due, "lines", "post", inc, pub, events))

@@ -12,6 +12,7 @@ Per incident:
   incident:<id>:replies  investigation replies (index -> JSON), posted in order under the thread
   incident:<id>:investigation  the entry id that runs the incident's one investigation
   incident:by-thread:<channel>:<ts>  the incident whose Slack thread that is
+  incident:index         every incident id scored by when it opened (skills/incidents/lifecycle.py reads it)
 The publisher's keys (outbox, storm, dead letters) are in skills/incidents/outbox.py.
 """
 
@@ -74,6 +75,11 @@ class IncidentStore:
         return self.key("outbox", channel, "opens")
 
     @property
+    def k_index(self) -> str:
+        """Every incident by when it opened (epoch seconds): the list, the hand-off and the healthy rule read it."""
+        return self.key("incident", "index")
+
+    @property
     def k_channels(self) -> str:
         return self.key("outbox", "channels")
 
@@ -130,6 +136,7 @@ class IncidentStore:
             p.set(by_alert, inc.id, ex=RECORD_TTL_S)
             p.set(by_group, inc.id, ex=RECORD_TTL_S)
             if opened:  # the storm detector counts these (an hour is kept)
+                p.zadd(self.k_index, {inc.id: inc.opened_at.timestamp()})  # /gemma incidents, what changed
                 now_s = self.clock.now()
                 p.zadd(self.k_opens(inc.channel), {inc.id: now_s})
                 p.zremrangebyscore(self.k_opens(inc.channel), "-inf", now_s - 3600)

@@ -1,0 +1,155 @@
+"""/gemma incidents, and the lifecycle buttons of an incident's header (acknowledge, own, snooze, resolve…)."""
+
+from __future__ import annotations
+
+import json
+
+from handlers.args import CommandParser
+from handlers.context import ActionContext, CommandContext
+from handlers.incident_lifecycle_render import (
+    ACK_ACTION,
+    NOTE_BLOCK,
+    OWN_ACTION,
+    RESOLVE_ACTION,
+    RESOLVE_SUBMIT,
+    SNOOZE_ACTION,
+    resolve_modal,
+)
+from handlers.registry import action, command, view_check
+from handlers.reply import FileOut, Reply
+from skills.durations import format_duration
+from skills.errors import InvalidInput
+from skills.incidents.lifecycle import NOTE_MAX, SNOOZES
+from skills.incidents.lifecycle_store import ActionRefused, IncidentLifecycle, Listed
+from skills.incidents.model import utcnow
+from skills.incidents.runbooks import read_runbook
+from skills.incidents.store import IncidentStore
+from skills.logs.redact import redact
+from skills.ports import Store
+
+STATUSES = ("open", "acknowledged", "snoozed", "resolved")
+_ICON = {"open": ":rotating_light:", "acknowledged": ":eyes:", "snoozed": ":zzz:", "resolved": ":white_check_mark:"}
+
+
+def lifecycle(redis: Store, prefix: str) -> IncidentLifecycle:
+    return IncidentLifecycle(IncidentStore(redis, prefix))
+
+
+def _incidents_args(p: CommandParser) -> None:
+    p.add_argument("status", metavar="STATUS", nargs="?", choices=STATUSES, help="only this status")
+
+
+def incident_row(r: Reply, item: Listed) -> str:
+    inc, life = item.incident, item.incident.life
+    age = format_duration(max((utcnow() - inc.started_at).total_seconds(), 0.0))
+    name = redact(inc.lead.name)[:80]
+    row = f"{_ICON[item.status]} `{inc.id}` *{name}* on `{inc.service}` · {inc.severity} · {age} ago"
+    if life.owner:
+        row += f" · owner {r.mention(life.owner)}"
+    elif life.acked_by:
+        row += f" · ack {r.mention(life.acked_by)}"
+    if life.snooze:
+        row += " · snoozed " + (
+            "until resolved" if life.snooze_until is None else f"until {life.snooze_until:%H:%M} UTC"
+        )
+    if life.resolved_by:
+        row += f" · resolved by {r.mention(life.resolved_by)}" + (
+            " (alert still firing)" if inc.state == "firing" else ""
+        )
+    return row
+
+
+@command("incidents", "Incidents by status: open, acknowledged, snoozed, resolved", _incidents_args, ack="Listing…")
+async def incidents(ctx: CommandContext) -> Reply:
+    items = await lifecycle(ctx.deps.redis, ctx.deps.settings.key_prefix).listed()
+    items = [i for i in items if not i.incident.test]
+    want = ctx.opts.status
+    r = Reply(title=":rotating_light: Incidents" + (f" ({want})" if want else ""))
+    for status in STATUSES:
+        if want and status != want:
+            continue
+        rows = [incident_row(r, i) for i in items if i.status == status][:20]
+        r.add(
+            heading=f"{status.capitalize()} ({sum(1 for i in items if i.status == status)})",
+            text="\n".join(rows) or "none",
+        )
+    r.context = "buttons in each incident's thread acknowledge, own, snooze or resolve it; `/gemma postmortem INCIDENT`"
+    return r
+
+
+async def _act(ctx: ActionContext, what: str, snooze: str = "", note: str = "") -> Reply | None:
+    try:
+        await lifecycle(ctx.deps.redis, ctx.deps.settings.key_prefix).act(
+            ctx.value, what, ctx.user_id, utcnow(), snooze=snooze, note=note
+        )
+    except ActionRefused as exc:
+        return Reply(title=f":warning: {exc}", ephemeral=True)
+    return None  # the header and a thread line show it (the publisher edits and posts)
+
+
+@action(ACK_ACTION)
+async def on_ack(ctx: ActionContext) -> Reply | None:
+    return await _act(ctx, "ack")
+
+
+@action(OWN_ACTION)
+async def on_own(ctx: ActionContext) -> Reply | None:
+    return await _act(ctx, "own")
+
+
+@action(SNOOZE_ACTION + "*")
+async def on_snooze(ctx: ActionContext) -> Reply | None:
+    choice = ctx.action_id.removeprefix(SNOOZE_ACTION)
+    if choice not in SNOOZES:
+        return Reply(title=f":warning: Unknown snooze {choice!r}.", ephemeral=True)
+    return await _act(ctx, "snooze", snooze=choice)
+
+
+@action(RESOLVE_ACTION)
+async def on_resolve_open(ctx: ActionContext) -> Reply | None:
+    inc = await lifecycle(ctx.deps.redis, ctx.deps.settings.key_prefix).find(ctx.value)
+    if inc is None:
+        return Reply(title=f":warning: No incident {ctx.value} is recorded.", ephemeral=True)
+    await ctx.responder.open_modal(resolve_modal(inc, ctx.channel_id, ctx.thread_ts or ctx.message_ts))
+    return None
+
+
+def _meta_incident(value: str) -> str:
+    try:
+        return str(json.loads(value).get("incident", ""))
+    except (ValueError, AttributeError):
+        return ""
+
+
+@view_check(RESOLVE_SUBMIT)
+async def check_resolve(ctx: ActionContext) -> dict[str, str]:
+    note = ctx.form.get(NOTE_BLOCK, "").strip()
+    if not note:
+        return {NOTE_BLOCK: "Say what fixed it, or why it is closed."}
+    if len(note) > NOTE_MAX:
+        return {NOTE_BLOCK: f"At most {NOTE_MAX} characters."}
+    return {}
+
+
+@action(RESOLVE_SUBMIT)
+async def on_resolve_submit(ctx: ActionContext) -> Reply | None:
+    inc_id = _meta_incident(ctx.value)
+    if not inc_id:
+        raise InvalidInput("This form names no incident.", "Press Resolve… in the incident's thread again.")
+    ctx.value = inc_id
+    return await _act(ctx, "resolve", note=ctx.form.get(NOTE_BLOCK, ""))
+
+
+def _runbook_args(p: CommandParser) -> None:
+    p.add_argument("kind", metavar="KIND", help="a finding kind, e.g. kv_cache_insufficient")
+
+
+@command("runbook", "The runbook of a finding kind (runbooks/KIND.md)", _runbook_args, ack="Reading…")
+async def runbook(ctx: CommandContext) -> Reply:
+    text = read_runbook(ctx.opts.kind, ctx.deps.settings.runbooks_dir)
+    r = Reply(title=f":book: Runbook: `{ctx.opts.kind}`")
+    r.add(text=text[:2900])
+    if len(text) > 2900:
+        r.files.append(FileOut(filename=f"{ctx.opts.kind}.md", title=f"Runbook {ctx.opts.kind}", content=text.encode()))
+        r.context = "the whole runbook is attached"
+    return r

@@ -1,0 +1,91 @@
+""" "What changed" in an incident thread: skills/incidents/changes.py read for the incident, rendered with the
+existing rollback plan button when a change is the likely cause."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from handlers.deps import HandlerDeps
+from handlers.reply import Reply, plan_button
+from skills.incidents.changes import WINDOW_S, WhatChanged, what_changed
+from skills.incidents.lifecycle_store import IncidentLifecycle
+from skills.incidents.model import Incident, utcnow
+from skills.incidents.store import IncidentStore
+from skills.ports import Store
+
+
+async def other_incident_spans(
+    redis: Store, prefix: str, service: str, exclude: str, since: datetime, now: datetime
+) -> list[tuple[datetime, datetime]]:
+    """When the service's other incidents were open (the healthy rule excludes those stretches)."""
+    listed = await IncidentLifecycle(IncidentStore(redis, prefix)).listed(since=since)
+    spans = []
+    for item in listed:
+        inc = item.incident
+        if inc.id != exclude and inc.service == service and not inc.test:
+            spans.append((inc.started_at, inc.ended_at or now))
+    return spans
+
+
+async def changes_for(
+    deps: HandlerDeps, inc: Incident, now: datetime | None = None, alert_revision: str = ""
+) -> WhatChanged:
+    now = now or utcnow()
+    s = deps.settings
+    start = inc.started_at
+    spans = await other_incident_spans(
+        deps.redis, s.key_prefix, inc.service, inc.id, start - timedelta(seconds=2 * WINDOW_S), now
+    )
+    audit = s.key("audit")
+    return await what_changed(
+        deps.runtime, deps.redis, audit, inc.service, start, incidents=spans, now=now, alert_revision=alert_revision
+    )
+
+
+def render_changes(wc: WhatChanged, r: Reply | None = None) -> Reply:
+    r = r or Reply(title=f":mag: What changed on `{wc.service}` before this incident")
+    if wc.healthy:
+        proven = (
+            f"served {wc.healthy_s // 60} min with no incident open"
+            if wc.healthy_proven
+            else f"served just before; no revision has served {wc.healthy_s // 60} min without an incident yet"
+        )
+        maker = f"; {wc.healthy_action} by {r.mention(wc.healthy_by)} through the bot" if wc.healthy_by else ""
+        r.add(text=f"Last healthy revision: `{wc.healthy}` ({proven}{maker})")
+    elif wc.note:
+        r.add(text=wc.note)
+    if not wc.changes:
+        r.add(text=f"No revision was created in the {wc.window_s // 3600} h before the incident.")
+    for i, c in enumerate(wc.changes[:8], 1):
+        when = _rel(c.before_start_s)
+        state = {True: "ready", False: ":red_circle: failed", None: "pending"}[c.ready]
+        who = (
+            "*outside the bot* (no audit record produced it: a hand deploy, gcloud or the console)"
+            if c.outside_bot
+            else f"{c.action} by {r.mention(c.by)} through the bot"
+        )
+        mark = " :point_left: *likely cause*" if c.revision == wc.likely_cause else ""
+        head = f"{i}. `{c.revision}` ({state}), created {when}, {who}{mark}"
+        diff = "\n".join(d.line() for d in c.diff[:15]) or "(no configuration difference from the healthy one)"
+        more = f"\n… and {len(c.diff) - 15} more" if len(c.diff) > 15 else ""
+        r.add(text=head, code=diff + more)
+    if len(wc.changes) > 8:
+        r.add(text=f"… and {len(wc.changes) - 8} older changes")
+    if wc.rollback:
+        r.add(
+            text=f"Rollback plan: route 100% of traffic back to `{wc.healthy}` (plan, then Confirm: `/gemma rollback`)."
+        )
+        r.buttons.append(plan_button("rollback", wc.rollback, label=f"Plan rollback to {wc.healthy}"))
+    r.context = (
+        f"revisions created in the {wc.window_s // 3600} h before {wc.started_at:%H:%M} UTC, closest first, diffed "
+        "against the last healthy revision; who made each from the audit"
+    )
+    return r
+
+
+def _rel(s: float) -> str:
+    if abs(s) < 1:
+        return "as it started"
+    m = abs(s) / 60
+    amount = f"{m:.0f} min" if m >= 1 else f"{abs(s):.0f} s"
+    return f"{amount} before it started" if s >= 0 else f"{amount} after it started"

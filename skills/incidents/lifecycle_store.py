@@ -1,0 +1,106 @@
+"""Lifecycle actions on recorded incidents (rules: skills/incidents/lifecycle.py), and the incident list.
+
+An action is an optimistic transaction on the incident record (like the worker's record, no lock): it bumps the
+header revision and queues a thread line, and the publisher shows both. Snoozes with an end are also kept in a
+sorted set (`incident:snoozes`, scored by their end in epoch seconds) that `wake_due` sweeps: the publisher
+calls it every step with the wall time, a test with the time it wants.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel
+
+from skills.incidents.lifecycle import LifeRecord, Status
+from skills.incidents.model import Incident
+from skills.incidents.store import RECORD_TTL_S, IncidentStore
+from skills.ports import StorePipeline
+
+
+class ActionRefused(ValueError):
+    """The action cannot apply (nothing changed): the message says why."""
+
+
+class Listed(BaseModel):
+    incident: Incident
+    status: Status
+
+
+class IncidentLifecycle:
+    def __init__(self, store: IncidentStore) -> None:
+        self.store = store
+        self.r = store.r
+
+    @property
+    def k_snoozes(self) -> str:
+        return self.store.key("incident", "snoozes")
+
+    async def act(
+        self, inc_id: str, action: str, by: str, now: datetime, *, snooze: str = "", note: str = ""
+    ) -> tuple[Incident, LifeRecord]:
+        """Apply one user's action; ActionRefused (nothing changed) for an unknown incident or a bad action."""
+        key = self.store.k_incident(inc_id)
+
+        async def put(p: StorePipeline) -> tuple[Incident, LifeRecord]:
+            raw = await p.get(key)
+            if not raw:
+                raise ActionRefused(f"No incident {inc_id} is recorded (it may have expired).")
+            inc = Incident.model_validate_json(raw)
+            try:
+                rec = inc.act(action, by, now, snooze=snooze, note=note)
+            except ValueError as exc:
+                raise ActionRefused(str(exc)) from None
+            p.multi()
+            p.set(key, inc.model_dump_json(), ex=RECORD_TTL_S)
+            if inc.life.snooze_until is not None:
+                p.zadd(self.k_snoozes, {inc.id: inc.life.snooze_until.timestamp()})
+            return inc, rec
+
+        inc, rec = await self.r.transaction(put, key, value_from_callable=True)
+        await self.store.mark(inc.id, inc.channel)
+        return inc, rec
+
+    async def wake_due(self, now: datetime) -> list[str]:
+        """Wake every snooze that ended by `now`; the ids woken."""
+        due = await self.r.zrangebyscore(self.k_snoozes, "-inf", now.timestamp())
+        woken = []
+        for raw_id in due:
+            inc_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            key = self.store.k_incident(inc_id)
+
+            async def put(p: StorePipeline, key: str = key) -> Incident | None:
+                raw = await p.get(key)
+                if not raw:
+                    return None
+                inc = Incident.model_validate_json(raw)
+                if not inc.wake_if_due(now):
+                    return None
+                p.multi()
+                p.set(key, inc.model_dump_json(), ex=RECORD_TTL_S)
+                return inc
+
+            inc = await self.r.transaction(put, key, value_from_callable=True)
+            await self.r.zrem(self.k_snoozes, inc_id)
+            if inc is not None:
+                await self.store.mark(inc.id, inc.channel)
+                woken.append(inc.id)
+        return woken
+
+    async def listed(self, since: datetime | None = None, limit: int = 200) -> list[Listed]:
+        """Incidents opened since `since` (all kept, when None), newest first, with their status."""
+        low: float | str = since.timestamp() if since else "-inf"
+        ids = await self.r.zrangebyscore(self.store.k_index, low, "+inf")
+        out = []
+        for raw_id in list(reversed(ids))[:limit]:
+            inc = await self.store.load(raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id))
+            if inc is not None:
+                out.append(Listed(incident=inc, status=inc.life.status(inc.state == "firing")))
+        return out
+
+    async def find(self, ref: str) -> Incident | None:
+        """An incident by id ('inc-…' or without the prefix)."""
+        ref = ref.strip()
+        if not ref:
+            return None
+        return await self.store.load(ref if ref.startswith("inc-") else f"inc-{ref}")

@@ -1,0 +1,264 @@
+"""A postmortem draft of one incident, every fact taken from records: the incident (its alerts, lifecycle and fix),
+the thread's findings as stored, the audit of writes, the revisions (what changed) and Cloud Monitoring.
+
+`gather` collects the facts; `render_markdown` writes the deterministic draft. A model, when one is configured,
+only adds a prose summary in front of the same facts (handlers/commands/postmortem.py): it never supplies one.
+Everything is redacted before it leaves (skills/logs/redact.py), the facts sent to the model included.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel, Field
+
+from skills.deploy.audit import AuditEntry
+from skills.deploy.audit import since as audit_since
+from skills.diagnosis.analyzers import KINDS
+from skills.durations import format_duration
+from skills.errors import UserFacingError
+from skills.incidents.changes import WhatChanged
+from skills.incidents.model import Incident
+from skills.incidents.runbooks import runbook_ref
+from skills.logs.redact import redact
+from skills.ports import Metrics, Store
+
+AUDIT_BEFORE_S = 6 * 3600  # writes this long before the start are part of the story (the changes window)
+_KIND = re.compile(r"`([a-z0-9_]+)`")
+
+
+class TimelineItem(BaseModel):
+    at: datetime
+    what: str
+    source: str  # alert | thread | audit | Cloud Run | incident
+
+
+class Finding(BaseModel):
+    kind: str
+    title: str
+    consequence: bool = False
+
+
+class Impact(BaseModel):
+    lines: list[str] = Field(default_factory=list)
+    unavailable: str = ""  # why impact could not be read
+
+
+class Facts(BaseModel):
+    incident: Incident
+    now: datetime
+    timeline: list[TimelineItem] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    changes: WhatChanged | None = None
+    audit: list[AuditEntry] = Field(default_factory=list)
+    impact: Impact = Field(default_factory=Impact)
+
+    @property
+    def ended(self) -> datetime | None:
+        inc = self.incident
+        if inc.ended_at is not None:
+            return inc.ended_at
+        return inc.life.resolved_at
+
+
+def findings_of(replies: list[str]) -> list[Finding]:
+    """The findings the thread showed, from the stored investigation replies (their headings name the kind)."""
+    out: list[Finding] = []
+    for raw in replies:
+        try:
+            reply = json.loads(raw)
+        except ValueError:
+            continue
+        for section in reply.get("sections") or []:
+            heading = str(section.get("heading") or "")
+            kinds = [k for k in _KIND.findall(heading) if k in KINDS]
+            if kinds and not heading.startswith(":white_circle: past"):
+                title = re.sub(r"^\s*:[a-z_]+:\s*", "", _KIND.sub("", heading)).strip(" ●")
+                out.append(Finding(kind=kinds[-1], title=title, consequence="(because of" in title))
+    return out
+
+
+def _timeline(inc: Incident, audit: list[AuditEntry], changes: WhatChanged | None) -> list[TimelineItem]:
+    items: list[TimelineItem] = []
+    for m in inc.members.values():
+        if m.started_at:
+            items.append(TimelineItem(at=m.started_at, what=f"alert fired: {m.name} ({m.severity})", source="alert"))
+        if m.ended_at:
+            items.append(TimelineItem(at=m.ended_at, what=f"alert resolved: {m.name}", source="alert"))
+    items.append(TimelineItem(at=inc.opened_at, what="incident opened (thread posted)", source="incident"))
+    for rec in inc.life.log:
+        who = rec.by or "the bot"
+        what = {
+            "ack": f"acknowledged by {who}",
+            "own": f"{who} took ownership",
+            "snooze": f"snoozed by {who} ({rec.snooze})",
+            "woke": f"snooze ended: {rec.note}",
+            "reopened": "manual resolve withdrawn: the condition fired again",
+            "resolve": f"resolved by {who}: {rec.note}" + (" (the alert still fired)" if rec.firing else ""),
+        }[rec.action]
+        items.append(TimelineItem(at=rec.at, what=what, source="thread"))
+    for e in audit:
+        if e.result == "pending":
+            what = f"{e.action} confirmed by {e.user_id}"
+        else:
+            made = f", revision {e.revision}" if e.revision else ""
+            what = f"{e.action} {e.result} ({e.user_id}{made})" + (f": {e.detail[:200]}" if e.detail else "")
+        items.append(TimelineItem(at=datetime.fromtimestamp(e.at, inc.opened_at.tzinfo), what=what, source="audit"))
+    if changes is not None:
+        for c in changes.changes:
+            if c.created_at is not None:
+                who = "outside the bot" if c.outside_bot else f"{c.action} by {c.by}"
+                items.append(
+                    TimelineItem(at=c.created_at, what=f"revision {c.revision} created ({who})", source="Cloud Run")
+                )
+    if inc.fix is not None:
+        ready = f": revision {inc.fix.revision} ready" if inc.fix.revision else ""
+        items.append(TimelineItem(at=inc.fix.at, what=f"fix completed: {inc.fix.action}{ready}", source="incident"))
+    return sorted(items, key=lambda i: i.at)
+
+
+async def impact_of(metrics: Metrics | None, inc: Incident, start: datetime, end: datetime, now: datetime) -> Impact:
+    """Requests by response class and p95 latency during the incident, from Cloud Monitoring's series."""
+    if metrics is None:
+        return Impact(unavailable="no Cloud Monitoring source is wired")
+    minutes = max(5, min(7 * 24 * 60, int((now - start).total_seconds() // 60) + 10))
+    lines = []
+    try:
+        counts = await metrics.series(inc.service, "request_count", minutes)
+        latency = await metrics.series(inc.service, "request_latencies", minutes)
+    except UserFacingError as exc:
+        return Impact(unavailable=exc.message)
+    by_class: dict[str, float] = {}
+    for s in counts:
+        pts = [p.value for p in s.points if start <= p.at <= end]
+        if pts:
+            cls = s.labels.get("response_code_class", "all")
+            by_class[cls] = max(by_class.get(cls, 0.0), max(pts))
+    for cls, peak in sorted(by_class.items()):
+        lines.append(f"requests {cls}: peak {peak:.2f}/s during the incident")
+    lat = [p.value for s in latency for p in s.points if start <= p.at <= end]
+    if lat:
+        lines.append(f"request latency p95: peak {max(lat):.0f} ms during the incident")
+    if not lines:
+        return Impact(unavailable="Cloud Monitoring has no request data points inside the incident's window")
+    return Impact(lines=lines)
+
+
+async def gather(
+    inc: Incident,
+    replies: list[str],
+    store: Store,
+    audit_key: str,
+    *,
+    changes: WhatChanged | None,
+    metrics: Metrics | None,
+    now: datetime,
+) -> Facts:
+    start = inc.started_at
+    end = inc.ended_at or inc.life.resolved_at or now
+    entries = await audit_since(store, audit_key, (start - timedelta(seconds=AUDIT_BEFORE_S)).timestamp())
+    audit = [e for e in entries if e.service == inc.service and e.at <= end.timestamp() + 3600]
+    facts = Facts(
+        incident=inc,
+        now=now,
+        findings=findings_of(replies),
+        changes=changes,
+        audit=audit,
+        impact=await impact_of(metrics, inc, start, end, now),
+    )
+    facts.timeline = _timeline(inc, audit, changes)
+    return facts
+
+
+def _t(t: datetime) -> str:
+    return t.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def cause_lines(f: Facts) -> list[str]:
+    roots = [x for x in f.findings if not x.consequence]
+    out = [f"Finding `{x.kind}`: {x.title}" for x in roots]
+    out += [f"Consequence `{x.kind}`: {x.title}" for x in f.findings if x.consequence]
+    if f.changes is not None and f.changes.likely_cause:
+        c = next((c for c in f.changes.changes if c.revision == f.changes.likely_cause), None)
+        who = "made outside the bot" if c is not None and c.outside_bot else f"made by {c.by if c else '?'}"
+        out.append(f"Likely triggering change: revision `{f.changes.likely_cause}` ({who})")
+    return out or ["No finding was recorded for this incident."]
+
+
+def fix_lines(f: Facts) -> list[str]:
+    inc = f.incident
+    out = []
+    if inc.fix is not None:
+        out.append(f"{inc.fix.action} at {_t(inc.fix.at)} by {inc.fix.by or '?'}" +
+                   (f": revision `{inc.fix.revision}` ready" if inc.fix.revision else ""))  # fmt: skip
+    for e in f.audit:
+        if e.result == "ok" and e.at >= inc.started_at.timestamp():
+            out.append(
+                f"{e.action} by {e.user_id} at {datetime.fromtimestamp(e.at, inc.opened_at.tzinfo):%H:%M:%S} UTC: ok"
+            )
+    if inc.life.resolved_by:
+        out.append(f"Resolved by hand by {inc.life.resolved_by}: {inc.life.note}")
+    if inc.state == "resolved" and not out:
+        out.append("The alert closed with no write recorded from the bot.")
+    return out or ["Not fixed yet: the alert still fires."]
+
+
+def follow_ups(f: Facts) -> list[str]:
+    out = [f"Review `{runbook_ref(x.kind)}` with what this incident taught" for x in f.findings if not x.consequence]
+    if f.changes is not None and any(c.outside_bot for c in f.changes.changes if c.revision == f.changes.likely_cause):
+        out.append(
+            "The triggering change was made outside the bot: deploy through `/gemma deploy` (plan, preflight, audit)"
+        )
+    inc = f.incident
+    if inc.life.resolved_by and inc.state == "firing":
+        out.append("The incident was resolved by hand while the alert still fired: confirm the condition cleared")
+    if not inc.life.owner:
+        out.append("Nobody took ownership in the thread: agree who owns the next one")
+    return out
+
+
+def render_markdown(f: Facts, prose: str = "") -> str:
+    """The draft: the model's prose (when given) in front of the facts; every fact from the records."""
+    inc = f.incident
+    end = f.ended
+    dur = format_duration((end - inc.started_at).total_seconds()) if end else "ongoing"
+    lead = inc.lead
+    md = [
+        f"# Postmortem: {lead.name} on {inc.service}",
+        "",
+        f"Incident `{inc.id}` · severity {inc.severity} · started {_t(inc.started_at)} · "
+        + (f"ended {_t(end)} · duration {dur}" if end else "still open"),
+        "",
+    ]
+    if prose:
+        md += ["## Summary", "", prose.strip(), "", "_Summary drafted by the model from the facts below._", ""]
+    md += ["## Impact", ""]
+    md += [f"- {line}" for line in f.impact.lines] or [f"- Not measured: {f.impact.unavailable}"]
+    md += ["", "## Timeline (UTC)", "", "| time | what | source |", "|---|---|---|"]
+    md += [f"| {i.at:%H:%M:%S} | {i.what.replace('|', '/')} | {i.source} |" for i in f.timeline]
+    md += ["", "## Cause", ""] + [f"- {line}" for line in cause_lines(f)]
+    md += ["", "## What fixed it", ""] + [f"- {line}" for line in fix_lines(f)]
+    md += ["", "## Follow-ups", ""] + ([f"- [ ] {line}" for line in follow_ups(f)] or ["- none recorded"])
+    md += [
+        "",
+        "---",
+        f"Drafted by gemma-sre at {_t(f.now)} from the incident record, its thread's findings, the audit of writes, "
+        "the service's revisions and Cloud Monitoring.",
+    ]
+    return redact("\n".join(md))
+
+
+def facts_for_model(f: Facts) -> str:
+    """The facts as compact JSON for the model's prose (redacted)."""
+    view = {
+        "incident": {"id": f.incident.id, "service": f.incident.service, "alert": f.incident.lead.name,
+                     "severity": f.incident.severity, "started": _t(f.incident.started_at),
+                     "ended": _t(f.ended) if f.ended else None},
+        "impact": f.impact.lines or [f.impact.unavailable],
+        "timeline": [f"{i.at:%H:%M:%S} {i.what} ({i.source})" for i in f.timeline],
+        "cause": cause_lines(f),
+        "fix": fix_lines(f),
+    }  # fmt: skip
+    return redact(json.dumps(view, ensure_ascii=False))
