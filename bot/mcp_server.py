@@ -28,7 +28,8 @@ from bot.mcp_plans import PlanPoster, plan_view
 from bot.mcp_tools import Call, McpTool, ToolResult, build_tools
 from skills.capacity.fit import load_catalog
 from skills.errors import UserFacingError, explain_validation
-from skills.incidents.model import Incident
+from skills.incidents.lifecycle_store import IncidentLifecycle
+from skills.incidents.store import IncidentStore
 from skills.logs.redact import redact
 from skills.text import shorten
 
@@ -201,34 +202,22 @@ class McpApp:
         )
 
     async def _open_incidents(self) -> list[dict[str, Any]]:
-        r = self.deps.redis
-        prefix = self.deps.settings.key("incident") + ":"
-        found: list[Incident] = []
-        async for key in r.scan_iter(match=prefix + "*", count=500):
-            rest = str(key)[len(prefix) :]
-            if ":" in rest or rest.startswith("by-"):
-                continue
-            raw = await r.get(key)
-            if not raw:
-                continue
-            try:
-                inc = Incident.model_validate_json(raw)
-            except ValidationError:
-                continue
-            if inc.state == "firing":
-                found.append(inc)
-        found.sort(key=lambda i: i.last_event_at, reverse=True)
+        """Not resolved (open, acknowledged or snoozed), newest first, as `/gemma incidents` lists them."""
+        listed = await IncidentLifecycle(IncidentStore(self.deps.redis, self.deps.settings.key_prefix)).listed()
         return [
             {
-                "id": i.id,
-                "service": i.service,
-                "opened_at": i.opened_at.isoformat(),
-                "last_event_at": i.last_event_at.isoformat(),
-                "alerts": [m.model_dump(mode="json", include=_ALERT_FIELDS) for m in i.members.values()],
-                "slack": {"channel": i.channel, "ts": i.ts},
+                "id": i.incident.id,
+                "status": i.status,
+                "service": i.incident.service,
+                "severity": i.incident.severity,
+                "opened_at": i.incident.opened_at.isoformat(),
+                "last_event_at": i.incident.last_event_at.isoformat(),
+                "alerts": [m.model_dump(mode="json", include=_ALERT_FIELDS) for m in i.incident.members.values()],
+                "slack": {"channel": i.incident.channel, "ts": i.incident.ts},
             }
-            for i in found[:MAX_INCIDENTS]
-        ]
+            for i in listed
+            if i.status != "resolved" and not i.incident.test
+        ][:MAX_INCIDENTS]
 
     async def list_prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
         return types.ListPromptsResult(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,14 +39,15 @@ from handlers.arg_models import (
 )
 from handlers.authz import require_deployer
 from handlers.context import CommandContext
-from handlers.declared_args import Typed, to_argv, tool_schema
+from handlers.declared_args import Arg, Typed, to_argv, tool_schema
 from handlers.fit_args import FitArgs, namespace_to_request
 from handlers.registry import COMMANDS, load_all
 from handlers.render_text import to_text
 from handlers.reply import FileOut, Reply
-from skills.actions.params import ACTION_PARAMS
+from skills.actions.params import ACTION_PARAMS, DeployParams, RedeployParams
 from skills.capacity.fit import check_fit, load_catalog
 from skills.deploy.audit import latest
+from skills.deploy.canary import CanaryParams
 from skills.deploy.revisions import revisions
 from skills.observe.status import service_status
 from skills.text import shorten
@@ -88,6 +89,26 @@ class McpTool:
 
     def input_schema(self) -> dict[str, Any]:
         return tool_schema(self.args, self.typed)
+
+
+_PERCENT = CanaryParams.model_fields["percent"]
+
+
+def _canary_help() -> str:
+    """The deploy command's own help for --canary (argparse writes % as %%)."""
+    action = COMMANDS["deploy"].parser._option_string_actions["--canary"]
+    return str(action.help or "").replace("%%", "%")
+
+
+class DeployToolArgs(DeployParams):
+    """The deploy command's arguments: the plan builder's DeployParams, and --canary (a split of traffic, not a
+    setting of the service: skills/deploy/plan_builder.py takes it off before DeployParams checks the rest)."""
+
+    canary: Annotated[int | None, *_PERCENT.metadata] = None
+
+
+class RedeployToolArgs(RedeployParams):
+    canary: Annotated[int | None, *_PERCENT.metadata] = None
 
 
 class PlanStatusArgs(BaseModel):
@@ -275,7 +296,10 @@ def build_tools() -> dict[str, McpTool]:
                 "Where a proposed write stands: pending (until it expires), confirmed (by whom), its progress, "
                 "and its outcome.", _plan_status),
     ]  # fmt: skip
-    for kind, model in ACTION_PARAMS.items():
+    canary: Typed = {"canary": Arg(help=_canary_help())}
+    models: dict[str, type[BaseModel]] = {**ACTION_PARAMS, "deploy": DeployToolArgs, "redeploy": RedeployToolArgs}
+    typed = {**_WRITE_TYPED, "deploy": canary, "redeploy": canary}
+    for kind, model in models.items():
         summary = _REDEPLOY + "." + _WRITE_NOTE if kind not in COMMANDS else _described(kind, _WRITE_NOTE)
-        tools.append(McpTool(kind, "write", model, summary, _write(kind), _WRITE_TYPED.get(kind)))
+        tools.append(McpTool(kind, "write", model, summary, _write(kind), typed.get(kind)))
     return {t.name: t for t in tools}
