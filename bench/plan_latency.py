@@ -20,9 +20,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from skills.capacity.fit import FitRequest, check_fit
-from skills.deploy.diff import diff_specs
-from skills.deploy.gcloud import deploy_command
-from skills.deploy.render_service import DeployConfig, probe_for, render_service
+from skills.targets.cloud_run.diff import diff_specs
+from skills.targets.cloud_run.gcloud import deploy_command
+from skills.targets.cloud_run.render import DeployConfig, probe_for, render_service
 
 
 def _one(running: dict) -> tuple[float, float]:
@@ -66,6 +66,7 @@ async def _whole_plans(runs: int) -> None:
     from bot.settings import load_settings
     from skills.deploy.env import DeployEnv
     from skills.deploy.plan_builder import build_plan
+    from skills.targets.cloud_run.target import CloudRunTarget
 
     env = DeployEnv(service="vllm-gemma4", region="europe-west1", project="bench")
     params = {"profile": "gemma4-12b-qat-l4"}
@@ -84,7 +85,7 @@ async def _whole_plans(runs: int) -> None:
             times = []
             for i in range(runs + 5):
                 t0 = time.perf_counter()
-                plan = await build_plan("deploy", params, _NoService(), env, preflight=src)  # type: ignore[arg-type]
+                plan = await build_plan("deploy", params, CloudRunTarget(_NoService()), env, preflight=src)  # type: ignore[arg-type]
                 if i >= 5:  # the first few warm imports, clients and the cache
                     times.append(time.perf_counter() - t0)
             assert plan.blocked() == "", plan.blocked()

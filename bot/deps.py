@@ -23,8 +23,10 @@ from skills.deploy.flow import WriteFlow
 from skills.deploy.plans import PlanStore
 from skills.deploy.preflight import PreflightSources
 from skills.incidents.store import IncidentStore
-from skills.ports import Logs, Metrics, ModelServer, Runtime, StreamClients
+from skills.ports import Logs, Metrics, ModelServer, StreamClients
 from skills.short_cache import ShortCache
+from skills.targets.port import ServingTarget
+from skills.targets.registry import Targets
 
 if TYPE_CHECKING:  # annotations only: these pull in openai, slack_sdk and the sandbox's stand-ins
     from slack_sdk.web.async_client import AsyncWebClient
@@ -46,7 +48,7 @@ class Deps:
 
     settings: Settings
     redis: redis.Redis
-    runtime: Runtime
+    runtime: ServingTarget  # the configured service's serving target (the default one)
     model_server: ModelServer
     telemetry: Telemetry
     endpoint: LLMEndpoint  # the model's OpenAI-compatible API
@@ -61,9 +63,22 @@ class Deps:
     clock: Clock = REAL_CLOCK  # background waits (a canary's comparison); the sandbox's clock in the sandbox
     # Where an error id can be looked up; the console logs to a file and says which.
     log_location: str = "the bot's log (JSON lines on the stdout of `gemma-sre serve`; on Cloud Run, Cloud Logging)"
+    # Other serving targets wired beside the default, by kind, and the services that run on them.
+    extra_targets: dict[str, ServingTarget] = field(default_factory=dict)
+    service_targets: dict[str, str] = field(default_factory=dict)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _shares: FairShares | None = None
     _stopping: bool = False
+
+    @property
+    def targets(self) -> Targets:
+        """Which target serves what: the default, the others wired, and the services on them."""
+        default = self.runtime
+        return Targets(
+            by_kind={default.kind: default, **self.extra_targets},
+            default_kind=default.kind,
+            services=self.service_targets,
+        )
 
     @property
     def writes(self) -> WriteFlow:
@@ -71,7 +86,7 @@ class Deps:
         st = self.settings
         plans = PlanStore(self.redis, st.key("plan"), st.plan_ttl_s)
         return WriteFlow(
-            runtime=self.runtime,
+            targets=self.targets,
             env=DeployEnv(
                 service=st.vllm_service_name,
                 region=st.google_cloud_location,
@@ -93,7 +108,6 @@ class Deps:
                 usergroup_members=self._usergroup_members(),
             ),
             incidents=IncidentStore(self.redis, st.key_prefix),
-            logs=self.logs,
             poll_s=st.deploy_poll_s,
             preflight=self.preflight,
         )

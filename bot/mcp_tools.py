@@ -50,6 +50,7 @@ from skills.deploy.audit import latest
 from skills.deploy.canary import CanaryParams
 from skills.deploy.revisions import revisions
 from skills.observe.status import service_status
+from skills.targets.port import require
 from skills.text import shorten
 
 if TYPE_CHECKING:
@@ -195,8 +196,9 @@ async def _status(call: Call, a: StatusArgs) -> ToolResult:
 
     st = call.deps.settings
     service = a.service or st.vllm_service_name
+    target = call.deps.targets.for_service(service)
     report = await service_status(
-        call.deps.runtime,
+        target,
         call.deps.model_server,
         call.deps.redis,
         st.key("status", service),
@@ -204,7 +206,9 @@ async def _status(call: Call, a: StatusArgs) -> ToolResult:
         service,
         base_url_override=st.vllm_base_url,
         fresh=a.fresh,
-        metrics=call.deps.metrics,
+        metrics=target.metrics,
+        revisions=target.capabilities.revisions,
+        where=target.display,
     )
     return ToolResult(report.model_dump(mode="json"), _short(render_status(report)))
 
@@ -227,7 +231,10 @@ async def _models(call: Call, a: NoArgs) -> ToolResult:
 
 
 async def _revisions(call: Call, a: ServiceArgs) -> ToolResult:
-    view = await revisions(call.deps.runtime, a.service or call.deps.settings.vllm_service_name)
+    service = a.service or call.deps.settings.vllm_service_name
+    target = call.deps.targets.for_service(service)
+    require(target, "revisions", service)  # as the command: said plainly when the target has none
+    view = await revisions(target, service)
     lines = [f"{r.name}: {'ready' if r.ready else 'pending' if r.ready is None else 'failed'}, "
              f"{r.traffic_percent}% traffic" for r in view.revisions]  # fmt: skip
     return ToolResult(view.model_dump(mode="json"), shorten("\n".join(lines) or "No revisions.", TEXT_CHARS))

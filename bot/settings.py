@@ -222,6 +222,13 @@ class Settings(BaseSettings):
         return v
 
     @property
+    def preflight_io_timeout_s(self) -> float:
+        """The preflight clients' own I/O timeout: past each check's limit, so the limit (asyncio.wait_for in
+        skills/deploy/preflight.py) decides and is what the user reads; this one only ends the blocking call a cut
+        check leaves running in its thread."""
+        return self.preflight_timeout_s * 1.5 + 1.0
+
+    @property
     def deployers(self) -> frozenset[str]:
         return frozenset(u.strip() for u in self.deployer_user_ids.split(",") if u.strip())
 

@@ -18,6 +18,7 @@ from bot.deps import Deps
 from bot.settings import Settings
 from bot.state import make_redis
 from bot.telemetry import Telemetry
+from skills.targets.cloud_run.target import CloudRunTarget
 
 log = logging.getLogger(__name__)
 
@@ -25,18 +26,21 @@ log = logging.getLogger(__name__)
 def build_deps(settings: Settings) -> Deps:
     tokens = IdentityTokens(settings)
     api_key = settings.vllm_api_key.get_secret_value() if settings.vllm_api_key else None
-    runtime = CloudRunRuntime(settings)
+    logs, metrics = CloudLoggingLogs(settings), make_metrics(settings)
+    # The serving target: Cloud Run (the only one wired today; another kind is added to Deps.extra_targets and
+    # the services on it to Deps.service_targets, and everything else follows from skills/targets/registry.py).
+    target = CloudRunTarget(CloudRunRuntime(settings), logs=logs, metrics=metrics)
     model_server = HttpModelServer(tokens, settings.probe_timeout_s, api_key)
     deps = Deps(
         settings=settings,
         redis=make_redis(settings),
-        runtime=runtime,
+        runtime=target,
         model_server=model_server,
         telemetry=Telemetry(),
-        endpoint=LLMEndpoint(settings, runtime, model_server, tokens),
+        endpoint=LLMEndpoint(settings, target, model_server, tokens),
         evals=ScenarioEvals(settings),
-        metrics=make_metrics(settings),
-        logs=CloudLoggingLogs(settings),
+        metrics=metrics,
+        logs=logs,
     )
     deps.streams = EndpointStreams(deps.endpoint)  # the bench's streaming client, with the endpoint's auth
     deps.preflight = make_preflight(settings, deps.redis)  # checks before a deploy's Confirm
@@ -48,7 +52,7 @@ async def close_deps(deps: Deps) -> None:
     await deps.drain()
     # Adapters with connections or threads close them (the ports do not require it: stand-ins may not).
     registry = deps.preflight.registry if deps.preflight else None
-    for part in (deps.model_server, deps.metrics, deps.logs, deps.runtime, registry):
+    for part in (deps.model_server, deps.metrics, deps.logs, *deps.targets.by_kind.values(), registry):
         close = getattr(part, "aclose", None)
         if close is not None:
             await close()

@@ -118,7 +118,8 @@ async def follow_canary(deps: HandlerDeps, plan: Plan, responder: Responder, thr
     """Watch the canary a confirmed plan started, in its thread, until a verdict (or the watch gives up)."""
     info = CanaryInfo.model_validate(plan.canary)
     policy = policy_of(deps)
-    watch = CanaryWatch(deps.runtime, deps.model_server, deps.metrics, deps.clock, policy)
+    target = deps.targets.for_kind(plan.target)  # the target the canary runs on: its status and metrics
+    watch = CanaryWatch(target, deps.model_server, target.metrics, deps.clock, policy)
     ts = ""
 
     async def report(c: Comparison) -> None:

@@ -17,7 +17,8 @@ from skills.clock import Clock
 from skills.deploy.flow import WriteFlow
 from skills.diagnosis.agent_eval import Score
 from skills.diagnosis.remediation import ProposedAction, RemediationProposal
-from skills.ports import Logs, Metrics, ModelEndpoint, ModelServer, Runtime, Store, StreamClients
+from skills.ports import Logs, Metrics, ModelEndpoint, ModelServer, Store, StreamClients
+from skills.targets.registry import Targets
 
 Progress = Callable[[str], Awaitable[None]]
 
@@ -184,7 +185,9 @@ class HandlerDeps(Protocol):
     def redis(self) -> Store: ...
 
     @property
-    def runtime(self) -> Runtime: ...
+    def targets(self) -> Targets:
+        """The serving target of each service (skills/targets/registry.py): handlers ask it, never a kind."""
+        ...
 
     @property
     def model_server(self) -> ModelServer: ...

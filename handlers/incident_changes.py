@@ -38,7 +38,14 @@ async def changes_for(
     )
     audit = s.key("audit")
     return await what_changed(
-        deps.runtime, deps.redis, audit, inc.service, start, incidents=spans, now=now, alert_revision=alert_revision
+        deps.targets.for_service(inc.service),
+        deps.redis,
+        audit,
+        inc.service,
+        start,
+        incidents=spans,
+        now=now,
+        alert_revision=alert_revision,
     )
 
 

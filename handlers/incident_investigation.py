@@ -74,7 +74,8 @@ def make_investigator(deps: HandlerDeps) -> Investigator:
         now = utcnow()
         since, until = window_for(alert, now)
         span = f"{since:%H:%M}–{until:%H:%M} UTC"
-        if deps.logs is None:
+        logs = deps.targets.for_service(inc.service).logs  # the logs of the target serving it
+        if logs is None:
             yield Reply(title=":warning: No log source is wired, so there are no findings for this alert.")
         else:
             # One failure, one diagnosis: a Cloud Monitoring alert names the revision it is about (its monitored
@@ -91,10 +92,10 @@ def make_investigator(deps: HandlerDeps) -> Investigator:
                 max_bytes=s.log_max_bytes,
             )
             try:
-                d = await diagnose_service(deps.logs, query, token_budget=s.log_token_budget)
+                d = await diagnose_service(logs, query, token_budget=s.log_token_budget)
                 if query.revision and not d.findings:
                     wide = query.model_copy(update={"revision": None})
-                    d = await diagnose_service(deps.logs, wide, token_budget=s.log_token_budget)
+                    d = await diagnose_service(logs, wide, token_budget=s.log_token_budget)
             except UserFacingError as exc:
                 yield Reply(title=f":warning: Could not read the logs for {span}: {redact(exc.message)[:300]}")
             else:

@@ -31,15 +31,16 @@ async def startup_report(
     deps: HandlerDeps, plan: Plan, revision: str, since: datetime, ready_after_s: float
 ) -> Reply | None:
     """The comparison for a deploy that turned ready; None when there is nothing to say or logs are off."""
-    if plan.kind not in ("deploy", "redeploy") or plan.spec is None or deps.logs is None:
+    target = deps.targets.for_kind(plan.target)
+    if plan.kind not in ("deploy", "redeploy") or plan.spec is None or target.logs is None:
         return None
     try:
         check = await check_startup(
-            deps.logs,
+            target.logs,
             deps.redis,
             deps.settings.key("startup"),
             plan.service,
-            plan.spec,
+            target.serving_of(plan.spec),
             revision,
             since,
             ready_after_s,

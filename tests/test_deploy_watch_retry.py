@@ -9,16 +9,17 @@ from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.settings import Settings
 from skills.deploy.execute import Progress, execute
 from skills.deploy.plan_builder import build_plan
+from skills.targets.cloud_run.target import CloudRunTarget
 from tests.fake_time import FakeTime
 
 pytest_plugins = ["tests.deploy_fixtures"]
 
 
-def runtime(settings: Settings, t: FakeTime, budget_s: float = 300.0) -> CloudRunRuntime:
-    return CloudRunRuntime(settings, clock=t.clock, sleep=t.sleep, retry_budget_s=budget_s)
+def runtime(settings: Settings, t: FakeTime, budget_s: float = 300.0) -> CloudRunTarget:
+    return CloudRunTarget(CloudRunRuntime(settings, clock=t.clock, sleep=t.sleep, retry_budget_s=budget_s))
 
 
-async def deploy(rt: CloudRunRuntime, deps: Any) -> tuple[Any, list[Progress]]:
+async def deploy(rt: CloudRunTarget, deps: Any) -> tuple[Any, list[Progress]]:
     plan = await build_plan("deploy", {"profile": "gemma4-12b-qat-l4"}, rt, deps.writes.env)
     seen: list[Progress] = []
 

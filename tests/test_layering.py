@@ -186,3 +186,50 @@ def test_the_incident_pipeline_reaches_chat_only_through_its_port() -> None:
     for name in ("threads", "publisher"):
         src = (ROOT / "skills" / "incidents" / f"{name}.py").read_text()
         assert "chat: IncidentChat" in src, f"skills/incidents/{name}.py is not given the port"
+
+
+# --- Serving targets (issue 36): one place knows which target serves what -----------------------------------
+
+CLOUD_RUN_TARGET = ROOT / "skills" / "targets" / "cloud_run"
+# The names that moved into the Cloud Run target stay importable from their old paths while other work moves
+# over: these modules only re-export it (checked below), so they add no knowledge of their own.
+TRANSITION_SHIMS = tuple(
+    ROOT / "skills" / "deploy" / f"{name}.py"
+    for name in (
+        "render_service", "diff", "gcloud", "merge", "plan_common", "plan_deploy", "plan_redeploy", "plan_operate",
+    )
+)  # fmt: skip
+
+
+def _hits_outside(package: str, forbidden: tuple[str, ...], allowed: tuple[Path, ...]) -> list[str]:
+    bad = []
+    for path in _modules(package):
+        if path.is_relative_to(CLOUD_RUN_TARGET) or path in allowed:
+            continue
+        for line, module in _imports(path):
+            if any(module == f or module.startswith(f + ".") for f in forbidden):
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    return sorted(set(bad))
+
+
+def test_skills_outside_the_cloud_run_target_never_import_google_cloud_run() -> None:
+    assert _hits_outside("skills", ("google.cloud.run", "google.cloud.run_v2"), ()) == []
+
+
+def test_only_wiring_knows_the_cloud_run_target() -> None:
+    """Handlers, the incident pipeline and the target-independent skills reach a target through the port
+    (skills/targets/port.py) and the registry; none of them imports the Cloud Run target or its adapter."""
+    forbidden = (
+        "skills.targets.cloud_run",
+        "bot.adapters.cloud_run",
+        *(f"skills.deploy.{p.stem}" for p in TRANSITION_SHIMS),
+    )
+    assert _hits_outside("skills", forbidden, TRANSITION_SHIMS) == []
+    assert _hits("handlers", forbidden) == []
+
+
+def test_the_transition_shims_only_re_export_the_cloud_run_target() -> None:
+    for path in TRANSITION_SHIMS:
+        tree = ast.parse(path.read_text())
+        body = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+        assert all(isinstance(n, ast.ImportFrom) for n in body), f"{path.name} does more than re-export"

@@ -21,6 +21,7 @@ from skills.deploy.env import DeployEnv
 from skills.deploy.plan_builder import build_plan
 from skills.diagnosis.diagnose import diagnose_service
 from skills.ports import LogQuery
+from skills.targets.cloud_run.target import CloudRunTarget
 
 DEPLOY_SCENARIOS = [name for name, s in SCENARIOS.items() if not s.load]
 
@@ -92,7 +93,7 @@ async def test_the_fix_the_diagnosis_proposes_recovers(sandbox: Sandbox, sb_sett
     diagnosis = await diagnose_service(CloudLoggingLogs(sb_settings), query, token_budget=3000)
     finding = next(f for f in diagnosis.findings if f.kind == SCENARIOS[name].kind)
     action = next(a for a in finding.remediation.actions if a.action == "redeploy")
-    runtime = CloudRunRuntime(sb_settings)
+    runtime = CloudRunTarget(CloudRunRuntime(sb_settings))
     env = DeployEnv(service="vllm-gemma4", region=sb_settings.google_cloud_location, image=sb_settings.vllm_image)
     plan = await build_plan("redeploy", dict(action.params), runtime, env)
     assert plan.blocked() == "" and plan.spec is not None

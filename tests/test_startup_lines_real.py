@@ -21,6 +21,8 @@ from bot.settings import Settings
 from skills.capacity.startup_check import check_startup
 from skills.deploy.env import DeployEnv
 from skills.deploy.plan_builder import build_plan
+from skills.targets.cloud_run.serving import serving_of
+from skills.targets.cloud_run.target import CloudRunTarget
 
 pytest_plugins = ["tests.agent_fixtures"]
 
@@ -58,7 +60,7 @@ async def test_start_up_lines_are_found_by_revision_and_time_window(
     logging_api.entries += [_entry(project, "vllm-gemma4-00002-abc", t, now) for t in loading + kv]
 
     env = DeployEnv(service="vllm-gemma4", region="us-central1")
-    plan = await build_plan("deploy", {"profile": "gemma4-12b-qat-l4"}, _Nothing(), env)  # type: ignore[arg-type]
+    plan = await build_plan("deploy", {"profile": "gemma4-12b-qat-l4"}, CloudRunTarget(_Nothing()), env)  # type: ignore[arg-type]
     assert plan.spec is not None
     s = settings.model_copy(update={"cloud_logging_api_endpoint": logging_api.base_url})  # type: ignore[attr-defined]
     check = await check_startup(
@@ -66,7 +68,7 @@ async def test_start_up_lines_are_found_by_revision_and_time_window(
         redis_client,
         s.key("startup"),
         "vllm-gemma4",
-        plan.spec,
+        serving_of(plan.spec),
         "vllm-gemma4-00002-abc",
         now - timedelta(minutes=5),
     )

@@ -51,7 +51,7 @@ class CloudQuotas:
         out: list[QuotaRequest] = []
         with _explained(quota_id, service):
             pager = client.list_quota_preferences(
-                parent=f"projects/{self._project}/locations/global", timeout=self._settings.preflight_timeout_s
+                parent=f"projects/{self._project}/locations/global", timeout=self._settings.preflight_io_timeout_s
             )
             for i, pref in enumerate(pager):
                 if i >= _MAX_PREFERENCES:
@@ -74,7 +74,7 @@ class CloudQuotas:
         client = self._quotas()
         name = f"projects/{self._project}/locations/global/services/{service}/quotaInfos/{quota_id}"
         with _explained(quota_id, service):
-            info = client.get_quota_info(name=name, timeout=self._settings.preflight_timeout_s)
+            info = client.get_quota_info(name=name, timeout=self._settings.preflight_io_timeout_s)
         default: int | None = None
         for d in info.dimensions_infos:
             where = d.dimensions.get("region")

@@ -28,8 +28,6 @@ from google.api_core.client_options import ClientOptions
 from bot.adapters.blocking import BlockingPool
 from bot.adapters.google_auth import cloud_credentials
 from bot.settings import Settings
-from skills.deploy.diff import OUTPUT_ONLY_FIELDS
-from skills.deploy.render_service import strip_output_only
 from skills.deploy.service_name import check_service_name
 from skills.errors import InvalidInput, NotFound, TransientCloudError, UserFacingError
 from skills.logs.redact import redact
@@ -41,6 +39,8 @@ from skills.ports import (
     TrafficTarget,
 )
 from skills.retrying import RetryPolicy, retry_call
+from skills.targets.cloud_run.diff import OUTPUT_ONLY_FIELDS
+from skills.targets.cloud_run.render import strip_output_only
 
 if TYPE_CHECKING:  # run_v2 is imported where used: a slow import a request may never need
     from google.cloud import run_v2

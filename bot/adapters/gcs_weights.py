@@ -40,7 +40,7 @@ class GcsWeights:
             # One attempt: the library's default retry rides out a dead endpoint for up to 120 s, far past the
             # check's time limit; an unanswered check is asked again at the next plan (it is not cached).
             blobs = client.list_blobs(  # type: ignore[attr-defined]
-                bucket, prefix=prefix, max_results=_MAX_NAMES, timeout=self._settings.preflight_timeout_s, retry=None
+                bucket, prefix=prefix, max_results=_MAX_NAMES, timeout=self._settings.preflight_io_timeout_s, retry=None
             )
             names = [b.name for b in blobs]
         except gexc.NotFound:

@@ -42,8 +42,8 @@ def make_preflight(settings: Settings, store: Store) -> PreflightSources:
             return None
 
     return PreflightSources(
-        hub=HfHub(st.hf_endpoint, token, st.preflight_timeout_s, BlockingPool("Hugging Face Hub", threads)),
-        registry=HttpImageRegistry(st.registry_endpoints, st.preflight_timeout_s, google_token),
+        hub=HfHub(st.hf_endpoint, token, st.preflight_io_timeout_s, BlockingPool("Hugging Face Hub", threads)),
+        registry=HttpImageRegistry(st.registry_endpoints, st.preflight_io_timeout_s, google_token),
         weights=GcsWeights(st, BlockingPool("Cloud Storage", threads)),
         quotas=CloudQuotas(st, BlockingPool("Cloud Quotas", threads)),
         cache=ShortCache(store, st.key, "preflight", st.preflight_cache_s) if st.preflight_cache_s else None,

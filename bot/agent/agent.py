@@ -24,10 +24,10 @@ from bot.agent.loop import Guards, Loop, LoopResult
 from bot.agent.textcalls import strip_reasoning
 from bot.agent.toolset import Toolset, findings_text
 from skills.capacity.fit import FitRequest, check_fit
-from skills.deploy.render_service import ANNOTATION_MODEL
 from skills.diagnosis.remediation import ProposedAction, RemediationProposal, merge_actions, plan_from_findings
 from skills.errors import UserFacingError, explain_error
 from skills.logs.redact import redact
+from skills.targets.cloud_run.render import ANNOTATION_MODEL
 
 if TYPE_CHECKING:
     from bot.adapters.llm import LLMEndpoint

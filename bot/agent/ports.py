@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from skills.ports import Logs, ModelServer, Runtime, Store
+from skills.ports import Logs, ModelServer, Store
+from skills.targets.port import ServingTarget
 
 if TYPE_CHECKING:
     from bot.adapters.llm import LLMEndpoint
@@ -22,8 +23,9 @@ class AgentPorts(Protocol):
         ...
 
     @property
-    def runtime(self) -> Runtime:
-        """Service status, revisions and config tools; the cold-start estimate."""
+    def runtime(self) -> ServingTarget:
+        """The configured service's serving target: status, revisions (when it has them) and config tools; the
+        cold-start estimate."""
         ...
 
     @property

@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot.agent.tools import Tool, ToolRegistry
 from skills.actions.params import DeployParams, RedeployParams, RollbackParams, ScaleParams
 from skills.capacity.fit import FitRequest, check_fit
-from skills.deploy.render_service import main_container
 from skills.diagnosis.diagnose import diagnose
 from skills.diagnosis.findings import Diagnosis
 from skills.errors import UserFacingError
@@ -26,6 +25,7 @@ from skills.logs.condense import condense
 from skills.observe.model_metrics import collect_model_metrics
 from skills.observe.status import collect_status
 from skills.ports import LogEntry, LogQuery
+from skills.targets.cloud_run.render import main_container
 
 if TYPE_CHECKING:
     from bot.agent.ports import AgentPorts
@@ -115,11 +115,11 @@ class Toolset:
                 NoArgs,
                 self._status,
             ),
-            Tool(
-                "list_revisions",
-                "Recent revisions with readiness and traffic.",
-                RevisionsArgs,
-                self._revisions,
+            # Offered only where the serving target has revisions (skills/targets/port.py capabilities).
+            *(
+                [Tool("list_revisions", "Recent revisions with readiness and traffic.", RevisionsArgs, self._revisions)]
+                if self.deps.runtime.capabilities.revisions
+                else []
             ),
             Tool(
                 "service_config",

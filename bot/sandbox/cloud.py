@@ -40,6 +40,7 @@ from bot.settings import Settings
 from skills.deploy.env import DeployEnv
 from skills.deploy.plan_builder import build_plan
 from skills.deploy.vllm_flags import VllmFlags
+from skills.targets.cloud_run.target import CloudRunTarget
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ class Sandbox:
         if self.image:
             fields["image"] = self.image
         env = DeployEnv(**fields)
-        coro = build_plan("deploy", {"profile": SEED_PROFILE}, _NoService(), env)  # type: ignore[arg-type]
+        coro = build_plan("deploy", {"profile": SEED_PROFILE}, CloudRunTarget(_NoService()), env)  # type: ignore[arg-type]
         with ThreadPoolExecutor(1) as pool:  # start() may be called with an event loop running
             plan = pool.submit(asyncio.run, coro).result()
         assert plan.spec is not None

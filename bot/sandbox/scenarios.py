@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.sandbox.examples import ALERTS
-from skills.deploy.render_service import CONTAINER, MOUNT_PATH, VOLUME
 from skills.deploy.vllm_flags import VllmFlags
+from skills.targets.cloud_run.render import CONTAINER, MOUNT_PATH, VOLUME
 
 Mutation = Callable[[dict[str, Any]], None]  # edits a copy of the service's template in place
 

@@ -81,7 +81,8 @@ async def _preview(ctx: CommandContext) -> Reply:
     max_len = await server_max_model_len(client, model)
     usd_h: float | None = None
     try:
-        info = await d.runtime.get_service(d.settings.vllm_service_name)
+        name = d.settings.vllm_service_name
+        info = await d.targets.for_service(name).get_service(name)
         usd_h = hourly_cost(info, d.settings.google_cloud_location).usd_per_hour
         # One reading of the running configuration: the flags the service runs with (what /gemma config shows);
         # the server's own report only when they do not say.

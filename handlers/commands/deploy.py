@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-import yaml
-
 from handlers.args import CommandParser
 from handlers.commands.plans import make_plan
 from handlers.context import CommandContext
 from handlers.registry import command
 from handlers.reply import FileOut, Reply
 from skills.actions.params import DeployParams
-from skills.deploy.gcloud import deploy_command
 from skills.deploy.plan_builder import build_plan
 from skills.deploy.profiles import load_profiles
-from skills.deploy.render_service import strip_output_only
 from skills.deploy.vllm_flags import SPECS
 from skills.errors import InvalidInput
 
@@ -94,31 +90,27 @@ async def deploy(ctx: CommandContext) -> Reply:
 async def config(ctx: CommandContext) -> Reply:
     profile, overrides = ctx.opts.profile, _overrides(ctx)
     env = ctx.deps.writes.env
+    params = {"profile": profile, **overrides} if profile else overrides
+    target = ctx.deps.targets.for_write("deploy" if profile else "config", params, env.service)
     if profile:
         # Rendering a profile needs no cloud: without credentials it is shown undiffed, and says so.
-        plan = await build_plan("deploy", {"profile": profile, **overrides}, ctx.deps.runtime, env, offline=True)
+        plan = await build_plan("deploy", params, target, env, offline=True)
         service, spec, title = plan.service, plan.spec or {}, f"Rendered service for `{profile}`"
         notes = [f"verdict: {plan.verdict}", *plan.notes] if plan.verdict else plan.notes
     else:
         service = str(overrides.get("service") or env.service)
-        running = await ctx.deps.runtime.get_service_spec(service)
+        running = await target.get_service_spec(service)
         if running is None:
             raise InvalidInput(f"Service `{service}` does not exist.", _profiles_hint())
-        spec, title, notes = strip_output_only(running), f"Running service `{service}`", []
-    text = yaml.safe_dump(spec, sort_keys=False, width=1000)
-    gcloud = deploy_command(service, spec, env.region, env.project)
+        spec, title, notes = target.sendable(running), f"Running service `{service}`", []
+    exported = target.export(service, spec, env)
+    text = exported.text
     # "(nothing deployed)" is said of a rendered profile only: a running service's config is what is deployed.
     reply = Reply(title=f":page_facing_up: {title}" + (" (nothing deployed)" if profile else ""))
     if notes:
         reply.add(text="\n".join(f"• {n}" for n in notes))
-    reply.add(heading="gcloud equivalent", code=gcloud)
-    reply.files.append(
-        FileOut(
-            filename=f"{service}.service.yaml",
-            title=f"{service} (Cloud Run v2 Service)",
-            content=text.encode(),
-        )
-    )
+    reply.add(heading=f"{exported.cli} equivalent", code=exported.command)
+    reply.files.append(FileOut(filename=exported.filename, title=exported.title, content=text.encode()))
     if len(text) < 2500:
         reply.add(heading="Service (YAML)", code=text)
     return reply

@@ -18,23 +18,29 @@ from skills.incidents.runbooks import runbook_ref
 from skills.logs.condense import Digest
 from skills.logs.fetch import logs_digest, parse_severity, parse_since
 from skills.ports import LogQuery, Logs, ServiceInfo
+from skills.targets.port import require
 
 log = logging.getLogger(__name__)
 
 INLINE_CHARS = 2800  # longer digests go to the thread as a file (Slack sections hold ~3000 chars)
 
 
-def _logs_port(ctx: CommandContext) -> Logs:
-    if ctx.deps.logs is None:
+def _logs_port(ctx: CommandContext, service: str) -> Logs:
+    """The logs of the service's serving target."""
+    logs = ctx.deps.targets.for_service(service).logs
+    if logs is None:
         raise UserFacingError("Cloud Logging is not configured.", "Set GOOGLE_CLOUD_PROJECT and credentials.")
-    return ctx.deps.logs
+    return logs
 
 
 def _query(ctx: CommandContext) -> LogQuery:
     st, o = ctx.deps.settings, ctx.opts
     severity = getattr(o, "severity", None)
+    service = o.service or st.vllm_service_name
+    if o.revision:  # a target without revisions has none to name: said before any log is read
+        require(ctx.deps.targets.for_service(service), "revisions", service)
     return LogQuery(
-        service=o.service or st.vllm_service_name,
+        service=service,
         since=parse_since(o.since),
         revision=o.revision or None,
         min_severity=parse_severity(severity) if severity else "DEFAULT",
@@ -50,7 +56,7 @@ async def _unknown_revision(ctx: CommandContext, q: LogQuery) -> None:
     if not q.revision:
         return
     try:
-        await ctx.deps.runtime.get_revision(q.service, q.revision)
+        await ctx.deps.targets.for_service(q.service).get_revision(q.service, q.revision)
     except NotFound:
         raise NotFound(
             f"Revision `{q.revision}` not found (not in `{q.service}`, and no log lines for it).",
@@ -124,7 +130,7 @@ def render_diagnosis(service: str, d: Diagnosis, past: list[Finding] | None = No
 )
 async def logs(ctx: CommandContext) -> Reply:
     q = _query(ctx)
-    digest, _ = await logs_digest(_logs_port(ctx), q, ctx.deps.settings.log_token_budget)
+    digest, _ = await logs_digest(_logs_port(ctx, q.service), q, ctx.deps.settings.log_token_budget)
     if digest.stats.lines_in == 0:
         await _unknown_revision(ctx, q)
     return render_digest(q, digest)
@@ -140,17 +146,17 @@ async def diagnose(ctx: CommandContext) -> Reply:
     q = _query(ctx)
     service: ServiceInfo | None = None
     try:  # current settings make remediations concrete (max instances + 1); diagnosis works without them
-        service = await ctx.deps.runtime.get_service(q.service)
+        service = await ctx.deps.targets.for_service(q.service).get_service(q.service)
     except Exception as exc:  # noqa: BLE001 - diagnosis works without the current settings
         log.warning("diagnose: settings of %s unavailable: %s: %s", q.service, type(exc).__name__, str(exc)[:200])
         service = None
     budget = ctx.deps.settings.log_token_budget
     if q.revision is None and service is not None and current_revisions(service):
         # By default: the revisions that matter now (serving, latest); older failures are marked past.
-        scoped = await diagnose_current(_logs_port(ctx), q, service, token_budget=budget)
+        scoped = await diagnose_current(_logs_port(ctx, q.service), q, service, token_budget=budget)
         about = "revision " + ", ".join(f"`{r}`" for r in scoped.revisions)
         return render_diagnosis(q.service, scoped.current, scoped.past, about=about)
-    result = await diagnose_service(_logs_port(ctx), q, token_budget=budget, service=service)
+    result = await diagnose_service(_logs_port(ctx, q.service), q, token_budget=budget, service=service)
     if result.digest.lines_in == 0:
         await _unknown_revision(ctx, q)
     return render_diagnosis(q.service, result)

@@ -81,7 +81,8 @@ async def metrics(ctx: CommandContext) -> Reply:
     base = await d.endpoint.base_url()
     fp8: bool | None = None
     try:  # one reading of the running configuration: the flags the service runs with, as /gemma config shows
-        running = VllmFlags.parse_or_none((await d.runtime.get_service(d.settings.vllm_service_name)).args)
+        name = d.settings.vllm_service_name
+        running = VllmFlags.parse_or_none((await d.targets.for_service(name).get_service(name)).args)
         fp8 = None if running is None else planner_kv(running) == "fp8"
     except UserFacingError:
         pass  # e.g. VLLM_BASE_URL only: advice without knowing the flags
@@ -207,7 +208,7 @@ def render_cost(c: CostReport) -> Reply:
 async def cost(ctx: CommandContext) -> Reply:
     d = ctx.deps
     service = ctx.opts.service or d.settings.vllm_service_name
-    info = await d.runtime.get_service(service)
+    info = await d.targets.for_service(service).get_service(service)
     sweeps = await recent_sweeps(d.redis, d.settings.key("bench", "history"), 1)
     region = d.settings.google_cloud_location  # where the service runs: its tier's rates
     return render_cost(cost_report(info, sweeps[0] if sweeps else None, region))

@@ -17,6 +17,7 @@ from skills.deploy.gpu_quota import GPU_QUOTA_IDS, quota_by_region, request_text
 from skills.deploy.revisions import quota_advice, revisions
 from skills.durations import format_duration
 from skills.errors import InvalidInput
+from skills.targets.port import require
 from skills.text import shorten
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,9 @@ async def scale(ctx: CommandContext) -> Reply:
 @command("revisions", "Recent revisions, their state and traffic", arguments(ServiceArgs), ack="Listing…")
 async def list_revisions(ctx: CommandContext) -> Reply:
     service = ctx.opts.service or ctx.deps.settings.vllm_service_name
-    view = await revisions(ctx.deps.runtime, service)
+    target = ctx.deps.targets.for_service(service)
+    require(target, "revisions", service)  # said plainly, before anything is asked of the cloud
+    view = await revisions(target, service)
     rows = []
     for r in view.revisions:
         state = (

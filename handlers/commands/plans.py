@@ -77,7 +77,7 @@ def render_plan(plan: Plan, *, with_buttons: bool = True) -> Reply:
             reply.add(heading=heading, code="\n".join(diff))
         else:
             reply.add(heading="Changes", text="No field changes against the running service.")
-    reply.add(heading="gcloud equivalent", code=plan.gcloud)
+    reply.add(heading=f"{plan.cli} equivalent", code=plan.gcloud)
     if with_buttons:
         blocked = plan.blocked()
         if plan.kind == "destroy":

@@ -152,8 +152,10 @@ async def handoff(ctx: CommandContext) -> Reply:
         lines = [f"{e.when()} {e.action} `{e.service}` by {r.mention(e.user_id)}: {e.result}" for e in audit[-15:]]
         r.add(heading=f"Changes through the bot ({len(audit)})", text="\n".join(lines))
     try:
-        revs = await deps.runtime.list_revisions(deps.settings.vllm_service_name, limit=20)
-        info = await deps.runtime.get_service(deps.settings.vllm_service_name)
+        name = deps.settings.vllm_service_name
+        target = deps.targets.for_service(name)
+        revs = await target.list_revisions(name, limit=20) if target.capabilities.revisions else []
+        info = await target.get_service(name)
     except UserFacingError as exc:
         r.add(heading="Capacity", text=f"Could not read the service: {redact(exc.message)[:200]}")
     else:

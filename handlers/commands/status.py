@@ -37,13 +37,11 @@ def render_status(r: StatusReport) -> Reply:
     if r.notes:
         reply.add(text="\n".join(f"• {n}" for n in r.notes))
     gpu = f"{s.gpu_count} x {s.gpu_type}" if s.gpu_type else "none"
+    revisions = f"latest created `{s.latest_created_revision or '—'}`\nlatest ready `{s.latest_ready_revision or '—'}`"
     reply.add(
         fields=[
             ("URL", s.uri or "—"),
-            (
-                "Revisions",
-                f"latest created `{s.latest_created_revision or '—'}`\nlatest ready `{s.latest_ready_revision or '—'}`",
-            ),
+            *([("Revisions", revisions)] if r.revisions else []),  # a target without revisions has none to show
             ("Scaling", f"min {s.min_instances} / max {s.max_instances}, concurrency {s.concurrency or '—'}"),
             ("GPU", gpu),
             ("CPU / memory", f"{s.cpu or '—'} / {s.memory or '—'}"),
@@ -76,8 +74,9 @@ def render_status(r: StatusReport) -> Reply:
 async def status(ctx: CommandContext) -> Reply:
     st = ctx.deps.settings
     service = ctx.opts.service or st.vllm_service_name
+    target = ctx.deps.targets.for_service(service)
     report = await service_status(
-        ctx.deps.runtime,
+        target,
         ctx.deps.model_server,
         ctx.deps.redis,
         st.key("status", service),
@@ -85,6 +84,8 @@ async def status(ctx: CommandContext) -> Reply:
         service,
         base_url_override=st.vllm_base_url,
         fresh=ctx.opts.fresh,
-        metrics=ctx.deps.metrics,
+        metrics=target.metrics,
+        revisions=target.capabilities.revisions,
+        where=target.display,
     )
     return render_status(report)

@@ -142,7 +142,8 @@ class RedeployParams(Overrides, RedeployFixes):
 
     service: str | None = None
     # Build on the serving revision's configuration instead of the service's template, when the template is
-    # another revision's (a failed deploy, a rollback): the plan offers it then (skills/deploy/plan_common.py).
+    # another revision's (a failed deploy, a rollback): the plan offers it then
+    # (skills/targets/cloud_run/plan_common.py).
     on_serving: bool | None = None
 
 

@@ -136,8 +136,9 @@ class CanaryWatch:
 async def auto_rollback(flow: WriteFlow, service: str, info: CanaryInfo, reason: str, identity: str) -> ExecResult:
     """Roll the canary back without a click: 100% to the stable revision, under `identity`, with the service lock
     and the audit every confirmed write gets. A held lock (someone else is writing) skips it, and says so."""
+    target = flow.targets.for_service(service)
     plan: Plan = await build_plan(
-        "rollback", {"revision": info.baseline, "service": service}, flow.runtime, flow.env, user_id=identity
+        "rollback", {"revision": info.baseline, "service": service}, target, flow.env, user_id=identity
     )
     plan.summary = f"Automatic rollback of canary `{info.revision}`: 100% of traffic back to `{info.baseline}`"
     plan.added = {"automatic": True, "reason": reason[:300]}
@@ -150,4 +151,4 @@ async def auto_rollback(flow: WriteFlow, service: str, info: CanaryInfo, reason:
     except LockHeld as exc:
         await flow.plans.discard(plan.id)
         return ExecResult(ok=False, detail=f"not rolled back automatically: `{service}` is busy ({exc})")
-    return await run_claimed(flow.gate, plan, lock, identity, flow.runtime, logs=flow.logs, poll_s=flow.poll_s)
+    return await run_claimed(flow.gate, plan, lock, identity, target, logs=target.logs, poll_s=flow.poll_s)

@@ -20,7 +20,8 @@ from skills.deploy.locks import LockHeld, ServiceLock
 from skills.deploy.plans import Plan, PlanStore
 from skills.errors import UserFacingError
 from skills.logs.redact import redact
-from skills.ports import Logs, Runtime, Store
+from skills.ports import Logs, Store
+from skills.targets.port import ServingTarget
 from skills.text import shorten
 
 log = logging.getLogger(__name__)
@@ -197,7 +198,7 @@ async def run_claimed(
     plan: Plan,
     lock: ServiceLock,
     user_id: str,
-    runtime: Runtime,
+    runtime: ServingTarget,
     *,
     logs: Logs | None = None,
     progress: ProgressFn | None = None,
@@ -210,7 +211,7 @@ async def run_claimed(
     it from what the service shows (skills/deploy/reconcile.py)."""
     start = time.monotonic()
     pending = _entry(plan, user_id, "pending", "confirmed; watching")
-    if plan.kind not in ("destroy", "rollback", "promote") and not plan.create:
+    if plan.kind not in ("destroy", "rollback", "promote") and not plan.create and runtime.capabilities.revisions:
         try:  # what a later reconciliation needs to tell this write's revision from earlier ones
             pending.before = (await runtime.get_service(plan.service)).latest_created_revision
         except UserFacingError:

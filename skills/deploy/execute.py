@@ -1,8 +1,11 @@
-"""Execute a confirmed plan against the Runtime and report progress as it goes.
+"""Execute a confirmed plan against its serving target (skills/targets/port.py) and report progress as it goes.
 
 Phases for a new revision: submitted -> revision created -> instance starting -> weights loading -> ready
 (or failed, with the revision's condition and the first error log lines). Traffic never moves early: the
 rendered traffic is "latest ready revision", so a revision that fails its probe gets none.
+
+A target without revisions reports its own phases while the write runs (e.g. a queued resource's QUEUED,
+PROVISIONING), then is ready when its status says so.
 """
 
 from __future__ import annotations
@@ -16,12 +19,12 @@ from typing import TypeVar
 
 from pydantic import BaseModel, Field
 
-from skills.deploy.diff import fingerprint
 from skills.deploy.plans import Plan
 from skills.errors import TransientCloudError, UserFacingError
 from skills.logs.redact import redact
-from skills.ports import LogQuery, Logs, RevisionInfo, Runtime, ServiceInfo
+from skills.ports import LogQuery, Logs, RevisionInfo, ServiceInfo
 from skills.retrying import RetryPolicy, retry_call
+from skills.targets.port import ServingTarget
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -112,19 +115,19 @@ def traffic_detail(info: ServiceInfo, revision: str) -> str:
     return f"revision `{revision}` is ready but serves no traffic: {others or 'no revision'} serves"
 
 
-async def check_unchanged(runtime: Runtime, plan: Plan) -> None:
+async def check_unchanged(runtime: ServingTarget, plan: Plan) -> None:
     """Refuse to run a plan computed against a service that has changed since (someone else deployed)."""
     current = await runtime.get_service_spec(plan.service)
     if plan.create and current is not None:
         raise UserFacingError(f"`{plan.service}` was created by someone else after this plan was made.", "Re-plan.")
     if not plan.create and current is None:
         raise UserFacingError(f"`{plan.service}` no longer exists.", "Re-plan (a deploy would create it).")
-    if not plan.create and fingerprint(current) != plan.base_fingerprint:
+    if not plan.create and runtime.fingerprint(current) != plan.base_fingerprint:
         raise UserFacingError(f"`{plan.service}` changed after this plan was made.", "Re-plan to see the new diff.")
 
 
 async def execute(
-    runtime: Runtime,
+    runtime: ServingTarget,
     plan: Plan,
     *,
     logs: Logs | None = None,
@@ -140,11 +143,16 @@ async def execute(
             return await _destroy(runtime, plan, rep, poll_s)
         if plan.spec is None:
             raise UserFacingError("This plan has nothing to apply.", "Re-plan.")
-        before = "" if plan.create else (await runtime.get_service(plan.service)).latest_created_revision
+        revisions = runtime.capabilities.revisions
+        before = (
+            "" if plan.create or not revisions else (await runtime.get_service(plan.service)).latest_created_revision
+        )
         op = await runtime.apply_service(plan.service, plan.spec, create=plan.create)
         await rep(Progress(phase="submitted", elapsed_s=rep.elapsed()))
         if plan.kind in ("rollback", "promote"):  # traffic-only writes
             return await _wait_traffic(runtime, plan, op, rep, poll_s)
+        if not revisions:
+            return await _wait_ready(runtime, plan, op, rep, poll_s, logs, since)
         return await _wait_revision(runtime, plan, op, before, rep, poll_s, logs, since)
     except UserFacingError as exc:
         result = ExecResult(ok=False, detail=str(exc), duration_s=rep.elapsed())
@@ -180,7 +188,7 @@ async def _ride_out(
 
 
 async def _wait_revision(
-    runtime: Runtime,
+    runtime: ServingTarget,
     plan: Plan,
     op: str,
     before: str,
@@ -217,7 +225,7 @@ async def _wait_revision(
             rev = await _ride_out("revision", deadline, poll_s, poll, still_watching)
         except TransientCloudError as exc:
             raise UserFacingError(
-                f"Cloud Run's API kept failing until the watch's deadline ({exc.message}); the revision may "
+                f"{runtime.display}'s API kept failing until the watch's deadline ({exc.message}); the revision may "
                 "still become ready.",
                 "Check `/gemma status` in a few minutes.",
             ) from None
@@ -257,7 +265,7 @@ async def _wait_revision(
             return ExecResult(ok=False, detail=detail, revision=revision, duration_s=elapsed, log_lines=lines)
         if time.monotonic() >= deadline:
             detail = (
-                f"revision `{revision or '?'}` was still not ready after {elapsed:.0f} s; Cloud Run keeps "
+                f"revision `{revision or '?'}` was still not ready after {elapsed:.0f} s; {runtime.display} keeps "
                 "trying until its startup probe gives up. Check `/gemma status`."
             )
             await rep(
@@ -282,7 +290,62 @@ async def _wait_revision(
         await rep(Progress(phase=phase, elapsed_s=elapsed, revision=revision))
 
 
-async def _wait_traffic(runtime: Runtime, plan: Plan, op: str, rep: _Reporter, poll_s: float) -> ExecResult:
+async def _wait_ready(
+    runtime: ServingTarget,
+    plan: Plan,
+    op: str,
+    rep: _Reporter,
+    poll_s: float,
+    logs: Logs | None,
+    since: datetime,
+) -> ExecResult:
+    """A target without revisions: the operation's own phases are the progress (a queued resource may wait a
+    long time before it is provisioned), then the service's readiness is the outcome."""
+    deadline = time.monotonic() + max(plan.wait_budget_s, 60.0)
+    phase = "submitted"
+
+    async def still_waiting(exc: TransientCloudError) -> None:
+        await rep(Progress(phase=phase, elapsed_s=rep.elapsed(), detail=exc.message))
+
+    while True:
+        try:
+            status = await _ride_out(
+                "deployment", deadline, poll_s, lambda: runtime.wait_operation(op, timeout_s=poll_s), still_waiting
+            )
+        except TransientCloudError as exc:
+            raise UserFacingError(
+                f"{runtime.display}'s API kept failing until the watch's deadline ({exc.message}); the deployment "
+                "may still become ready.",
+                "Check `/gemma status` in a few minutes.",
+            ) from None
+        elapsed = rep.elapsed()
+        if status.done:
+            info = await runtime.get_service(plan.service) if not status.error else None
+            if info is not None and info.ready is True:
+                detail = f"`{plan.service}` is ready" + (f" at {info.uri}" if info.uri else "")
+                await rep(Progress(phase="ready", elapsed_s=elapsed, done=True, ok=True, detail=detail), True)
+                return ExecResult(ok=True, detail=detail, duration_s=elapsed)
+            if status.error or (info is not None and info.ready is False):
+                cond = info.terminal_condition if info is not None else None
+                reason = status.error or (f"{cond.reason}: {cond.message}" if cond else "not ready")
+                detail = redact(reason.strip(": ") or "the operation failed")
+                lines = await _error_lines(logs, plan.service, "", since)
+                await rep(
+                    Progress(phase="failed", elapsed_s=elapsed, done=True, ok=False, detail=detail, log_lines=lines),
+                    True,
+                )
+                return ExecResult(ok=False, detail=detail, duration_s=elapsed, log_lines=lines)
+        if time.monotonic() >= deadline:
+            detail = f"`{plan.service}` was still not ready after {elapsed:.0f} s. Check `/gemma status`."
+            await rep(Progress(phase="timed out", elapsed_s=elapsed, done=True, ok=False, detail=detail), True)
+            return ExecResult(ok=False, detail=detail, duration_s=elapsed)
+        phase = status.phase or ("starting" if status.done else "submitted")
+        await rep(Progress(phase=phase, elapsed_s=elapsed))
+        if status.done:  # done but not ready yet: the operation answers at once from here, so wait a poll
+            await asyncio.sleep(poll_s)
+
+
+async def _wait_traffic(runtime: ServingTarget, plan: Plan, op: str, rep: _Reporter, poll_s: float) -> ExecResult:
     deadline = time.monotonic() + max(plan.wait_budget_s, 60.0)
 
     async def still_moving(exc: TransientCloudError) -> None:
@@ -323,7 +386,7 @@ async def _wait_traffic(runtime: Runtime, plan: Plan, op: str, rep: _Reporter, p
         await rep(Progress(phase="moving traffic", elapsed_s=elapsed))
 
 
-async def _destroy(runtime: Runtime, plan: Plan, rep: _Reporter, poll_s: float) -> ExecResult:
+async def _destroy(runtime: ServingTarget, plan: Plan, rep: _Reporter, poll_s: float) -> ExecResult:
     op = await runtime.delete_service(plan.service)
     await rep(Progress(phase="submitted", elapsed_s=rep.elapsed()))
     deadline = time.monotonic() + max(plan.wait_budget_s, 60.0)

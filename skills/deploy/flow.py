@@ -26,7 +26,8 @@ from skills.deploy.reconcile import reconcile_pending
 from skills.incidents.model import Fix, utcnow
 from skills.incidents.store import IncidentStore
 from skills.logs.redact import redact
-from skills.ports import Logs, Runtime
+from skills.targets.port import ServingTarget
+from skills.targets.registry import Targets
 from skills.text import shorten
 
 log = logging.getLogger(__name__)
@@ -35,12 +36,11 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class WriteFlow:
-    runtime: Runtime
+    targets: Targets  # which serving target a plan is for and runs on (skills/targets/registry.py)
     env: DeployEnv
     plans: PlanStore
     gate: WriteGate
     incidents: IncidentStore
-    logs: Logs | None = None
     poll_s: float = 5.0
     preflight: PreflightSources | None = None  # deploy/redeploy plans are checked before Confirm
 
@@ -49,14 +49,20 @@ class WriteFlow:
     ) -> Plan:
         """Compute and store a plan (the one entry point for commands and plan buttons). A plan asked for in a
         thread remembers it, and the incident whose thread it is, so progress and outcome land there."""
+        target = self.targets.for_write(kind, params, self.env.service)
         plan = await build_plan(
-            kind, params, self.runtime, self.env, user_id=user_id, channel_id=channel_id, preflight=self.preflight
+            kind, params, target, self.env, user_id=user_id, channel_id=channel_id, preflight=self.preflight
         )
         if thread_ts:
             plan.thread_ts = thread_ts
             plan.incident_id = await self.incidents.thread_incident(channel_id, thread_ts)
         await self.plans.save(plan)
         return plan
+
+    @property
+    def runtime(self) -> ServingTarget:
+        """The default service's target (the name this flow had before targets; kept for callers moving over)."""
+        return self.targets.default
 
     async def plan(self, plan_id: str) -> Plan | None:
         return await self.plans.get(plan_id)
@@ -83,11 +89,12 @@ class WriteFlow:
 
     async def reconcile(self) -> list[AuditEntry]:
         """At start: the outcome of writes whose watch stopped (skills/deploy/reconcile.py)."""
-        return await reconcile_pending(self.gate.store, self.gate.audit_key, self.runtime)
+        return await reconcile_pending(self.gate.store, self.gate.audit_key, self.targets.for_service)
 
     async def run(self, plan: Plan, lock: ServiceLock, user_id: str, progress: ProgressFn) -> ExecResult:
         """Execute a claimed plan; audits it, releases the lock and retires the plan whatever happens. Each step
         is also recorded beside the plan, so any surface can follow it (MCP's plan_status)."""
+        target = self.targets.for_kind(plan.target)
 
         async def recorded(p: Progress) -> None:
             # Done only once the audit has the outcome (below): a follower that reads "succeeded" finds it there.
@@ -97,7 +104,7 @@ class WriteFlow:
         await self._record(plan.id, user_id, Progress(phase="submitted", elapsed_s=0.0, detail=plan.summary))
         try:
             result = await run_claimed(
-                self.gate, plan, lock, user_id, self.runtime, logs=self.logs, progress=recorded, poll_s=self.poll_s
+                self.gate, plan, lock, user_id, target, logs=target.logs, progress=recorded, poll_s=self.poll_s
             )
         except Exception as exc:
             failed = Progress(phase="failed", elapsed_s=0.0, done=True, ok=False, detail=f"unexpected error: {exc}")

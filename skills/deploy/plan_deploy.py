@@ -1,188 +1,40 @@
-"""The plan for a new deploy from a profile: the rendered service, the capacity check, the gcloud equivalent."""
+"""Moved to skills/targets/cloud_run/plan_deploy.py (the Cloud Run deploy plan);
+this name stays importable while other work moves over."""
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
-from pydantic import ValidationError
-
-from skills.actions.params import DeployParams
-from skills.capacity.cost import parse_cpu
-from skills.capacity.estimates import hourly_usd
-from skills.capacity.fit import load_catalog
-from skills.capacity.image_compat import default_image, require_compatible
-from skills.deploy.diff import diff_specs, fingerprint
-from skills.deploy.env import DeployEnv
-from skills.deploy.gcloud import deploy_command
-from skills.deploy.merge import merge_onto
-from skills.deploy.plan_common import (
+from skills.targets.cloud_run.plan_deploy import (  # noqa: F401 - re-exported
     WAIT_MARGIN_S,
+    CloudUnavailable,
+    DeployConfig,
+    DeployEnv,
+    DeployParams,
+    DeployProfile,
+    InvalidInput,
+    Plan,
+    Runtime,
     apply_fit,
     check_gpu,
+    check_gpu_minimums,
     cpu_floor,
+    default_image,
+    deploy_command,
+    diff_specs,
+    explain_error,
+    fingerprint,
     fit_for,
+    get_profile,
+    hourly_usd,
+    load_catalog,
+    memory_for_hub_weights,
+    merge_onto,
     one_gpu,
+    parse_cpu,
+    plan_deploy,
+    probe_for,
     probe_note,
+    render_service,
+    require_compatible,
+    strip_output_only,
     validate_params,
 )
-from skills.deploy.plans import Plan
-from skills.deploy.profiles import DeployProfile, get_profile
-from skills.deploy.render_service import (
-    DeployConfig,
-    check_gpu_minimums,
-    memory_for_hub_weights,
-    probe_for,
-    render_service,
-    strip_output_only,
-)
-from skills.errors import CloudUnavailable, InvalidInput, explain_error
-from skills.ports import Runtime
-
-
-async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], *, offline: bool = False) -> Plan:
-    """`offline`: render without reading the running service (no credentials): nothing to diff against, and
-    the plan says so. Only `/gemma config` asks for this; a plan meant for Confirm always compares."""
-    p: DeployParams = validate_params(DeployParams, params, "deploy")
-    profile: DeployProfile = get_profile(p.profile)
-    o = profile.model_dump(exclude={"name", "description", "model"}, exclude_none=True)
-    o.update(p.set_fields())
-    o.pop("profile", None)
-    service = o.pop("service", None) or env.service
-    o["gpu"] = check_gpu(o["gpu"])
-    one_gpu(o)
-    image_region = {"vllm_image": _pick_image(env, profile, o["gpu"])[0], "region": env.region}
-    report = fit_for(profile.model, {**o, **image_region}, o.get("memory"))
-    # The planner's effective request already carries its required changes (fits_with_changes): render that.
-    eff = report.request
-    gpu = load_catalog().gpu(eff.gpu)
-    base_gib = eff.host_memory_gib or report.recommended_memory_gib
-    margin = load_catalog().planner.host_memory_margin
-    hub_note = ""
-    if env.model_bucket:
-        memory_gib = math.ceil(base_gib)
-    elif o.get("memory"):  # the user's size stands; say if the Hub files will not fit in it
-        memory_gib = math.ceil(base_gib)
-        files_gib = report.model.approx_disk_gb * 1e9 / 2**30
-        if memory_gib < report.host_memory_gib + files_gib:
-            hub_note = (
-                f":warning: No MODEL_BUCKET: the ~{files_gib:.1f} GiB of weights pulled from the Hub sit in Cloud "
-                f"Run's in-memory filesystem; {memory_gib} GiB leaves too little to load them (estimate). Raise "
-                "--memory or set MODEL_BUCKET."
-            )
-    else:
-        memory_gib, hub_note = memory_for_hub_weights(
-            gpu, report.host_memory_gib, report.model.approx_disk_gb, margin, base_gib
-        )
-    memory = f"{memory_gib}Gi"
-    floor = max(report.recommended_cpu, gpu.cloud_run.min_cpu if gpu.cloud_run else 0, cpu_floor(memory))
-    cpu = o.get("cpu") or str(floor)
-    check_gpu_minimums(gpu, cpu, memory)
-    image, origin = _pick_image(env, profile, gpu.name)
-    compat = require_compatible(image, report.model.family, gpu.name, origin)
-    probe = probe_for(
-        report.cold_start_s,
-        o.get("startup_failure_threshold"),
-        o.get("startup_period_s"),
-        report.startup_budget_s,
-    )
-    try:
-        cfg = DeployConfig(
-            service=service,
-            profile=profile.name,
-            model=report.model.name,
-            hf_repo=report.model.hf_repo,
-            model_args=list(report.model.vllm_args),
-            gpu=eff.gpu,
-            gpu_count=eff.gpu_count,
-            max_model_len=eff.max_model_len or report.model.default_max_model_len,
-            gpu_memory_utilization=eff.gpu_memory_utilization,
-            kv_cache_dtype=eff.kv_cache_dtype,
-            dtype=eff.dtype,
-            enforce_eager=eff.enforce_eager,
-            cpu_offload_gb=eff.cpu_offload_gb,
-            max_num_seqs=eff.max_num_seqs or report.recommended_max_num_seqs,
-            max_num_batched_tokens=eff.max_num_batched_tokens or 4096,
-            min_instances=o.get("min_instances", 0),
-            max_instances=o.get("max_instances", 1),
-            cpu=cpu,
-            memory=memory,
-            probe=probe,
-            image=image,
-            model_bucket=env.model_bucket,
-            hf_token_secret=env.hf_token_secret,
-            launch_stage=gpu.launch_stage,
-            service_account=env.service_account,
-        )
-    except ValidationError as exc:
-        raise InvalidInput(f"Cannot render the service: {explain_error(exc.errors()[0], flag_style=False)}.") from None
-    spec = render_service(cfg)
-    unread = ""
-    try:
-        current = await runtime.get_service_spec(service)
-    except CloudUnavailable as exc:
-        if not offline:
-            raise
-        current, unread = None, exc.message
-    if current is not None:
-        spec = merge_onto(current, spec)  # keep what the bot does not manage (service account, labels, ...)
-    changes = diff_specs(strip_output_only(current) if current else None, spec)
-    if current is not None and not changes:
-        raise InvalidInput(
-            f"Refused: `{service}` is already running this (`{profile.name}`, {cfg.model} on {cfg.gpu}, "
-            f"image `{image}`): the deploy would change nothing.",
-            "To restart it, redeploy with a change; to check its health, `/gemma status`.",
-        )
-    plan = Plan(
-        kind="deploy",
-        service=service,
-        summary=f"Deploy `{profile.name}` ({cfg.model} on {cfg.gpu_count} x {cfg.gpu}) to `{service}`"
-        + (" (new service)" if current is None else ""),
-        params=p.model_dump(exclude_none=True),
-        create=current is None,
-        spec=spec,
-        base_fingerprint=fingerprint(current),
-        changes=changes,
-        gcloud=deploy_command(service, spec, env.region, env.project, update=current is not None),
-        wait_budget_s=probe.budget_s + WAIT_MARGIN_S,
-    )
-    # Priced as deployed: the CPU and memory this plan renders, not the planner's recommendation, with the
-    # pricing `/gemma cost` uses for the running service.
-    cat = load_catalog()
-    as_deployed = hourly_usd(cat, gpu, eff.gpu_count, parse_cpu(cpu), float(memory_gib), env.region)
-    report = report.model_copy(update={"cost_per_hour_usd": as_deployed})
-    apply_fit(plan, report)
-    plan.fit_lines[-1] = plan.fit_lines[-1].replace("/h;", f"/h as deployed ({cpu} vCPU, {memory});", 1)
-    if unread:
-        plan.summary = f"Render `{profile.name}` ({cfg.model} on {cfg.gpu_count} x {cfg.gpu}) for `{service}`"
-        plan.notes.append(f"Not compared with the running service: {unread} The diff shows a new service.")
-    plan.notes.append(
-        f"Startup probe budget {probe.budget_s} s (initial {probe.initial_delay_s} s + "
-        f"{probe.failure_threshold} x "
-        f"{probe.period_s} s); memory {memory}, {cpu} vCPU; concurrency = --max-num-seqs {cfg.max_num_seqs}."
-    )
-    probe_note(plan, report.cold_start_s, probe.budget_s)
-    plan.notes.append(f"Image `{image}` ({origin}): " + " ".join(["vLLM and CUDA build checked.", *compat.notes]))
-    if gpu.launch_stage != "GA":
-        plan.notes.append(f"{gpu.display} is in Preview on Cloud Run: the service is deployed at launch stage BETA.")
-    if not env.model_bucket:
-        plan.notes.append(
-            f"No MODEL_BUCKET: weights are pulled from the Hub with HF_TOKEN from secret `{env.hf_token_secret}`."
-        )
-    if hub_note:
-        plan.notes.append(hub_note)
-    if not env.service_account and current is None:
-        plan.notes.append(
-            "No VLLM_SERVICE_ACCOUNT: the service runs as the project's default compute service account; give it "
-            "read access to the bucket and the HF token secret, or set VLLM_SERVICE_ACCOUNT."
-        )
-    return plan
-
-
-def _pick_image(env: DeployEnv, profile: DeployProfile, gpu: str) -> tuple[str, str]:
-    """The image and where it came from: VLLM_IMAGE, the profile's pin, or the GPU's default."""
-    if env.image:
-        return env.image, "VLLM_IMAGE"
-    if profile.image:
-        return profile.image, f"profile `{profile.name}`"
-    return default_image(gpu), f"the default for {gpu}"

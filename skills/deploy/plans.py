@@ -14,8 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from skills.deploy.diff import FieldChange
+from skills.deploy.changes import FieldChange
 from skills.deploy.preflight_check import PreflightCheck, preflight_blocked
+from skills.deploy.profiles import DEFAULT_TARGET
 from skills.ports import Store
 
 PlanKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy", "promote"]
@@ -43,9 +44,11 @@ class Plan(BaseModel):
     fit_changes: list[str] = Field(default_factory=list)  # what the planner says must change
     notes: list[str] = Field(default_factory=list)
     changes: list[FieldChange] = Field(default_factory=list)
-    gcloud: str = ""
+    gcloud: str = ""  # the equivalent command of the target's CLI (named by `cli`)
+    cli: str = "gcloud"
     create: bool = False  # the service does not exist yet
-    spec: dict[str, Any] | None = None  # the v2 Service JSON apply_service gets (None for destroy)
+    target: str = DEFAULT_TARGET  # the serving target's kind (skills/targets/port.py): it runs the plan
+    spec: dict[str, Any] | None = None  # the target's spec document apply_service gets (None for destroy)
     base_fingerprint: str = ""  # the running spec at plan time; confirm refuses if it moved
     cold_start_s: float | None = None
     wait_budget_s: float = 0.0  # how long execution waits for the revision to become ready

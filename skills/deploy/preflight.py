@@ -14,19 +14,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import BaseModel
 
 from skills.capacity.fit import load_catalog
 from skills.capacity.image_compat import check_image
 from skills.capacity.prices import load_prices, regions_offering
-from skills.deploy.env import DeployEnv
 from skills.deploy.gpu_quota import read_gpu_quota
-from skills.deploy.plan_common import container_flags
-from skills.deploy.plan_redeploy import model_of
 from skills.deploy.preflight_check import PreflightCheck
-from skills.deploy.render_service import gcs_mounts, main_container
 from skills.errors import UserFacingError
 from skills.ports import ImageRegistry, ModelHub, PreflightUnavailable, QuotaReader, WeightStore
 from skills.short_cache import ShortCache
@@ -61,38 +56,6 @@ class Target(BaseModel):
     project: str | None = None
     max_instances: int = 1
     hf_token_secret: str = "hf-token"
-
-
-def target_of(spec: dict[str, Any], env: DeployEnv) -> Target:
-    """The checkpoint (Hub id, or bucket folder under a GCS mount), image, GPU and scaling a spec runs with."""
-    container = main_container(spec)
-    flags = container_flags(container)
-    model = model_of(spec, flags)
-    path = flags.model_path or ""
-    template = spec.get("template") or {}
-    hf_repo = bucket = None
-    prefix = ""
-    if path.startswith("/"):
-        for volume, mount in gcs_mounts(spec, container):
-            root = mount.rstrip("/") + "/"
-            if path.startswith(root):
-                bucket = str(volume["gcs"].get("bucket", ""))
-                prefix = path[len(root) :].strip("/") + "/"
-    elif path:
-        hf_repo = path
-    return Target(
-        image=str(container.get("image", "")),
-        model=model,
-        family=load_catalog().model(model).family if model else None,
-        hf_repo=hf_repo,
-        bucket=bucket,
-        prefix=prefix,
-        gpu=str((template.get("nodeSelector") or {}).get("accelerator") or "nvidia-l4"),
-        region=env.region,
-        project=env.project,
-        max_instances=int((template.get("scaling") or {}).get("maxInstanceCount") or 1),
-        hf_token_secret=env.hf_token_secret,
-    )
 
 
 async def run_preflight(src: PreflightSources, t: Target) -> list[PreflightCheck]:

@@ -15,6 +15,8 @@ from skills.errors import InvalidInput
 PROFILES_FILE = Path(__file__).parents[1] / "data" / "profiles.yaml"
 
 KvDtype = Literal["auto", "fp8", "bf16", "fp16"]  # as the capacity planner names them
+# The serving target a profile deploys to when it names none (skills/targets/registry.py resolves the name).
+DEFAULT_TARGET = "cloud-run"
 
 
 class DeployProfile(BaseModel):
@@ -23,6 +25,7 @@ class DeployProfile(BaseModel):
     name: str = ""
     description: str = ""
     model: str  # a catalog model name (skills/capacity/fit.py)
+    target: str = Field(default=DEFAULT_TARGET, pattern=r"^[a-z][a-z0-9-]*$")  # where it is served
     gpu: str = "nvidia-l4"
     gpu_count: int = Field(default=1, ge=1, le=8)
     max_model_len: int | None = Field(default=None, ge=256)

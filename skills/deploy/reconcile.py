@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from skills.deploy.audit import AuditEntry, pending, settle
 from skills.deploy.execute import traffic_detail
 from skills.errors import NotFound, UserFacingError
-from skills.ports import Runtime, Store
+from skills.ports import Store
+from skills.targets.port import ServingTarget
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +26,7 @@ log = logging.getLogger(__name__)
 _CLOCK_SLACK_S = 5.0
 
 
-async def observed_outcome(runtime: Runtime, entry: AuditEntry) -> tuple[bool, str, str] | None:
+async def observed_outcome(runtime: ServingTarget, entry: AuditEntry) -> tuple[bool, str, str] | None:
     """(ok, what the service shows, the revision it made or '') for a pending write, or None while under way."""
     if entry.action == "destroy":
         try:
@@ -38,6 +40,17 @@ async def observed_outcome(runtime: Runtime, entry: AuditEntry) -> tuple[bool, s
         if share == 100:
             return True, f"100% of traffic on `{entry.target}`", ""
         return False, f"traffic did not move: {traffic_detail(info, entry.target)}", ""
+    if not runtime.capabilities.revisions:  # no revision to tell this write's from: the service's state says
+        if info.ready is None:
+            return None
+        if info.ready:
+            return True, f"`{entry.service}` is ready", ""
+        cond = info.terminal_condition
+        return (
+            False,
+            f"`{entry.service}` is not ready: " + (f"{cond.reason}: {cond.message}" if cond else "unknown"),
+            "",
+        )
     revisions = await runtime.list_revisions(entry.service, limit=20)  # newest first
     made = []
     for r in revisions:
@@ -57,12 +70,15 @@ async def observed_outcome(runtime: Runtime, entry: AuditEntry) -> tuple[bool, s
     return False, f"revision `{rev.name}` failed: {rev.reason}: {rev.message}".strip(": "), rev.name
 
 
-async def reconcile_pending(store: Store, audit_key: str, runtime: Runtime) -> list[AuditEntry]:
-    """Record the outcome of every pending write that has settled; returns the records written."""
+async def reconcile_pending(
+    store: Store, audit_key: str, target_for: Callable[[str], ServingTarget]
+) -> list[AuditEntry]:
+    """Record the outcome of every pending write that has settled (each read from its service's target, as
+    `target_for` names it); returns the records written."""
     done = []
     for entry in await pending(store, audit_key):
         try:
-            seen = await observed_outcome(runtime, entry)
+            seen = await observed_outcome(target_for(entry.service), entry)
         except UserFacingError as exc:
             log.warning("audit: cannot reconcile %s %s yet: %s", entry.action, entry.plan_id, exc.message)
             continue

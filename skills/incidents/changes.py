@@ -29,8 +29,9 @@ from pydantic import BaseModel, Field
 
 from skills.deploy.audit import AuditEntry
 from skills.deploy.audit import since as audit_since
-from skills.deploy.diff import FieldChange, diff_specs
-from skills.ports import RevisionInfo, Runtime, Store
+from skills.deploy.changes import FieldChange
+from skills.ports import RevisionInfo, Store
+from skills.targets.port import ServingTarget
 
 WINDOW_S = 6 * 3600
 HEALTHY_S = 600
@@ -125,7 +126,7 @@ def attribute(entries: list[AuditEntry]) -> dict[str, AuditEntry]:
 
 
 async def what_changed(
-    runtime: Runtime,
+    runtime: ServingTarget,
     store: Store,
     audit_key: str,
     service: str,
@@ -140,7 +141,8 @@ async def what_changed(
 ) -> WhatChanged:
     """The changes before an incident that started at `started_at` (see the module's definitions). `incidents`:
     the open stretches of the service's other incidents (the healthy rule excludes them)."""
-    revs = await runtime.list_revisions(service, limit=REVISIONS_READ)
+    # A target without revisions keeps no history of configurations: only the bot's own writes are known.
+    revs = await runtime.list_revisions(service, limit=REVISIONS_READ) if runtime.capabilities.revisions else []
     healthy, proven = last_healthy(revs, started_at, incidents or [], healthy_s, now)
     by_name = {r.name: r for r in revs}
     base = by_name[healthy].template if healthy in by_name else {}
@@ -163,7 +165,7 @@ async def what_changed(
                 by=rec.user_id if rec else "",
                 action=rec.action if rec else "",
                 outside_bot=rec is None,
-                diff=diff_specs(base, r.template) if base and r.template else [],
+                diff=runtime.diff(base, r.template) if base and r.template else [],
             )
         )
     # Closeness is measured from the start plus the grace: of two revisions created around a whole-second start,

@@ -27,6 +27,7 @@ class StatusReport(BaseModel):
     cloud_metrics: ServiceMetrics | None = None  # Cloud Monitoring figures, when a Metrics port is wired
     fetched_at: datetime
     from_cache: bool = False
+    revisions: bool = True  # the target has revisions (skills/targets/port.py): there are some to show
 
     def age_s(self, now: datetime | None = None) -> float:
         return max(0.0, ((now or datetime.now(UTC)) - self.fetched_at).total_seconds())
@@ -37,14 +38,15 @@ async def probe_model(model_server: ModelServer, base_url: str) -> ModelProbe:
     return ModelProbe(base_url=base_url, health=health, models=ids, models_probe=models_probe)
 
 
-def status_notes(info: ServiceInfo, model: ModelProbe | None) -> tuple[bool, list[str]]:
+def status_notes(info: ServiceInfo, model: ModelProbe | None, where: str = "Cloud Run") -> tuple[bool, list[str]]:
+    """`where`: the serving target, as people name it."""
     notes: list[str] = []
     cold = False
     if info.ready is False and info.terminal_condition is not None:
         tc = info.terminal_condition
         notes.append(f"Not ready: {tc.reason or tc.state}: {tc.message}".rstrip(": "))
     elif info.ready is None:
-        notes.append("Cloud Run is still rolling out a change (reconciling).")
+        notes.append(f"{where} is still rolling out a change (reconciling).")
     if info.latest_created_revision and info.latest_created_revision != info.latest_ready_revision:
         notes.append(
             f"Latest revision {info.latest_created_revision} is not ready; traffic stays on "
@@ -71,6 +73,8 @@ async def collect_status(
     base_url_override: str | None = None,
     metrics: Metrics | None = None,
     metrics_minutes: int = 30,
+    revisions: bool = True,
+    where: str = "Cloud Run",
 ) -> StatusReport:
     # Cloud Monitoring runs alongside the Cloud Run call; it is optional and bounded by a short timeout.
     cloud = asyncio.ensure_future(service_metrics(metrics, service, metrics_minutes, 3.0)) if metrics else None
@@ -82,8 +86,10 @@ async def collect_status(
         if cloud is not None:
             cloud.cancel()
         raise
-    cold, notes = status_notes(info, model)
-    report = StatusReport(service=info, model=model, cold=cold, notes=notes, fetched_at=datetime.now(UTC))
+    cold, notes = status_notes(info, model, where)
+    report = StatusReport(
+        service=info, model=model, cold=cold, notes=notes, fetched_at=datetime.now(UTC), revisions=revisions
+    )
     if cloud is not None:
         report.cloud_metrics = await cloud
     return report
@@ -99,12 +105,16 @@ async def service_status(
     base_url_override: str | None = None,
     fresh: bool = False,
     metrics: Metrics | None = None,
+    revisions: bool = True,
+    where: str = "Cloud Run",
 ) -> StatusReport:
     """Status from the cache when younger than ttl_s (and not `fresh`), else collected and cached."""
     if not fresh:
         cached = await store.get(cache_key)
         if cached:
             return StatusReport.model_validate_json(cached).model_copy(update={"from_cache": True})
-    report = await collect_status(runtime, model_server, service, base_url_override, metrics=metrics)
+    report = await collect_status(
+        runtime, model_server, service, base_url_override, metrics=metrics, revisions=revisions, where=where
+    )
     await store.set(cache_key, report.model_dump_json(), ex=ttl_s)
     return report

@@ -1,0 +1,44 @@
+"""What a Cloud Run service spec needs to exist before it is applied, read from its v2 JSON (for preflight)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skills.capacity.fit import load_catalog
+from skills.deploy.env import DeployEnv
+from skills.deploy.preflight import Target
+from skills.targets.cloud_run.plan_common import container_flags
+from skills.targets.cloud_run.plan_redeploy import model_of
+from skills.targets.cloud_run.render import gcs_mounts, main_container
+
+
+def target_of(spec: dict[str, Any], env: DeployEnv) -> Target:
+    """The checkpoint (Hub id, or bucket folder under a GCS mount), image, GPU and scaling a spec runs with."""
+    container = main_container(spec)
+    flags = container_flags(container)
+    model = model_of(spec, flags)
+    path = flags.model_path or ""
+    template = spec.get("template") or {}
+    hf_repo = bucket = None
+    prefix = ""
+    if path.startswith("/"):
+        for volume, mount in gcs_mounts(spec, container):
+            root = mount.rstrip("/") + "/"
+            if path.startswith(root):
+                bucket = str(volume["gcs"].get("bucket", ""))
+                prefix = path[len(root) :].strip("/") + "/"
+    elif path:
+        hf_repo = path
+    return Target(
+        image=str(container.get("image", "")),
+        model=model,
+        family=load_catalog().model(model).family if model else None,
+        hf_repo=hf_repo,
+        bucket=bucket,
+        prefix=prefix,
+        gpu=str((template.get("nodeSelector") or {}).get("accelerator") or "nvidia-l4"),
+        region=env.region,
+        project=env.project,
+        max_instances=int((template.get("scaling") or {}).get("maxInstanceCount") or 1),
+        hf_token_secret=env.hf_token_secret,
+    )
