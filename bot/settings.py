@@ -152,6 +152,22 @@ class Settings(BaseSettings):
     # Simulated seconds per real second: a cold start of minutes plays in seconds (0 stops the clock).
     sandbox_speed: float = Field(default=30.0, ge=0)
 
+    # --- MCP server (`gemma-sre mcp`: the skills as tools for coding agents; bot/mcp_server.py) ------------
+    # Streamable HTTP callers: who each bearer token names, as JSON {"<Slack user id>": "<token>"}. The caller
+    # named is the Slack user the deployer check and the audit see. No tokens: --http refuses to start.
+    mcp_tokens: dict[str, SecretStr] = Field(default_factory=dict)
+    # Who a stdio client acts as (it is the local user's own process): a Slack user id. Unset: "mcp-stdio", or
+    # the console's user in the sandbox.
+    mcp_stdio_user: str = ""
+    # Where write plans are posted for a deployer to confirm with the usual buttons (default: SLACK_ALERTS_CHANNEL).
+    mcp_plan_channel: str = ""
+    # MCP elicitation (the client asks its human) as a confirmation path besides Slack; never for destroy.
+    # Unset: on in the sandbox (the console user is the human), off elsewhere.
+    mcp_elicit_confirm: bool | None = None
+    # Per caller: tool calls per minute, and of those the ones that cost (health, query, bench, eval) or plan a write.
+    mcp_calls_per_min: int = Field(default=60, ge=1, le=10_000)
+    mcp_costly_per_min: int = Field(default=6, ge=1, le=1000)
+
     # --- Process ---------------------------------------------------------------------------------------
     port: int = Field(default=8080, ge=1, le=65535)
     log_level: str = "INFO"
@@ -195,6 +211,11 @@ class Settings(BaseSettings):
     def _trailing_slash(cls, v: str) -> str:
         # slack-sdk joins base_url + method name, so the base must end with '/'.
         return v if v.endswith("/") else v + "/"
+
+    @field_validator("mcp_elicit_confirm", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, v: object) -> object:
+        return None if isinstance(v, str) and not v.strip() else v  # `MCP_ELICIT_CONFIRM=` means the default
 
     @field_validator("vllm_image", "vllm_service_account")
     @classmethod

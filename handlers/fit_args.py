@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from typing import Annotated, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from handlers.args import CommandParser
-from handlers.tpu_fit_render import add_tpu_arguments
+from handlers.declared_args import Arg, arguments
 from skills.capacity.fit import FitRequest
+from skills.capacity.tpu_catalog import PROVISIONING
 from skills.deploy.profiles import load_profiles
 from skills.errors import InvalidInput, explain_validation
 
@@ -43,43 +45,67 @@ def _mm_limits(text: str) -> dict[str, int]:
     return value
 
 
-def add_fit_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "model",
-        metavar="MODEL",
-        help="catalog model name, alias or Hub id (e.g. gemma-4-26b-a4b-qat, 26b-qat), or a deploy profile "
-        "(gemma4-12b-qat-l4: its model, GPU and settings; flags given here override them)",
+_KV = ("auto", "fp8", "bf16", "fp16")
+_DTYPES = ("auto", "bfloat16", "half")
+_PROVISIONING = PROVISIONING
+
+
+class FitArgs(BaseModel):
+    """`fit`'s arguments, declared once: `/gemma fit`, `gemma-sre fit` and the MCP fit tool derive from this.
+    Every setting defaults to None so that a deploy profile's settings apply unless given (FitRequest, which
+    checks the values, has the defaults)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: Annotated[str, Arg(metavar="MODEL")] = Field(
+        description="catalog model name, alias or Hub id (e.g. gemma-4-26b-a4b-qat, 26b-qat), or a deploy profile "
+        "(gemma4-12b-qat-l4: its model, GPU and settings; flags given here override them)"
     )
-    # Defaults are None so that a profile's settings apply unless a flag is given (FitRequest has the defaults).
-    p.add_argument("--gpu", default=None, help="GPU (default nvidia-l4; nvidia-rtx-pro-6000, a100-80gb, ...)")
-    p.add_argument("--gpu-count", metavar="N", type=int, default=None)
-    p.add_argument("--max-model-len", metavar="N", type=int, default=None)
-    p.add_argument("--gpu-memory-utilization", "--util", metavar="F", type=float, default=None, help="default 0.90")
-    p.add_argument(
-        "--kv-cache-dtype", metavar="auto|fp8|bf16|fp16", choices=["auto", "fp8", "bf16", "fp16"], default=None
+    gpu: Annotated[str | None, Arg(flags=("--gpu",))] = Field(
+        None, description="GPU (default nvidia-l4; nvidia-rtx-pro-6000, a100-80gb, ...)"
     )
-    p.add_argument("--cpu-offload-gb", metavar="N", type=float, default=None)
-    p.add_argument("--enforce-eager", action="store_true", default=None)
-    p.add_argument(
-        "--memory", dest="host_memory_gib", metavar="SIZE", type=_memory, default=None, help="Cloud Run memory (32Gi)"
+    gpu_count: Annotated[int | None, Arg(flags=("--gpu-count",), metavar="N", parse=int)] = None
+    max_model_len: Annotated[int | None, Arg(flags=("--max-model-len",), metavar="N", parse=int)] = None
+    gpu_memory_utilization: Annotated[
+        float | None, Arg(flags=("--gpu-memory-utilization", "--util"), metavar="F", parse=float)
+    ] = Field(None, description="default 0.90")
+    kv_cache_dtype: Annotated[
+        Literal["auto", "fp8", "bf16", "fp16"] | None,
+        Arg(flags=("--kv-cache-dtype",), metavar="auto|fp8|bf16|fp16", choices=_KV),
+    ] = None
+    cpu_offload_gb: Annotated[float | None, Arg(flags=("--cpu-offload-gb",), metavar="N", parse=float)] = None
+    enforce_eager: Annotated[bool | None, Arg(flags=("--enforce-eager",), switch=True)] = None
+    host_memory_gib: Annotated[float | None, Arg(flags=("--memory",), metavar="SIZE", parse=_memory)] = Field(
+        None, description="Cloud Run memory (32Gi)"
     )
-    p.add_argument("--max-num-seqs", metavar="N", type=int, default=None)
-    p.add_argument(
-        "--max-num-batched-tokens", metavar="N", type=int, default=None, help="sizes sliding-window KV reservations"
+    max_num_seqs: Annotated[int | None, Arg(flags=("--max-num-seqs",), metavar="N", parse=int)] = None
+    max_num_batched_tokens: Annotated[int | None, Arg(flags=("--max-num-batched-tokens",), metavar="N", parse=int)] = (
+        Field(None, description="sizes sliding-window KV reservations")
     )
-    p.add_argument("--dtype", metavar="auto|bfloat16|half", choices=["auto", "bfloat16", "half"], default=None)
-    p.add_argument(
-        "--limit-mm-per-prompt",
-        metavar="JSON",
-        type=_mm_limits,
-        default=None,
-        help='vLLM\'s flag: {"image":0,"video":0} skips the vision tower\'s weights',
+    dtype: Annotated[
+        Literal["auto", "bfloat16", "half"] | None,
+        Arg(flags=("--dtype",), metavar="auto|bfloat16|half", choices=_DTYPES),
+    ] = None
+    limit_mm_per_prompt: Annotated[
+        dict[str, int] | None, Arg(flags=("--limit-mm-per-prompt",), metavar="JSON", parse=_mm_limits)
+    ] = Field(None, description='vLLM\'s flag: {"image":0,"video":0} skips the vision tower\'s weights')
+    region: Annotated[str | None, Arg(flags=("--region",))] = Field(
+        None, description="Cloud Run region: prices and GPU availability (us-east4, ...); with --tpu, the price region"
     )
-    p.add_argument(
-        "--region", default=None, help="Cloud Run region: prices and GPU availability (us-east4, ...); TPU price region"
+    vllm_image: Annotated[str | None, Arg(flags=("--vllm-image",), metavar="IMAGE")] = Field(
+        None, description="the image to deploy: its release's KV rules"
     )
-    p.add_argument("--vllm-image", metavar="IMAGE", default=None, help="the image to deploy: its release's KV rules")
-    add_tpu_arguments(p)
+    # Cloud TPU (handlers/tpu_fit_render.py): a v6e slice instead of a GPU; GPU-only settings are refused with it.
+    tpu: Annotated[str | None, Arg(flags=("--tpu",), metavar="TYPE")] = Field(
+        None, description="plan a Cloud TPU slice instead of a GPU: v6e-1, v6e-4 or v6e-8 (vLLM's TPU backend)"
+    )
+    provisioning: Annotated[
+        Literal["on-demand", "spot", "flex-start", "reserved"] | None,
+        Arg(flags=("--provisioning",), choices=_PROVISIONING),
+    ] = Field(None, description="with --tpu: on-demand (default), spot, flex-start or reserved (price and quota)")
+
+
+add_fit_arguments = arguments(FitArgs)
 
 
 def chat_parser() -> CommandParser:
@@ -89,8 +115,9 @@ def chat_parser() -> CommandParser:
     return p
 
 
-def namespace_to_request(ns: argparse.Namespace, hint: str = "") -> FitRequest:
-    """Checked request; `hint` goes with an error (default: the surface-neutral `fit MODEL [...]` usage)."""
+def namespace_to_request(ns: argparse.Namespace, hint: str = "", *, flag_style: bool = True) -> FitRequest:
+    """Checked request; `hint` goes with an error (default: the surface-neutral `fit MODEL [...]` usage).
+    `flag_style`: errors name `--gpu-count` (typed surfaces) or `gpu_count` (MCP's fields)."""
     fields = {k: getattr(ns, k) for k in FitRequest.model_fields if getattr(ns, k, None) is not None}
     profile = load_profiles().get(str(fields.get("model", "")))
     if profile is not None:  # a deploy profile: its model, GPU and settings, under the flags given
@@ -101,7 +128,7 @@ def namespace_to_request(ns: argparse.Namespace, hint: str = "") -> FitRequest:
     try:
         return FitRequest(**fields)
     except ValidationError as exc:
-        problems = explain_validation(exc)
+        problems = explain_validation(exc, flag_style=flag_style)
         raise InvalidInput(f"Bad arguments: {problems}", hint or f"Usage: `{chat_parser().usage_line()}`") from None
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from handlers.reply import Reply
-from skills.capacity.tpu_catalog import PROVISIONING
 from skills.capacity.tpu_fit import TpuFitReport, TpuFitRequest
 from skills.durations import format_duration
 from skills.errors import InvalidInput
@@ -18,21 +17,6 @@ _VERDICT = {
 }
 # Flags that only mean something on a GPU: refused with --tpu rather than silently ignored.
 _GPU_ONLY = ("gpu", "gpu_count", "cpu_offload_gb", "enforce_eager", "host_memory_gib", "dtype", "vllm_image")
-
-
-def add_tpu_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--tpu",
-        metavar="TYPE",
-        default=None,
-        help="plan a Cloud TPU slice instead of a GPU: v6e-1, v6e-4 or v6e-8 (vLLM's TPU backend)",
-    )
-    p.add_argument(
-        "--provisioning",
-        choices=list(PROVISIONING),
-        default=None,
-        help="with --tpu: on-demand (default), spot, flex-start or reserved (price and quota)",
-    )
 
 
 def tpu_request(ns: argparse.Namespace) -> TpuFitRequest | None:

@@ -14,9 +14,10 @@ import secrets
 
 from pydantic import ValidationError
 
-from handlers.args import CommandParser, count, number_list
+from handlers.arg_models import BenchArgs
 from handlers.authz import require_author_or_deployer, require_deployer
 from handlers.context import ActionContext, CommandContext, Responder
+from handlers.declared_args import arguments
 from handlers.registry import COMMANDS, action, command
 from handlers.reply import Button, FileOut, Reply
 from skills.bench import report
@@ -33,16 +34,6 @@ log = logging.getLogger(__name__)
 CONFIRM = "gemma_bench_confirm"
 DISMISS = "gemma_bench_cancel"
 STOP = "gemma_bench_stop"
-
-
-def _bench_args(p: CommandParser) -> None:
-    p.add_argument(
-        "compare", metavar="compare", nargs="?", choices=["compare"], help="compare the last two stored sweeps"
-    )
-    p.add_argument("--concurrency", metavar="1,8,32", type=number_list, help="concurrent streams per cell")
-    p.add_argument("--context", dest="contexts", metavar="128,2048,8192", type=number_list, help="prompt tokens")
-    p.add_argument("--output", dest="output_tokens", metavar="N", type=count(1), help="output tokens")
-    p.add_argument("--requests", dest="requests_per_cell", metavar="N", type=count(1), help="requests per cell")
 
 
 def spec_from(opts: argparse.Namespace) -> BenchSpec:
@@ -122,8 +113,8 @@ async def _compare(ctx: CommandContext) -> Reply:
     return reply
 
 
-@command("bench", "Benchmark sweep over concurrency x context (plan first), or compare the last two", _bench_args,
-         ack="Planning the benchmark…")  # fmt: skip
+@command("bench", "Benchmark sweep over concurrency x context (plan first), or compare the last two",
+         arguments(BenchArgs), ack="Planning the benchmark…")  # fmt: skip
 async def bench(ctx: CommandContext) -> Reply:
     if ctx.opts.compare:
         return await _compare(ctx)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import logging
 import secrets
 
+from handlers.arg_models import EvalArgs
 from handlers.authz import require_author_or_deployer, require_deployer
 from handlers.commands.agent import require_agent
 from handlers.context import ActionContext, CommandContext
+from handlers.declared_args import arguments
 from handlers.registry import action, command
 from handlers.reply import Button, Reply
 from skills.deploy.locks import LockHeld, ServiceLock
@@ -35,7 +37,7 @@ def _plans(ctx: CommandContext | ActionContext) -> EvalPlans:
 @command(
     "eval",
     "Score the served model as the on-call agent over the example scenarios (cause, fix, valid calls, cost)",
-    lambda p: p.add_argument("scenarios", metavar="SCENARIO", nargs="*", help="bundled scenarios (default: all)"),
+    arguments(EvalArgs),
     ack="Planning the evaluation…",
 )
 async def evaluate(ctx: CommandContext) -> Reply:

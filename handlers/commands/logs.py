@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from handlers.args import CommandParser
+from handlers.arg_models import DiagnoseArgs, LogsArgs
 from handlers.context import CommandContext
+from handlers.declared_args import arguments
 from handlers.registry import command
 from handlers.remediation_render import action_buttons
 from handlers.reply import FileOut, Reply
@@ -22,16 +23,6 @@ from skills.targets.port import require
 log = logging.getLogger(__name__)
 
 INLINE_CHARS = 2800  # longer digests go to the thread as a file (Slack sections hold ~3000 chars)
-
-
-def _log_args(p: CommandParser, since: str, severity: bool) -> None:
-    p.add_argument("service", metavar="SERVICE", nargs="?", help="the Cloud Run service (default: the configured one)")
-    p.add_argument(
-        "--since", metavar="DURATION", default=since, help=f"how far back: 90s, 30m, 2h, 1d (default {since})"
-    )
-    if severity:
-        p.add_argument("--severity", metavar="LEVEL", help="lowest severity shown: INFO, WARNING, ERROR, ...")
-    p.add_argument("--revision", metavar="REVISION", help="only this revision's logs")
 
 
 def _logs_port(ctx: CommandContext, service: str) -> Logs:
@@ -134,7 +125,7 @@ def render_diagnosis(service: str, d: Diagnosis, past: list[Finding] | None = No
 @command(
     "logs",
     "Condensed logs of the vLLM service (templates, counts, errors first)",
-    lambda p: _log_args(p, since="30m", severity=True),
+    arguments(LogsArgs),
     ack="Reading logs…",
 )
 async def logs(ctx: CommandContext) -> Reply:
@@ -148,7 +139,7 @@ async def logs(ctx: CommandContext) -> Reply:
 @command(
     "diagnose",
     "Find known vLLM / Cloud Run failures in the logs, with evidence and fixes",
-    lambda p: _log_args(p, since="1h", severity=False),
+    arguments(DiagnoseArgs),
     ack="Diagnosing…",
 )
 async def diagnose(ctx: CommandContext) -> Reply:

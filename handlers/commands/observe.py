@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from handlers.args import CommandParser
+from handlers.arg_models import QueryArgs, ServiceArgs
 from handlers.authz import require_deployer
 from handlers.context import CommandContext
+from handlers.declared_args import arguments
 from handlers.registry import COMMANDS, command
 from handlers.reply import Reply
 from skills.bench.report import recent_sweeps
@@ -16,10 +17,6 @@ from skills.observe.health import DeepHealth, deep_health
 from skills.observe.model_metrics import ModelMetrics, Percentiles, collect_model_metrics
 from skills.observe.query import QueryResult, stream_query
 from skills.text import shorten
-
-
-def _service_arg(p: CommandParser) -> None:
-    p.add_argument("service", metavar="SERVICE", nargs="?", help="the Cloud Run service (default: the configured one)")
 
 
 def _ms(v: float | None) -> str:
@@ -155,7 +152,7 @@ def render_query(prompt: str, r: QueryResult) -> Reply:
 @command(
     "query",
     "Ask the model directly and see TTFT, tokens and tokens/s",
-    lambda p: p.add_argument("prompt", metavar="PROMPT", nargs="*", help="sent to the model as it is"),
+    arguments(QueryArgs),
     ack="Asking the model…",
     free_text=True,
 )
@@ -206,7 +203,7 @@ def render_cost(c: CostReport) -> Reply:
 
 
 @command("cost", "$/hour of the running configuration and $/M tokens at measured throughput",
-         _service_arg,
+         arguments(ServiceArgs),
          ack="Pricing…")  # fmt: skip
 async def cost(ctx: CommandContext) -> Reply:
     d = ctx.deps

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 
-from handlers.args import CommandParser, count, whole_number
+from handlers.arg_models import DESTROY_TYPED, ROLLBACK_TYPED, SCALE_TYPED, AuditArgs, QuotaArgs, ServiceArgs
 from handlers.commands.plans import destroy_modal, make_plan
 from handlers.context import CommandContext
+from handlers.declared_args import arguments
 from handlers.registry import command
 from handlers.reply import Reply
+from skills.actions.params import DestroyParams, RollbackParams, ScaleParams
 from skills.capacity.prices import regions_offering
 from skills.deploy.audit import latest
 from skills.deploy.gpu_quota import GPU_QUOTA_IDS, quota_by_region, request_text
@@ -29,34 +31,7 @@ _AUDIT_ICON = {
 }
 
 
-def _service_opt(p: CommandParser) -> None:
-    p.add_argument("--service", metavar="SERVICE", help="the Cloud Run service (default: the configured one)")
-
-
-def _scale_args(p: CommandParser) -> None:
-    p.add_argument("min_instances", metavar="MIN", type=whole_number, help="minimum instances (0 scales to zero)")
-    p.add_argument("max_instances", metavar="MAX", type=whole_number, help="maximum instances")
-    _service_opt(p)
-
-
-def _service_arg(p: CommandParser) -> None:
-    p.add_argument("service", metavar="SERVICE", nargs="?", help="the Cloud Run service (default: the configured one)")
-
-
-def _rollback_args(p: CommandParser) -> None:
-    p.add_argument("revision", metavar="REVISION", nargs="?", help="a ready revision (default: the previous one)")
-    _service_opt(p)
-
-
-def _quota_args(p: CommandParser) -> None:
-    p.add_argument("gpu", metavar="GPU", nargs="?", default="nvidia-l4", help="GPU type (default: nvidia-l4)")
-
-
-def _audit_args(p: CommandParser) -> None:
-    p.add_argument("n", metavar="N", nargs="?", type=count(1, 50), default=10, help="how many (1-50, default 10)")
-
-
-@command("scale", "Plan new instance limits (Confirm to apply)", _scale_args, ack="Planning…",
+@command("scale", "Plan new instance limits (Confirm to apply)", arguments(ScaleParams, SCALE_TYPED), ack="Planning…",
          hint="e.g. `/gemma scale 0 2`.", kind="write")  # fmt: skip
 async def scale(ctx: CommandContext) -> Reply:
     o = ctx.opts
@@ -66,7 +41,7 @@ async def scale(ctx: CommandContext) -> Reply:
     return await make_plan(ctx.deps, ctx.user_id, ctx.channel_id, "scale", params)
 
 
-@command("revisions", "Recent revisions, their state and traffic", _service_arg, ack="Listing…")
+@command("revisions", "Recent revisions, their state and traffic", arguments(ServiceArgs), ack="Listing…")
 async def list_revisions(ctx: CommandContext) -> Reply:
     service = ctx.opts.service or ctx.deps.settings.vllm_service_name
     target = ctx.deps.targets.for_service(service)
@@ -93,7 +68,7 @@ async def list_revisions(ctx: CommandContext) -> Reply:
 @command(
     "rollback",
     "Plan routing 100% of traffic to the previous (or a named) ready revision",
-    _rollback_args,
+    arguments(RollbackParams, ROLLBACK_TYPED),
     ack="Planning the rollback…",
     kind="write",
 )
@@ -105,7 +80,13 @@ async def rollback(ctx: CommandContext) -> Reply:
     return await make_plan(ctx.deps, ctx.user_id, ctx.channel_id, "rollback", params)
 
 
-@command("destroy", "Delete the service (confirm by typing its name)", _service_arg, ack="Planning…", kind="write")
+@command(
+    "destroy",
+    "Delete the service (confirm by typing its name)",
+    arguments(DestroyParams, DESTROY_TYPED),
+    ack="Planning…",
+    kind="write",
+)
 async def destroy(ctx: CommandContext) -> Reply:
     params = {"service": ctx.opts.service} if ctx.opts.service else {}
     reply = await make_plan(ctx.deps, ctx.user_id, ctx.channel_id, "destroy", params)
@@ -123,7 +104,9 @@ async def destroy(ctx: CommandContext) -> Reply:
     return reply
 
 
-@command("quota", "Cloud Run GPU quota by region, read from the Cloud Quotas API", _quota_args, ack="Checking…")
+@command(
+    "quota", "Cloud Run GPU quota by region, read from the Cloud Quotas API", arguments(QuotaArgs), ack="Checking…"
+)
 async def quota(ctx: CommandContext) -> Reply:
     gpu = ctx.opts.gpu
     flow = ctx.deps.writes
@@ -170,7 +153,7 @@ async def quota(ctx: CommandContext) -> Reply:
 @command(
     "audit",
     "The latest write actions (who, what, result, duration)",
-    _audit_args,
+    arguments(AuditArgs),
     ack="Reading the audit log…",
 )
 async def audit(ctx: CommandContext) -> Reply:

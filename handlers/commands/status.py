@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers.args import CommandParser
+from handlers.arg_models import StatusArgs
 from handlers.context import CommandContext
+from handlers.declared_args import arguments
 from handlers.registry import command
 from handlers.reply import Reply
 from skills.durations import format_duration
@@ -64,15 +65,10 @@ def render_status(r: StatusReport) -> Reply:
     return reply
 
 
-def _status_args(p: CommandParser) -> None:
-    p.add_argument("service", metavar="SERVICE", nargs="?", help="the Cloud Run service (default: the configured one)")
-    p.add_argument("--fresh", action="store_true", help="skip the cached answer")
-
-
 @command(
     "status",
     "Cloud Run and model-server health of the vLLM service",
-    _status_args,
+    arguments(StatusArgs),
     ack="Checking…",
 )
 async def status(ctx: CommandContext) -> Reply:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from skills.deploy.audit import AuditEntry
 from skills.deploy.confirm import Where, WriteGate, cancel, claim, precheck, run_claimed
 from skills.deploy.env import DeployEnv
-from skills.deploy.execute import ExecResult, ProgressFn
+from skills.deploy.execute import ExecResult, Progress, ProgressFn
 from skills.deploy.locks import ServiceLock
 from skills.deploy.plan_builder import build_plan
 from skills.deploy.plans import Plan, PlanStore
@@ -25,8 +25,10 @@ from skills.deploy.preflight import PreflightSources
 from skills.deploy.reconcile import reconcile_pending
 from skills.incidents.model import Fix, utcnow
 from skills.incidents.store import IncidentStore
+from skills.logs.redact import redact
 from skills.targets.port import ServingTarget
 from skills.targets.registry import Targets
+from skills.text import shorten
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -90,11 +92,27 @@ class WriteFlow:
         return await reconcile_pending(self.gate.store, self.gate.audit_key, self.targets.for_service)
 
     async def run(self, plan: Plan, lock: ServiceLock, user_id: str, progress: ProgressFn) -> ExecResult:
-        """Execute a claimed plan; audits it, releases the lock and retires the plan whatever happens."""
+        """Execute a claimed plan; audits it, releases the lock and retires the plan whatever happens. Each step
+        is also recorded beside the plan, so any surface can follow it (MCP's plan_status)."""
         target = self.targets.for_kind(plan.target)
-        result = await run_claimed(
-            self.gate, plan, lock, user_id, target, logs=target.logs, progress=progress, poll_s=self.poll_s
-        )
+
+        async def recorded(p: Progress) -> None:
+            # Done only once the audit has the outcome (below): a follower that reads "succeeded" finds it there.
+            await self._record(plan.id, user_id, p.model_copy(update={"done": False, "ok": None}))
+            await progress(p)
+
+        await self._record(plan.id, user_id, Progress(phase="submitted", elapsed_s=0.0, detail=plan.summary))
+        try:
+            result = await run_claimed(
+                self.gate, plan, lock, user_id, target, logs=target.logs, progress=recorded, poll_s=self.poll_s
+            )
+        except Exception as exc:
+            failed = Progress(phase="failed", elapsed_s=0.0, done=True, ok=False, detail=f"unexpected error: {exc}")
+            await self._record(plan.id, user_id, failed)
+            raise
+        outcome = ("deleted" if plan.kind == "destroy" else "ready") if result.ok else "failed"
+        final = Progress(phase=outcome, elapsed_s=result.duration_s, done=True, ok=result.ok, detail=result.detail)
+        await self._record(plan.id, user_id, final.model_copy(update={"revision": result.revision}))
         if result.ok and plan.incident_id:
             # A fix confirmed from an incident's thread: the incident follows it up (condition cleared, or not).
             fix = Fix(action=f"{plan.kind} `{plan.service}`", revision=result.revision, by=user_id, at=utcnow())
@@ -105,6 +123,18 @@ class WriteFlow:
                     "could not record the fix of plan %s on incident %s", plan.id, plan.incident_id, exc_info=True
                 )
         return result
+
+    async def _record(self, plan_id: str, user_id: str, p: Progress) -> None:
+        try:
+            record = p.model_dump(include={"phase", "done", "ok", "revision"})
+            record |= {
+                "confirmed_by": user_id,
+                "elapsed_s": round(p.elapsed_s, 1),
+                "detail": shorten(redact(p.detail), 300),
+            }
+            await self.plans.set_progress(plan_id, record)
+        except Exception:  # following a write is a convenience: the write goes on
+            log.warning("could not record the progress of plan %s", plan_id, exc_info=True)
 
 
 # Watches that go on after whoever confirmed stopped waiting (Ctrl-C in the console): referenced here so they

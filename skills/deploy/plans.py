@@ -7,6 +7,7 @@ shown. The plan key's TTL is the confirm window; a separate claim key (SET NX) m
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from typing import Any, Literal
@@ -117,6 +118,20 @@ class PlanStore:
 
     async def unclaim(self, plan_id: str) -> None:
         await self._store.delete(self._claim_key(plan_id))
+
+    def _progress_key(self, plan_id: str) -> str:
+        return f"{self._prefix}:{plan_id}:progress"
+
+    async def set_progress(self, plan_id: str, progress: dict[str, Any]) -> None:
+        """The latest progress of a confirmed plan's write, for whoever follows it from another surface (MCP's
+        plan_status); kept as long as the claim."""
+        await self._store.set(self._progress_key(plan_id), json.dumps(progress), ex=self.ttl_s * 4)
+
+    async def progress(self, plan_id: str) -> dict[str, Any] | None:
+        if not plan_id or len(plan_id) > 64:
+            return None
+        raw = await self._store.get(self._progress_key(plan_id))
+        return json.loads(raw) if raw else None
 
     async def discard(self, plan_id: str) -> bool:
         return bool(await self._store.delete(self._key(plan_id)))
