@@ -45,6 +45,8 @@ class ServiceInfo(BaseModel):
     max_instances: int = 0
     gpu_type: str = ""
     gpu_count: int = 0
+    # How a target other than Cloud Run names its accelerator (a TPU slice is not "N x GPU"); empty: the GPU line.
+    accelerator: str = ""
     cpu: str = ""
     memory: str = ""
     image: str = ""

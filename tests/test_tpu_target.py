@@ -170,6 +170,8 @@ def test_the_console_deploys_a_tpu_profile_and_destroys_it_by_typed_name() -> No
     assert f"deploy `{SERVICE}`: PROVISIONING in" in out
     assert f"deploy `{SERVICE}`: ready" in out
     assert f"● {SERVICE}: ready" in out and "Served models  `google/gemma-4-31B-it`" in out
+    # a slice is shown as one: its chips and HBM, not "4 x v6e-4" GPUs
+    assert "TPU v6e-4 slice: 4 chip(s), 128 GB HBM in all" in out and "x v6e-4" not in out
     assert "The name typed does not match" in out  # the first destroy: refused, nothing deleted
     assert f"destroy `{SERVICE}`: deleted" in out
     assert f"Service `{SERVICE}` does not exist" in out

@@ -43,7 +43,7 @@ def render_status(r: StatusReport) -> Reply:
             ("URL", s.uri or "—"),
             *([("Revisions", revisions)] if r.revisions else []),  # a target without revisions has none to show
             ("Scaling", f"min {s.min_instances} / max {s.max_instances}, concurrency {s.concurrency or '—'}"),
-            ("GPU", gpu),
+            *([("Accelerator", s.accelerator)] if s.accelerator else [("GPU", gpu)]),
             ("CPU / memory", f"{s.cpu or '—'} / {s.memory or '—'}"),
             ("Image", f"`{s.image or '—'}`"),
         ]

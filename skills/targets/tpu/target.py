@@ -151,6 +151,7 @@ class TpuTarget:
             max_instances=1,
             gpu_type=info.accelerator_type,
             gpu_count=self.tpu.accelerator(info.accelerator_type)[1].chips if info.accelerator_type else 0,
+            accelerator=_slice_text(self.tpu, info.accelerator_type),
             image=str(spec.get("image", "")),
             args=list(spec.get("vllmArgs", [])),
             requires_auth=False,  # no IAM in front: vLLM's --api-key
@@ -431,3 +432,14 @@ class TpuTarget:
 
     def sendable(self, spec: dict[str, Any]) -> dict[str, Any]:
         return copy.deepcopy(spec)
+
+
+def _slice_text(tpu: TpuCatalog, accelerator_type: str) -> str:
+    """A TPU slice as status shows it: its type, chips and HBM (catalog figures), not "N x GPU"."""
+    if not accelerator_type:
+        return ""
+    try:
+        name, kind = tpu.accelerator(accelerator_type)
+    except InvalidInput:
+        return f"TPU {accelerator_type}"
+    return f"TPU {name} slice: {kind.chips} chip(s), {kind.chips * tpu.chip.hbm_gb:g} GB HBM in all"
