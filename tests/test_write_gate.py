@@ -12,7 +12,9 @@ from bot.sandbox.cloud_run_api import CloudRunStandIn
 from skills.deploy.audit import latest, pending
 from skills.deploy.confirm import Refused, Where, WriteGate, cancel, claim, is_deployer, precheck, run_claimed
 from skills.deploy.plans import Plan, PlanStore
+from skills.ports import OperationProgress
 from tests.eventually import eventually
+from tests.fake_target import KIND, NoRevisionsTarget
 
 pytest_plugins = ["tests.deploy_fixtures"]
 
@@ -95,4 +97,47 @@ async def test_a_run_cut_short_stays_pending_and_leaves_no_lock_or_plan(deps: An
     [entry, *_] = await latest(deps.redis, gate.audit_key)
     assert (entry.result, entry.plan_id) == ("pending", plan.id)
     assert [e.plan_id for e in await pending(deps.redis, gate.audit_key)] == [plan.id]
+    assert await gate.plans.get(plan.id) is None and await lock.holder() is None
+
+
+async def test_a_confirmed_write_records_the_revision_it_produced(deps: Any, cloud_run: CloudRunStandIn) -> None:
+    """The outcome names the revision the write made: what "what changed" in an incident thread attributes."""
+    cloud_run.seed_service("vllm-gemma4", min_instances=0, max_instances=1)
+    flow = deps.writes
+    gate = flow.gate
+    plan = await flow.propose("scale", {"min_instances": 1, "max_instances": 2}, user_id="UDEP", channel_id="C1")
+    claimed, lock = await claim(gate, plan.id, "UDEPLOYER")
+    result = await run_claimed(gate, claimed, lock, "UDEPLOYER", flow.runtime, poll_s=0.01)
+    assert result.ok, result.detail
+    made = (await flow.runtime.get_service("vllm-gemma4")).latest_created_revision
+    [entry, *_] = await latest(deps.redis, gate.audit_key)
+    assert (entry.result, entry.plan_id, entry.revision) == ("ok", plan.id, made)
+    assert entry.revision and entry.duration_s >= 0
+
+
+class _BrokenTarget(NoRevisionsTarget):
+    """A target with a bug: its operation poll raises something no adapter turns into a user-facing error."""
+
+    async def wait_operation(self, operation: str, timeout_s: float) -> OperationProgress:
+        raise KeyError(operation)
+
+
+async def test_a_write_that_crashes_is_audited_failed_and_releases_everything(deps: Any, model_server: Any) -> None:
+    """An unexpected exception mid-write is never recorded as success: the outcome says failed and names the
+    error's type, and the lock and the plan are released (nothing left held for the next write)."""
+    target = _BrokenTarget(endpoint=model_server.base_url)
+    target.seed("tpu-svc")
+    deps.extra_targets[KIND] = target
+    deps.service_targets["tpu-svc"] = KIND
+    flow = deps.writes
+    gate = flow.gate
+    plan = await flow.propose(
+        "scale", {"min_instances": 1, "max_instances": 2, "service": "tpu-svc"}, user_id="UDEP", channel_id="C1"
+    )
+    claimed, lock = await claim(gate, plan.id, "UDEPLOYER")
+    with pytest.raises(KeyError):
+        await run_claimed(gate, claimed, lock, "UDEPLOYER", target, poll_s=0.01)
+    [entry, *_] = await latest(deps.redis, gate.audit_key)
+    assert (entry.result, entry.plan_id, entry.detail) == ("failed", plan.id, "unexpected error: KeyError")
+    assert await pending(deps.redis, gate.audit_key) == []
     assert await gate.plans.get(plan.id) is None and await lock.holder() is None
