@@ -35,9 +35,6 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     key_prefix: str = "gemma-sre"
     status_cache_ttl_s: int = Field(default=30, ge=1, le=3600)
-    # A Redis call that gets no answer in this time fails (and its caller's retry path takes over) instead of
-    # hanging; above the alert queue's longest blocking read (1 s).
-    redis_timeout_s: float = Field(default=10.0, gt=1, le=120)
 
     # --- Google Cloud ----------------------------------------------------------------------------------
     google_cloud_project: str | None = None
