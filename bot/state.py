@@ -11,9 +11,9 @@ from bot.settings import Settings
 
 def make_redis(settings: Settings) -> redis.Redis:
     if settings.redis_url:
-        # No socket timeout (yet): with redis-py 8.1 on Python 3.11, setting one made a cancelled deploy watch lose
-        # its cancellation and poll on (tests/test_truthful_writes.py's dead-watch test hung 2 runs in 5 under
-        # load, 0 in 10 without it). Known gap: a half-open connection still waits on the kernel's TCP timeouts.
+        # redis-py's own socket and connect timeouts apply (5 s each, redis/_defaults.py): a half-open connection
+        # fails a call instead of hanging it. Its sends go through asyncio.wait_for, which on Python 3.11 can lose
+        # a cancellation; the long poll loops check for that (skills/cancellation.py).
         return redis.Redis.from_url(settings.redis_url, decode_responses=True, health_check_interval=30)
     # fakeredis speaks the redis.asyncio API (streams, consumer groups, SET NX PX, Lua) in process, so the
     # console runs with no server while every code path stays the one production uses.

@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from skills.cancellation import raise_if_cancelled
 from skills.clock import Clock
 from skills.deploy.canary import CANARY_TAG, STABLE_TAG, CanaryInfo
 from skills.deploy.confirm import run_claimed
@@ -82,6 +83,7 @@ class CanaryWatch:
         window_minutes = max(1, round(p.window_s / 60))
         last: Comparison | None = None
         while True:
+            raise_if_cancelled()  # a cancel a Redis write swallowed (skills/cancellation.py)
             try:
                 urls = await self._urls(service, info)
             except UserFacingError as exc:

@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, Field
 
+from skills.cancellation import raise_if_cancelled
 from skills.deploy.plans import Plan
 from skills.errors import TransientCloudError, UserFacingError
 from skills.logs.redact import redact
@@ -221,6 +222,7 @@ async def _wait_revision(
         await rep(Progress(phase=phase, elapsed_s=rep.elapsed(), revision=revision, detail=exc.message))
 
     while True:
+        raise_if_cancelled()  # a cancel a Redis write swallowed (skills/cancellation.py)
         try:
             rev = await _ride_out("revision", deadline, poll_s, poll, still_watching)
         except TransientCloudError as exc:
@@ -308,6 +310,7 @@ async def _wait_ready(
         await rep(Progress(phase=phase, elapsed_s=rep.elapsed(), detail=exc.message))
 
     while True:
+        raise_if_cancelled()
         try:
             status = await _ride_out(
                 "deployment", deadline, poll_s, lambda: runtime.wait_operation(op, timeout_s=poll_s), still_waiting
@@ -352,6 +355,7 @@ async def _wait_traffic(runtime: ServingTarget, plan: Plan, op: str, rep: _Repor
         await rep(Progress(phase="moving traffic", elapsed_s=rep.elapsed(), detail=exc.message))
 
     while True:
+        raise_if_cancelled()
         status = await _ride_out(
             "traffic", deadline, poll_s, lambda: runtime.wait_operation(op, timeout_s=poll_s), still_moving
         )
@@ -391,6 +395,7 @@ async def _destroy(runtime: ServingTarget, plan: Plan, rep: _Reporter, poll_s: f
     await rep(Progress(phase="submitted", elapsed_s=rep.elapsed()))
     deadline = time.monotonic() + max(plan.wait_budget_s, 60.0)
     while True:
+        raise_if_cancelled()
         status = await runtime.wait_operation(op, timeout_s=poll_s)
         elapsed = rep.elapsed()
         if status.done:
