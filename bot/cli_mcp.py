@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 import sys
 from typing import Any
 
@@ -32,8 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--slack-port",
         type=int,
-        default=0,
-        help="sandbox with Slack configured: the bot's Slack endpoints' port on 127.0.0.1 (default $PORT or 8080)",
+        default=None,
+        help="sandbox with Slack configured: the bot's Slack endpoints' port on 127.0.0.1 (default $PORT or 8080; "
+        "0: any free port, named on stderr)",
     )
     p.set_defaults(func=run)
 
@@ -59,6 +61,20 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_serve(settings, args, sandbox))
 
 
+def _bind_slack_port(port: int) -> socket.socket | str:
+    """The Slack endpoints' socket, bound before anything starts: a port that is taken is a clear error at once,
+    not a server that dies beside a running stdio session (its reader thread would keep the process alive)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        sock.close()
+        return f"cannot serve the Slack endpoints on 127.0.0.1:{port}: {exc.strerror or exc}"
+    sock.listen(128)
+    return sock
+
+
 async def _serve(settings: Settings, args: argparse.Namespace, sandbox: bool) -> int:
     import anyio
     import uvicorn
@@ -68,6 +84,16 @@ async def _serve(settings: Settings, args: argparse.Namespace, sandbox: bool) ->
     from bot.slack_app import make_web_client
     from bot.wiring import build_deps, close_deps
 
+    slack_sock: socket.socket | None = None
+    if sandbox and settings.slack_bot_token and settings.slack_signing_secret:
+        bound = _bind_slack_port(settings.port if args.slack_port is None else args.slack_port)
+        if isinstance(bound, str):
+            print(f"gemma-sre mcp: {bound}", file=sys.stderr)
+            return 2
+        slack_sock = bound
+        print(
+            f"gemma-sre mcp: Slack endpoints on http://127.0.0.1:{bound.getsockname()[1]}", file=sys.stderr, flush=True
+        )
     sim: Any = None
     if sandbox:
         from bot.sandbox.attach import build_sandbox_deps
@@ -80,36 +106,39 @@ async def _serve(settings: Settings, args: argparse.Namespace, sandbox: bool) ->
         deps = build_deps(settings)
     st = deps.settings
     chat = make_web_client(st) if st.slack_bot_token else None
+    if slack_sock is not None and chat is None:
+        slack_sock.close()
+        slack_sock = None
     deps.chat = chat
     elicit = st.mcp_elicit_confirm if st.mcp_elicit_confirm is not None else sandbox
     poster = PlanPoster(deps, chat, st.mcp_plan_channel or st.slack_alerts_channel, elicit)
     app = McpApp(deps, poster, st.mcp_stdio_user or ("console" if sandbox else "mcp-stdio"))
     server = app.server()
-    servers: list[uvicorn.Server] = []
-    if sandbox and chat is not None and st.slack_signing_secret:
+    servers: list[tuple[uvicorn.Server, list[socket.socket] | None]] = []
+    if slack_sock is not None and chat is not None:
         from bot.sandbox.attach import attach_app
         from bot.web import create_app
 
         bot_app = create_app(deps)
         attach_app(bot_app, sim)
-        port = args.slack_port or st.port
-        servers.append(uvicorn.Server(uvicorn.Config(bot_app, host="127.0.0.1", port=port, log_config=None)))
+        config = uvicorn.Config(bot_app, host="127.0.0.1", port=slack_sock.getsockname()[1], log_config=None)
+        servers.append((uvicorn.Server(config), [slack_sock]))
     if args.http:
         from bot.mcp_http import BearerCallers
 
         http_app = BearerCallers(server.streamable_http_app(host=args.host), st.mcp_tokens)
         config = uvicorn.Config(http_app, host=args.host, port=args.port, log_config=None, access_log=False)
-        servers.append(uvicorn.Server(config))
+        servers.append((uvicorn.Server(config), None))
     try:
         async with anyio.create_task_group() as tg:
-            for s in servers:
-                tg.start_soon(s.serve)
+            for s, socks in servers:
+                tg.start_soon(s.serve, socks)
             if not args.http:
                 from mcp.server.stdio import stdio_server
 
                 async with stdio_server() as (read, write):
                     await server.run(read, write, server.create_initialization_options())
-                for s in servers:  # the client closed stdin: the process is done
+                for s, _ in servers:  # the client closed stdin: the process is done
                     s.should_exit = True
     finally:
         await deps.drain()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -82,11 +83,16 @@ def _slack_env(slack: SlackStandIn, slack_port: int) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def stdio_session(tmp_path: Path, env: dict[str, str], elicitation: Any = None) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "bot.cli", "mcp"], env=env, cwd=tmp_path)
+async def stdio_session(
+    tmp_path: Path, env: dict[str, str], elicitation: Any = None, args: tuple[str, ...] = ()
+) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "bot.cli", "mcp", *args], env=env, cwd=tmp_path)
     with (tmp_path / "mcp-stderr.log").open("w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
-            async with ClientSession(read, write, elicitation_callback=elicitation) as session:
+            # A server that stops answering fails the call (with its stderr in tmp_path), not the whole run.
+            async with ClientSession(
+                read, write, read_timeout_seconds=60.0, elicitation_callback=elicitation
+            ) as session:
                 await session.initialize()
                 yield session
 
@@ -146,17 +152,19 @@ def test_checked_arguments_read_back_the_same_through_the_commands_parser(name: 
 
 
 async def test_stdio_reads_and_a_write_confirmed_in_slack(tmp_path: Path, slack: SlackStandIn) -> None:
-    slack_port = _free_port()
-    env = _env(
-        **_slack_env(slack, slack_port), MCP_ELICIT_CONFIRM="false", MCP_STDIO_USER="U7", ALERT_WEBHOOK_TOKEN=TOKEN
-    )
+    # The server binds any free port for its Slack endpoints and names it on stderr (no port picked here that
+    # another test could take before the server binds it).
+    env = _env(**_slack_env(slack, 8080), MCP_ELICIT_CONFIRM="false", MCP_STDIO_USER="U7", ALERT_WEBHOOK_TOKEN=TOKEN)
     asked: list[Any] = []
 
     async def elicit(ctx: Any, params: Any) -> types.ElicitResult:
         asked.append(params)
         return types.ElicitResult(action="accept", content={"confirm": True})
 
-    async with stdio_session(tmp_path, env, elicit) as session:
+    async with stdio_session(tmp_path, env, elicit, args=("--slack-port", "0")) as session:
+        said = re.search(r"Slack endpoints on http://127\.0\.0\.1:(\d+)", (tmp_path / "mcp-stderr.log").read_text())
+        assert said is not None
+        slack_port = int(said.group(1))
         listed = {t.name: t for t in (await session.list_tools()).tools}
         declared = build_tools()
         assert set(listed) == set(declared)
@@ -398,3 +406,24 @@ async def test_writes_refused_without_the_shared_store_and_calls_rate_limited(tm
         results = [await session.call_tool("models", {}) for _ in range(9)]
         refused = [r for r in results if r.is_error]
         assert refused and "Rate limit: at most 6 tool calls per minute for mcp-stdio" in _text(refused[0])
+
+
+def test_a_taken_slack_port_is_a_clear_error_before_anything_starts(tmp_path: Path, slack: SlackStandIn) -> None:
+    """The sandbox's Slack endpoints are bound first: a port in use ends the server at once with the reason, rather
+    than a session whose web server died beside it."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "bot.cli", "mcp", "--sandbox", "--slack-port", str(port)],
+            env=_env(**_slack_env(slack, 8080)),
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2, done.stderr
+    assert f"cannot serve the Slack endpoints on 127.0.0.1:{port}" in done.stderr
+    assert "sandbox:" not in done.stderr  # refused before the simulated project started
