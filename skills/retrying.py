@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential_jitter
 
+from skills.cancellation import raise_if_cancelled
 from skills.logs.redact import redact
 
 T = TypeVar("T")
@@ -86,6 +87,9 @@ async def retry_call(policy: RetryPolicy, fn: Callable[[], Awaitable[T]], on_ret
         reraise=True,
     )
     async for attempt in retrying:
+        # Every poll and worker loop retries through here: a cancel a call below lost (Python 3.11's wait_for,
+        # skills/cancellation.py) stops the next attempt instead of polling on.
+        raise_if_cancelled()
         with attempt:
             return await fn()
     raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover

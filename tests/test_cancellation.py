@@ -45,3 +45,31 @@ async def test_an_uncancelled_task_polls_on() -> None:
     turns: list[int] = []
     assert await _poll_after_a_lost_cancel(inner, turns) == "polled on"
     assert len(turns) == 1000
+
+
+async def test_retry_call_starts_no_attempt_after_a_lost_cancel() -> None:
+    """The shared retry loop (every poll and worker goes through it) checks before each attempt."""
+    import logging
+
+    from skills.retrying import RetryPolicy, retry_call
+
+    calls: list[int] = []
+
+    async def call() -> str:
+        calls.append(1)
+        return "answered"
+
+    async def lost_then_retried() -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            pass  # lost below, as 3.11's wait_for can
+        policy = RetryPolicy(what="t", transient=lambda _e: True, log=logging.getLogger("t"))
+        return await retry_call(policy, call)
+
+    task = asyncio.ensure_future(lost_then_retried())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert calls == []

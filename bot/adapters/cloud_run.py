@@ -28,7 +28,6 @@ from google.api_core.client_options import ClientOptions
 from bot.adapters.blocking import BlockingPool
 from bot.adapters.google_auth import cloud_credentials
 from bot.settings import Settings
-from skills.cancellation import raise_if_cancelled
 from skills.deploy.service_name import check_service_name
 from skills.errors import InvalidInput, NotFound, TransientCloudError, UserFacingError
 from skills.logs.redact import redact
@@ -337,7 +336,6 @@ class CloudRunRuntime:
         services, _ = self._clients()
         deadline = self._clock() + timeout_s
         while True:
-            raise_if_cancelled()  # a poll loop stops when asked, even if a call below lost the request
             op = await self._read("operation", lambda: services.get_operation({"name": operation}, **self._read_opts))
             if op.done:
                 err = op.error.message if op.HasField("error") else ""
