@@ -23,6 +23,7 @@ EQUIVALENT with the reason and left out of the score.
 from __future__ import annotations
 
 import argparse
+import ast
 import fnmatch
 import os
 import shutil
@@ -111,7 +112,7 @@ TARGETS = (
     Target("dedup-key", "skills/incidents/model.py", ("Alert.dedup_key",), ALERT_TESTS, "what counts as the same"),
     Target(
         "coalescing",
-        "handlers/incident_publisher.py",
+        "skills/incidents/publisher.py",
         ("IncidentPublisher._effects", "IncidentPublisher._channel_step"),
         ("tests/test_incidents_storm.py", "tests/test_incidents_threads.py"),
         "repeats coalesced, header debounce, resolves at once, storm threshold",
@@ -148,6 +149,26 @@ EQUIVALENT: dict[str, str] = {
 }
 
 _KILLED = {"killed", "timeout", "segfault", "caught by type check"}
+
+
+def _missing(targets: list[Target]) -> list[str]:
+    """Targets whose file or functions are gone (a module moved): mutmut would find no mutant there and the
+    target would score a silent 100%."""
+    out = []
+    for t in targets:
+        src = ROOT / t.path
+        if not src.is_file():
+            out.append(f"{t.name}: no file {t.path}")
+            continue
+        tree = ast.parse(src.read_text(encoding="utf-8"))
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+            defined |= {
+                f"{cls.name}.{n.name}" for n in cls.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+            }
+        out += [f"{t.name}: no function {fn} in {t.path}" for fn in t.functions if fn not in defined]
+        out += [f"{t.name}: no test file {p}" for p in t.tests if not (ROOT / p).is_file()]
+    return out
 
 
 def _copy_checkout(dest: Path) -> None:
@@ -227,6 +248,9 @@ def main() -> int:
     if unknown:
         ap.error(f"unknown target(s) {sorted(unknown)}; known: {[t.name for t in TARGETS]}")
     targets = [t for t in TARGETS if not names or t.name in names]
+    missing = _missing(targets)
+    if missing:
+        ap.error("stale target(s), update TARGETS: " + "; ".join(missing))
 
     work = args.keep.resolve() if args.keep else Path(tempfile.mkdtemp(prefix="gemma-sre-mutation-"))
     started = time.monotonic()
