@@ -94,7 +94,13 @@ TARGETS = (
         PLAN_TESTS,
         "a plan confirmed at most once, within its window, never when it does not fit",
     ),
-    Target("redact", "skills/logs/redact.py", (), ("tests/test_redact_corpus.py",), "secrets out of logs/model/Slack"),
+    Target(
+        "redact",
+        "skills/logs/redact.py",
+        (),
+        ("tests/test_redact_corpus.py", "tests/test_redact_rules.py", "tests/test_redact_plain_values.py"),
+        "secrets out of logs/model/Slack",
+    ),
     Target(
         "signature",
         "handlers/slack_request.py",
