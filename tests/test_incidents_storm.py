@@ -7,9 +7,11 @@ debounce, coalescing): nothing sleeps for time to pass, and a coalescing interva
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -30,6 +32,16 @@ from skills.incidents.store import IncidentStore
 from tests.alerts_fixtures import PostsSlack, bearer, eventually, make_deps, tuned
 
 SEVERITIES = ("critical", "error", "warning", "info")
+
+
+@pytest.fixture
+def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A local time zone that is not UTC, so a time shown "UTC" must really be in UTC."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 @pytest.fixture
@@ -206,10 +218,17 @@ async def test_storm_across_two_instances_summary_first_one_thread_each_most_sev
 
 @pytest.mark.parametrize("new_incidents", [4, 5])
 async def test_the_storm_summary_starts_at_the_threshold_not_one_later(
-    settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock, new_incidents: int
+    settings: Settings,
+    redis_client: Any,
+    slack: PostsSlack,
+    clock: ScaledClock,
+    new_incidents: int,
+    new_york: None,
 ) -> None:
-    """ALERT_STORM_THRESHOLD_PER_MIN=5: five new incidents within the minute are a storm, four are not."""
+    """ALERT_STORM_THRESHOLD_PER_MIN=5: five new incidents within the minute are a storm, four are not. The
+    summary counts from one minute before it started, shown in UTC (the local zone here is New York's)."""
     clock.speed = 1.0  # the storm window is a minute of this clock: keep every incident inside it
+    began = datetime.now(UTC)
     s = tuned(settings, alert_storm_threshold_per_min=5, slack_post_per_s=20, slack_post_burst=20)
     bot = await start(s, clock, run=False)
     services = [f"thr-svc-{i}" for i in range(new_incidents)]
@@ -227,8 +246,15 @@ async def test_the_storm_summary_starts_at_the_threshold_not_one_later(
         assert await drained(bot)
     finally:
         await close(bot)
+    ended = datetime.now(UTC)
     summaries = [h for h in headers(slack) if "Alert storm" in h["text"]]
     assert len(summaries) == (1 if new_incidents >= 5 else 0), [h["text"] for h in headers(slack)]
+    if summaries:
+        minute, shown = (began - timedelta(seconds=60)).replace(second=0, microsecond=0), set()
+        while minute <= ended - timedelta(seconds=60):  # each minute the window's start can have been in
+            shown.add(f"incidents since {minute:%H:%M} UTC")
+            minute += timedelta(minutes=1)
+        assert any(s in summaries[0]["text"] for s in shown), (summaries[0]["text"], shown)
 
 
 async def test_a_resolve_edits_the_header_at_once_whatever_the_debounce(
