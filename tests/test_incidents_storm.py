@@ -303,6 +303,8 @@ async def test_repeats_coalesce_into_one_line_headers_debounce_resolves_go_first
         assert await eventually(lambda: _jobs_handled(bot))
         assert bot.queue.publisher is not None and await bot.queue.publisher.pending() > 0
         assert len(replies(slack, h["ts"])) == 1 and not [u for u in slack.accepted if u["_method"] == "chat.update"]
+        fixchecks = IncidentStore(bot.deps.redis, s.key_prefix).key("outbox", "fixchecks")
+        assert await bot.deps.redis.zcard(fixchecks) == 0  # nobody confirmed a fix: no fix check is scheduled
         clock.advance(6000)
         assert await drained(bot)
         assert "Still firing: *KVCacheFull* (repeat notification #1)" in text_of(first)
