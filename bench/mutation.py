@@ -120,8 +120,8 @@ TARGETS = (
         "coalescing",
         "skills/incidents/publisher.py",
         ("IncidentPublisher._effects", "IncidentPublisher._channel_step"),
-        ("tests/test_incidents_storm.py", "tests/test_incidents_threads.py"),
-        "repeats coalesced, header debounce, resolves at once, storm threshold",
+        ("tests/test_incidents_storm.py", "tests/test_incidents_threads.py", "tests/test_incidents_closure.py"),
+        "repeats coalesced, header debounce, resolves at once, storm threshold, fix checks",
     ),
 )
 
