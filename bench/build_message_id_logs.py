@@ -83,7 +83,8 @@ def main(argv: list[str]) -> int:
             w.writerow(["LineId", "Content", "EventId"])
             for i, (_, label, content) in enumerate(recs[system], 1):
                 w.writerow([i, content, label])
-        print(f"{system:<10} {split[system]:<8} {len(recs[system]):>4} records {len({r[1] for r in recs[system]}):>4} tags")
+        tags = len({r[1] for r in recs[system]})
+        print(f"{system:<10} {split[system]:<8} {len(recs[system]):>4} records {tags:>4} tags")
     return 0
 
 

@@ -52,6 +52,11 @@ VARIANTS = 5
 MIN_ANCHORS = 3
 # Words after which a statement prints the name of an account: the next word is a value, at once.
 _ACCOUNT_WORDS = frozenset({"user", "User", "USER", "username", "account", "login"})
+# Words that name a state: the words up to four after them ("state Idle", "changed state to down", "state from Down
+# to Up", "New State active") is that state's value. A state takes few values (up / down), so VARIANTS would
+# never make it a variable, and one statement would split per state; a vendor's message catalogue lists such
+# a message once (Cisco %LINEPROTO-5-UPDOWN, %BGP-5-ADJCHANGE).
+_STATE_WORDS = frozenset({"state", "status"})
 # A Java-style logger printed with its package (org.apache.hadoop.mapreduce.Job) or without it (Job, or a
 # shorter package) is the same statement: compare such a token by its class name.
 _QUALIFIED_CLASS = re.compile(r"^(?:[a-z_][\w]*\.)+([A-Z][\w$]*)(:?)$")
@@ -90,14 +95,17 @@ def _key_word(tok: str) -> str:
     return k + eq
 
 
-def _named_value(prev: str, a: str, b: str) -> bool:
-    """Two constant words at one position are values of one variable when the statement names it there:
-    `key=alice` / `key=bob` (same key), or the word after an account word (`user alice` / `user bob`)."""
+def _named_value(tpl: list[str], i: int, a: str, b: str) -> bool:
+    """Two constant words at position i are values of one variable when the statement names it there:
+    `key=alice` / `key=bob` (same key), the word after an account word (`user alice` / `user bob`), or a word
+    within four after a state word (`state from Down to Up`)."""
     ka, _, va = a.partition("=")
     if va or a.endswith("="):
         kb, _, vb = b.partition("=")
         return ka == kb and (vb != "" or b.endswith("=")) and ka != ""
-    return prev in _ACCOUNT_WORDS
+    if i and tpl[i - 1] in _ACCOUNT_WORDS:
+        return True
+    return any(t.strip(_EDGE).lower() in _STATE_WORDS for t in tpl[max(0, i - 4) : i])
 
 
 def _anchors(tokens: list[str], skip: int) -> int:
@@ -165,7 +173,7 @@ class TemplateMiner:
             for i, (a, b) in enumerate(zip(tpl, tokens, strict=True)):
                 if a == b or a == WILDCARD:
                     same += 1
-                elif _const(a) and _const(b) and not _named_value(tpl[i - 1] if i else "", a, b):
+                elif _const(a) and _const(b) and not _named_value(tpl, i, a, b):
                     break  # a word differs: another event, unless many groups differ there (see _note_variant)
             else:
                 score = same / n
