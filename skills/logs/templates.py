@@ -56,7 +56,9 @@ _ACCOUNT_WORDS = frozenset({"user", "User", "USER", "username", "account", "logi
 # to Up", "New State active") is that state's value. A state takes few values (up / down), so VARIANTS would
 # never make it a variable, and one statement would split per state; a vendor's message catalogue lists such
 # a message once (Cisco %LINEPROTO-5-UPDOWN, %BGP-5-ADJCHANGE).
-_STATE_WORDS = frozenset({"state", "status"})
+_STATE_WORDS = frozenset(
+    f"{w}{end}" for s in ("state", "status") for w in (s, s.capitalize(), s.upper()) for end in ("", ":", ",", "=")
+)
 # A Java-style logger printed with its package (org.apache.hadoop.mapreduce.Job) or without it (Job, or a
 # shorter package) is the same statement: compare such a token by its class name.
 _QUALIFIED_CLASS = re.compile(r"^(?:[a-z_][\w]*\.)+([A-Z][\w$]*)(:?)$")
@@ -70,6 +72,33 @@ def mask_token(tok: str) -> str:
         i = tok.find(core)
         return tok[:i] + WILDCARD + tok[i + len(core) :]
     return _MASK.sub(WILDCARD, tok)
+
+
+def _classify(tok: str) -> tuple[str, bool, bool]:
+    """A token as (masked, is a variable, joins a variable before it): mask_token and the class-name rule,
+    inlined because a log's distinct tokens are each classified once and that is most of a short log's cost.
+    Most tokens are plain words, perhaps with edge punctuation: no mask can match them (each needs a digit, or
+    a '.', '/', ':', '@' or '-' inside), so they skip the regular expressions."""
+    core = tok.strip(_EDGE)
+    if core.isalpha():
+        if core in _DATE_WORDS:
+            i = tok.find(core)
+            m = tok[:i] + WILDCARD + tok[i + len(core) :]
+            return (m, m.strip(_VAR_EDGE) == "*", True)
+        return (tok, False, core.lower() in _UNITS)
+    if "." in tok:
+        cls = _QUALIFIED_CLASS.match(tok)
+        if cls:
+            m = cls.group(1) + cls.group(2)
+            return (m, False, m.lower().strip(_EDGE) in _UNITS)
+    if ("." in core or "/" in core or ":" in core or "@" in core) and _VAR_TOKEN.fullmatch(core):
+        i = tok.find(core)
+        m = tok[:i] + WILDCARD + tok[i + len(core) :]
+    else:
+        m = _MASK.sub(WILDCARD, tok)
+    var = WILDCARD in m and m.strip(_VAR_EDGE) == "*"
+    # "2048 MB", "2034 bytes (1.98 KB)", "<*> <*>", "<*> ()": one variable with what follows it
+    return (m, var, var or not m.strip(_EDGE) or m.lower().strip(_EDGE) in _UNITS)
 
 
 def mask(text: str) -> str:
@@ -105,7 +134,7 @@ def _named_value(tpl: list[str], i: int, a: str, b: str) -> bool:
         return ka == kb and (vb != "" or b.endswith("=")) and ka != ""
     if i and tpl[i - 1] in _ACCOUNT_WORDS:
         return True
-    return any(t.strip(_EDGE).lower() in _STATE_WORDS for t in tpl[max(0, i - 4) : i])
+    return not _STATE_WORDS.isdisjoint(tpl[max(0, i - 4) : i])
 
 
 def _anchors(tokens: list[str], skip: int) -> int:
@@ -131,18 +160,15 @@ class TemplateMiner:
         self._by_end: dict[tuple[str, str], list[int]] = {}
 
     def _tokens(self, text: str) -> list[str]:
-        """Tokens with variables masked; per-token cache, since most tokens repeat."""
+        """Tokens with variables masked; per-token cache, since most tokens repeat. A variable swallows the
+        tokens that continue it ("2048 MB", "<*> <*>", "<*> ()"): see _classify."""
         cache = self._tok_cache
         out: list[str] = []
         prev_var = False
         for tok in text.split():
             hit = cache.get(tok)
             if hit is None:
-                cls = _QUALIFIED_CLASS.match(tok) if "." in tok else None
-                m = cls.group(1) + cls.group(2) if cls else mask_token(tok)
-                var = _is_var(m)
-                # "2048 MB", "2034 bytes (1.98 KB)", "<*> <*>", "<*> ()": one variable with what follows it
-                hit = (m, var, var or m.lower().strip(_EDGE) in _UNITS or not m.strip(_EDGE))
+                hit = _classify(tok)
                 if len(cache) < 200_000:
                     cache[tok] = hit
             if prev_var and hit[2]:
@@ -167,13 +193,14 @@ class TemplateMiner:
         bucket = self._index.setdefault(key, [])
         best, best_score = -1, -1.0
         n = max(1, len(tokens))
+        templates = self._templates
         for gid in bucket:
-            tpl = self._templates[gid]
+            tpl = templates[gid]
             same = 0
-            for i, (a, b) in enumerate(zip(tpl, tokens, strict=True)):
+            for i, (a, b) in enumerate(zip(tpl, tokens, strict=False)):  # one length (the bucket key)
                 if a == b or a == WILDCARD:
                     same += 1
-                elif _const(a) and _const(b) and not _named_value(tpl, i, a, b):
+                elif WILDCARD not in a and WILDCARD not in b and not _named_value(tpl, i, a, b):
                     break  # a word differs: another event, unless many groups differ there (see _note_variant)
             else:
                 score = same / n
@@ -181,7 +208,7 @@ class TemplateMiner:
                     best, best_score = gid, score
         if best >= 0 and best_score >= self.similarity:
             tpl = self._templates[best]
-            self._templates[best] = [a if a == b else WILDCARD for a, b in zip(tpl, tokens, strict=True)]
+            self._templates[best] = [a if a == b else WILDCARD for a, b in zip(tpl, tokens, strict=False)]
             gid = best
         else:
             gid = len(self._templates)
@@ -205,8 +232,12 @@ class TemplateMiner:
         n = len(tokens)
         rest = (n, " ".join(tokens[1:]))
         same_rest = self._by_rest.setdefault(rest, [])
-        roots = list(dict.fromkeys(r for r in (self.group(o) for o in same_rest) if len(self._templates[r]) == n))
-        if n > 1 and _const(tokens[0]) and _anchors(tokens, 0) >= 2 and roots:
+        roots = (
+            list(dict.fromkeys(r for r in (self.group(o) for o in same_rest) if len(self._templates[r]) == n))
+            if same_rest and n > 1 and _const(tokens[0]) and _anchors(tokens, 0) >= 2
+            else []
+        )
+        if roots:
             root = roots[0]
             # A subject seen in VARIANTS statements that are otherwise equal is a variable (daemon names);
             # fewer are different events (Acquiring / Releasing a lock). Once it is one, any subject joins.
@@ -218,10 +249,11 @@ class TemplateMiner:
                 return
         same_rest.append(gid)
         ends = [("^", t) for t in tokens[:1] if _const(t)] + [("$", t) for t in tokens[-1:] if _const(t)]
+        templates = self._templates
         for end in ends:
             for cand in self._by_end.get(end, ()):
                 root = self.group(cand)
-                if root != gid and self._spans(self._templates[root], tokens):
+                if root != gid and 0 < abs(len(templates[root]) - n) <= 8 and self._spans(templates[root], tokens):
                     self._parent[gid] = root
                     return
         for end in ends:
@@ -251,13 +283,14 @@ class TemplateMiner:
         # of differing words on both sides is another statement.
         # The other side's stretch is the value's words: a variable of its own there ("invalid user <*>")
         # makes it another statement.
-        if not any(
-            one and all(WILDCARD in t for t in one) and not any(WILDCARD in t for t in other)
-            for one, other in ((gap_t, gap_l), (gap_l, gap_t))
-        ):
+        if len(gap_t) > 8 or len(gap_l) > 8:
+            return False
+        vars_t = sum(1 for t in gap_t if WILDCARD in t)
+        vars_l = sum(1 for t in gap_l if WILDCARD in t)
+        if not ((gap_t and vars_t == len(gap_t) and not vars_l) or (gap_l and vars_l == len(gap_l) and not vars_t)):
             return False
         kept = tpl[:lo] + tpl[len(tpl) - hi :]
-        return _anchors(kept, -1) >= 2 and len(gap_t) <= 8 and len(gap_l) <= 8
+        return _anchors(kept, -1) >= 2
 
     def _note_variant(self, key: tuple[int, str, str], gid: int) -> int:
         """A word that takes many values at one position of otherwise equal lines is a variable (a user name
