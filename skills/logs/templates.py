@@ -158,6 +158,10 @@ class TemplateMiner:
         # constant word whatever their length (a variable that spans a different number of tokens).
         self._by_rest: dict[tuple[int, str], list[int]] = {}
         self._by_end: dict[tuple[str, str], list[int]] = {}
+        # Groups joined to another as its rarer, longer shape (see _extends): leaf -> lines seen so far.
+        self._tentative: dict[int, int] = {}
+        # Lines that reached each group while it was a root (a lower bound once groups merge).
+        self._lines: list[int] = []
 
     def _tokens(self, text: str) -> list[str]:
         """Tokens with variables masked; per-token cache, since most tokens repeat. A variable swallows the
@@ -187,7 +191,9 @@ class TemplateMiner:
         masked = " ".join(tokens)
         hit = self._exact.get(masked)
         if hit is not None:
-            return self.group(hit)
+            self._recur(hit)
+            self._lines[self.group(hit)] += 1
+            return hit
         # Like Drain's prefix tree: length and the first two constant-looking tokens must agree.
         key = (len(tokens), _key_word(tokens[0]) if tokens else "", _key_word(tokens[1]) if len(tokens) > 1 else "")
         bucket = self._index.setdefault(key, [])
@@ -214,12 +220,26 @@ class TemplateMiner:
             gid = len(self._templates)
             self._templates.append(tokens)
             self._parent.append(gid)
+            self._lines.append(0)
             bucket.append(gid)
             gid = self._note_variant(key, gid)
             if self.group(gid) == gid:
                 self._join_elsewhere(gid)
         self._exact[masked] = gid
-        return self.group(gid)
+        self._recur(gid)
+        self._lines[self.group(gid)] += 1
+        return gid
+
+    def _recur(self, gid: int) -> None:
+        """A group joined as another's rarer shape stands on its own once a second line of it comes."""
+        seen = self._tentative.get(gid)
+        if seen is None:
+            return
+        if seen >= 1:
+            del self._tentative[gid]
+            self._parent[gid] = gid
+        else:
+            self._tentative[gid] = seen + 1
 
     def _join_elsewhere(self, gid: int) -> None:
         """A new group that no same-shape group took: one event all the same when
@@ -256,6 +276,18 @@ class TemplateMiner:
                 if root != gid and 0 < abs(len(templates[root]) - n) <= 8 and self._spans(templates[root], tokens):
                     self._parent[gid] = root
                     return
+        for end in ends[:1]:
+            for cand in self._by_end.get(end, ()):
+                root = self.group(cand)
+                if (
+                    root != gid
+                    and self._lines[root] >= 2  # a statement that recurred: its one-off longer shape joins it
+                    and n > len(templates[root])
+                    and self._extends(templates[root], tokens)
+                ):
+                    self._parent[gid] = root
+                    self._tentative[gid] = 0
+                    return
         for end in ends:
             group = self._by_end.setdefault(end, [])
             if len(group) < 16:  # a bounded look-up: the shapes seen first are the common ones
@@ -291,6 +323,28 @@ class TemplateMiner:
             return False
         kept = tpl[:lo] + tpl[len(tpl) - hi :]
         return _anchors(kept, -1) >= 2
+
+    @staticmethod
+    def _extends(tpl: list[str], tokens: list[str]) -> bool:
+        """The line is the template with a few words more in one place ("changed state to administratively
+        down" / "... down from <*>"): an optional clause, printed rarely. It joins the template's group, but
+        only while it is rare (see _recur): a second line of that shape makes it a statement of its own, as
+        "Connection closed by <*>" and "Connection closed by <*> [preauth]" are. The added words must be fewer
+        than the template's constant words, so a short template does not swallow longer statements."""
+        lo = 0
+        for a, b in zip(tpl, tokens, strict=False):
+            if a != b:
+                break
+            lo += 1
+        hi = 0
+        for a, b in zip(reversed(tpl), reversed(tokens), strict=False):
+            if a != b or lo + hi >= len(tpl):
+                break
+            hi += 1
+        if lo + hi < len(tpl):
+            return False
+        anchors = _anchors(tpl, -1)
+        return anchors >= 2 and len(tokens) - len(tpl) < anchors
 
     def _note_variant(self, key: tuple[int, str, str], gid: int) -> int:
         """A word that takes many values at one position of otherwise equal lines is a variable (a user name
