@@ -191,8 +191,10 @@ class TemplateMiner:
         masked = " ".join(tokens)
         hit = self._exact.get(masked)
         if hit is not None:
-            self._recur(hit)
-            self._lines[self.group(hit)] += 1
+            if self._tentative:
+                self._recur(hit)
+            parent = self._parent
+            self._lines[hit if parent[hit] == hit else self.group(hit)] += 1
             return hit
         # Like Drain's prefix tree: length and the first two constant-looking tokens must agree.
         key = (len(tokens), _key_word(tokens[0]) if tokens else "", _key_word(tokens[1]) if len(tokens) > 1 else "")
@@ -224,10 +226,13 @@ class TemplateMiner:
             bucket.append(gid)
             gid = self._note_variant(key, gid)
             if self.group(gid) == gid:
-                self._join_elsewhere(gid)
+                tpl = self._templates[gid]  # a new list if _note_variant merged others into it
+                self._join_elsewhere(gid, masked if tpl is tokens else " ".join(tpl))
         self._exact[masked] = gid
-        self._recur(gid)
-        self._lines[self.group(gid)] += 1
+        if self._tentative:
+            self._recur(gid)
+        parent = self._parent
+        self._lines[gid if parent[gid] == gid else self.group(gid)] += 1
         return gid
 
     def _recur(self, gid: int) -> None:
@@ -241,7 +246,7 @@ class TemplateMiner:
         else:
             self._tentative[gid] = seen + 1
 
-    def _join_elsewhere(self, gid: int) -> None:
+    def _join_elsewhere(self, gid: int, masked: str) -> None:
         """A new group that no same-shape group took: one event all the same when
         - only its first word differs from VARIANTS groups' and at least two constant words follow: a statement
           that starts with its subject ("sshd startup succeeded" / "crond startup succeeded");
@@ -250,7 +255,7 @@ class TemplateMiner:
           ("Error: command found" / "Error: Unrecognized command found" after a variable echo)."""
         tokens = self._templates[gid]
         n = len(tokens)
-        rest = (n, " ".join(tokens[1:]))
+        rest = (n, masked[len(tokens[0]) + 1 :] if tokens else "")  # the template but its first word
         same_rest = self._by_rest.setdefault(rest, [])
         roots = (
             list(dict.fromkeys(r for r in (self.group(o) for o in same_rest) if len(self._templates[r]) == n))
@@ -356,7 +361,7 @@ class TemplateMiner:
             if other == gid:
                 continue
             pos = -1
-            for i, (a, b) in enumerate(zip(tpl, self._templates[other], strict=True)):
+            for i, (a, b) in enumerate(zip(tpl, self._templates[other], strict=False)):  # one length (the key)
                 if a == b or a == WILDCARD or b == WILDCARD:
                     continue
                 if pos >= 0 or not (_const(a) and _const(b)):
