@@ -42,7 +42,6 @@ from __future__ import annotations
 import base64
 import json
 import random
-import re
 import string
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta

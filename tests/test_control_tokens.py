@@ -35,9 +35,7 @@ CONFIG_TOKENS |= set(CONFIG["extra_special_tokens"])
 # Every token literal the template writes ('<|turn>', '<turn|>', '<|"|>', ...), read from the template itself.
 TEMPLATE_TOKENS = {t for t in re.findall(r'<\|?[\w"]+\|?>', TEMPLATE) if "|" in t}
 TOKENS = sorted(
-    TEMPLATE_TOKENS
-    | CONFIG_TOKENS
-    | {*DECLARED["special_tokens"].values(), *DECLARED["extra_special_tokens"].values()}
+    TEMPLATE_TOKENS | CONFIG_TOKENS | {*DECLARED["special_tokens"].values(), *DECLARED["extra_special_tokens"].values()}
 )
 
 
