@@ -11,8 +11,10 @@ tables when bench/build_message_id_logs.py has built them into bench/out/message
 
 The repository holds 8 Loghub systems; the other 8 measure generalisation and stay out of it: copy them from
 https://github.com/logpai/loghub (loghub/<System>/<System>_2k.log_structured.csv) into a temporary folder and
-pass that folder. tests/data/logs_outside_loghub holds labelled logs of systems outside Loghub's sixteen, split
-(before any tuning) into a tuning half and a held-out half; see its manifest.json.
+pass that folder. tests/data/logs_outside_loghub/manifest.json names labelled logs of systems outside Loghub's
+sixteen, split (before any tuning) into a tuning half and a held-out half. They are third-party files, not
+committed: bench/build_hybrid_logs.py builds CTS and HiBench into bench/out/logs_outside_loghub from a
+logpai/hybridlogparser checkout.
 
 For every system both groupers see the same lines in the same run with one configuration for all systems.
 Two figures per system:
@@ -50,6 +52,8 @@ REPEAT = 3  # lines/s: median of three passes, a fresh grouper each pass (what o
 # machine does not move the figure the way wall time does. Each pass starts from a fresh grouper, so its
 # per-grouper caches start cold, as they do for a user's log of that size.
 MESSAGE_ID_DIR = REPO / "bench" / "out" / "message_id_logs"
+OUTSIDE_MANIFEST = REPO / "tests" / "data" / "logs_outside_loghub" / "manifest.json"
+OUTSIDE_DIR = REPO / "bench" / "out" / "logs_outside_loghub"  # built by bench/build_hybrid_logs.py
 
 
 def load(folder: Path) -> tuple[list[str], list[str]] | None:
@@ -65,14 +69,18 @@ def load(folder: Path) -> tuple[list[str], list[str]] | None:
 
 
 def load_outside(root: Path, split: str) -> list[tuple[str, tuple[list[str], list[str]]]]:
-    """The systems of one split of tests/data/logs_outside_loghub: records with their header cut (the part a
-    log parser is given, like Loghub's Content column) and the publisher's in-record '/n' as a space."""
-    manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    """The systems of one split named in tests/data/logs_outside_loghub/manifest.json, as built under `root` by
+    bench/build_hybrid_logs.py: records with their header cut (the part a log parser is given, like Loghub's
+    Content column) and the publisher's in-record '/n' as a space."""
+    manifest = json.loads(OUTSIDE_MANIFEST.read_text(encoding="utf-8"))
     out = []
     for system in manifest["systems"]:
         if system["split"] != split:
             continue
         folder = root / system["folder"]
+        if not (folder / system["log"]).exists():
+            print(f"({system['name']}: not built; see bench/build_hybrid_logs.py)", file=sys.stderr)
+            continue
         header = re.compile(system["header"])
         raw = (folder / system["log"]).read_text(encoding="utf-8", errors="replace").splitlines()
         with open(folder / system["labels"], newline="", encoding="utf-8") as fh:
@@ -86,7 +94,7 @@ def load_outside(root: Path, split: str) -> list[tuple[str, tuple[list[str], lis
 
 def load_message_ids(root: Path, split: str) -> list[tuple[str, tuple[list[str], list[str]]]]:
     """The built message-tag systems of one split (empty when not built)."""
-    manifest = json.loads((REPO / "tests/data/logs_outside_loghub/manifest.json").read_text(encoding="utf-8"))
+    manifest = json.loads(OUTSIDE_MANIFEST.read_text(encoding="utf-8"))
     out = []
     for system in manifest.get("message_id_systems", {}).get("systems", []):
         if system["split"] != split:
@@ -219,7 +227,7 @@ def main(argv: list[str]) -> int:
     heldout = "--heldout" in argv
     if "--speed" in argv:
         root = REPO / "tests" / "data" / "loghub"
-        outside = REPO / "tests" / "data" / "logs_outside_loghub"
+        outside = OUTSIDE_DIR
         systems = [(d.name, data) for d in sorted(root.iterdir()) if d.is_dir() and (data := load(d))]
         systems += load_outside(outside, "tuning") + load_message_ids(MESSAGE_ID_DIR, "tuning")
         if heldout:
@@ -244,7 +252,7 @@ def main(argv: list[str]) -> int:
         f"Loghub, the 8 systems in the repository ({root})",
         [(d.name, data) for d in sorted(root.iterdir()) if d.is_dir() and (data := load(d))],
     )
-    outside = REPO / "tests" / "data" / "logs_outside_loghub"
+    outside = OUTSIDE_DIR
     score(
         "Outside Loghub, tuning half",
         load_outside(outside, "tuning") + load_message_ids(MESSAGE_ID_DIR, "tuning"),
