@@ -69,7 +69,10 @@ def test_creates_the_channel_and_policies_once_then_changes_nothing(
     # vLLM's series are narrowed to the service and split by revision through the Prometheus sidecar's labels
     for key in ("kv-cache-usage", "ttft-p95"):
         t = by_key[key].conditions[0].condition_threshold
-        assert 'resource.labels.namespace = "vllm-gemma4"' in t.filter and 'resource.labels.cluster = "__run__"' in t.filter
+        assert (
+            'resource.labels.namespace = "vllm-gemma4"' in t.filter
+            and 'resource.labels.cluster = "__run__"' in t.filter
+        )
         assert list(t.aggregations[0].group_by_fields) == ["metric.labels.revision_name"]
     query = by_key["requests-waiting"].conditions[0].condition_prometheus_query_language.query
     assert query == 'max by (revision_name) (vllm:num_requests_waiting{cluster="__run__", namespace="vllm-gemma4"}) > 0'
