@@ -54,7 +54,7 @@ EXACT = [
     ),
     ("vllm serve google/gemma-4 --api-key 'Ab3dE5gH7j'", "vllm serve google/gemma-4 --api-key '[REDACTED:cli_flag]'"),
     # Upper-case header and variable names.
-    ("HTTPS_PROXY=ops:Hunter2x@proxy.internal:3128", "HTTPS_PROXY=ops:[REDACTED:url_password]@proxy.internal:3128"),
+    ("HTTPS_PROXY=ops:Hunter2x@10.0.0.7:3128", "HTTPS_PROXY=ops:[REDACTED:url_password]@10.0.0.7:3128"),
     ("COOKIE: session=Ab3dE5gH7j", "COOKIE: [REDACTED:cookie]"),
     # Signed URLs with only `?` or only `&` before the signature.
     (
@@ -64,6 +64,7 @@ EXACT = [
     ("params: sv=2022-11-02&sig=Ab3dE5gH7jK9", "params: sv=2022-11-02&sig=[REDACTED:signed_url]"),
     # The key/value reader.
     ("İstanbul password=hunter2 ok", "İstanbul password=[REDACTED:secret] ok"),  # 'İ'.lower() is 2 characters
+    ("İstanbul PASSWORD=hunter2 ok", "İstanbul PASSWORD=[REDACTED:secret] ok"),  # and the name is still read
     ('password="a password=b" api_secret=hunter2', 'password="[REDACTED:secret]" api_secret=[REDACTED:secret]'),
     ("ok\npassword=hunter2", "ok\npassword=[REDACTED:secret]"),
     ("ok\nmy_password=hunter2", "ok\nmy_password=[REDACTED:secret]"),
@@ -78,6 +79,7 @@ EXACT = [
     ('password="a" user="b"', 'password="[REDACTED:secret]" user="b"'),  # to the first closing quote
     ("args: {'api_key': ['Ab3dE5gH7j'], 'port': 8000}", "args: {'api_key': ['[REDACTED:secret]'], 'port': 8000}"),
     ('args: {"api_key": ["Ab3dE5gH7j"], "port": 8000}', 'args: {"api_key": ["[REDACTED:secret]"], "port": 8000}'),
+    ("args: {'api_key': ['Ab3dE5 gH7j']}", "args: {'api_key': ['[REDACTED:secret]']}"),  # the quoted value, whole
     ("password=", "password="),
     ("password=Xhunter2", "password=[REDACTED:secret]"),
     (
@@ -163,6 +165,7 @@ def _urlsafe_with(char: str) -> str:
         b64("db password=hunter22").rstrip("="),  # padding dropped: 27 characters
         b64("db password=hunter2x").rstrip("="),  # 26
         b64("db password=hunter2").rstrip("="),  # 26 + 2 pad dropped differently
+        b64("db password=hunter2xyz").rstrip("="),  # 30: two '=' to add back
         _urlsafe_with("-"),
         _urlsafe_with("_"),
         b64(b"\x01\x01password=hunter2 and more text here ab"),  # 95% printable exactly
@@ -171,6 +174,10 @@ def _urlsafe_with(char: str) -> str:
 )
 def test_base64_of_text_holding_a_secret_is_masked_by_the_kind_inside(run: str) -> None:
     assert redact(f"data: {run} end") == "data: [REDACTED:secret] end"
+
+
+def test_a_line_that_is_one_24_character_base64_run_is_checked() -> None:
+    assert redact(b64("password=hunter2xy")) == "[REDACTED:secret]"
 
 
 def test_base64_runs_that_are_not_secrets_stay() -> None:
