@@ -28,6 +28,7 @@ from handlers.reply import Reply
 from skills.clock import ScaledClock
 from skills.incidents.leases import Lease
 from skills.incidents.model import Alert, Incident, severity_rank, utcnow
+from skills.incidents.outbox import IncidentOutbox
 from skills.incidents.store import IncidentStore
 from tests.alerts_fixtures import PostsSlack, bearer, eventually, make_deps, tuned
 
@@ -255,6 +256,43 @@ async def test_the_storm_summary_starts_at_the_threshold_not_one_later(
             shown.add(f"incidents since {minute:%H:%M} UTC")
             minute += timedelta(minutes=1)
         assert any(s in summaries[0]["text"] for s in shown), (summaries[0]["text"], shown)
+
+
+async def test_a_storm_ends_after_a_quiet_minute_and_the_next_incident_is_its_own_thread(
+    settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock
+) -> None:
+    """Once a minute passes with no new incident and every thread is open, the storm is over: the summary is
+    final, and a later incident opens its thread without being added to it."""
+    clock.speed = 1.0
+    s = tuned(settings, alert_storm_threshold_per_min=5, slack_post_per_s=20, slack_post_burst=20)
+    bot = await start(s, clock, run=False)
+    outbox = IncidentOutbox(IncidentStore(bot.deps.redis, s.key_prefix))
+    try:
+        for i in range(5):
+            await bot.post(am(f"end-svc-{i}", "Boom", "error"))
+        publisher, bot.queue.publisher = bot.queue.publisher, None
+        await bot.queue.start()
+        assert await drained(bot)
+        assert publisher is not None
+        bot.queue.publisher = publisher
+        await publisher.start()
+        assert await eventually(lambda: len(incident_headers(slack)) == 5)
+        assert await drained(bot)
+        [summary] = [h for h in headers(slack) if "Alert storm" in h["text"]]
+        assert await outbox.storm_state(s.slack_alerts_channel)  # still within the minute: the storm goes on
+        clock.advance(61)  # a quiet minute
+        assert await eventually(lambda: _storm_over(outbox, s.slack_alerts_channel))
+        await bot.post(am("end-svc-late", "Boom", "error"))
+        assert await eventually(lambda: [h for h in incident_headers(slack) if "end-svc-late" in h["text"]])
+        assert await drained(bot)
+    finally:
+        await close(bot)
+    edits = [u for u in slack.accepted if u["_method"] == "chat.update" and u["ts"] == summary["ts"]]
+    assert not [e for e in edits if "end-svc-late" in text_of(e)], "a later incident was added to a past storm"
+
+
+async def _storm_over(outbox: IncidentOutbox, channel: str) -> bool:
+    return not await outbox.storm_state(channel)
 
 
 async def test_a_resolve_edits_the_header_at_once_whatever_the_debounce(
