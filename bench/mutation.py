@@ -134,6 +134,15 @@ DO_NOT_MUTATE = [r"^\s*log\.(debug|info|warning|error|exception)\("]
 _NONE_IS_EMPTY = "a missing header read as None instead of '' takes the same `not ts or not sig` branch"
 _NO_SUCH_KEY = "the id guard only saves a Redis lookup: an empty or 64+ char id names no plan (ids are 12 hex)"
 _HEADERS_FOLD_CASE = "bot/web.py passes Starlette Headers, whose lookups ignore case"
+_CH = "skills.incidents.publisher.xǁIncidentPublisherǁ_channel_step__mutmut_"
+_NEXT_STEP = (
+    "the step stops once the state is written instead of going on: the next step (within the publisher's 0.1 s "
+    "idle) reads it back and does the same"
+)
+_OVERLAY = (
+    "the fix/fixcheck_due overlay on this step's copy: a fix check is due alert_fix_check_s (> 0) later, never in "
+    "the step that arms it, and the next step reads both from Redis"
+)
 _LOWERED = "the text is lower-cased first: it holds no 'X' to strip"
 _EXTRA_PAD = "binascii ignores '=' beyond what a run needs (non-strict); a 4k+1 run is not base64 either way"
 _CLOSE_AFTER_OPEN = "the closing quote is searched after the opening one, so it is never at 0"
@@ -155,6 +164,14 @@ EQUIVALENT: dict[str, str] = {
     "skills.deploy.plans.xǁPlanStoreǁget__mutmut_3": _NO_SUCH_KEY,
     "skills.deploy.plans.xǁPlanStoreǁget__mutmut_4": _NO_SUCH_KEY,
     "skills.incidents.model.xǁAlertǁdedup_key__mutmut_4": "any constant marks 'no start' the same way",
+    "skills.deploy.confirm.x_run_claimed__mutmut_1": "the watch's poll interval on the injected clock: when it "
+    "looks, not what it finds",
+    # skills/incidents/publisher.py (coalescing)
+    _CH + "39": "a missing edit_at reads as 0, the value written",
+    _CH + "41": _NEXT_STEP,
+    _CH + "65": _NEXT_STEP,
+    _CH + "49": "the step's `did` only decides whether the loop idles before the next step",
+    **{_CH + str(n): _OVERLAY for n in (79, 80, 81, 82)},
     # skills/logs/redact.py (bench run of issue 38: 65% -> these left after tests/test_redact_rules.py)
     "skills.logs.redact.x__authz_sub__mutmut_28": _LOWERED,
     "skills.logs.redact.x__key_values__mutmut_35": _LOWERED,
