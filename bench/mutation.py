@@ -139,6 +139,7 @@ _NEXT_STEP = (
     "the step stops once the state is written instead of going on: the next step (within the publisher's 0.1 s "
     "idle) reads it back and does the same"
 )
+_IDLE = "the step's `did` only decides whether the loop idles before the next step"
 _OVERLAY = (
     "the fix/fixcheck_due overlay on this step's copy: a fix check is due alert_fix_check_s (> 0) later, never in "
     "the step that arms it, and the next step reads both from Redis"
@@ -170,7 +171,8 @@ EQUIVALENT: dict[str, str] = {
     _CH + "39": "a missing edit_at reads as 0, the value written",
     _CH + "41": _NEXT_STEP,
     _CH + "65": _NEXT_STEP,
-    _CH + "49": "the step's `did` only decides whether the loop idles before the next step",
+    _CH + "49": _IDLE,
+    _CH + "116": _IDLE,
     **{_CH + str(n): _OVERLAY for n in (79, 80, 81, 82)},
     # skills/logs/redact.py (bench run of issue 38: 65% -> these left after tests/test_redact_rules.py)
     "skills.logs.redact.x__authz_sub__mutmut_28": _LOWERED,
