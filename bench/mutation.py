@@ -167,6 +167,7 @@ EQUIVALENT: dict[str, str] = {
     "skills.incidents.model.xǁAlertǁdedup_key__mutmut_4": "any constant marks 'no start' the same way",
     "skills.deploy.confirm.x_run_claimed__mutmut_1": "the watch's poll interval on the injected clock: when it "
     "looks, not what it finds",
+    "skills.deploy.confirm.x_run_claimed__mutmut_42": "None and False are both 'not cancelled'",
     # skills/incidents/publisher.py (coalescing)
     _CH + "39": "a missing edit_at reads as 0, the value written",
     _CH + "41": _NEXT_STEP,
