@@ -269,7 +269,8 @@ def test_the_await_checker_sees_work_done_in_a_surface(tmp_path: Path) -> None:
         "async def f(self, slack, logs):\n    await slack.post(1)\n    d = await diagnose_service(logs)\n"
         "    async for s in investigate(1):\n        pass\n"
     )
-    assert sorted(c.split(": ", 1)[1] for c in _awaited(probe, tmp_path)) == ["diagnose_service(...)", "investigate(...)"]
+    found = sorted(c.split(": ", 1)[1] for c in _awaited(probe, tmp_path))
+    assert found == ["diagnose_service(...)", "investigate(...)"]
 
 
 def test_handlers_render_incidents_and_skills_investigate_them() -> None:
