@@ -111,7 +111,7 @@ def test_every_gpu_planner_and_quantization_figure_is_sourced_and_dated() -> Non
 
 def test_an_undated_or_unsourced_figure_fails() -> None:
     entry = {k: v for k, v in RAW["models"]["gemma-4-31b"].items() if k != "checked"}
-    assert "layers" in undated(entry) and "towers" not in undated(entry)  # towers keeps its own date
+    assert "layers" in undated(entry) and "vision_tower" not in undated(entry)  # keeps its own date
     future = {**RAW["planner"], "checked": TODAY + dt.timedelta(days=1)}
     assert "compile_s" in undated(future)
     stray = {**RAW["planner"], "checked_fields": {"no_such_field": TODAY}}
@@ -140,3 +140,17 @@ def test_no_fitted_constant_is_left_unmarked() -> None:
     unmarked = [k for k, v in _all_sources() if FITTED.search(v) and not v.strip().startswith("estimate")]
     assert not unmarked
     assert not any("kept in bf16 by the QAT checkpoint, set so" in v for _, v in _all_sources())
+
+
+def test_vision_towers_are_counted_from_their_vision_config() -> None:
+    """What vLLM's gemma4_mm.py builds for images and video (vision tower + embed_vision), counted from the
+    configs' vision_config: ~0.57 B for the 26B/31B (the issue-29 primary-source figure), ~0.17 B for E2B/E4B.
+    No catalog entry states a vision tower's size by hand."""
+    cat = load_catalog()
+    big = {n: cat.model(n).towers["vision"] for n in ("gemma-4-26b-a4b", "gemma-4-31b", "gemma-4-31b-qat")}
+    assert all(0.565 < v < 0.58 for v in big.values()), big
+    small = {n: cat.model(n).towers["vision"] for n in ("gemma-4-e2b", "gemma-4-e4b-qat")}
+    assert all(0.16 < v < 0.175 for v in small.values()), small
+    assert not any("vision" in (m.get("towers") or {}) for m in RAW["models"].values())
+    # 26B: 24.65 B language model + the tower = the model card's 25.2 B, as the upstream model details split it.
+    assert abs(25.2 - big["gemma-4-26b-a4b"] - 24.65) < 0.03
