@@ -21,7 +21,7 @@ from bot.sandbox.attach import attach_console, build_sandbox_deps
 from bot.sandbox.clock import SandboxClock
 from bot.sandbox.cloud import Sandbox
 from bot.settings import load_settings
-from bot.wiring import reconcile_writes
+from bot.wiring import reconcile_writes, resume_canary_watches
 from handlers.registry import load_all
 from skills.deploy.flow import settle_background
 
@@ -72,6 +72,7 @@ class ConsoleSession:
         self.deps = build_sandbox_deps(self.sandbox.configure(settings, console=True), self.sandbox, None)
         await attach_console(self.deps, self.responder)
         await reconcile_writes(self.deps)
+        await resume_canary_watches(self.deps, lambda channel: self.responder)  # canaries a stopped session watched
         return self
 
     async def close(self, keep_sandbox: bool = False) -> None:
