@@ -37,7 +37,7 @@ SLACK_MAX_BODY = 1024 * 1024  # Slack payloads are a few KB; anything near this 
 log = logging.getLogger(__name__)
 
 
-async def _reconcile_and_resume(deps: Deps) -> None:
+async def reconcile_and_resume(deps: Deps) -> None:
     """Audit records a stopped process left pending get their outcome; then its canary watches are resumed,
     posting into their threads through the Web API (bot/slack_app.py ChannelResponder)."""
     from bot.slack_app import ChannelResponder, make_web_client
@@ -168,7 +168,7 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
         if deps.chat is not None and deps.settings.slack_bot_token:
             deps.spawn(check_slack_token(deps.chat))  # one clear line if the token is wrong; start regardless
         await alerts.start()
-        deps.spawn(_reconcile_and_resume(deps))  # writes and canary watches a stopped process left
+        deps.spawn(reconcile_and_resume(deps))  # writes and canary watches a stopped process left
         if socket_mode is not None:
             await socket_mode.start()
         if pubsub is not None:

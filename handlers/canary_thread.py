@@ -257,34 +257,49 @@ class Resumed(BaseModel):
 async def resume_canaries(deps: HandlerDeps, responder_for: Callable[[str], Responder]) -> list[Resumed]:
     """At start: the canary watches a stopped process left in Redis. A split still in place is watched again
     (from where the canary started; one line in its thread says so); a split gone meanwhile (promoted or rolled
-    back by hand) closes the watch with what the service shows now. A watch another process holds stays its."""
+    back by hand) closes the watch with what the service shows now. A watch whose lease another process holds
+    stays its: this process stands by and takes it over only if that lease lapses (its holder stopped)."""
     watches = watches_of(deps)
-    records = await watches.all()
-    return list(await asyncio.gather(*(_resume(deps, watches, r, responder_for) for r in records)))
+    out = []
+    for record in await watches.all():
+        lease = watches.lease(record.service)
+        if await lease.acquire():
+            out.append(await _resume(deps, watches, lease, record, responder_for))
+            continue
+        deps.spawn(_stand_by(deps, watches, lease, record, responder_for), kind="watch", user=record.user_id)
+        out.append(Resumed(service=record.service, revision=record.info.revision, state="watched_elsewhere"))
+    return out
 
 
-async def _take(lease: Lease, watches: CanaryWatches, service: str) -> bool:
-    """The watch's lease, waiting out a stopped process's (it lapses within its TTL; a live holder renews it,
-    so after 1.5 TTL it is someone else's watch). Real time: the lease's TTL runs in Redis, not on our clock."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 1.5 * lease.ttl_ms / 1000
-    while not await lease.acquire():
-        if loop.time() >= deadline or await watches.get(service) is None:
-            return False
+async def _stand_by(
+    deps: HandlerDeps,
+    watches: CanaryWatches,
+    lease: Lease,
+    record: CanaryRecord,
+    responder_for: Callable[[str], Responder],
+) -> None:
+    """While another process holds the watch: try its lease every third of its TTL, until the watch ends (its
+    record goes) or the lease lapses (its holder stopped without handing it back) and this process resumes
+    it. Real time: the lease's TTL runs in Redis, not on the watch's clock."""
+    while True:
+        current = await watches.get(record.service)
+        if current is None or current.plan_id != record.plan_id:
+            return
         await asyncio.sleep(lease.ttl_ms / 3000)
-    return True
+        if await lease.acquire():
+            await _resume(deps, watches, lease, record, responder_for)
+            return
 
 
 async def _resume(
-    deps: HandlerDeps, watches: CanaryWatches, record: CanaryRecord, responder_for: Callable[[str], Responder]
+    deps: HandlerDeps,
+    watches: CanaryWatches,
+    lease: Lease,
+    record: CanaryRecord,
+    responder_for: Callable[[str], Responder],
 ) -> Resumed:
+    """With the watch's lease held: resume the watch, or close it when its split is gone."""
     info, service = record.info, record.service
-    lease = watches.lease(service)
-    if not await _take(lease, watches, service):
-        state: Literal["watched_elsewhere", "ended"] = (
-            "ended" if await watches.get(service) is None else "watched_elsewhere"
-        )
-        return Resumed(service=service, revision=info.revision, state=state)
     current = await watches.get(service)  # the holder before us may have ended it, or updated it
     if current is None or current.plan_id != record.plan_id:
         await lease.release()

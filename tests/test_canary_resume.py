@@ -12,10 +12,15 @@ from typing import Any
 
 import pytest
 
+from bot.sandbox.attach import build_sandbox_deps
 from bot.sandbox.clock import SandboxClock
 from bot.sandbox.cloud import Sandbox
 from bot.sandbox.console_session import SERVICE, ConsoleSession
+from bot.sandbox.slack_api import SlackStandIn
 from bot.settings import load_settings
+from bot.slack_app import make_web_client
+from bot.web import reconcile_and_resume
+from bot.wiring import close_deps
 from handlers.canary_thread import watches_of
 from skills.deploy.flow import BACKGROUND
 from skills.targets.cloud_run.render import strip_output_only
@@ -24,7 +29,7 @@ from tests.eventually import eventually
 
 DEPLOY = "/gemma deploy gemma4-12b-qat-l4 --max-model-len 8192 --canary 20"
 RESUMED = "Canary watch resumed after a restart"
-FAST_LEASE = {"canary_lease_ms": 300}  # a stopped process's lease lapses in 0.3 s of Redis time
+FAST_LEASE = {"canary_lease_ms": 1000}  # a stopped process's lease lapses in 1 s of Redis time
 
 
 @pytest.fixture
@@ -155,7 +160,7 @@ async def test_a_process_starting_beside_the_one_still_watching_leaves_the_watch
         await a.line(DEPLOY)
         confirm = asyncio.get_running_loop().create_task(a.line("click Confirm"))
         assert await until(sandbox, lambda: "not enough traffic yet" in a.text)
-        b = await session(sandbox, key_prefix, **FAST_LEASE)  # waits out 1.5 leases: a renews, so it is a's
+        b = await session(sandbox, key_prefix, **FAST_LEASE)  # a renews its lease: b stands by
         assert RESUMED not in b.text and "Canary watch closed" not in b.text
         assert await until(sandbox, lambda: "holds: promote it?" in a.text)
         await confirm
@@ -173,12 +178,52 @@ async def test_a_killed_watchers_lease_lapses_and_the_next_start_takes_the_watch
     assert a.deps is not None
     # Killed rather than stopped: its lease was never handed back, and lapses on its TTL in Redis.
     lease = watches_of(a.deps).lease(SERVICE, owner="killed-process")
-    assert await redis_client.set(lease.key, "killed-process:1", px=300, nx=True)
+    assert await redis_client.set(lease.key, "killed-process:1", px=1000, nx=True)
     await a.close(keep_sandbox=True, keep_state=True)
 
-    b = await session(sandbox, key_prefix, **FAST_LEASE)
+    b = await session(sandbox, key_prefix, **FAST_LEASE)  # it stands by until that lease lapses
     try:
-        assert RESUMED in b.text
+        assert await eventually(lambda: RESUMED in b.text)
         assert await until(sandbox, lambda: "holds: promote it?" in b.text)
+        assert b.text.count(RESUMED) == 1
     finally:
         await b.close(keep_sandbox=True)
+
+
+async def test_a_serve_process_resumes_the_watch_in_its_slack_thread(
+    sandbox: Sandbox, key_prefix: str, redis_client: Any, slack: SlackStandIn
+) -> None:
+    """The serve start-up path (bot/web.py): the resumed watch posts through the Slack Web API, in the thread
+    the record names, and its proposal's buttons work there (their payloads stashed in Redis)."""
+    sandbox.fleet.arm("canary-holds")
+    a = await canary_then_stop(sandbox, key_prefix)
+    assert a.deps is not None
+    watches = watches_of(a.deps)
+    (record,) = await watches.all()
+    # The same canary as a confirm in Slack leaves it: its deploy thread in a channel.
+    record.channel, record.thread_ts, record.comparison_ts = "C0CANARY", "1700000000.000100", ""
+    await watches.save(record)
+    await a.close(keep_sandbox=True, keep_state=True)
+
+    settings = load_settings(
+        key_prefix=key_prefix,
+        redis_url=REDIS_URL,
+        deployer_user_ids="U1",
+        slack_bot_token="xoxb-sandbox",
+        slack_api_url=slack.base_url + "/api/",
+    )
+    deps = build_sandbox_deps(sandbox.configure(settings), sandbox, None)
+    deps.chat = make_web_client(settings)
+    try:
+        await reconcile_and_resume(deps)
+
+        def thread() -> list[dict[str, Any]]:
+            return [p for p in slack.of("chat.postMessage") if p.get("thread_ts") == record.thread_ts]
+
+        assert thread() and RESUMED in thread()[0]["text"] and thread()[0]["channel"] == "C0CANARY"
+        assert await until(sandbox, lambda: any("holds: promote it?" in p["text"] for p in thread()))
+        edits = [u for u in slack.of("chat.update") if "the canary holds" in u["text"]]
+        assert edits and edits[-1]["channel"] == "C0CANARY"  # the comparison, posted once and edited in place
+        assert await watches.all() == []
+    finally:
+        await close_deps(deps)
