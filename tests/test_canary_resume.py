@@ -227,3 +227,23 @@ async def test_a_serve_process_resumes_the_watch_in_its_slack_thread(
         assert await watches.all() == []
     finally:
         await close_deps(deps)
+
+
+async def test_a_resumed_watch_keeps_the_settings_its_canary_started_with(
+    sandbox: Sandbox, key_prefix: str, redis_client: Any
+) -> None:
+    # Started with CANARY_AUTO_ROLLBACK on; the next process runs without it: the canary's own setting holds.
+    sandbox.fleet.arm("canary-regresses")
+    a = await canary_then_stop(sandbox, key_prefix, canary_auto_rollback=True)
+    base, canary = baseline_and_canary(a)
+    await a.close(keep_sandbox=True, keep_state=True)
+
+    b = await session(sandbox, key_prefix)
+    try:
+        assert b.deps is not None and not b.deps.settings.canary_auto_rollback
+        assert RESUMED in b.text
+        assert await until(sandbox, lambda: "Rolled back automatically" in b.text)
+        assert f"100% of traffic on `{base}`, canary `{canary}` at 0%" in b.text
+        assert b.traffic() == {base: 100}
+    finally:
+        await b.close(keep_sandbox=True)
