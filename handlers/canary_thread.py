@@ -149,35 +149,50 @@ async def follow_canary(
     )
     watches = watches_of(deps)
     lease = watches.lease(plan.service)
-    if not await lease.acquire():  # a canary per service at a time: the split check refuses a second one
-        log.warning("canary %s on %s: another bot process holds its watch", record.info.revision, plan.service)
-        return None
-    await watches.save(record)
+    try:
+        if not await lease.acquire():  # a canary per service at a time: the split check refuses a second one
+            log.warning("canary %s on %s: another bot process holds its watch", record.info.revision, plan.service)
+            return None
+        await watches.save(record)
+    except Exception:  # noqa: BLE001 - Redis away: watch all the same, without a record to resume from
+        log.warning("canary %s: its watch is not kept in Redis; it will not resume after a restart", plan.id)
+        await lease.release()
+        return await _watch(deps, watches, None, record, responder)
     return await _watch(deps, watches, lease, record, responder)
 
 
 async def _watch(
-    deps: HandlerDeps, watches: CanaryWatches, lease: Lease, record: CanaryRecord, responder: Responder
+    deps: HandlerDeps, watches: CanaryWatches, lease: Lease | None, record: CanaryRecord, responder: Responder
 ) -> CanaryOutcome | None:
-    """The watch under its lease. It ends by removing its record; a process stopped mid-watch (cancelled)
-    keeps it and hands the lease back, so the next start resumes the watch."""
+    """The watch under its lease (None: Redis was away at its start, so nothing is kept). It ends by removing
+    its record; a process stopped mid-watch (cancelled) keeps it and hands the lease back, so the next start
+    resumes the watch at once."""
     try:
         outcome = await _follow(deps, watches, lease, record, responder)
     except asyncio.CancelledError:
-        await lease.release()  # the record stays: the next start takes the watch over at once
+        if lease is not None:
+            await lease.release()  # the record stays for the next start
         raise
     except BaseException:
-        await watches.remove(record)
-        await lease.release()
+        await _end(watches, lease, record)
         raise
-    if outcome.ending != "handed_over":
-        await watches.remove(record)
-    await lease.release()
+    await _end(watches, lease, record, keep_record=outcome.ending == "handed_over")
     return outcome
 
 
+async def _end(watches: CanaryWatches, lease: Lease | None, record: CanaryRecord, keep_record: bool = False) -> None:
+    if lease is None:
+        return
+    try:
+        if not keep_record and lease.held:
+            await watches.remove(record)
+    except Exception:  # Redis away: the next start finds the split gone and closes it
+        log.warning("could not remove the watch record of canary %s", record.info.revision, exc_info=True)
+    await lease.release()
+
+
 async def _follow(
-    deps: HandlerDeps, watches: CanaryWatches, lease: Lease, record: CanaryRecord, responder: Responder
+    deps: HandlerDeps, watches: CanaryWatches, lease: Lease | None, record: CanaryRecord, responder: Responder
 ) -> CanaryOutcome:
     info, service, thread_ts = record.info, record.service, record.thread_ts
     policy = policy_of(deps)
@@ -190,8 +205,12 @@ async def _follow(
     async def keep(update: dict[str, object]) -> None:
         for k, v in update.items():
             setattr(record, k, v)
-        if lease.held:
+        if lease is None or not lease.held:
+            return
+        try:
             await watches.save(record)
+        except Exception:  # the watch goes on; a resume would start from the older record
+            log.warning("could not update the watch record of canary %s", info.revision, exc_info=True)
 
     async def report(c: Comparison) -> None:
         reply = render_comparison(c, info)
@@ -213,7 +232,7 @@ async def _follow(
         started=record.started,
         firsts=record.firsts,
         on_firsts=on_firsts,
-        still_ours=lambda: lease.held,
+        still_ours=(lambda: lease.held) if lease is not None else None,
     )
     if outcome.ending == "handed_over":
         log.warning("canary %s on %s: %s", info.revision, service, outcome.detail)
