@@ -11,10 +11,14 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.sandbox.slack_api import SlackStandIn
+from bot.settings import Settings
+from bot.slack_app import ChannelResponder
 from handlers.incident_render import header_reply
 from handlers.render_slack import to_blocks
-from handlers.reply import Reply
+from handlers.reply import FileOut, Reply
 from skills.incidents.model import Alert, new_incident
 
 BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
@@ -80,3 +84,22 @@ def test_property_no_bidi_control_survives_any_reply_field(s: str) -> None:
     r.add(heading=s, text=s, fields=[(s or "k", s or "v")], code=s)
     text, blocks = to_blocks(r)
     assert not set(BIDI) & set(text + json.dumps(blocks, ensure_ascii=False))
+
+
+async def test_bidi_controls_never_reach_slack_in_an_uploaded_file(slack: SlackStandIn, settings: Settings) -> None:
+    """A log digest or postmortem draft carries outside text (log lines, alert summaries) into a file the thread
+    shows: its name, title and text content lose the controls too; a binary file (a chart) is left as it is."""
+    digest = f"ERROR \u202egnp.exe{BIDI} from the log\n".encode()
+    png = b"\x89PNG\r\n\x1a\n" + "\u202e".encode() + b"\x00\xff"
+    reply = Reply(title="digest")
+    reply.files += [
+        FileOut(filename="svc\u202e-logs.txt", title="Full log digest \u2067x\u2069", content=digest),
+        FileOut(filename="chart.png", title="chart", content=png),
+    ]
+    client = AsyncWebClient(token="xoxb-test-token", base_url=settings.slack_api_url)
+    await ChannelResponder(client, "C1").post(reply)
+    text_file, chart = slack.shared
+    shown = text_file["content"].decode() + text_file["filename"] + text_file["title"]
+    assert not set(BIDI) & set(shown)
+    assert "gnp.exe" in shown and "from the log" in shown and "Full log digest" in shown
+    assert chart["content"] == png
