@@ -25,6 +25,13 @@ BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c
 
 
 def _header(url: str, source: str = "gcp", name: str = "p95 latency high", summary: str = "") -> str:
+    text, blocks = _header_parts(url, source, name, summary)
+    return text + json.dumps(blocks, ensure_ascii=False)
+
+
+def _header_parts(
+    url: str, source: str = "gcp", name: str = "p95 latency high", summary: str = ""
+) -> tuple[str, list[dict[str, object]]]:
     alert = Alert(
         source=source,  # type: ignore[arg-type]
         fingerprint="f1",
@@ -37,8 +44,7 @@ def _header(url: str, source: str = "gcp", name: str = "p95 latency high", summa
     now = datetime(2026, 1, 1, tzinfo=UTC)
     inc = new_incident("1-0", alert, "C1", True, now)
     inc.apply("1-0", alert, now)
-    text, blocks = to_blocks(header_reply(inc, "vllm-gemma4"))
-    return text + json.dumps(blocks, ensure_ascii=False)
+    return to_blocks(header_reply(inc, "vllm-gemma4"))
 
 
 def test_a_console_link_stays_a_link() -> None:
@@ -103,3 +109,26 @@ async def test_bidi_controls_never_reach_slack_in_an_uploaded_file(slack: SlackS
     assert not set(BIDI) & set(shown)
     assert "gnp.exe" in shown and "from the log" in shown and "Full log digest" in shown
     assert chart["content"] == png
+
+
+def _mrkdwn_objects(obj: object) -> list[dict[str, object]]:
+    if isinstance(obj, dict):
+        own = [obj] if obj.get("type") == "mrkdwn" else []
+        return own + [m for v in obj.values() for m in _mrkdwn_objects(v)]
+    if isinstance(obj, list):
+        return [m for v in obj for m in _mrkdwn_objects(v)]
+    return []
+
+
+def test_a_bare_address_in_outside_text_is_not_made_a_link() -> None:
+    """Slack turns a bare URL in a mrkdwn text object into a link unless the object is `verbatim` ("When set to
+    false (as is default) URLs will be auto-converted into links": docs.slack.dev, Block Kit text object). An
+    alert summary or a log line saying 'https://evil.example' must stay text; our own <url|label> links stay."""
+    console = "https://console.cloud.google.com/monitoring/alerting/incidents/0.abc"
+    _, header = _header_parts(console, summary="see https://evil.example/login and #general")
+    _, blocks = to_blocks(Reply(title="x", context="https://evil.example").add(text="www.evil.example", code="a"))
+    objects = _mrkdwn_objects(header) + _mrkdwn_objects(blocks)
+    assert objects and all(o.get("verbatim") is True for o in objects), [o for o in objects if not o.get("verbatim")]
+    assert f"<{console}|Cloud Monitoring incident>" in json.dumps(
+        header
+    )  # manual markup is still processed under verbatim
