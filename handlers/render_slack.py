@@ -26,7 +26,11 @@ def _clip(s: str, n: int) -> str:
 
 
 def _mrkdwn(text: str) -> dict[str, Any]:
-    return {"type": "mrkdwn", "text": text}
+    # verbatim: Slack would otherwise turn a bare URL in outside text (an alert summary, a log line) into a link
+    # and link-ify channel names; our own <url|label> markup is still processed ("When set to true, Slack will
+    # continue to process all markdown formatting and manual parsing strings":
+    # https://docs.slack.dev/reference/block-kit/composition-objects/text-object).
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
 
 
 # Bidirectional controls make text display in another order than it reads (a "Trojan Source" trick: an alert
