@@ -146,6 +146,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.dry_run:
         summary = f"   alert policies: {out.created} created, {out.updated} updated, {out.unchanged} unchanged"
     print(summary)
+    # The three vLLM conditions read series only Cloud Run's Prometheus sidecar writes; without it they stay quiet.
+    print(
+        f"   vLLM's conditions (KV cache, waiting requests, TTFT p95) see data once the Managed Service for "
+        f"Prometheus sidecar scrapes vLLM's /metrics on {args.service} "
+        "(https://cloud.google.com/run/docs/monitoring-managed-prometheus-sidecar); the bot's deploys keep a "
+        "sidecar the service has, but do not add one."
+    )
     if out.unchecked:
         print("   The dry run could not check:")
         for what in out.unchecked:

@@ -42,7 +42,6 @@ from __future__ import annotations
 import base64
 import json
 import random
-import re
 import string
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -68,14 +67,28 @@ class Corpus:
         return {k for k, _ in self.secrets}
 
     def leaks(self, text: str) -> list[tuple[str, str]]:
-        """Every secret found in `text`, whole or in part: any run of 10+ letters/digits from it counts, so
-        a template that keeps a token's tail (`xoxb-<*>-<*>-nZtQ...`) is a leak too."""
-        found = []
-        for kind, value in self.secrets:
-            runs = [r for r in re.split(r"[^A-Za-z0-9]+", value) if len(r) >= 10]
-            if value in text or any(r in text for r in runs):
-                found.append((kind, value[:40]))
-        return found
+        """Every secret found in `text`, whole or in part: any 10-character fragment of it counts (issue 28's
+        acceptance), so a template that keeps a token's tail (`xoxb-<*>-<*>-nZtQ...`), or an output that keeps
+        the last 10 characters of a key, is a leak too. PEM armour lines are public and not fragments."""
+        seen = _windows(text)
+        return [(kind, value[:40]) for kind, value in self.secrets if not seen.isdisjoint(fragments(value))]
+
+
+FRAGMENT = 10
+
+
+def _windows(text: str) -> set[str]:
+    return {text[i : i + FRAGMENT] for i in range(len(text) - FRAGMENT + 1)}
+
+
+def fragments(value: str) -> set[str]:
+    """Every 10-character fragment of a secret, within its lines (a PEM body's lines are fragments each; its
+    BEGIN/END armour is not secret)."""
+    out: set[str] = set()
+    for line in value.split("\n"):
+        if not line.startswith("-----"):
+            out |= _windows(line)
+    return out
 
 
 def _r(rng: random.Random, n: int, alphabet: str = ALNUM) -> str:

@@ -224,3 +224,33 @@ async def test_ten_thousand_identical_alerts_enqueue_one_entry(hook) -> None:
         dup += resp.json()["duplicates"]
     assert (new, dup) == (1, 9_999)
     assert await queue.deps.redis.xlen(queue.stream) == 1
+
+
+async def test_a_vllm_series_incident_names_its_service_and_revision(hook) -> None:
+    """A policy on vLLM's Prometheus series (setup-alerts' kv-cache-usage): the resource is the sidecar's
+    prometheus_target, whose `namespace` is the Cloud Run service, and the revision is a metric label."""
+    client, queue = hook
+    body = {
+        "version": "1.2",
+        "incident": {
+            "incident_id": "inc-kv-1",
+            "state": "OPEN",
+            "started_at": 1_700_000_000,
+            "policy_name": "gemma-sre: vllm-gemma4: vLLM's KV cache is over 85% full",
+            "condition_name": "vllm:kv_cache_usage_perc > 0.85",
+            "resource": {
+                "type": "prometheus_target",
+                "labels": {"cluster": "__run__", "namespace": "vllm-gemma4", "job": "run-gmp-sidecar"},
+            },
+            "metric": {
+                "type": "prometheus.googleapis.com/vllm:kv_cache_usage_perc/gauge",
+                "labels": {"revision_name": "vllm-gemma4-00007-abc"},
+            },
+            "policy_user_labels": {"managed-by": "gemma-sre", "gemma-sre-policy": "kv-cache-usage"},
+        },
+    }
+    resp = await client.post("/alerts/gcp", json=body, headers=basic())
+    assert resp.status_code == 202, resp.text
+    [alert] = await queued(queue)
+    assert alert.service == "vllm-gemma4" and alert.revision == "vllm-gemma4-00007-abc"
+    assert alert.condition.endswith("@ vllm-gemma4-00007-abc")

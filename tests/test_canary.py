@@ -149,6 +149,10 @@ async def test_a_holding_canary_is_proposed_for_promotion_and_promoted(deps: Dep
     assert traffic(sandbox) == {canary: 100}
     entries = await latest(deps.redis, deps.settings.key("audit"))
     assert (entries[0].action, entries[0].target, entries[0].result) == ("promote", canary, "ok")
+    # The same button again: the promote would change nothing, so it is refused with the reason (issue 25).
+    again, _ = await click(deps, PLAN_ACTION, button(proposal, "Promote"))
+    assert again is not None and "the promote would change nothing" in shown(again)
+    assert not [b for b in again.buttons if b.action_id == CONFIRM_ACTION]
 
 
 async def test_after_a_promoted_canary_the_next_deploy_gets_a_revision_name_of_its_own(

@@ -247,3 +247,18 @@ def test_one_waiting_request_on_a_healthy_server_is_not_saturation() -> None:
     line = "INFO 02-28 21:48:18 metrics.py:161] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 44.9 tokens/s, Running: 2 reqs, Swapped: 0 reqs, Pending: 3 reqs, GPU KV cache usage: 82.1%, CPU KV cache usage: 0.0%"
     assert run(line).findings == []
     assert run(_stats(1, 0), _stats(1, 10), _stats(0, 20)).findings == []
+
+
+def test_preemption_alone_is_kv_cache_pressure_not_saturation() -> None:
+    # vLLM's docs (Optimization and Tuning > Preemption) quote the older scheduler's warning: requests are preempted
+    # when the KV cache is short, and recomputed once it frees; nothing is waiting or timing out here.
+    preempted = (
+        "WARNING 05-09 00:49:33 scheduler.py:1057 Sequence group 0 is preempted by PreemptionMode.RECOMPUTE mode "
+        "because there is not enough KV cache space. This can affect the end-to-end performance. Increase "
+        "gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory."
+    )
+    assert run(*[preempted] * 5).findings == []
+    # with a queue that stays, it is saturation, and the preemption is named in its steps
+    d = run(*[preempted] * 3, *(_stats(14, 10 * i) for i in range(3)))
+    assert d.root_kinds() == ["request_queue_saturated"]
+    assert any("preempted" in s for s in d.findings[0].remediation.steps)

@@ -124,3 +124,42 @@ def test_a_logger_with_or_without_its_package_is_one_statement() -> None:
 def test_a_named_value_that_is_empty_or_a_path_is_one_variable() -> None:
     g = _groups(["patching args=", "patching args=/usr/local/bin/run", "patching args=--fast"])
     assert len(set(g)) == 1
+
+
+def test_the_words_a_state_word_names_are_values() -> None:
+    # One message of a vendor's catalogue (Cisco %LINEPROTO-5-UPDOWN, %BFD-5-STATE_CHANGE) per state change.
+    g = _groups(
+        [
+            "Line protocol on Interface Ethernet28, changed state to down",
+            "Line protocol on Interface Ethernet28, changed state to up",
+        ]
+    )
+    assert g[0] == g[1]
+    g = _groups(
+        [
+            "peer 192.0.2.2 changed state from Down to Up diag None",
+            "peer 192.0.2.2 changed state from Init to Up diag None",
+            "peer 192.0.2.2 changed state from Up to Down diag None",
+        ]
+    )
+    assert len(set(g)) == 1
+    # Without a state word, a differing word is still another event.
+    g = _groups(
+        [
+            "Line protocol on Interface Ethernet28, changed to down",
+            "Line protocol on Interface Ethernet28, changed to up",
+        ]
+    )
+    assert g[0] != g[1]
+
+
+def test_a_one_off_longer_shape_of_a_recurring_statement_joins_it() -> None:
+    base = "Interface GigabitEthernet2, changed state to administratively down"
+    g = _groups([base, base, base + " from 10.83.75.201", base])
+    assert len(set(g)) == 1
+    # Seen twice, the longer shape is a statement of its own ("Connection closed by <*> [preauth]").
+    g = _groups([base, base, base + " from 10.83.75.201", base, base + " from 10.83.75.202"])
+    assert g[0] == g[1] == g[3] and g[2] == g[4] and g[0] != g[2]
+    # Beside a statement seen once, it is not taken for that statement's shape.
+    g = _groups(["PCI: Probing PCI hardware", "PCI: Probing PCI hardware (bus 00)"])
+    assert g[0] != g[1]

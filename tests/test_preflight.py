@@ -303,6 +303,15 @@ async def test_quota_unknown_id_unreachable_slow(stand: PreflightStandIns, key_p
     assert c.status == "unknown" and "no answer within" in c.text
 
 
+async def test_quota_the_bot_may_not_read_is_could_not_check(
+    stand: PreflightStandIns, key_prefix: str, redis_client: Any
+) -> None:
+    # without roles/cloudquotas.viewer the API answers 403 PERMISSION_DENIED: a warning naming the role
+    stand.quotas.denied = True  # the fixture's seed() lifts it for the next test
+    c = await _check(_sources(stand, key_prefix, redis_client), "quota")
+    assert c.status == "unknown" and "roles/cloudquotas.viewer" in c.text
+
+
 # --- the short cache -----------------------------------------------------------------------------------------
 
 

@@ -105,6 +105,25 @@ async def test_redeploy_to_another_catalog_model_goes_through_the_same_preflight
     assert "Preflight failed" in plan.blocked()
 
 
+async def test_redeploy_to_another_catalog_image_goes_through_the_same_preflight(
+    deps: Deps, standins: PreflightStandIns
+) -> None:
+    ok, _ = await command(deps, "deploy gemma4-12b-qat-l4")
+    await click(deps, CONFIRM_ACTION, plan_id_of(ok))
+    # an image outside the compatibility data is not a fix the agent can propose
+    smuggled, note = sanitize_action(ProposedAction(action="redeploy", params={"image": "evil/vllm:latest"}))
+    assert smuggled is None and note
+    # a catalog image the registry no longer has is caught at plan time, like a deploy's
+    other = "vllm/vllm-openai:v0.24.0-cu129"
+    standins.registry.remove(other)
+    action, _ = sanitize_action(ProposedAction(action="redeploy", params={"image": other}))
+    assert action is not None
+    plan = await deps.writes.propose(action.action, action.params, user_id="UDEPLOYER", channel_id="C1")
+    checks = {c.name: c for c in plan.preflight}
+    assert checks["image"].status == "fail" and other in checks["image"].text
+    assert "Preflight failed" in plan.blocked()
+
+
 async def test_quota_command_reads_the_cloud_quotas_api(deps: Deps, standins: PreflightStandIns) -> None:
     standins.quotas.set(QUOTA_SERVICE, GPU_QUOTA_IDS["nvidia-l4"], "europe-west1", 0)
     reply, _ = await command(deps, "quota")

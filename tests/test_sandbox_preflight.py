@@ -36,3 +36,34 @@ def test_sandbox_refuses_a_missing_checkpoint_or_tag_at_plan_time() -> None:
     assert "✓ checkpoint" in healthy and "✓ image" in healthy and "Preflight failed" not in healthy
     assert "revision created" not in out  # nothing was deployed from the refused plans
     assert "Traceback" not in err
+
+
+def test_sandbox_licence_quota_and_a_check_timing_out() -> None:
+    """The other preflight scenarios: a licence not accepted and zero quota block Confirm with their fixes; a Hub
+    that holds its answer past the time limit is 'could not check', a warning that leaves Confirm."""
+    script = "\n".join(
+        [
+            "/gemma sandbox licence-not-accepted",
+            "/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384",
+            "/gemma sandbox preflight-healthy",
+            "/gemma sandbox quota-zero",
+            "/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384",
+            "/gemma sandbox preflight-healthy",
+            "/gemma sandbox hub-slow",
+            "/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384",
+            "/gemma sandbox preflight-healthy",
+            "quit",
+        ]
+    )
+    result = _console(script + "\n", _env(PREFLIGHT_TIMEOUT_S="1"))
+    out, err = result.stdout, result.stderr
+    assert result.returncode == 0, err
+    plans = out.split("Plan: Deploy")
+    assert len(plans) == 4, out
+    licence, quota, slow = plans[1], plans[2], plans[3]
+    assert "has not accepted its licence" in licence and "Fix: accept the licence at" in licence
+    assert "Preflight failed" in licence
+    assert "✗ the project has no nvidia-l4 quota" in quota and "Preflight failed" in quota
+    assert "? could not check: no answer within 1 s (checkpoint)" in slow
+    assert "Preflight failed" not in slow and "do not block Confirm" in slow
+    assert "Traceback" not in err

@@ -44,6 +44,7 @@ def test_creates_the_channel_and_policies_once_then_changes_nothing(
     (channel,) = a.channels.values()
     assert channel.type_ == "webhook_tokenauth" and channel.labels["url"] == URL
     assert "s3cret-token" not in first and "auth_token=…" in first
+    assert "Prometheus sidecar scrapes vLLM's /metrics on vllm-gemma4" in first  # what the vLLM conditions need
     assert all(list(p.notification_channels) == [channel.name] for p in a.policies.values())
     # vLLM's series carry no service_name: the policy's labels tell the bot which service an incident is about
     assert all(p.user_labels["service"] == "vllm-gemma4" for p in a.policies.values())
@@ -65,6 +66,16 @@ def test_creates_the_channel_and_policies_once_then_changes_nothing(
         "run.googleapis.com%2Fvarlog%2Fsystem",
     ):
         assert needed in filters, needed
+    # vLLM's series are narrowed to the service and split by revision through the Prometheus sidecar's labels
+    for key in ("kv-cache-usage", "ttft-p95"):
+        t = by_key[key].conditions[0].condition_threshold
+        assert (
+            'resource.labels.namespace = "vllm-gemma4"' in t.filter
+            and 'resource.labels.cluster = "__run__"' in t.filter
+        )
+        assert list(t.aggregations[0].group_by_fields) == ["metric.labels.revision_name"]
+    query = by_key["requests-waiting"].conditions[0].condition_prometheus_query_language.query
+    assert query == 'max by (revision_name) (vllm:num_requests_waiting{cluster="__run__", namespace="vllm-gemma4"}) > 0'
     before = dict(a.policies)
     a.calls.clear()
 
@@ -170,12 +181,26 @@ def _policy(**cond: object) -> monitoring_v3.AlertPolicy:
         {"filter": 'metric.type == "x" AND resource.type = "prometheus_target"'},  # malformed
         {"filter": ""},
         {"duration": timedelta(seconds=30)},  # a threshold's duration is whole minutes
+        # vLLM's series carry the service as `namespace`: prometheus_target has no service_name label
+        {
+            "filter": 'metric.type = "prometheus.googleapis.com/vllm:kv_cache_usage_perc/gauge" AND '
+            'resource.type = "prometheus_target" AND resource.labels.service_name = "svc"'
+        },
         {"comparison": monitoring_v3.ComparisonType.COMPARISON_GE},
     ],
 )
 def test_standin_rejects_malformed_conditions(client: monitoring_v3.AlertPolicyServiceClient, bad: dict) -> None:
     with pytest.raises(gexc.InvalidArgument):
         client.create_alert_policy(name="projects/p1", alert_policy=_policy(**bad))
+
+
+def test_standin_rejects_a_group_by_on_a_label_the_resource_lacks(
+    client: monitoring_v3.AlertPolicyServiceClient,
+) -> None:
+    policy = _policy()
+    policy.conditions[0].condition_threshold.aggregations[0].group_by_fields = ["resource.labels.revision_name"]
+    with pytest.raises(gexc.InvalidArgument, match="revision_name"):
+        client.create_alert_policy(name="projects/p1", alert_policy=policy)
 
 
 def test_standin_checks_that_a_promql_metric_exists_unless_told_not_to(

@@ -92,7 +92,7 @@ def _explained(quota_id: str, service: str) -> Iterator[None]:
     """The API's failures as PreflightUnavailable, saying why."""
     try:
         yield
-    except gexc.PermissionDenied:
+    except (gexc.PermissionDenied, gexc.Forbidden):  # the REST transport raises an HTTP 403 as Forbidden
         raise PreflightUnavailable(
             "the Cloud Quotas API refused the bot (its service account needs roles/cloudquotas.viewer)."
         ) from None

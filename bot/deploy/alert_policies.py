@@ -11,9 +11,13 @@ Each condition names its metric and where the name comes from:
   `prometheus_target` (the kind suffixes: GoogleCloudPlatform/opentelemetry-operations-go,
   exporter/collector/googlemanagedprometheus/naming.go; the colon kept: GKE's vLLM tutorials query
   `prometheus.googleapis.com/vllm:num_requests_running/gauge`). On Cloud Run the Managed Service for Prometheus
-  sidecar writes them (https://cloud.google.com/run/docs/monitoring-managed-prometheus-sidecar); the series are not
-  narrowed to one service (the sidecar's target labels were not checked here), so one vLLM service per project.
-  In PromQL (the "waiting for 30 s" condition) the name is the Prometheus one, `vllm:num_requests_waiting`.
+  sidecar writes them (https://cloud.google.com/run/docs/monitoring-managed-prometheus-sidecar). Its target labels
+  (GoogleCloudPlatform/run-gmp-sidecar, confgenerator/config.go, endpointScrapeConfig and relabelingsForMetadata):
+  the resource labels `cluster` = "__run__" and `namespace` = the Cloud Run service (K_SERVICE), and by default the
+  metric labels `service_name`, `revision_name`, `configuration_name`; so each vLLM condition is narrowed to the
+  service by `resource.labels.namespace` and split by `metric.labels.revision_name`, like Cloud Run's own ones.
+  In PromQL (the "waiting for 30 s" condition) the name is the Prometheus one, `vllm:num_requests_waiting`, and the
+  resource labels are plain labels (`namespace`, `cluster`).
   Older vLLM called the KV gauge `vllm:gpu_cache_usage_perc`; pass `kv_cache_metric` for those.
 - Cloud Run writes a revision's start-up failures (probe failures, "Container called exit(1)") to its system log,
   whose logName ends in `run.googleapis.com%2Fvarlog%2Fsystem` (as it appears in exported Cloud Run entries and in
@@ -34,6 +38,7 @@ from datetime import timedelta
 from google.cloud.monitoring_v3 import Aggregation, AlertPolicy, ComparisonType
 from pydantic import BaseModel, ConfigDict, Field
 
+RUN_CLUSTER = "__run__"  # the sidecar's `cluster` label on Cloud Run (run-gmp-sidecar, confgenerator/config.go)
 MANAGED_BY = "gemma-sre"  # user label value that marks what setup owns; the policy key says which one
 
 
@@ -83,6 +88,9 @@ def desired_policies(service: str, thresholds: AlertThresholds, channels: list[s
     """key -> the policy as setup wants it (no names: the API assigns them)."""
     svc = f'resource.labels.service_name = "{service}"'
     by_revision = ["resource.labels.revision_name"]
+    # The Prometheus sidecar's target labels on Cloud Run (see the module docstring)
+    vllm_svc = (f'resource.labels.cluster = "{RUN_CLUSTER}"', f'resource.labels.namespace = "{service}"')
+    vllm_by_revision = ["metric.labels.revision_name"]
     t = thresholds
     conditions: dict[str, tuple[str, AlertPolicy.Condition]] = {
         "startup-probe-failed": (
@@ -136,11 +144,11 @@ def desired_policies(service: str, thresholds: AlertThresholds, channels: list[s
             f"vLLM's KV cache is over {t.kv_cache_usage:.0%} full",
             _threshold(
                 f"{t.kv_cache_metric} > {t.kv_cache_usage}",
-                _filter(f"prometheus.googleapis.com/{t.kv_cache_metric}/gauge", "prometheus_target"),
+                _filter(f"prometheus.googleapis.com/{t.kv_cache_metric}/gauge", "prometheus_target", *vllm_svc),
                 t.kv_cache_usage,
                 aligner=Aggregation.Aligner.ALIGN_MEAN,
                 reducer=Aggregation.Reducer.REDUCE_MAX,
-                group_by=[],
+                group_by=vllm_by_revision,
                 for_s=60,
             ),
         ),
@@ -149,7 +157,10 @@ def desired_policies(service: str, thresholds: AlertThresholds, channels: list[s
             AlertPolicy.Condition(
                 display_name=f"vllm:num_requests_waiting > 0 for {t.waiting_for_s}s",
                 condition_prometheus_query_language=AlertPolicy.Condition.PrometheusQueryLanguageCondition(
-                    query="max(vllm:num_requests_waiting) > 0",
+                    query=(
+                        f'max by (revision_name) (vllm:num_requests_waiting{{cluster="{RUN_CLUSTER}", '
+                        f'namespace="{service}"}}) > 0'
+                    ),
                     duration=timedelta(seconds=t.waiting_for_s),
                     evaluation_interval=timedelta(seconds=30),
                     # Setup runs before vLLM's sidecar has written a point; without this the API checks that
@@ -162,11 +173,15 @@ def desired_policies(service: str, thresholds: AlertThresholds, channels: list[s
             f"p95 time to first token is over {t.ttft_p95_s:g} s",
             _threshold(
                 f"vllm:time_to_first_token_seconds p95 > {t.ttft_p95_s:g}s",
-                _filter("prometheus.googleapis.com/vllm:time_to_first_token_seconds/histogram", "prometheus_target"),
+                _filter(
+                    "prometheus.googleapis.com/vllm:time_to_first_token_seconds/histogram",
+                    "prometheus_target",
+                    *vllm_svc,
+                ),
                 t.ttft_p95_s,
                 aligner=Aggregation.Aligner.ALIGN_DELTA,
                 reducer=Aggregation.Reducer.REDUCE_PERCENTILE_95,
-                group_by=[],
+                group_by=vllm_by_revision,
                 for_s=120,
             ),
         ),
@@ -182,7 +197,7 @@ def desired_policies(service: str, thresholds: AlertThresholds, channels: list[s
                 mime_type="text/markdown",
             ),
             # The bot reads the service from the incident's resource labels, or from the policy's `service`
-            # label (handlers/alerts/gcp.py): vLLM's series (prometheus_target) carry no service_name.
+            # label (handlers/alerts/gcp.py): vLLM's series (prometheus_target) name it only as `namespace`.
             user_labels={"managed-by": MANAGED_BY, "gemma-sre-policy": key, "service": service, "severity": level},
             severity=getattr(AlertPolicy.Severity, level.upper()),
             conditions=[condition],

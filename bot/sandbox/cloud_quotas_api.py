@@ -5,7 +5,9 @@ and list_quota_preferences send on its REST transport (preferences paged with pa
 The answer is a QuotaInfo in the API's JSON (camelCase; int64 as strings), its dimensionsInfos ordered from the
 most specific (a region's own value) to the least (no dimension: every other region), as the API documents.
 Unknown query parameters, a location other than `global` and a missing quota are the API's errors
-({"error":{"code","message","status"}}). `hold_s` holds every answer (a slow API).
+({"error":{"code","message","status"}}). `hold_s` holds every answer (a slow API); `denied` answers every
+request 403 PERMISSION_DENIED ("The caller does not have permission", google.rpc's generic wording), as for a
+caller without roles/cloudquotas.viewer.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class QuotasStandIn:
         self.values: dict[tuple[str, str], dict[str, int]] = {}
         self.dimension: dict[tuple[str, str], str] = {}  # "region" (Cloud Run GPUs) or "zone" (Cloud TPU)
         self.hold_s = 0.0
+        self.denied = False
         self.requests: list[str] = []
         self.preferences: list[dict[str, Any]] = []  # QuotaPreference JSON, as the API returns it
         self.page_size = 100  # when the request names none (the API picks its own)
@@ -68,6 +71,8 @@ class QuotasStandIn:
 
     async def _list(self, request: Request) -> Response:
         await hold(self.hold_s)
+        if self.denied:
+            return _error(403, "The caller does not have permission")
         q = request.query_params
         self.requests.append(request.url.path)
         unknown = set(q) - _LIST_PARAMS
@@ -88,6 +93,8 @@ class QuotasStandIn:
 
     async def _get(self, request: Request) -> Response:
         await hold(self.hold_s)
+        if self.denied:
+            return _error(403, "The caller does not have permission")
         p = request.path_params
         self.requests.append(request.url.path)
         unknown = set(request.query_params) - _PARAMS

@@ -66,7 +66,15 @@ CLOUD_RUN_METRICS = frozenset(
 _PROMETHEUS = re.compile(
     r"^prometheus\.googleapis\.com/[a-zA-Z_:][a-zA-Z0-9_:]*/(gauge|counter|histogram|summary|unknown)(:counter)?$"
 )
-RESOURCE_TYPES = frozenset({"cloud_run_revision", "prometheus_target"})
+# Each resource type's labels: cloud_run_revision's (https://cloud.google.com/monitoring/api/resources#tag_cloud_run_revision),
+# prometheus_target's as Managed Service for Prometheus writes them (the sidecar's protected target labels,
+# GoogleCloudPlatform/run-gmp-sidecar confgenerator/config.go). A filter or group-by naming another resource label
+# is refused here: our choice (such a filter would match nothing), not a documented refusal of the API.
+RESOURCE_LABELS: dict[str, frozenset[str]] = {
+    "cloud_run_revision": frozenset({"project_id", "service_name", "revision_name", "location", "configuration_name"}),
+    "prometheus_target": frozenset({"project_id", "location", "cluster", "namespace", "job", "instance"}),
+}
+RESOURCE_TYPES = frozenset(RESOURCE_LABELS)
 
 # Channel types and their labels (projects.notificationChannelDescriptors: webhook_tokenauth carries the URL,
 # token in its query string; webhook_basicauth adds user and password; pubsub names the topic).
@@ -163,7 +171,7 @@ class AlertingStandIn:
             if not _LABEL.match(k) or not _LABEL_VALUE.match(v):
                 _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{where}: invalid user label {k}={v!r}")
 
-    def _check_metric_filter(self, text: str, where: str, context: grpc.ServicerContext) -> None:
+    def _check_metric_filter(self, text: str, where: str, context: grpc.ServicerContext) -> str:
         if not text:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{where}.filter is required")
         if len(text) > 2048:
@@ -187,6 +195,21 @@ class AlertingStandIn:
         expected = "prometheus_target" if metric[0].startswith("prometheus.googleapis.com/") else "cloud_run_revision"
         if resource[0] != expected:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{where}.filter: {metric[0]} is written for {expected}")
+        self._check_resource_labels(
+            [s.split(".", 2)[2] for s, _, _ in terms if s.startswith("resource.label")], resource[0], where, context
+        )
+        return resource[0]
+
+    def _check_resource_labels(
+        self, names: list[str], resource: str, where: str, context: grpc.ServicerContext
+    ) -> None:
+        unknown = sorted(set(names) - RESOURCE_LABELS[resource])
+        if unknown:
+            _abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{where}: {resource} has no resource label {', '.join(unknown)}",
+            )
 
     def _check_aggregation(self, agg: common.Aggregation, where: str, context: grpc.ServicerContext) -> None:
         aligner = agg.per_series_aligner
@@ -215,7 +238,7 @@ class AlertingStandIn:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{where}: a condition kind is required")
         if kind == "condition_threshold":
             t = c.condition_threshold
-            self._check_metric_filter(t.filter, f"{where}.condition_threshold", context)
+            resource = self._check_metric_filter(t.filter, f"{where}.condition_threshold", context)
             if t.comparison not in (common.ComparisonType.COMPARISON_GT, common.ComparisonType.COMPARISON_LT):
                 _abort(
                     context,
@@ -226,6 +249,16 @@ class AlertingStandIn:
                 _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{where}.duration must be a multiple of 60 s")
             for i, agg in enumerate(t.aggregations):
                 self._check_aggregation(agg, f"{where}.aggregations[{i}]", context)
+                fields = list(agg.group_by_fields)
+                bad = [f for f in fields if not re.match(r"^(resource|metric)\.labels?\.[a-zA-Z_][a-zA-Z0-9_]*$", f)]
+                if bad:
+                    _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{where}: malformed group_by_fields {bad}")
+                self._check_resource_labels(
+                    [f.split(".", 2)[2] for f in fields if f.startswith("resource.")],
+                    resource,
+                    f"{where}.aggregations[{i}].group_by_fields",
+                    context,
+                )
         elif kind == "condition_prometheus_query_language":
             q = c.condition_prometheus_query_language
             if not q.query.strip():

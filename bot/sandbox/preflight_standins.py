@@ -49,6 +49,7 @@ class PreflightStandIns:
         self.hub.tokens.clear()
         self.hub.no_gated_scope.clear()
         self.hub.hold_s = self.registry.hold_s = self.gcs.hold_s = self.quotas.hold_s = 0.0
+        self.quotas.denied = False
         for m in load_catalog().models.values():
             self.hub.add(m.hf_repo, gated="manual")
         self.hub.tokens[HF_TOKEN] = set(self.hub.repos)

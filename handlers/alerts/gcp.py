@@ -46,6 +46,9 @@ class Incident(_Lenient):
     summary: str = ""
     url: str = ""
     resource: Resource | None = None
+    # the metric type and the metric labels the condition kept (schema 1.2); vLLM's series (prometheus_target,
+    # through Cloud Run's Prometheus sidecar) carry the revision here as revision_name, not on the resource
+    metric: Resource | None = None
     resource_display_name: str = ""
     documentation: Documentation | str | None = None
     policy_user_labels: dict[str, str] | None = None
@@ -106,10 +109,13 @@ def to_alerts(n: Notification) -> list[Alert]:
     inc = n.incident
     labels = dict(inc.resource.labels) if inc.resource else {}
     user = inc.policy_user_labels or {}
-    service = labels.get("service_name") or user.get("service") or ""
+    # Cloud Run's Prometheus sidecar names the service as `namespace` on cluster "__run__" (run-gmp-sidecar)
+    run_namespace = labels.get("namespace", "") if labels.get("cluster") == "__run__" else ""
+    service = labels.get("service_name") or user.get("service") or run_namespace
     doc = inc.documentation
     summary = inc.summary or (doc if isinstance(doc, str) else doc.content if doc else "")
-    revision = labels.get("revision_name", "")
+    metric_labels = dict(inc.metric.labels) if inc.metric else {}
+    revision = labels.get("revision_name") or metric_labels.get("revision_name", "")
     condition = " / ".join(x for x in (inc.policy_name, inc.condition_name) if x) or "Cloud Monitoring alert"
     return [
         Alert(
@@ -124,7 +130,7 @@ def to_alerts(n: Notification) -> list[Alert]:
             started_at=_when(inc.started_at),
             ended_at=_when(inc.ended_at),
             url=inc.url,
-            revision=labels.get("revision_name", ""),
+            revision=revision,
             labels={**user, **{f"resource.{k}": v for k, v in labels.items()}},
             test=n.version == "test",
         )

@@ -42,6 +42,34 @@ TOWER_MODALITIES: dict[str, frozenset[str]] = {
 }
 
 
+class VisionTower(BaseModel):
+    """A Gemma 4 vision tower as config.json's `vision_config` describes it (Gemma4VisionConfig)."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    patch_size: int
+    position_embedding_size: int
+    standardize: bool = False
+
+    def params(self, text_hidden_size: int) -> int:
+        """Parameters of what vLLM's gemma4_mm.py builds for images and video: the vision tower
+        (AutoModel.from_config(config.vision_config)) and embed_vision (Gemma4MultimodalEmbedder), counted from
+        transformers' Gemma4Vision* modules: the patch embedder (input_proj 3 x patch^2 -> hidden, no bias; a
+        2 x position_embedding_size x hidden position table), per encoder layer q/k/v/o projections with q/k norms,
+        a gated MLP (gate, up, down) and four RMSNorms, the standardize bias and scale, and embed_vision's
+        projection to the text hidden size (no bias)."""
+        h, i, hd = self.hidden_size, self.intermediate_size, self.head_dim
+        q, kv = self.num_attention_heads * hd, self.num_key_value_heads * hd
+        embedder = 3 * self.patch_size**2 * h + 2 * self.position_embedding_size * h
+        layer = h * q + 2 * h * kv + q * h + 2 * hd + 3 * h * i + 4 * h
+        standardize = 2 * h if self.standardize else 0
+        return embedder + self.num_hidden_layers * layer + standardize + h * text_hidden_size
+
+
 class ModelProfile(BaseModel):
     """A model as its published config.json describes it (see `sources` for where each number comes from)."""
 
@@ -54,6 +82,7 @@ class ModelProfile(BaseModel):
     params_b: float  # total parameters, billions (per-layer embeddings included)
     active_params_b: float  # per-token active parameters (MoE, or "effective" for E2B/E4B)
     towers: dict[str, float] = Field(default_factory=dict)  # tower -> params (billions) vLLM builds besides the LM
+    vision_tower: VisionTower | None = None  # config.json vision_config: its params fill towers["vision"]
     quantization: Quantization
     layers: int
     full_attention_every: int = Field(ge=1)  # layer_types: layer i is full attention when (i + 1) % N == 0
@@ -80,6 +109,12 @@ class ModelProfile(BaseModel):
     sources: dict[str, str] = Field(default_factory=dict)  # field -> config field, model card, or "estimate: ..."
     checked: dt.date  # when its figures were last read against their sources
     checked_fields: dict[str, dt.date] = Field(default_factory=dict)  # fields read on another day
+
+    @model_validator(mode="after")
+    def _vision_from_config(self) -> ModelProfile:
+        if self.vision_tower is not None:
+            self.towers = {**self.towers, "vision": self.vision_tower.params(self.hidden_size) / 1e9}
+        return self
 
     @property
     def family(self) -> str:

@@ -52,6 +52,13 @@ VARIANTS = 5
 MIN_ANCHORS = 3
 # Words after which a statement prints the name of an account: the next word is a value, at once.
 _ACCOUNT_WORDS = frozenset({"user", "User", "USER", "username", "account", "login"})
+# Words that name a state: the words up to four after them ("state Idle", "changed state to down", "state from Down
+# to Up", "New State active") is that state's value. A state takes few values (up / down), so VARIANTS would
+# never make it a variable, and one statement would split per state; a vendor's message catalogue lists such
+# a message once (Cisco %LINEPROTO-5-UPDOWN, %BGP-5-ADJCHANGE).
+_STATE_WORDS = frozenset(
+    f"{w}{end}" for s in ("state", "status") for w in (s, s.capitalize(), s.upper()) for end in ("", ":", ",", "=")
+)
 # A Java-style logger printed with its package (org.apache.hadoop.mapreduce.Job) or without it (Job, or a
 # shorter package) is the same statement: compare such a token by its class name.
 _QUALIFIED_CLASS = re.compile(r"^(?:[a-z_][\w]*\.)+([A-Z][\w$]*)(:?)$")
@@ -65,6 +72,33 @@ def mask_token(tok: str) -> str:
         i = tok.find(core)
         return tok[:i] + WILDCARD + tok[i + len(core) :]
     return _MASK.sub(WILDCARD, tok)
+
+
+def _classify(tok: str) -> tuple[str, bool, bool]:
+    """A token as (masked, is a variable, joins a variable before it): mask_token and the class-name rule,
+    inlined because a log's distinct tokens are each classified once and that is most of a short log's cost.
+    Most tokens are plain words, perhaps with edge punctuation: no mask can match them (each needs a digit, or
+    a '.', '/', ':', '@' or '-' inside), so they skip the regular expressions."""
+    core = tok.strip(_EDGE)
+    if core.isalpha():
+        if core in _DATE_WORDS:
+            i = tok.find(core)
+            m = tok[:i] + WILDCARD + tok[i + len(core) :]
+            return (m, m.strip(_VAR_EDGE) == "*", True)
+        return (tok, False, core.lower() in _UNITS)
+    if "." in tok:
+        cls = _QUALIFIED_CLASS.match(tok)
+        if cls:
+            m = cls.group(1) + cls.group(2)
+            return (m, False, m.lower().strip(_EDGE) in _UNITS)
+    if ("." in core or "/" in core or ":" in core or "@" in core) and _VAR_TOKEN.fullmatch(core):
+        i = tok.find(core)
+        m = tok[:i] + WILDCARD + tok[i + len(core) :]
+    else:
+        m = _MASK.sub(WILDCARD, tok)
+    var = WILDCARD in m and m.strip(_VAR_EDGE) == "*"
+    # "2048 MB", "2034 bytes (1.98 KB)", "<*> <*>", "<*> ()": one variable with what follows it
+    return (m, var, var or not m.strip(_EDGE) or m.lower().strip(_EDGE) in _UNITS)
 
 
 def mask(text: str) -> str:
@@ -90,14 +124,17 @@ def _key_word(tok: str) -> str:
     return k + eq
 
 
-def _named_value(prev: str, a: str, b: str) -> bool:
-    """Two constant words at one position are values of one variable when the statement names it there:
-    `key=alice` / `key=bob` (same key), or the word after an account word (`user alice` / `user bob`)."""
+def _named_value(tpl: list[str], i: int, a: str, b: str) -> bool:
+    """Two constant words at position i are values of one variable when the statement names it there:
+    `key=alice` / `key=bob` (same key), the word after an account word (`user alice` / `user bob`), or a word
+    within four after a state word (`state from Down to Up`)."""
     ka, _, va = a.partition("=")
     if va or a.endswith("="):
         kb, _, vb = b.partition("=")
         return ka == kb and (vb != "" or b.endswith("=")) and ka != ""
-    return prev in _ACCOUNT_WORDS
+    if i and tpl[i - 1] in _ACCOUNT_WORDS:
+        return True
+    return not _STATE_WORDS.isdisjoint(tpl[max(0, i - 4) : i])
 
 
 def _anchors(tokens: list[str], skip: int) -> int:
@@ -121,20 +158,21 @@ class TemplateMiner:
         # constant word whatever their length (a variable that spans a different number of tokens).
         self._by_rest: dict[tuple[int, str], list[int]] = {}
         self._by_end: dict[tuple[str, str], list[int]] = {}
+        # Groups joined to another as its rarer, longer shape (see _extends): leaf -> lines seen so far.
+        self._tentative: dict[int, int] = {}
+        # Lines that reached each group while it was a root (a lower bound once groups merge).
+        self._lines: list[int] = []
 
     def _tokens(self, text: str) -> list[str]:
-        """Tokens with variables masked; per-token cache, since most tokens repeat."""
+        """Tokens with variables masked; per-token cache, since most tokens repeat. A variable swallows the
+        tokens that continue it ("2048 MB", "<*> <*>", "<*> ()"): see _classify."""
         cache = self._tok_cache
         out: list[str] = []
         prev_var = False
         for tok in text.split():
             hit = cache.get(tok)
             if hit is None:
-                cls = _QUALIFIED_CLASS.match(tok) if "." in tok else None
-                m = cls.group(1) + cls.group(2) if cls else mask_token(tok)
-                var = _is_var(m)
-                # "2048 MB", "2034 bytes (1.98 KB)", "<*> <*>", "<*> ()": one variable with what follows it
-                hit = (m, var, var or m.lower().strip(_EDGE) in _UNITS or not m.strip(_EDGE))
+                hit = _classify(tok)
                 if len(cache) < 200_000:
                     cache[tok] = hit
             if prev_var and hit[2]:
@@ -153,19 +191,24 @@ class TemplateMiner:
         masked = " ".join(tokens)
         hit = self._exact.get(masked)
         if hit is not None:
-            return self.group(hit)
+            if self._tentative:
+                self._recur(hit)
+            parent = self._parent
+            self._lines[hit if parent[hit] == hit else self.group(hit)] += 1
+            return hit
         # Like Drain's prefix tree: length and the first two constant-looking tokens must agree.
         key = (len(tokens), _key_word(tokens[0]) if tokens else "", _key_word(tokens[1]) if len(tokens) > 1 else "")
         bucket = self._index.setdefault(key, [])
         best, best_score = -1, -1.0
         n = max(1, len(tokens))
+        templates = self._templates
         for gid in bucket:
-            tpl = self._templates[gid]
+            tpl = templates[gid]
             same = 0
-            for i, (a, b) in enumerate(zip(tpl, tokens, strict=True)):
+            for i, (a, b) in enumerate(zip(tpl, tokens, strict=False)):  # one length (the bucket key)
                 if a == b or a == WILDCARD:
                     same += 1
-                elif _const(a) and _const(b) and not _named_value(tpl[i - 1] if i else "", a, b):
+                elif WILDCARD not in a and WILDCARD not in b and not _named_value(tpl, i, a, b):
                     break  # a word differs: another event, unless many groups differ there (see _note_variant)
             else:
                 score = same / n
@@ -173,20 +216,37 @@ class TemplateMiner:
                     best, best_score = gid, score
         if best >= 0 and best_score >= self.similarity:
             tpl = self._templates[best]
-            self._templates[best] = [a if a == b else WILDCARD for a, b in zip(tpl, tokens, strict=True)]
+            self._templates[best] = [a if a == b else WILDCARD for a, b in zip(tpl, tokens, strict=False)]
             gid = best
         else:
             gid = len(self._templates)
             self._templates.append(tokens)
             self._parent.append(gid)
+            self._lines.append(0)
             bucket.append(gid)
             gid = self._note_variant(key, gid)
             if self.group(gid) == gid:
-                self._join_elsewhere(gid)
+                tpl = self._templates[gid]  # a new list if _note_variant merged others into it
+                self._join_elsewhere(gid, masked if tpl is tokens else " ".join(tpl))
         self._exact[masked] = gid
-        return self.group(gid)
+        if self._tentative:
+            self._recur(gid)
+        parent = self._parent
+        self._lines[gid if parent[gid] == gid else self.group(gid)] += 1
+        return gid
 
-    def _join_elsewhere(self, gid: int) -> None:
+    def _recur(self, gid: int) -> None:
+        """A group joined as another's rarer shape stands on its own once a second line of it comes."""
+        seen = self._tentative.get(gid)
+        if seen is None:
+            return
+        if seen >= 1:
+            del self._tentative[gid]
+            self._parent[gid] = gid
+        else:
+            self._tentative[gid] = seen + 1
+
+    def _join_elsewhere(self, gid: int, masked: str) -> None:
         """A new group that no same-shape group took: one event all the same when
         - only its first word differs from VARIANTS groups' and at least two constant words follow: a statement
           that starts with its subject ("sshd startup succeeded" / "crond startup succeeded");
@@ -195,10 +255,14 @@ class TemplateMiner:
           ("Error: command found" / "Error: Unrecognized command found" after a variable echo)."""
         tokens = self._templates[gid]
         n = len(tokens)
-        rest = (n, " ".join(tokens[1:]))
+        rest = (n, masked[len(tokens[0]) + 1 :] if tokens else "")  # the template but its first word
         same_rest = self._by_rest.setdefault(rest, [])
-        roots = list(dict.fromkeys(r for r in (self.group(o) for o in same_rest) if len(self._templates[r]) == n))
-        if n > 1 and _const(tokens[0]) and _anchors(tokens, 0) >= 2 and roots:
+        roots = (
+            list(dict.fromkeys(r for r in (self.group(o) for o in same_rest) if len(self._templates[r]) == n))
+            if same_rest and n > 1 and _const(tokens[0]) and _anchors(tokens, 0) >= 2
+            else []
+        )
+        if roots:
             root = roots[0]
             # A subject seen in VARIANTS statements that are otherwise equal is a variable (daemon names);
             # fewer are different events (Acquiring / Releasing a lock). Once it is one, any subject joins.
@@ -210,11 +274,24 @@ class TemplateMiner:
                 return
         same_rest.append(gid)
         ends = [("^", t) for t in tokens[:1] if _const(t)] + [("$", t) for t in tokens[-1:] if _const(t)]
+        templates = self._templates
         for end in ends:
             for cand in self._by_end.get(end, ()):
                 root = self.group(cand)
-                if root != gid and self._spans(self._templates[root], tokens):
+                if root != gid and 0 < abs(len(templates[root]) - n) <= 8 and self._spans(templates[root], tokens):
                     self._parent[gid] = root
+                    return
+        for end in ends[:1]:
+            for cand in self._by_end.get(end, ()):
+                root = self.group(cand)
+                if (
+                    root != gid
+                    and self._lines[root] >= 2  # a statement that recurred: its one-off longer shape joins it
+                    and n > len(templates[root])
+                    and self._extends(templates[root], tokens)
+                ):
+                    self._parent[gid] = root
+                    self._tentative[gid] = 0
                     return
         for end in ends:
             group = self._by_end.setdefault(end, [])
@@ -243,13 +320,36 @@ class TemplateMiner:
         # of differing words on both sides is another statement.
         # The other side's stretch is the value's words: a variable of its own there ("invalid user <*>")
         # makes it another statement.
-        if not any(
-            one and all(WILDCARD in t for t in one) and not any(WILDCARD in t for t in other)
-            for one, other in ((gap_t, gap_l), (gap_l, gap_t))
-        ):
+        if len(gap_t) > 8 or len(gap_l) > 8:
+            return False
+        vars_t = sum(1 for t in gap_t if WILDCARD in t)
+        vars_l = sum(1 for t in gap_l if WILDCARD in t)
+        if not ((gap_t and vars_t == len(gap_t) and not vars_l) or (gap_l and vars_l == len(gap_l) and not vars_t)):
             return False
         kept = tpl[:lo] + tpl[len(tpl) - hi :]
-        return _anchors(kept, -1) >= 2 and len(gap_t) <= 8 and len(gap_l) <= 8
+        return _anchors(kept, -1) >= 2
+
+    @staticmethod
+    def _extends(tpl: list[str], tokens: list[str]) -> bool:
+        """The line is the template with a few words more in one place ("changed state to administratively
+        down" / "... down from <*>"): an optional clause, printed rarely. It joins the template's group, but
+        only while it is rare (see _recur): a second line of that shape makes it a statement of its own, as
+        "Connection closed by <*>" and "Connection closed by <*> [preauth]" are. The added words must be fewer
+        than the template's constant words, so a short template does not swallow longer statements."""
+        lo = 0
+        for a, b in zip(tpl, tokens, strict=False):
+            if a != b:
+                break
+            lo += 1
+        hi = 0
+        for a, b in zip(reversed(tpl), reversed(tokens), strict=False):
+            if a != b or lo + hi >= len(tpl):
+                break
+            hi += 1
+        if lo + hi < len(tpl):
+            return False
+        anchors = _anchors(tpl, -1)
+        return anchors >= 2 and len(tokens) - len(tpl) < anchors
 
     def _note_variant(self, key: tuple[int, str, str], gid: int) -> int:
         """A word that takes many values at one position of otherwise equal lines is a variable (a user name
@@ -261,7 +361,7 @@ class TemplateMiner:
             if other == gid:
                 continue
             pos = -1
-            for i, (a, b) in enumerate(zip(tpl, self._templates[other], strict=True)):
+            for i, (a, b) in enumerate(zip(tpl, self._templates[other], strict=False)):  # one length (the key)
                 if a == b or a == WILDCARD or b == WILDCARD:
                     continue
                 if pos >= 0 or not (_const(a) and _const(b)):

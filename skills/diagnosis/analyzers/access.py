@@ -9,6 +9,11 @@ from skills.diagnosis.analyzers.base import LogView, analyzer, evidence_of, firs
 from skills.diagnosis.findings import Finding, ProposedAction, Remediation
 from skills.errors import UserFacingError
 
+# Wordings: Python's PermissionError ("[Errno 13] Permission denied: '/mnt/...'") reading the mount; Cloud Storage's
+# 403 for a caller without the IAM permission ("<account> does not have storage.objects.get access to the Google
+# Cloud Storage object", the JSON API's error message, relayed by gcsfuse as "googleapi: Error 403: ..."); gcsfuse's
+# own operation names (fuseops, CreateFile, mountWithStorageHandle) in its failure lines; the kubelet's
+# "MountVolume.SetUp failed for volume ..." for the GCS FUSE CSI driver (field: tests/data/field_logs).
 _FUSE = rx(
     r"(?:PermissionError|Errno 13|[Pp]ermission denied).{0,200}(?:/mnt/|gcsfuse|fuse)",
     r"(?:/mnt/|gcsfuse)\S*.{0,200}[Pp]ermission denied",
@@ -139,6 +144,14 @@ def hf_auth(view: LogView) -> Finding | None:
     )
 
 
+# Wordings, by where they are raised: huggingface_hub's RepositoryNotFoundError ("Repository Not Found for url",
+# utils/_http.py hf_raise_for_status) and its HFValidationError for a path taken for a repo id ("Repo id must be in
+# the form 'repo_name' or 'namespace/repo_name': '...'", utils/_validators.py validate_repo_id); Transformers'
+# cached_file / cached_files (utils/hub.py: "X is not a local folder and is not a valid model identifier listed on
+# 'https://huggingface.co/models'", "X does not appear to have a file named config.json"); vLLM's config loader
+# (vllm/transformers_utils/config.py get_config: "No supported config format found in X", later "Invalid
+# repository ID or local directory specified: 'X'"); vLLM's OpenAI server for a request naming another model
+# (serving_engine.py _check_model: "The model `X` does not exist.", HTTP 404); Python's FileNotFoundError.
 _NOT_FOUND = rx(
     r"RepositoryNotFoundError|Repository Not Found for url",
     r"404 Client Error.{0,200}huggingface",

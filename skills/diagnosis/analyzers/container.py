@@ -41,6 +41,9 @@ _IMPORT = re.compile(
     r"Error while finding module specification for '[^']+' \((?:ModuleNotFoundError|ImportError): (.+)\)|"
     r"Failed to import from [\w.]+ with (?:ImportError|ModuleNotFoundError)\((.+)\)"
 )
+# The container runtime failing to start the entrypoint: runc's "exec format error" (an image for another CPU
+# architecture), Go's os/exec ErrNotFound "executable file not found in $PATH" as runc reports it
+# ('exec: "python": executable file not found in $PATH').
 _EXEC = re.compile(
     r"exec format error|executable file not found in \$PATH|exec: \"[^\"]+\": (?:stat|permission denied)"
 )

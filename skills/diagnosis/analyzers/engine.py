@@ -79,8 +79,9 @@ def engine_hung(view: LogView) -> Finding | None:
     )
 
 
-# torch.compile failing: its exception types, or a traceback through the compile-time modules (not eval_frame,
-# which any compiled forward pass shows).
+# torch.compile failing: its exception types (torch/_dynamo/exc.py BackendCompilerFailed, torch/_inductor/exc.py
+# InductorError and the other torch._inductor.exc classes), or a traceback through the compile-time modules of
+# torch._inductor / torch._dynamo / vllm/compilation (not eval_frame, which any compiled forward pass shows).
 _COMPILE = rx(
     r"BackendCompilerFailed",
     r"\bInductorError\b",

@@ -108,11 +108,16 @@ _STATS = re.compile(
     r"generation throughput: ([\d.]+) tokens/s, Running: (\d+) reqs?(?:, Swapped: \d+ reqs?)?, "
     r"(?:Waiting|Pending): (\d+) reqs?"
 )
+# Cloud Run turning a request away when no instance has room ("The request was aborted because there was no
+# available instance", answered 429 or 503: https://cloud.google.com/run/docs/known-issues and /troubleshooting).
 _NO_INSTANCE = rx(
     r"no available instance",
     r"Rate exceeded\.?",
     r"[Rr]equest was aborted because there was no available instance",
 )
+# vLLM's preemption warning (docs, Optimization and Tuning > Preemption: "Sequence group 0 is preempted by
+# PreemptionMode.SWAP mode because there is not enough KV cache space ..."): KV cache pressure. On its own it is
+# not saturation (the preempted requests are recomputed and answered); beside a queue that stays it says why.
 _PREEMPT = rx(r"is preempted by PreemptionMode", r"preempted due to (?:insufficient|not enough) KV cache")
 
 
@@ -142,7 +147,7 @@ def queue(view: LogView) -> Finding | None:
     timed_out = [(line, None) for line in view.lines if line.http_status == 504]
     waiting = _persisting_queue(view)
     preempted = view.grep(*_PREEMPT)
-    if not (aborted or len(too_many) >= 3 or waiting or len(timed_out) >= TIMED_OUT_REQUESTS or len(preempted) >= 3):
+    if not (aborted or len(too_many) >= 3 or waiting or len(timed_out) >= TIMED_OUT_REQUESTS):
         return None
     hits = aborted + too_many + timed_out + waiting + preempted
     hits.sort(key=lambda h: h[0].idx)
