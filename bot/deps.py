@@ -108,6 +108,7 @@ class Deps:
                 usergroup_members=self._usergroup_members(),
             ),
             incidents=IncidentStore(self.redis, st.key_prefix),
+            status_cache_prefix=st.key("status"),
             poll_s=st.deploy_poll_s,
             preflight=self.preflight,
         )

@@ -1,52 +1,11 @@
-""" "What changed" in an incident thread: skills/incidents/changes.py read for the incident, rendered with the
-existing rollback plan button when a change is the likely cause."""
+""" "What changed" in an incident thread: skills/incidents/changes.py's answer (read for the incident by
+skills/incidents/investigation.py) rendered with the existing rollback plan button when a change is the likely
+cause."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
-from handlers.deps import HandlerDeps
 from handlers.reply import Reply, plan_button
-from skills.incidents.changes import WINDOW_S, WhatChanged, what_changed
-from skills.incidents.lifecycle_store import IncidentLifecycle
-from skills.incidents.model import Incident, utcnow
-from skills.incidents.store import IncidentStore
-from skills.ports import Store
-
-
-async def other_incident_spans(
-    redis: Store, prefix: str, service: str, exclude: str, since: datetime, now: datetime
-) -> list[tuple[datetime, datetime]]:
-    """When the service's other incidents were open (the healthy rule excludes those stretches)."""
-    listed = await IncidentLifecycle(IncidentStore(redis, prefix)).listed(since=since)
-    spans = []
-    for item in listed:
-        inc = item.incident
-        if inc.id != exclude and inc.service == service and not inc.test:
-            spans.append((inc.started_at, inc.ended_at or now))
-    return spans
-
-
-async def changes_for(
-    deps: HandlerDeps, inc: Incident, now: datetime | None = None, alert_revision: str = ""
-) -> WhatChanged:
-    now = now or utcnow()
-    s = deps.settings
-    start = inc.started_at
-    spans = await other_incident_spans(
-        deps.redis, s.key_prefix, inc.service, inc.id, start - timedelta(seconds=2 * WINDOW_S), now
-    )
-    audit = s.key("audit")
-    return await what_changed(
-        deps.targets.for_service(inc.service),
-        deps.redis,
-        audit,
-        inc.service,
-        start,
-        incidents=spans,
-        now=now,
-        alert_revision=alert_revision,
-    )
+from skills.incidents.changes import WhatChanged
 
 
 def render_changes(wc: WhatChanged, r: Reply | None = None) -> Reply:

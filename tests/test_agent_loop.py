@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
@@ -237,3 +238,26 @@ async def test_parallel_tool_calls_all_run_and_answer_in_order(make_deps: Any, s
     ids = [c["id"] for c in req["messages"][-4]["tool_calls"]]
     assert [m["tool_call_id"] for m in req["messages"][-3:]] == ids
     assert "kv_usage" in tool_messages(req)[1]
+
+
+async def test_the_agent_runs_on_its_six_ports_alone(make_deps: Any, script: OpenAIScript) -> None:
+    """The agent is built from the ports it uses (bot/agent/ports.py), not the whole Deps container: given only
+    those six (no agent, writes, chat, targets registry...), its tools still run and it reaches a plan."""
+    from bot.agent import Agent
+    from bot.agent.ports import AgentPorts
+
+    @dataclass(frozen=True)
+    class Six:
+        settings: Any
+        redis: Any
+        runtime: Any
+        model_server: Any
+        endpoint: Any
+        logs: Any
+
+    d = make_deps()
+    ports: AgentPorts = Six(d.settings, d.redis, d.runtime, d.model_server, d.endpoint, d.logs)
+    script.push(call("service_status"), call("get_logs", {"since_minutes": 30}), say(plan_json()))
+    result = await Agent(ports, initial_backoff_s=0.01, max_backoff_s=0.05).analyze(since_minutes=30)
+    assert result.loop is not None and result.loop.executed == ["service_status", "get_logs"]
+    assert [a.action for a in result.plan.proposed_actions] == ["redeploy"]

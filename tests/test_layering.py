@@ -233,3 +233,57 @@ def test_the_transition_shims_only_re_export_the_cloud_run_target() -> None:
         tree = ast.parse(path.read_text())
         body = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
         assert all(isinstance(n, ast.ImportFrom) for n in body), f"{path.name} does more than re-export"
+
+
+# --- The incident surface in handlers/ renders; skills/incidents decides (issue 24) ---------------------------
+
+# The incident work a surface must not do itself: reading logs and diagnosing, incident storage, what changed.
+_INCIDENT_DOMAIN = (
+    "skills.diagnosis.diagnose",
+    "skills.incidents.store",
+    "skills.incidents.lifecycle_store",
+    "skills.incidents.outbox",
+    "skills.incidents.publisher",
+    "skills.incidents.effects",
+    "skills.incidents.leases",
+    "skills.incidents.changes.what_changed",
+)
+# What handlers/incident_*.py may await: posting or editing on the chat surface (the IncidentChat port's side).
+_SURFACE_AWAITS = ("slack.post", "self.responder_for(channel).update", "self._post", "self._update")
+
+
+def _awaited(path: Path, root: Path = ROOT) -> list[str]:
+    """What the module awaits or iterates asynchronously, outside the chat surface's own calls."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out = []
+    for node in ast.walk(tree):
+        call = node.value if isinstance(node, ast.Await) else node.iter if isinstance(node, ast.AsyncFor) else None
+        if isinstance(call, ast.Call) and ast.unparse(call.func) not in _SURFACE_AWAITS:
+            out.append(f"{path.relative_to(root)}:{node.lineno}: {ast.unparse(call.func)}(...)")
+    return out
+
+
+def test_the_await_checker_sees_work_done_in_a_surface(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "async def f(self, slack, logs):\n    await slack.post(1)\n    d = await diagnose_service(logs)\n"
+        "    async for s in investigate(1):\n        pass\n"
+    )
+    found = sorted(c.split(": ", 1)[1] for c in _awaited(probe, tmp_path))
+    assert found == ["diagnose_service(...)", "investigate(...)"]
+
+
+def test_handlers_render_incidents_and_skills_investigate_them() -> None:
+    """handlers/incident_*.py render what skills/incidents hands them: no diagnosis, storage or what-changed of
+    their own, and nothing awaited but the chat surface and the one investigation (skills/incidents/
+    investigation.py) whose steps they render."""
+    surface = sorted((ROOT / "handlers").glob("incident_*.py"))
+    bad = [
+        f"{p.relative_to(ROOT)}:{line} imports {module}"
+        for p in surface
+        for line, module in _imports(p)
+        if any(module == f or module.startswith(f + ".") for f in _INCIDENT_DOMAIN)
+    ]
+    assert bad == [], "incident domain work in handlers:\n" + "\n".join(bad)
+    work = [w for p in surface for w in _awaited(p) if not w.endswith(": investigate(...)")]
+    assert work == [], "incident work awaited in handlers:\n" + "\n".join(work)

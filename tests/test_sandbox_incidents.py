@@ -1,7 +1,8 @@
 """Incidents as a new user meets them (issue 24): one run of the sandbox console at a terminal (pexpect), following
-the README's tour. Six scenarios in a row on one service each get their own incident thread, diagnosis and fix
-buttons; a fix confirmed from a thread resolves its incident with a follow-up line once the sandbox's Cloud
-Monitoring closes the alert; the same scenario firing again after that opens a new incident of its own."""
+the README's tour. Six scenarios in a row on one service (with a destroy and a fresh deploy halfway) each get
+their own incident thread, diagnosis and fix buttons; a fix confirmed from a thread resolves its incident with a
+follow-up line once the sandbox's Cloud Monitoring closes the alert; the same scenario firing again after that
+opens a new incident of its own."""
 
 from __future__ import annotations
 
@@ -51,10 +52,25 @@ def _quit(child: pexpect.spawn) -> str:
     return str(child.before or "")
 
 
+def _destroy_and_deploy_afresh(child: pexpect.spawn) -> None:
+    """The issue's user did this between scenarios: the service gone (its open incidents resolve), a new one."""
+    _run(child, "/gemma destroy")
+    child.sendline("click Destroy…")
+    child.expect_exact("Service name: ")
+    child.sendline("vllm-gemma4")
+    child.expect_exact("service `vllm-gemma4` deleted")
+    child.expect_exact(PROMPT)
+    _run(child, "/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384")
+    out = _run(child, "click Confirm")
+    assert "is ready and serving 100% of traffic" in out, out
+
+
 def test_six_scenarios_in_a_row_each_get_their_own_diagnosis_and_buttons(tmp_path: Path) -> None:
     child = _spawn(tmp_path)
     seen: list[str] = []
-    for scenario, kind in SIX.items():
+    for n, (scenario, kind) in enumerate(SIX.items()):
+        if n == 3:  # halfway: a destroy and a fresh deploy, then the rest on the new service
+            _destroy_and_deploy_afresh(child)
         out = _run(child, f"/gemma sandbox {scenario}")
         assert "FIRING: vLLM" in out, f"{scenario}: no incident of its own\n{out}"
         assert "Another alert" not in out, f"{scenario}: folded into an earlier thread\n{out}"

@@ -247,3 +247,15 @@ async def test_a_fix_on_a_failed_template_says_so_and_offers_the_serving_one(con
     out = await console.line("click Confirm")
     found = READY_SERVING.search(out)
     assert found and console.traffic() == {found.group(1): 100}, out
+
+
+async def test_status_after_a_write_shows_the_write(console: ConsoleSession) -> None:
+    # /gemma status caches its report briefly; a confirmed write must not leave the old report standing, or the
+    # next status says the service is as it was before the write (seen: "NOT ready", "data 1 s old (cached)").
+    before = await console.line("/gemma status")
+    assert "min 0 / max 1" in before, before
+    await console.line("/gemma scale 0 2")
+    out = await console.line("click Confirm")
+    assert READY_SERVING.search(out), out
+    after = await console.line("/gemma status")
+    assert "min 0 / max 2" in after, after

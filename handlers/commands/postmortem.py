@@ -13,14 +13,13 @@ from handlers.args import CommandParser
 from handlers.commands.incidents import STATUSES, incident_row, lifecycle
 from handlers.context import CommandContext
 from handlers.deps import HandlerDeps
-from handlers.incident_changes import changes_for
-from handlers.incident_investigation import _model_problem
 from handlers.registry import command
 from handlers.reply import FileOut, Reply
 from prompts import load as load_prompt
 from skills.deploy.audit import since as audit_since
 from skills.durations import parse_duration
 from skills.errors import InvalidInput, UserFacingError
+from skills.incidents.investigation import changes_for, model_problem
 from skills.incidents.model import Incident, utcnow
 from skills.incidents.postmortem import Facts, facts_for_model, follow_ups, gather, render_markdown
 from skills.incidents.store import IncidentStore
@@ -53,7 +52,7 @@ async def _pick(deps: HandlerDeps, ref: str | None) -> Incident:
 
 async def model_prose(deps: HandlerDeps, facts: Facts) -> str:
     """The model's summary paragraph ('' when no model is configured or it cannot answer now: logged)."""
-    if deps.agent is None or await _model_problem(deps):
+    if deps.agent is None or await model_problem(deps):
         return ""
     endpoint = deps.agent.endpoint
     try:

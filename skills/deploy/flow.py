@@ -43,6 +43,9 @@ class WriteFlow:
     incidents: IncidentStore
     poll_s: float = 5.0
     preflight: PreflightSources | None = None  # deploy/redeploy plans are checked before Confirm
+    # Where /gemma status caches its report (`<prefix>:<service>`): a write drops it, so the next status
+    # shows the write instead of the report from before it (skills/observe/status.py).
+    status_cache_prefix: str = ""
 
     async def propose(
         self, kind: str, params: dict[str, Any], *, user_id: str, channel_id: str, thread_ts: str = ""
@@ -102,6 +105,7 @@ class WriteFlow:
             await progress(p)
 
         await self._record(plan.id, user_id, Progress(phase="submitted", elapsed_s=0.0, detail=plan.summary))
+        await self._forget_status(plan.service)
         try:
             result = await run_claimed(
                 self.gate, plan, lock, user_id, target, logs=target.logs, progress=recorded, poll_s=self.poll_s
@@ -110,6 +114,8 @@ class WriteFlow:
             failed = Progress(phase="failed", elapsed_s=0.0, done=True, ok=False, detail=f"unexpected error: {exc}")
             await self._record(plan.id, user_id, failed)
             raise
+        finally:
+            await self._forget_status(plan.service)  # a status read during the rollout cached the rollout
         outcome = ("deleted" if plan.kind == "destroy" else "ready") if result.ok else "failed"
         final = Progress(phase=outcome, elapsed_s=result.duration_s, done=True, ok=result.ok, detail=result.detail)
         await self._record(plan.id, user_id, final.model_copy(update={"revision": result.revision}))
@@ -123,6 +129,14 @@ class WriteFlow:
                     "could not record the fix of plan %s on incident %s", plan.id, plan.incident_id, exc_info=True
                 )
         return result
+
+    async def _forget_status(self, service: str) -> None:
+        if not self.status_cache_prefix:
+            return
+        try:
+            await self.gate.store.delete(f"{self.status_cache_prefix}:{service}")
+        except Exception:  # a stale status for at most its TTL is not worth failing a write for
+            log.warning("could not drop the cached status of %s", service, exc_info=True)
 
     async def _record(self, plan_id: str, user_id: str, p: Progress) -> None:
         try:

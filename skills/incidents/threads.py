@@ -28,7 +28,8 @@ from skills.ports import DeadNotice, IncidentChat, Rendered, Store
 log = logging.getLogger(__name__)
 
 # (incident, alert) -> messages for the thread as each becomes ready (findings first, then the plan), rendered
-# by the surface that wired it (handlers/incident_investigation.py).
+# by the surface that wired it (handlers/incident_investigation.py renders what skills/incidents/investigation.py
+# yields).
 Investigator = Callable[[Incident, Alert], AsyncIterator[Rendered]]
 
 
