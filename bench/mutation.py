@@ -79,7 +79,13 @@ ALERT_TESTS = (
 )
 
 TARGETS = (
-    Target("confirm", "skills/deploy/confirm.py", (), PLAN_TESTS, "role check, plan binding, typed name, one-shot"),
+    Target(
+        "confirm",
+        "skills/deploy/confirm.py",
+        (),
+        (*PLAN_TESTS, "tests/test_deploy_failure_logs.py"),  # a failed write's log lines: `logs` reaches execute
+        "role check, plan binding, typed name, one-shot, what the audit records",
+    ),
     Target(
         "locks",
         "skills/deploy/locks.py",

@@ -4,17 +4,19 @@ refusal says and audits, and what the audit records when a confirmed run is cut 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from bot.sandbox.cloud_run_api import CloudRunStandIn
-from skills.deploy.audit import latest, pending
+from skills.deploy.audit import latest, pending, since
 from skills.deploy.confirm import Refused, Where, WriteGate, cancel, claim, is_deployer, precheck, run_claimed
 from skills.deploy.plans import Plan, PlanStore
 from skills.ports import OperationProgress
 from tests.eventually import eventually
 from tests.fake_target import KIND, NoRevisionsTarget
+from tests.fake_time import FakeTime
 
 pytest_plugins = ["tests.deploy_fixtures"]
 
@@ -181,3 +183,175 @@ async def test_a_confirm_while_the_service_is_busy_names_the_holder_and_keeps_th
         assert await gate.plans.get(plan.id) is not None  # still pending: it can be confirmed later
     finally:
         await other.release()
+
+
+async def _run(flow: Any, plan: Plan, typed_name: str | None = None) -> None:
+    claimed, lock = await claim(flow.gate, plan.id, "UDEPLOYER", typed_name)
+    result = await run_claimed(flow.gate, claimed, lock, "UDEPLOYER", flow.targets.for_kind(plan.target), poll_s=0.01)
+    assert result.ok, result.detail
+
+
+async def _pending_record(flow: Any, plan: Plan) -> Any:
+    """The record a confirmed write starts with (the stream keeps it beside the outcome)."""
+    entries = await since(flow.gate.store, flow.gate.audit_key, 0)
+    [entry] = [e for e in entries if e.plan_id == plan.id and e.result == "pending"]
+    return entry
+
+
+async def test_the_pending_record_names_the_revision_a_new_revision_comes_after(
+    deps: Any, cloud_run: CloudRunStandIn
+) -> None:
+    """A write that makes a revision records, before it starts, the revision that was latest: a reconciliation
+    after a crash tells this write's revision from earlier ones by it. A rollback or a destroy makes no revision
+    and records none; the pending record says the write was confirmed and is being watched."""
+    cloud_run.seed_service("vllm-gemma4", min_instances=0, max_instances=1)
+    flow = deps.writes
+    first = (await flow.runtime.get_service("vllm-gemma4")).latest_created_revision
+    scale = await flow.propose("scale", {"min_instances": 1, "max_instances": 2}, user_id="UDEP", channel_id="C1")
+    await _run(flow, scale)
+    started = await _pending_record(flow, scale)
+    assert (started.detail, started.user_id, started.action, started.duration_s) == (
+        "confirmed; watching",
+        "UDEPLOYER",
+        "scale",
+        0.0,
+    )
+    assert first and started.before == first
+    [outcome, *_] = await latest(deps.redis, flow.gate.audit_key)
+    assert outcome.result == "ok" and outcome.revision not in ("", first)
+
+    rollback = await flow.propose("rollback", {"revision": first}, user_id="UDEP", channel_id="C1")
+    await _run(flow, rollback)
+    assert (await _pending_record(flow, rollback)).before == ""
+    destroy = await flow.propose("destroy", {}, user_id="UDEP", channel_id="C1")
+    await _run(flow, destroy, typed_name="vllm-gemma4")
+    assert (await _pending_record(flow, destroy)).before == ""
+
+
+async def test_a_second_confirm_after_the_run_names_who_confirmed_and_where_to_look(
+    deps: Any, cloud_run: CloudRunStandIn
+) -> None:
+    """Once a plan has run it is gone, but a late click is told who confirmed it, not that it expired."""
+    cloud_run.seed_service("vllm-gemma4", min_instances=0, max_instances=1)
+    flow = deps.writes
+    plan = await flow.propose("scale", {"min_instances": 1, "max_instances": 2}, user_id="UDEP", channel_id="C1")
+    await _run(flow, plan)
+    with pytest.raises(Refused) as late:
+        await precheck(flow.gate, plan.id, "UDEP")
+    r = late.value
+    assert (r.message, r.hint, r.mentions) == (
+        "This plan was already confirmed by <@UDEPLOYER>.",
+        "It runs once; see the progress message.",
+        ("UDEPLOYER",),
+    )
+
+
+class _ReportsANameTarget(NoRevisionsTarget):
+    """A target without revisions whose status still names its current deployment (a queued resource's id)."""
+
+    async def get_service(self, name: str) -> Any:
+        info = await super().get_service(name)
+        return info.model_copy(update={"latest_created_revision": "qr-0001"})
+
+
+class _TimedTarget(NoRevisionsTarget):
+    """Each operation poll takes `step_s` on the test's clock (no wall-clock time passes)."""
+
+    def __init__(self, endpoint: str, clock: FakeTime, step_s: float) -> None:
+        super().__init__(endpoint)
+        self.clock, self.step_s = clock, step_s
+
+    async def wait_operation(self, operation: str, timeout_s: float) -> OperationProgress:
+        self.clock.now += self.step_s
+        return await super().wait_operation(operation, timeout_s)
+
+
+class _InterruptedTarget(NoRevisionsTarget):
+    """Ctrl-C (or a SystemExit) arrives as the write is about to be sent: nothing was written."""
+
+    async def apply_service(self, name: str, spec: dict[str, Any], *, create: bool) -> str:
+        raise KeyboardInterrupt
+
+
+def _on(deps: Any, target: NoRevisionsTarget) -> Any:
+    target.seed("tpu-svc")
+    deps.extra_targets[KIND] = target
+    deps.service_targets["tpu-svc"] = KIND
+    return deps.writes
+
+
+async def _tpu_scale(flow: Any) -> Plan:
+    params = {"min_instances": 1, "max_instances": 2, "service": "tpu-svc"}
+    plan: Plan = await flow.propose("scale", params, user_id="UDEP", channel_id="C1")
+    return plan
+
+
+async def test_a_target_without_revisions_records_no_revision_before_a_write(deps: Any, model_server: Any) -> None:
+    flow = _on(deps, _ReportsANameTarget(endpoint=model_server.base_url))
+    plan = await _tpu_scale(flow)
+    await _run(flow, plan)
+    assert (await _pending_record(flow, plan)).before == ""
+
+
+async def test_the_audit_times_a_write_on_the_gates_clock(deps: Any, model_server: Any) -> None:
+    """How long a write took is measured on the gate's clock: 4 operation polls of 3.0864 s each."""
+    fake = FakeTime(start=1000.0)
+    target = _TimedTarget(model_server.base_url, fake, 3.0864)
+    flow = _on(deps, target)
+    gate = replace(flow.gate, clock=fake.clock)
+    plan = await _tpu_scale(flow)
+    claimed, lock = await claim(gate, plan.id, "UDEPLOYER")
+    result = await run_claimed(gate, claimed, lock, "UDEPLOYER", target, poll_s=0.01)
+    assert result.ok, result.detail
+    [started, outcome] = await since(deps.redis, gate.audit_key, 0)
+    assert (outcome.result, outcome.duration_s) == ("ok", 12.35)  # 12.3456 s, to the hundredth
+    assert (started.result, started.duration_s) == ("pending", 0.0)
+
+
+async def test_a_write_interrupted_before_it_is_sent_is_audited_as_not_started(deps: Any, model_server: Any) -> None:
+    """A KeyboardInterrupt or SystemExit is neither a cancellation (the outcome is known: nothing was sent) nor
+    an error of the write: the outcome says it did not start, and the lock and the plan are released."""
+    target = _InterruptedTarget(endpoint=model_server.base_url)
+    flow = _on(deps, target)
+    plan = await _tpu_scale(flow)
+    claimed, lock = await claim(flow.gate, plan.id, "UDEPLOYER")
+    with pytest.raises(KeyboardInterrupt):
+        await run_claimed(flow.gate, claimed, lock, "UDEPLOYER", target, poll_s=0.01)
+    [entry, *_] = await latest(deps.redis, flow.gate.audit_key)
+    assert (entry.result, entry.plan_id, entry.detail, entry.revision) == ("failed", plan.id, "did not start", "")
+    assert await pending(deps.redis, flow.gate.audit_key) == []
+    assert await flow.gate.plans.get(plan.id) is None and await lock.holder() is None
+
+
+class _LockExpiresBetween:
+    """Redis as the gate sees it when the other write's lock expires between our failed SET NX and the read of
+    its holder (its TTL ran out in that instant): there is no holder to name."""
+
+    def __init__(self, redis: Any, lock_prefix: str) -> None:
+        self._redis, self._prefix = redis, lock_prefix
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._redis, name)
+
+    async def set(self, key: str, value: Any, **kw: Any) -> Any:
+        done = await self._redis.set(key, value, **kw)
+        if not done and kw.get("nx") and key.startswith(self._prefix):
+            await self._redis.delete(key)
+        return done
+
+
+async def test_a_busy_refusal_with_no_holder_left_mentions_nobody(deps: Any, cloud_run: CloudRunStandIn) -> None:
+    cloud_run.seed_service("vllm-gemma4", min_instances=0, max_instances=1)
+    flow = deps.writes
+    gate = replace(flow.gate, store=_LockExpiresBetween(deps.redis, flow.gate.lock_prefix))
+    plan = await flow.propose("scale", {"min_instances": 1, "max_instances": 2}, user_id="UDEP", channel_id="C1")
+    await flow.gate.lock("vllm-gemma4").acquire("UOTHER", "deploy")
+    with pytest.raises(Refused) as busy:
+        await claim(gate, plan.id, "UDEPLOYER")
+    r = busy.value
+    assert (r.message, r.hint, r.mentions) == (
+        "`vllm-gemma4` is busy: another change is in progress.",
+        "Confirm again when it has finished.",
+        (),
+    )
+    assert await gate.plans.claimed_by(plan.id) is None  # handed back: it can be confirmed again

@@ -45,6 +45,7 @@ class WriteGate:
     deployers: frozenset[str]
     deployer_usergroup: str = ""
     usergroup_members: UsergroupMembers | None = None  # a chat-side port (Slack usergroups.users.list)
+    clock: Callable[[], float] = time.monotonic  # times a write for its audit record (tests pass a fake one)
 
     def lock(self, service: str) -> ServiceLock:
         return ServiceLock(self.store, f"{self.lock_prefix}:{service}", self.lock_ttl_s)
@@ -212,7 +213,7 @@ async def run_claimed(
     The audit gets a pending record first and the outcome once seen. If this is cancelled (the process stops
     mid-watch) nothing is claimed about the outcome: the record stays pending until a later start reconciles
     it from what the service shows (skills/deploy/reconcile.py)."""
-    start = time.monotonic()
+    start = gate.clock()
     pending = _entry(plan, user_id, "pending", "confirmed; watching")
     if plan.kind not in ("destroy", "rollback", "promote") and not plan.create and runtime.capabilities.revisions:
         try:  # what a later reconciliation needs to tell this write's revision from earlier ones
@@ -235,6 +236,6 @@ async def run_claimed(
         await gate.plans.discard(plan.id)
         await lock.release()
         if not cancelled:
-            outcome = _entry(plan, user_id, "ok" if result.ok else "failed", result.detail, time.monotonic() - start)
+            outcome = _entry(plan, user_id, "ok" if result.ok else "failed", result.detail, gate.clock() - start)
             outcome.revision = result.revision  # the revision it produced ('' for a rollback or a destroy)
             await settle(gate.store, gate.audit_key, outcome)
