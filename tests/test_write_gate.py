@@ -203,7 +203,7 @@ async def test_the_pending_record_names_the_revision_a_new_revision_comes_after(
 ) -> None:
     """A write that makes a revision records, before it starts, the revision that was latest: a reconciliation
     after a crash tells this write's revision from earlier ones by it. A rollback or a destroy makes no revision
-    and records none; the pending record says the write was confirmed and is being watched."""
+    and records none, nor does a promote (it moves traffic); the pending record says the write was confirmed and is being watched."""
     cloud_run.seed_service("vllm-gemma4", min_instances=0, max_instances=1)
     flow = deps.writes
     first = (await flow.runtime.get_service("vllm-gemma4")).latest_created_revision
@@ -220,6 +220,11 @@ async def test_the_pending_record_names_the_revision_a_new_revision_comes_after(
     [outcome, *_] = await latest(deps.redis, flow.gate.audit_key)
     assert outcome.result == "ok" and outcome.revision not in ("", first)
 
+    canary = await flow.propose("redeploy", {"max_model_len": 8192, "canary": 20}, user_id="UDEP", channel_id="C1")
+    await _run(flow, canary)
+    promote = await flow.propose("promote", {"revision": canary.canary["revision"]}, user_id="UDEP", channel_id="C1")
+    await _run(flow, promote)
+    assert (await _pending_record(flow, promote)).before == ""
     rollback = await flow.propose("rollback", {"revision": first}, user_id="UDEP", channel_id="C1")
     await _run(flow, rollback)
     assert (await _pending_record(flow, rollback)).before == ""
