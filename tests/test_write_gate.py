@@ -13,6 +13,7 @@ from bot.sandbox.cloud_run_api import CloudRunStandIn
 from skills.deploy.audit import latest, pending, since
 from skills.deploy.confirm import Refused, Where, WriteGate, cancel, claim, is_deployer, precheck, run_claimed
 from skills.deploy.plans import Plan, PlanStore
+from skills.errors import InvalidInput
 from skills.ports import OperationProgress
 from tests.eventually import eventually
 from tests.fake_target import KIND, NoRevisionsTarget
@@ -202,8 +203,8 @@ async def test_the_pending_record_names_the_revision_a_new_revision_comes_after(
     deps: Any, cloud_run: CloudRunStandIn
 ) -> None:
     """A write that makes a revision records, before it starts, the revision that was latest: a reconciliation
-    after a crash tells this write's revision from earlier ones by it. A rollback or a destroy makes no revision
-    and records none, nor does a promote (it moves traffic); the pending record says the write was confirmed and is being watched."""
+    after a crash tells this write's revision from earlier ones by it. A rollback, a promote (traffic moves) or a
+    destroy makes no revision and records none; the pending record says the write was confirmed and is watched."""
     cloud_run.seed_service("vllm-gemma4", min_instances=0, max_instances=1)
     flow = deps.writes
     first = (await flow.runtime.get_service("vllm-gemma4")).latest_created_revision
@@ -217,6 +218,7 @@ async def test_the_pending_record_names_the_revision_a_new_revision_comes_after(
         0.0,
     )
     assert first and started.before == first
+    assert (started.params["min_instances"], started.params["max_instances"]) == (1, 2)
     [outcome, *_] = await latest(deps.redis, flow.gate.audit_key)
     assert outcome.result == "ok" and outcome.revision not in ("", first)
 
@@ -224,7 +226,8 @@ async def test_the_pending_record_names_the_revision_a_new_revision_comes_after(
     await _run(flow, canary)
     promote = await flow.propose("promote", {"revision": canary.canary["revision"]}, user_id="UDEP", channel_id="C1")
     await _run(flow, promote)
-    assert (await _pending_record(flow, promote)).before == ""
+    promoted = await _pending_record(flow, promote)
+    assert (promoted.before, promoted.target) == ("", canary.canary["revision"])  # the revision it moves traffic to
     rollback = await flow.propose("rollback", {"revision": first}, user_id="UDEP", channel_id="C1")
     await _run(flow, rollback)
     assert (await _pending_record(flow, rollback)).before == ""
@@ -360,3 +363,22 @@ async def test_a_busy_refusal_with_no_holder_left_mentions_nobody(deps: Any, clo
         (),
     )
     assert await gate.plans.claimed_by(plan.id) is None  # handed back: it can be confirmed again
+
+
+class _VerboseRefusalTarget(NoRevisionsTarget):
+    """A target whose API refuses a write with a very long message (a stack of validation errors)."""
+
+    async def apply_service(self, name: str, spec: dict[str, Any], *, create: bool) -> str:
+        raise InvalidInput("Refused: " + "x" * 2000)
+
+
+async def test_the_audit_keeps_at_most_500_characters_of_a_failure(deps: Any, model_server: Any) -> None:
+    target = _VerboseRefusalTarget(endpoint=model_server.base_url)
+    flow = _on(deps, target)
+    plan = await _tpu_scale(flow)
+    claimed, lock = await claim(flow.gate, plan.id, "UDEPLOYER")
+    result = await run_claimed(flow.gate, claimed, lock, "UDEPLOYER", target, poll_s=0.01)
+    assert not result.ok and len(result.detail) > 2000
+    [entry, *_] = await latest(deps.redis, flow.gate.audit_key)
+    assert entry.result == "failed" and entry.detail.startswith("Refused: xxx")
+    assert len(entry.detail) == 500 and entry.detail.endswith("…")  # cut inside the word, and says so
