@@ -331,12 +331,12 @@ async def test_a_write_interrupted_before_it_is_sent_is_audited_as_not_started(d
     assert await flow.gate.plans.get(plan.id) is None and await lock.holder() is None
 
 
-class _LockExpiresBetween:
-    """Redis as the gate sees it when the other write's lock expires between our failed SET NX and the read of
-    its holder (its TTL ran out in that instant): there is no holder to name."""
+class _ExpiresAfterAFailedSetNX:
+    """Redis as the gate sees it when a key under `prefix` (another write's lock, another click's claim) expires
+    between our failed SET NX and the read of who holds it (its TTL ran out in that instant): nobody to name."""
 
-    def __init__(self, redis: Any, lock_prefix: str) -> None:
-        self._redis, self._prefix = redis, lock_prefix
+    def __init__(self, redis: Any, prefix: str) -> None:
+        self._redis, self._prefix = redis, prefix
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._redis, name)
@@ -348,10 +348,24 @@ class _LockExpiresBetween:
         return done
 
 
+class _DeletedByAnother:
+    """Redis as a cancel sees it when a confirm retires the plan between the cancel's read and its delete."""
+
+    def __init__(self, redis: Any) -> None:
+        self._redis = redis
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._redis, name)
+
+    async def delete(self, *keys: str) -> int:
+        await self._redis.delete(*keys)
+        return 0  # someone else's delete came first
+
+
 async def test_a_busy_refusal_with_no_holder_left_mentions_nobody(deps: Any, cloud_run: CloudRunStandIn) -> None:
     cloud_run.seed_service("vllm-gemma4", min_instances=0, max_instances=1)
     flow = deps.writes
-    gate = replace(flow.gate, store=_LockExpiresBetween(deps.redis, flow.gate.lock_prefix))
+    gate = replace(flow.gate, store=_ExpiresAfterAFailedSetNX(deps.redis, flow.gate.lock_prefix))
     plan = await flow.propose("scale", {"min_instances": 1, "max_instances": 2}, user_id="UDEP", channel_id="C1")
     await flow.gate.lock("vllm-gemma4").acquire("UOTHER", "deploy")
     with pytest.raises(Refused) as busy:
@@ -382,3 +396,34 @@ async def test_the_audit_keeps_at_most_500_characters_of_a_failure(deps: Any, mo
     [entry, *_] = await latest(deps.redis, flow.gate.audit_key)
     assert entry.result == "failed" and entry.detail.startswith("Refused: xxx")
     assert len(entry.detail) == 500 and entry.detail.endswith("…")  # cut inside the word, and says so
+
+
+async def test_a_second_confirm_whose_first_claim_just_expired_names_nobody(
+    deps: Any, cloud_run: CloudRunStandIn
+) -> None:
+    cloud_run.seed_service("vllm-gemma4", min_instances=0, max_instances=1)
+    flow = deps.writes
+    s = deps.settings
+    plans = PlanStore(_ExpiresAfterAFailedSetNX(deps.redis, s.key("plan")), s.key("plan"), s.plan_ttl_s)
+    gate = replace(flow.gate, plans=plans)
+    plan = await flow.propose("scale", {"min_instances": 1, "max_instances": 2}, user_id="UDEP", channel_id="C1")
+    assert await flow.gate.plans.claim(plan.id, "UFIRST")
+    with pytest.raises(Refused) as second:
+        await claim(gate, plan.id, "UDEPLOYER")
+    r = second.value
+    assert (r.message, r.hint, r.mentions) == ("This plan was already confirmed.", "It runs once.", ())
+    assert await gate.lock("vllm-gemma4").holder() is None  # refused before the lock
+
+
+async def test_a_cancel_that_loses_the_race_to_a_confirm_says_the_plan_is_gone(
+    deps: Any, cloud_run: CloudRunStandIn
+) -> None:
+    cloud_run.seed_service("vllm-gemma4", min_instances=0, max_instances=1)
+    flow = deps.writes
+    s = deps.settings
+    gate = replace(flow.gate, plans=PlanStore(_DeletedByAnother(deps.redis), s.key("plan"), s.plan_ttl_s))
+    plan = await flow.propose("scale", {"min_instances": 1, "max_instances": 2}, user_id="UDEP", channel_id="C1")
+    with pytest.raises(Refused) as gone:
+        await cancel(gate, plan.id, "UDEP")
+    assert gone.value.message == "This plan is no longer pending (expired, cancelled or already confirmed)."
+    assert [e.result for e in await since(deps.redis, gate.audit_key, 0)] == []  # no "cancelled" record

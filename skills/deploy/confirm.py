@@ -160,8 +160,9 @@ async def claim(
     """Run the checks and take the claim + lock; raises Refused with a sentence for the user."""
     plan = await precheck(gate, plan_id, user_id, typed_name, where)
     if not await gate.plans.claim(plan.id, user_id):
-        who = await gate.plans.claimed_by(plan.id)
-        raise Refused(f"This plan was already confirmed by <@{who or '?'}>.", "It runs once.", (who or "",))
+        if who := await gate.plans.claimed_by(plan.id):
+            raise Refused(f"This plan was already confirmed by <@{who}>.", "It runs once.", (who,))
+        raise Refused("This plan was already confirmed.", "It runs once.")  # that claim expired since: no name
     lock = gate.lock(plan.service)
     try:
         await lock.acquire(user_id, plan.kind)
