@@ -427,3 +427,29 @@ async def test_a_cancel_that_loses_the_race_to_a_confirm_says_the_plan_is_gone(
         await cancel(gate, plan.id, "UDEP")
     assert gone.value.message == "This plan is no longer pending (expired, cancelled or already confirmed)."
     assert [e.result for e in await since(deps.redis, gate.audit_key, 0)] == []  # no "cancelled" record
+
+
+async def test_a_confirm_of_an_expired_plan_and_one_from_elsewhere_say_why(deps: Any) -> None:
+    """An expired (or cancelled) plan is refused with what to do; a click from another thread is refused and
+    audited as such (the plan stays, to be confirmed where it was made)."""
+    gate = _gate(deps)
+    plan = await _plan(gate, channel_id="C1", thread_ts="111.1")
+    with pytest.raises(Refused) as elsewhere:
+        await precheck(gate, plan.id, "UDEP", where=Where("C1", "222.2"))
+    assert elsewhere.value.message.startswith("This plan was made in another thread")
+    [entry] = await since(deps.redis, gate.audit_key, 0)
+    assert (entry.result, entry.detail, entry.user_id, entry.plan_id) == (
+        "refused",
+        "wrong channel or thread",
+        "UDEP",
+        plan.id,
+    )
+    assert await gate.plans.discard(plan.id)  # it expired
+    with pytest.raises(Refused) as expired:
+        await precheck(gate, plan.id, "UDEP", where=Where("C1", "111.1"))
+    r = expired.value
+    assert (r.message, r.hint, r.mentions) == (
+        "This plan has expired (or was cancelled).",
+        "Run the command again to re-plan.",
+        (),
+    )
