@@ -453,3 +453,42 @@ async def test_a_confirm_of_an_expired_plan_and_one_from_elsewhere_say_why(deps:
         "Run the command again to re-plan.",
         (),
     )
+
+
+async def test_the_refusals_before_a_write_say_why_and_what_to_do(deps: Any) -> None:
+    """A plan that does not fit, a destroy with the wrong name typed and a confirm by someone who may not: each
+    refusal's sentence and hint, and what the audit records (the typed name is not audited: it is a typo)."""
+    gate = _gate(deps)
+
+    async def refusal(g: WriteGate, plan: Plan, user: str = "UDEP", typed: str | None = None) -> Refused:
+        with pytest.raises(Refused) as exc:
+            await precheck(g, plan.id, user, typed)
+        return exc.value
+
+    too_big = await _plan(gate, verdict="does_not_fit")
+    r = await refusal(gate, too_big)
+    assert (r.message, r.hint) == ("This plan cannot be confirmed.", too_big.blocked())
+    assert r.hint.startswith("The capacity planner says this configuration does not fit")
+    destroy = await _plan(gate, kind="destroy", summary="destroy")
+    r = await refusal(gate, destroy, typed="vllm-gemma")
+    assert (r.message, r.hint) == (
+        "The name typed does not match `vllm-gemma4`; nothing was deleted.",
+        "Type the service name exactly to confirm.",
+    )
+    scale = await _plan(gate)
+    r = await refusal(gate, scale, user="UNOBODY")
+    assert (r.message, r.hint, r.mentions) == (
+        "<@UNOBODY> is not allowed to confirm scale actions.",
+        "Ask someone in the deployers group to confirm.",
+        ("UNOBODY",),
+    )
+    grouped = _gate(deps, deployers=frozenset(), deployer_usergroup="S1")  # a group but no way to read it
+    r = await refusal(grouped, scale, user="UNOBODY")
+    assert r.hint == "Ask someone in the deployers group to confirm."
+    r = await refusal(_gate(deps, deployers=frozenset()), scale, user="UNOBODY")
+    assert r.hint == "No deployers are configured: set DEPLOYER_USER_IDS or DEPLOYER_USERGROUP_ID."
+    audited = [(e.result, e.detail, e.plan_id) for e in await since(deps.redis, gate.audit_key, 0)]
+    assert audited == [
+        ("refused", "does_not_fit", too_big.id),
+        *[("refused", "not a deployer", scale.id)] * 3,
+    ]
