@@ -174,6 +174,8 @@ EQUIVALENT: dict[str, str] = {
     "skills.deploy.confirm.x_run_claimed__mutmut_1": "the watch's poll interval on the injected clock: when it "
     "looks, not what it finds",
     "skills.deploy.confirm.x_run_claimed__mutmut_42": "None and False are both 'not cancelled'",
+    "skills.deploy.confirm.x_precheck__mutmut_49": "no name typed read as 'XXXX' instead of '': a service name is a "
+    "lower-case DNS label, so neither ever matches one",
     # skills/incidents/publisher.py (coalescing)
     _CH + "39": "a missing edit_at reads as 0, the value written",
     _CH + "41": _NEXT_STEP,
