@@ -16,6 +16,8 @@ no per-system rules.
 from __future__ import annotations
 
 import re
+from itertools import compress, count
+from operator import ne
 
 WILDCARD = "<*>"
 
@@ -164,6 +166,13 @@ def _named_value(tpl: list[str], i: int, a: str, b: str) -> bool:
     return not _STATE_WORDS.isdisjoint(tpl[max(0, i - 4) : i])
 
 
+def _differ(a: list[str], b: list[str]) -> compress[int]:
+    """The positions where two token lists differ (up to the shorter's length). The comparison runs in C: most
+    positions agree, and a Python loop over every position is most of the cost of comparing a line with a
+    template."""
+    return compress(count(), map(ne, a, b))
+
+
 def _anchors(tokens: list[str], skip: int) -> int:
     """Constant words of a template other than position `skip` (the evidence that two lines are one event)."""
     return sum(1 for i, t in enumerate(tokens) if i != skip and WILDCARD not in t)
@@ -231,11 +240,14 @@ class TemplateMiner:
         templates = self._templates
         for gid in bucket:
             tpl = templates[gid]
-            same = 0
-            for i, (a, b) in enumerate(zip(tpl, tokens, strict=False)):  # one length (the bucket key)
-                if a == b or a == WILDCARD:
-                    same += 1
-                elif WILDCARD not in a and WILDCARD not in b and not _named_value(tpl, i, a, b):
+            same = len(tokens)  # positions that agree or where the template has a variable
+            for i in _differ(tpl, tokens):  # one length (the bucket key)
+                a = tpl[i]
+                if a == WILDCARD:
+                    continue
+                same -= 1
+                b = tokens[i]
+                if WILDCARD not in a and WILDCARD not in b and not _named_value(tpl, i, a, b):
                     break  # a word differs: another event, unless many groups differ there (see _note_variant)
             else:
                 score = same / n
@@ -251,10 +263,11 @@ class TemplateMiner:
             self._parent.append(gid)
             self._lines.append(0)
             bucket.append(gid)
-            gid = self._note_variant(key, gid)
-            if self.group(gid) == gid:
-                tpl = self._templates[gid]  # a new list if _note_variant merged others into it
-                self._join_elsewhere(gid, masked if tpl is tokens else " ".join(tpl))
+            # _note_variant merges only when VARIANTS groups of this bucket differ at one position.
+            if len(bucket) >= VARIANTS:
+                self._note_variant(key, gid)
+            tpl = self._templates[gid]  # a new list if _note_variant merged others into it
+            self._join_elsewhere(gid, masked if tpl is tokens else " ".join(tpl))
         self._exact[masked] = gid
         if self._tentative:
             self._recur(gid)
@@ -329,18 +342,10 @@ class TemplateMiner:
     def _spans(tpl: list[str], tokens: list[str]) -> bool:
         if len(tpl) == len(tokens) or abs(len(tpl) - len(tokens)) > 8:  # a spanning variable: <= 8 tokens more
             return False
-        lo = 0
-        for a, b in zip(tpl, tokens, strict=False):
-            if a != b:  # a template variable ends the agreeing part: it may be the one that spans
-                break
-            lo += 1
-        hi = 0
-        for a, b in zip(reversed(tpl), reversed(tokens), strict=False):
-            if a != b:
-                break
-            hi += 1
         short = min(len(tpl), len(tokens))
-        lo, hi = min(lo, short), min(hi, short - min(lo, short))
+        # The agreeing start and end (a template variable ends them: it may be the one that spans).
+        lo = next(_differ(tpl, tokens), short)
+        hi = min(next(_differ(tpl[::-1], tokens[::-1]), short), short - lo)
         gap_t, gap_l = tpl[lo : len(tpl) - hi], tokens[lo : len(tokens) - hi]
         # One side's differing stretch must be variables only (the variable that spans more, or fewer,
         # tokens on the other side), and the agreeing parts must hold at least two constant words: a stretch
@@ -363,16 +368,8 @@ class TemplateMiner:
         only while it is rare (see _recur): a second line of that shape makes it a statement of its own, as
         "Connection closed by <*>" and "Connection closed by <*> [preauth]" are. The added words must be fewer
         than the template's constant words, so a short template does not swallow longer statements."""
-        lo = 0
-        for a, b in zip(tpl, tokens, strict=False):
-            if a != b:
-                break
-            lo += 1
-        hi = 0
-        for a, b in zip(reversed(tpl), reversed(tokens), strict=False):
-            if a != b or lo + hi >= len(tpl):
-                break
-            hi += 1
+        lo = next(_differ(tpl, tokens), len(tpl))  # the line is the longer
+        hi = min(next(_differ(tpl[::-1], tokens[::-1]), len(tpl)), len(tpl) - lo)
         if lo + hi < len(tpl):
             return False
         anchors = _anchors(tpl, -1)
@@ -388,8 +385,10 @@ class TemplateMiner:
             if other == gid:
                 continue
             pos = -1
-            for i, (a, b) in enumerate(zip(tpl, self._templates[other], strict=False)):  # one length (the key)
-                if a == b or a == WILDCARD or b == WILDCARD:
+            tpl_o = self._templates[other]
+            for i in _differ(tpl, tpl_o):  # one length (the key)
+                a, b = tpl[i], tpl_o[i]
+                if a == WILDCARD or b == WILDCARD:
                     continue
                 if pos >= 0 or not (_const(a) and _const(b)):
                     break
