@@ -236,7 +236,7 @@ class TemplateMiner:
         key = (len(tokens), _key_word(tokens[0]) if tokens else "", _key_word(tokens[1]) if len(tokens) > 1 else "")
         bucket = self._index.setdefault(key, [])
         best, best_score = -1, -1.0
-        n = max(1, len(tokens))
+        n = len(tokens) or 1
         templates = self._templates
         for gid in bucket:
             tpl = templates[gid]
@@ -313,17 +313,21 @@ class TemplateMiner:
                 same_rest.append(gid)
                 return
         same_rest.append(gid)
-        ends = [("^", t) for t in tokens[:1] if _const(t)] + [("$", t) for t in tokens[-1:] if _const(t)]
-        templates = self._templates
+        ends = []
+        if tokens and WILDCARD not in tokens[0]:
+            ends.append(("^", tokens[0]))
+        if tokens and WILDCARD not in tokens[-1]:
+            ends.append(("$", tokens[-1]))
+        templates, parent, by_end = self._templates, self._parent, self._by_end
         for end in ends:
-            for cand in self._by_end.get(end, ()):
-                root = self.group(cand)
+            for cand in by_end.get(end, ()):
+                root = cand if parent[cand] == cand else self.group(cand)
                 if root != gid and 0 < abs(len(templates[root]) - n) <= 8 and self._spans(templates[root], tokens):
                     self._parent[gid] = root
                     return
         for end in ends[:1]:
-            for cand in self._by_end.get(end, ()):
-                root = self.group(cand)
+            for cand in by_end.get(end, ()):
+                root = cand if parent[cand] == cand else self.group(cand)
                 if (
                     root != gid
                     and self._lines[root] >= 2  # a statement that recurred: its one-off longer shape joins it
@@ -334,7 +338,7 @@ class TemplateMiner:
                     self._tentative[gid] = 0
                     return
         for end in ends:
-            group = self._by_end.setdefault(end, [])
+            group = by_end.setdefault(end, [])
             if len(group) < 16:  # a bounded look-up: the shapes seen first are the common ones
                 group.append(gid)
 
@@ -354,8 +358,13 @@ class TemplateMiner:
         # makes it another statement.
         if len(gap_t) > 8 or len(gap_l) > 8:
             return False
-        vars_t = sum(1 for t in gap_t if WILDCARD in t)
-        vars_l = sum(1 for t in gap_l if WILDCARD in t)
+        vars_t = vars_l = 0  # loops, not generators: this runs for every candidate of a new group
+        for t in gap_t:
+            if WILDCARD in t:
+                vars_t += 1
+        for t in gap_l:
+            if WILDCARD in t:
+                vars_l += 1
         if not ((gap_t and vars_t == len(gap_t) and not vars_l) or (gap_l and vars_l == len(gap_l) and not vars_t)):
             return False
         kept = tpl[:lo] + tpl[len(tpl) - hi :]
