@@ -42,9 +42,15 @@ _MASKS = [
     # words holding a digit: numbers, ids (blk_-1, node-12), but not names ending in one digit (eth1, SOCKS5)
     r"(?<![\w-])(?![A-Za-z]+\d(?![\w-]))[\w-]*\d[\w-]*",
 ]
-_MASK = re.compile("|".join(f"(?:{rx})" for rx in _MASKS))
+# Every mask starts after a non-word character (or at the start): checking that first lets the search skip the
+# positions inside a word without trying each alternative there.
+_MASK = re.compile(r"(?<!\w)(?:" + "|".join(f"(?:{rx})" for rx in _MASKS) + ")")
 # What every match of _MASK holds: a digit, or the start of a UUID (see _classify).
 _MAY_MASK = re.compile(r"\d|[0-9a-fA-F]{8}-")
+# The same patterns for ASCII tokens (most): on ASCII text \w, \d and \b mean what they mean in Unicode mode, and
+# the regular expression engine tests ASCII classes without looking up Unicode properties.
+_VAR_TOKEN_ASCII = re.compile(_VAR_TOKEN.pattern, re.ASCII)
+_MASK_ASCII = re.compile(_MASK.pattern, re.ASCII)
 # A number followed by its unit is one variable ("2048 MB" -> "<*>"), as is a comparison ("<1 sec").
 _UNITS = {"b", "kb", "mb", "gb", "tb", "kib", "mib", "gib", "bytes", "ms", "us", "s", "sec", "secs", "seconds", "min"}
 # A word-only difference ("shutdown" vs "startup") is a different event unless the statement names that
@@ -117,7 +123,10 @@ def _classify(tok: str) -> tuple[str, bool, bool]:
         if cls:
             m = cls.group(1) + cls.group(2)
             return (m, False, m.lower().strip(_EDGE) in _UNITS)
-    if ("." in core or "/" in core or ":" in core or "@" in core) and _VAR_TOKEN.fullmatch(core):
+    is_ascii = tok.isascii()
+    if ("." in core or "/" in core or ":" in core or "@" in core) and (
+        _VAR_TOKEN_ASCII if is_ascii else _VAR_TOKEN
+    ).fullmatch(core):
         i = tok.find(core)
         m = tok[:i] + WILDCARD + tok[i + len(core) :]
     elif _MAY_MASK.search(tok) is None:
@@ -125,7 +134,7 @@ def _classify(tok: str) -> tuple[str, bool, bool]:
         # leaves the token as it is (and _MASK is slow on long tokens: "-------", "key-exchange").
         m = tok
     else:
-        m = _MASK.sub(WILDCARD, tok)
+        m = (_MASK_ASCII if is_ascii else _MASK).sub(WILDCARD, tok)
     var = WILDCARD in m and m.strip(_VAR_EDGE) == "*"
     return (m, var, var or not m.strip(_EDGE) or m.lower().strip(_EDGE) in _UNITS)
 
