@@ -356,9 +356,14 @@ class TemplateMiner:
         if len(tpl) == len(tokens) or abs(len(tpl) - len(tokens)) > 8:  # a spanning variable: <= 8 tokens more
             return False
         short = min(len(tpl), len(tokens))
-        # The agreeing start and end (a template variable ends them: it may be the one that spans).
-        lo = next(_differ(tpl, tokens), short)
-        hi = min(next(_differ(tpl[::-1], tokens[::-1]), short), short - lo)
+        # The agreeing start and end (a template variable ends them: it may be the one that spans). Plain loops:
+        # they are short (a line that agrees at length is in the template's group already).
+        lo = 0
+        while lo < short and tpl[lo] == tokens[lo]:
+            lo += 1
+        hi = 0
+        while hi < short - lo and tpl[-1 - hi] == tokens[-1 - hi]:
+            hi += 1
         gap_t, gap_l = tpl[lo : len(tpl) - hi], tokens[lo : len(tokens) - hi]
         # One side's differing stretch must be variables only (the variable that spans more, or fewer,
         # tokens on the other side), and the agreeing parts must hold at least two constant words: a stretch
