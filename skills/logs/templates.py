@@ -166,8 +166,8 @@ def _named_value(tpl: list[str], i: int, a: str, b: str) -> bool:
     """Two constant words at position i are values of one variable when the statement names it there:
     `key=alice` / `key=bob` (same key), the word after an account word (`user alice` / `user bob`), or a word
     within four after a state word (`state from Down to Up`)."""
-    ka, _, va = a.partition("=")
-    if va or a.endswith("="):
+    if "=" in a:
+        ka = a.partition("=")[0]
         kb, _, vb = b.partition("=")
         return ka == kb and (vb != "" or b.endswith("=")) and ka != ""
     if i and tpl[i - 1] in _ACCOUNT_WORDS:
@@ -361,9 +361,15 @@ class TemplateMiner:
         lo = 0
         while lo < short and tpl[lo] == tokens[lo]:
             lo += 1
+        # The longer side's differing stretch holds position lo, and so does the shorter's unless it is empty:
+        # two different words there fail the test below at once (and at the last differing position alike).
+        if lo < short and WILDCARD not in tpl[lo] and WILDCARD not in tokens[lo]:
+            return False
         hi = 0
         while hi < short - lo and tpl[-1 - hi] == tokens[-1 - hi]:
             hi += 1
+        if hi < short - lo and WILDCARD not in tpl[-1 - hi] and WILDCARD not in tokens[-1 - hi]:
+            return False
         gap_t, gap_l = tpl[lo : len(tpl) - hi], tokens[lo : len(tokens) - hi]
         # One side's differing stretch must be variables only (the variable that spans more, or fewer,
         # tokens on the other side), and the agreeing parts must hold at least two constant words: a stretch
