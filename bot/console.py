@@ -27,7 +27,7 @@ from typing import Any, TextIO
 
 from bot.deps import Deps
 from bot.log_format import JsonFormatter
-from bot.wiring import reconcile_writes
+from bot.wiring import reconcile_writes, resume_canary_watches
 from handlers.context import ActionContext, CommandContext
 from handlers.registry import load_all
 from handlers.render_text import to_text
@@ -405,5 +405,6 @@ async def run_console(
     if on_start is not None:
         await on_start(responder)
     await reconcile_writes(deps)  # writes a Ctrl-C'd or killed console left pending get their outcome
+    deps.spawn(resume_canary_watches(deps, lambda channel: responder))  # canary watches a stopped console left
     print(BANNER, file=out)
     return await interact(deps, responder, reader, log_path)

@@ -243,7 +243,8 @@ async def _revisions(call: Call, a: ServiceArgs) -> ToolResult:
     require(target, "revisions", service)  # as the command: said plainly when the target has none
     view = await revisions(target, service)
     lines = [f"{r.name}: {'ready' if r.ready else 'pending' if r.ready is None else 'failed'}, "
-             f"{r.traffic_percent}% traffic" for r in view.revisions]  # fmt: skip
+             f"{r.traffic_percent}% traffic" + (f", tags: {', '.join(sorted(r.tags))}" if r.tags else "")
+             for r in view.revisions]  # fmt: skip
     return ToolResult(view.model_dump(mode="json"), shorten("\n".join(lines) or "No revisions.", TEXT_CHARS))
 
 

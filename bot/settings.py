@@ -122,6 +122,9 @@ class Settings(BaseSettings):
     canary_max_latency_ratio: float = Field(default=1.5, gt=1)
     canary_auto_rollback: bool = False
     canary_rollback_identity: str = "gemma-sre-canary"
+    # The lease one bot process holds while it watches a canary (renewed every third of it; a stopped process's
+    # lapses, and the next start takes the watch over: skills/deploy/canary_state.py).
+    canary_lease_ms: int = Field(default=30_000, ge=100)
 
     # --- Preflight (skills/deploy/preflight.py): what a deploy plan checks before Confirm ------------------------
     # The bot's copy of the token the vLLM service downloads with (on Cloud Run: the HF_TOKEN_SECRET secret

@@ -36,7 +36,7 @@ from bot.settings import Settings
 from handlers.button_payloads import ButtonPayloads
 from handlers.context import ActionContext, CommandContext
 from handlers.registry import VIEW_CHECKS
-from handlers.render_slack import escape, to_blocks
+from handlers.render_slack import escape, file_for_slack, to_blocks
 from handlers.reply import FileOut, Reply
 from handlers.router import help_for, help_reply, lookup, parse, run_action, run_command, too_long
 from skills.clock import REAL_CLOCK, Clock
@@ -172,6 +172,7 @@ class ChannelResponder:
         await self.client.chat_update(channel=self.channel, ts=ts, text=text, blocks=blocks)
 
     async def upload(self, file: FileOut, thread_ts: str | None = None) -> None:
+        file = file_for_slack(file)  # outside text in a file loses its bidi controls as a message's does
         await self.client.files_upload_v2(
             channel=self.channel,
             thread_ts=thread_ts,

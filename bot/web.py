@@ -25,7 +25,7 @@ from bot.deps import Deps
 from bot.slack_app import build_bolt
 from bot.slack_check import check_slack_token, quiet_bolt
 from bot.socket_mode import socket_mode_for
-from bot.wiring import close_deps, reconcile_writes
+from bot.wiring import close_deps, reconcile_writes, resume_canary_watches
 from handlers.alerts.web import alert_routes
 from handlers.http_body import HttpProblem, read_body
 from handlers.registry import load_all
@@ -35,6 +35,18 @@ from handlers.slack_request import verify as verify_slack
 
 SLACK_MAX_BODY = 1024 * 1024  # Slack payloads are a few KB; anything near this is not Slack
 log = logging.getLogger(__name__)
+
+
+async def reconcile_and_resume(deps: Deps) -> None:
+    """Audit records a stopped process left pending get their outcome; then its canary watches are resumed,
+    posting into their threads through the Web API (bot/slack_app.py ChannelResponder)."""
+    from bot.slack_app import ChannelResponder, make_web_client
+    from handlers.button_payloads import ButtonPayloads
+
+    await reconcile_writes(deps)
+    client = deps.chat if deps.chat is not None else make_web_client(deps.settings)
+    payloads = ButtonPayloads(deps.redis, deps.settings.key)  # Promote / Roll back buttons carry an id
+    await resume_canary_watches(deps, lambda channel: ChannelResponder(client, channel, payloads=payloads))
 
 
 class MetricsMiddleware:
@@ -156,7 +168,7 @@ def create_app(deps: Deps, extra_routes: list[BaseRoute] | None = None) -> Starl
         if deps.chat is not None and deps.settings.slack_bot_token:
             deps.spawn(check_slack_token(deps.chat))  # one clear line if the token is wrong; start regardless
         await alerts.start()
-        deps.spawn(reconcile_writes(deps))  # audit records a stopped process left pending
+        deps.spawn(reconcile_and_resume(deps))  # writes and canary watches a stopped process left
         if socket_mode is not None:
             await socket_mode.start()
         if pubsub is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from bot.adapters.cloud_logging import CloudLoggingLogs
 from bot.adapters.cloud_monitoring import make_metrics
@@ -24,6 +25,9 @@ from skills.ports import Logs, ModelServer, QuotaReader
 from skills.targets.cloud_run.target import CloudRunTarget
 from skills.targets.tpu.logs import tpu_log_filter
 from skills.targets.tpu.target import TpuOptions, TpuTarget
+
+if TYPE_CHECKING:
+    from handlers.context import Responder
 
 log = logging.getLogger(__name__)
 
@@ -111,3 +115,18 @@ async def reconcile_writes(deps: Deps) -> int:
     except Exception as exc:  # noqa: BLE001 - the bot starts regardless; the records stay pending for next time
         log.warning("could not reconcile pending writes: %s: %s", type(exc).__name__, str(exc)[:200])
         return 0
+
+
+async def resume_canary_watches(deps: Deps, responder_for: Callable[[str], Responder]) -> int:
+    """At start, after reconcile_writes: canary watches a stopped process left running are taken up again, or
+    closed when their split is gone (handlers/canary_thread.py resume_canaries). Never stops a start."""
+    from handlers.canary_thread import resume_canaries
+
+    try:
+        done = await resume_canaries(deps, responder_for)
+    except Exception as exc:  # noqa: BLE001 - the bot starts regardless; the records stay for the next start
+        log.warning("could not resume canary watches: %s: %s", type(exc).__name__, str(exc)[:200])
+        return 0
+    for r in done:
+        log.info("canary watch of %s on %s: %s", r.revision, r.service, r.state)
+    return sum(r.state == "resumed" for r in done)

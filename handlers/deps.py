@@ -49,6 +49,7 @@ class HandlerSettings(Protocol):
     canary_max_latency_ratio: float
     canary_auto_rollback: bool
     canary_rollback_identity: str
+    canary_lease_ms: int
     deployer_usergroup_id: str
     google_cloud_location: str
     google_cloud_project: str | None

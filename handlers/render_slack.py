@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers.reply import Reply
+from handlers.reply import FileOut, Reply
 
 _TEXT_MAX = 2900  # section text limit is 3000 chars
 _FIELD_MAX = 1900  # a field's text limit is 2000 chars
@@ -26,7 +26,11 @@ def _clip(s: str, n: int) -> str:
 
 
 def _mrkdwn(text: str) -> dict[str, Any]:
-    return {"type": "mrkdwn", "text": text}
+    # verbatim: Slack would otherwise turn a bare URL in outside text (an alert summary, a log line) into a link
+    # and link-ify channel names; our own <url|label> markup is still processed ("When set to true, Slack will
+    # continue to process all markdown formatting and manual parsing strings":
+    # https://docs.slack.dev/reference/block-kit/composition-objects/text-object).
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
 
 
 # Bidirectional controls make text display in another order than it reads (a "Trojan Source" trick: an alert
@@ -38,6 +42,17 @@ _BIDI = str.maketrans(dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x20
 
 def strip_bidi(text: str) -> str:
     return text.translate(_BIDI)
+
+
+def file_for_slack(f: FileOut) -> FileOut:
+    """A file for the thread without bidi controls: its name, its title, and its content when that is UTF-8
+    text (a log digest or a postmortem draft carries log lines and alert fields); binary content (a chart)
+    is left as it is."""
+    try:
+        content = strip_bidi(f.content.decode("utf-8")).encode()
+    except UnicodeDecodeError:
+        content = f.content
+    return FileOut(filename=strip_bidi(f.filename), title=strip_bidi(f.title), content=content)
 
 
 def escape(text: str) -> str:

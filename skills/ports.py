@@ -66,6 +66,9 @@ class RevisionInfo(BaseModel):
     create_time: datetime | None = None
     image: str = ""
     traffic_percent: int = 0
+    # Traffic tags naming this revision (a canary's `stable` / `canary`), each with the URL it answers at ('' when
+    # not known): Cloud Run's TrafficTargetStatus tag and uri.
+    tags: dict[str, str] = Field(default_factory=dict)
     # The configuration the revision runs, as v2 RevisionTemplate JSON (the template fields a Revision carries;
     # empty when the runtime does not say): what a write builds on when this revision is the one serving.
     template: dict[str, Any] = Field(default_factory=dict)
@@ -310,6 +313,8 @@ class Store(Protocol):
     def hincrby(self, name: str, key: str, amount: int = 1) -> Awaitable[int]: ...
 
     def hdel(self, name: str, *keys: str) -> Awaitable[int]: ...
+
+    def hset(self, name: str, key: str, value: str) -> Awaitable[int]: ...
 
     def smembers(self, name: str) -> Awaitable[builtins.set[Any]]: ...
 

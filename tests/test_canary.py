@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 
 from bot.deps import Deps
+from bot.mcp_tools import Call, build_tools
 from bot.sandbox.attach import build_sandbox_deps
 from bot.sandbox.clock import SandboxClock
 from bot.sandbox.cloud import Sandbox
 from bot.settings import load_settings
 from bot.wiring import close_deps
+from handlers.arg_models import ServiceArgs
 from handlers.reply import CONFIRM_ACTION, PLAN_ACTION, Reply
 from skills.deploy.audit import latest
 from skills.deploy.gpu_quota import GPU_QUOTA_IDS, QUOTA_SERVICE
@@ -283,3 +285,20 @@ async def test_a_plain_rollback_during_a_canary_goes_back_to_the_stable_revision
 async def test_a_canary_percent_out_of_range_is_refused(deps: Deps, pct: str) -> None:
     reply, _ = await command(deps, DEPLOY.replace("--canary 20", f"--canary {pct}"))
     assert reply is not None and reply.title.startswith(":warning: Invalid canary")
+
+
+async def test_revisions_show_the_canarys_traffic_tags(deps: Deps, sandbox: Sandbox) -> None:
+    sandbox.fleet.arm("canary-holds")
+    baseline = next(iter(traffic(sandbox)))
+    await canary_thread(deps, sandbox)  # the split stays until Promote or Roll back
+    canary = next(r for r in traffic(sandbox) if r != baseline)
+    reply, _ = await command(deps, "revisions")
+    assert reply is not None
+    rows = {line.split("`")[1]: line for line in shown(reply).splitlines() if line.startswith("`")}
+    assert "20% traffic" in rows[canary] and "tags: `canary` (http" in rows[canary]
+    assert "80% traffic" in rows[baseline] and "tags: `stable` (http" in rows[baseline]
+    # The MCP revisions tool says the same, and carries each tag's URL in its structured answer.
+    result = await build_tools()["revisions"].run(Call(deps=deps, caller="U1"), ServiceArgs())
+    assert f"{canary}: ready, 20% traffic, tags: canary" in result.text
+    listed = {r["name"]: r for r in result.structured["revisions"]}
+    assert set(listed[baseline]["tags"]) == {"stable"} and listed[canary]["tags"]["canary"].startswith("http")

@@ -154,3 +154,61 @@ def test_vision_towers_are_counted_from_their_vision_config() -> None:
     assert not any("vision" in (m.get("towers") or {}) for m in RAW["models"].values())
     # 26B: 24.65 B language model + the tower = the model card's 25.2 B, as the upstream model details split it.
     assert abs(25.2 - big["gemma-4-26b-a4b"] - 24.65) < 0.03
+
+
+# Ids that public listings report as absent from the Hub (2026-11-27): Google publishes no FP8 Gemma 4 build and no
+# compressed-tensors QAT build of the 26B-A4B. A catalog entry must never propose one again.
+NOT_ON_THE_HUB = {
+    "google/gemma-4-12B-it-fp8",
+    "google/gemma-4-26B-A4B-it-fp8",
+    "google/gemma-4-31B-it-fp8",
+    "google/gemma-4-26B-A4B-it-qat-q4_0-w4a16-ct",
+}
+URL = re.compile(r"https://\S+")
+DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
+
+
+def hf_repo_problems(entry: dict[str, Any]) -> list[str]:
+    """Why an entry's checkpoint id is not sourced: its own `sources.hf_repo` (a variant does not inherit its base's)
+    must name a URL, the date it was read (not in the future) and the id itself, exactly as the Hub spells it."""
+    repo, src = entry.get("hf_repo", ""), str(entry.get("sources", {}).get("hf_repo", ""))
+    problems = []
+    if not repo:
+        problems.append("no hf_repo")
+    if repo in NOT_ON_THE_HUB or repo.lower() in {r.lower() for r in NOT_ON_THE_HUB}:
+        problems.append(f"{repo} is not on the Hub")
+    if not URL.search(src):
+        problems.append("sources.hf_repo names no URL")
+    dates = [dt.date.fromisoformat(d) for d in DATE.findall(src)]
+    if not dates or any(d > TODAY for d in dates):
+        problems.append("sources.hf_repo names no read date (or one in the future)")
+    if repo and repo not in src:
+        problems.append(f"sources.hf_repo does not name {repo}")
+    return problems
+
+
+@pytest.mark.parametrize("name", sorted(RAW["models"]))
+def test_every_checkpoint_id_is_sourced(name: str) -> None:
+    assert not hf_repo_problems(RAW["models"][name]), (name, hf_repo_problems(RAW["models"][name]))
+
+
+def test_an_unsourced_or_absent_checkpoint_id_fails() -> None:
+    good = RAW["models"]["gemma-4-26b-a4b-qat"]
+    assert not hf_repo_problems(good)
+    inherited = {k: v for k, v in good.items() if k != "sources"}  # a variant may not lean on its base's source
+    assert "sources.hf_repo names no URL" in hf_repo_problems(inherited)
+    undated_src = {**good, "sources": {"hf_repo": "https://huggingface.co/xbill9/gemma-4-26B-A4B-it-qat-q4_0-w4a16-ct"}}
+    assert any("date" in p for p in hf_repo_problems(undated_src))
+    stale = {**good, "hf_repo": "google/gemma-4-26B-A4B-it-fp8"}  # an id changed without its source
+    assert {"google/gemma-4-26B-A4B-it-fp8 is not on the Hub"} <= set(hf_repo_problems(stale))
+    assert any("does not name" in p for p in hf_repo_problems(stale))
+    future = {**good, "sources": {"hf_repo": good["sources"]["hf_repo"].replace("2026-11-27", "2027-01-01")}}
+    assert any("date" in p for p in hf_repo_problems(future))
+
+
+def test_checkpoints_not_published_by_google_say_whose_they_are() -> None:
+    """fit and deploy show a model's notes: a community build must say it is not Google's."""
+    for name, m in load_catalog().models.items():
+        owner = m.hf_repo.split("/", 1)[0]
+        if owner != "google":
+            assert any(owner in n and "not Google" in n for n in m.notes), name

@@ -122,7 +122,9 @@ CASES: dict[str, list[list[str | tuple]]] = {
         ],
     ],
     "gcs_fuse_permission_denied": [
-        ["PermissionError: [Errno 13] Permission denied: '/mnt/models/gemma-4-26B-A4B-it-qat-w4a16-ct/config.json'"],
+        [
+            "PermissionError: [Errno 13] Permission denied: '/mnt/models/gemma-4-26B-A4B-it-qat-q4_0-w4a16-ct/config.json'"
+        ],
         ["OSError: [Errno 13] Permission denied: '/mnt/models/gemma/model-00001-of-00005.safetensors'"],
         [
             "gcsfuse: Error while mounting gcsfuse: googleapi: Error 403: vllm-sa@p.iam.gserviceaccount.com does not "

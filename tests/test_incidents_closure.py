@@ -104,7 +104,7 @@ async def test_a_refire_after_the_window_opens_a_new_incident_with_its_own_inves
 
 
 async def test_a_fix_that_does_not_clear_the_condition_is_followed_up_then_its_resolve_credits_it(
-    settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock
+    settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     s = tuned(settings, alert_fix_check_s=600)
     bot = await start(s, clock)
@@ -137,6 +137,7 @@ async def test_a_fix_that_does_not_clear_the_condition_is_followed_up_then_its_r
         for t in texts
     )
     assert "RESOLVED" in _shown(slack, h) and "Fix" in _shown(slack, h)
+    assert not [r.getMessage() for r in caplog.records if "unexpected error" in r.getMessage()]
 
 
 async def test_a_fix_recorded_after_the_condition_cleared_is_credited_at_once(

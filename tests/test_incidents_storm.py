@@ -7,9 +7,11 @@ debounce, coalescing): nothing sleeps for time to pass, and a coalescing interva
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -26,10 +28,21 @@ from handlers.reply import Reply
 from skills.clock import ScaledClock
 from skills.incidents.leases import Lease
 from skills.incidents.model import Alert, Incident, severity_rank, utcnow
+from skills.incidents.outbox import IncidentOutbox
 from skills.incidents.store import IncidentStore
 from tests.alerts_fixtures import PostsSlack, bearer, eventually, make_deps, tuned
 
 SEVERITIES = ("critical", "error", "warning", "info")
+
+
+@pytest.fixture
+def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A local time zone that is not UTC, so a time shown "UTC" must really be in UTC."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 @pytest.fixture
@@ -206,10 +219,17 @@ async def test_storm_across_two_instances_summary_first_one_thread_each_most_sev
 
 @pytest.mark.parametrize("new_incidents", [4, 5])
 async def test_the_storm_summary_starts_at_the_threshold_not_one_later(
-    settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock, new_incidents: int
+    settings: Settings,
+    redis_client: Any,
+    slack: PostsSlack,
+    clock: ScaledClock,
+    new_incidents: int,
+    new_york: None,
 ) -> None:
-    """ALERT_STORM_THRESHOLD_PER_MIN=5: five new incidents within the minute are a storm, four are not."""
+    """ALERT_STORM_THRESHOLD_PER_MIN=5: five new incidents within the minute are a storm, four are not. The
+    summary counts from one minute before it started, shown in UTC (the local zone here is New York's)."""
     clock.speed = 1.0  # the storm window is a minute of this clock: keep every incident inside it
+    began = datetime.now(UTC)
     s = tuned(settings, alert_storm_threshold_per_min=5, slack_post_per_s=20, slack_post_burst=20)
     bot = await start(s, clock, run=False)
     services = [f"thr-svc-{i}" for i in range(new_incidents)]
@@ -227,8 +247,52 @@ async def test_the_storm_summary_starts_at_the_threshold_not_one_later(
         assert await drained(bot)
     finally:
         await close(bot)
+    ended = datetime.now(UTC)
     summaries = [h for h in headers(slack) if "Alert storm" in h["text"]]
     assert len(summaries) == (1 if new_incidents >= 5 else 0), [h["text"] for h in headers(slack)]
+    if summaries:
+        minute, shown = (began - timedelta(seconds=60)).replace(second=0, microsecond=0), set()
+        while minute <= ended - timedelta(seconds=60):  # each minute the window's start can have been in
+            shown.add(f"incidents since {minute:%H:%M} UTC")
+            minute += timedelta(minutes=1)
+        assert any(s in summaries[0]["text"] for s in shown), (summaries[0]["text"], shown)
+
+
+async def test_a_storm_ends_after_a_quiet_minute_and_the_next_incident_is_its_own_thread(
+    settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock
+) -> None:
+    """Once a minute passes with no new incident and every thread is open, the storm is over: the summary is
+    final, and a later incident opens its thread without being added to it."""
+    clock.speed = 1.0
+    s = tuned(settings, alert_storm_threshold_per_min=5, slack_post_per_s=20, slack_post_burst=20)
+    bot = await start(s, clock, run=False)
+    outbox = IncidentOutbox(IncidentStore(bot.deps.redis, s.key_prefix))
+    try:
+        for i in range(5):
+            await bot.post(am(f"end-svc-{i}", "Boom", "error"))
+        publisher, bot.queue.publisher = bot.queue.publisher, None
+        await bot.queue.start()
+        assert await drained(bot)
+        assert publisher is not None
+        bot.queue.publisher = publisher
+        await publisher.start()
+        assert await eventually(lambda: len(incident_headers(slack)) == 5)
+        assert await drained(bot)
+        [summary] = [h for h in headers(slack) if "Alert storm" in h["text"]]
+        assert await outbox.storm_state(s.slack_alerts_channel)  # still within the minute: the storm goes on
+        clock.advance(61)  # a quiet minute
+        assert await eventually(lambda: _storm_over(outbox, s.slack_alerts_channel))
+        await bot.post(am("end-svc-late", "Boom", "error"))
+        assert await eventually(lambda: [h for h in incident_headers(slack) if "end-svc-late" in h["text"]])
+        assert await drained(bot)
+    finally:
+        await close(bot)
+    edits = [u for u in slack.accepted if u["_method"] == "chat.update" and u["ts"] == summary["ts"]]
+    assert not [e for e in edits if "end-svc-late" in text_of(e)], "a later incident was added to a past storm"
+
+
+async def _storm_over(outbox: IncidentOutbox, channel: str) -> bool:
+    return not await outbox.storm_state(channel)
 
 
 async def test_a_resolve_edits_the_header_at_once_whatever_the_debounce(
@@ -277,6 +341,8 @@ async def test_repeats_coalesce_into_one_line_headers_debounce_resolves_go_first
         assert await eventually(lambda: _jobs_handled(bot))
         assert bot.queue.publisher is not None and await bot.queue.publisher.pending() > 0
         assert len(replies(slack, h["ts"])) == 1 and not [u for u in slack.accepted if u["_method"] == "chat.update"]
+        fixchecks = IncidentStore(bot.deps.redis, s.key_prefix).key("outbox", "fixchecks")
+        assert await bot.deps.redis.zcard(fixchecks) == 0  # nobody confirmed a fix: no fix check is scheduled
         clock.advance(6000)
         assert await drained(bot)
         assert "Still firing: *KVCacheFull* (repeat notification #1)" in text_of(first)

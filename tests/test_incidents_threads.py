@@ -269,6 +269,9 @@ async def test_slack_500_persistent_goes_to_dead_letter_with_a_message(bot: Bot)
     # the sender's retry is still a duplicate: nothing re-queued, nothing lost (it is in the dead letters)
     resp = await bot.client.post("/alerts/gcp", json=payload("gcp-monitoring-open.json"), headers=basic())
     assert resp.json()["duplicates"] == 1
+    # given up is given up: once Slack answers again, the dead incident's header is not posted after all
+    assert await bot.drained(timeout=30)
+    assert not [p for p in headers_posted(bot.slack) if "FIRING" in text_of(p)]
 
 
 async def test_findings_then_plan_posted_in_thread_once(settings, redis_client, slack) -> None:

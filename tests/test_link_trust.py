@@ -11,16 +11,27 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.sandbox.slack_api import SlackStandIn
+from bot.settings import Settings
+from bot.slack_app import ChannelResponder
 from handlers.incident_render import header_reply
 from handlers.render_slack import to_blocks
-from handlers.reply import Reply
+from handlers.reply import FileOut, Reply
 from skills.incidents.model import Alert, new_incident
 
 BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
 
 
 def _header(url: str, source: str = "gcp", name: str = "p95 latency high", summary: str = "") -> str:
+    text, blocks = _header_parts(url, source, name, summary)
+    return text + json.dumps(blocks, ensure_ascii=False)
+
+
+def _header_parts(
+    url: str, source: str = "gcp", name: str = "p95 latency high", summary: str = ""
+) -> tuple[str, list[dict[str, object]]]:
     alert = Alert(
         source=source,  # type: ignore[arg-type]
         fingerprint="f1",
@@ -33,8 +44,7 @@ def _header(url: str, source: str = "gcp", name: str = "p95 latency high", summa
     now = datetime(2026, 1, 1, tzinfo=UTC)
     inc = new_incident("1-0", alert, "C1", True, now)
     inc.apply("1-0", alert, now)
-    text, blocks = to_blocks(header_reply(inc, "vllm-gemma4"))
-    return text + json.dumps(blocks, ensure_ascii=False)
+    return to_blocks(header_reply(inc, "vllm-gemma4"))
 
 
 def test_a_console_link_stays_a_link() -> None:
@@ -80,3 +90,45 @@ def test_property_no_bidi_control_survives_any_reply_field(s: str) -> None:
     r.add(heading=s, text=s, fields=[(s or "k", s or "v")], code=s)
     text, blocks = to_blocks(r)
     assert not set(BIDI) & set(text + json.dumps(blocks, ensure_ascii=False))
+
+
+async def test_bidi_controls_never_reach_slack_in_an_uploaded_file(slack: SlackStandIn, settings: Settings) -> None:
+    """A log digest or postmortem draft carries outside text (log lines, alert summaries) into a file the thread
+    shows: its name, title and text content lose the controls too; a binary file (a chart) is left as it is."""
+    digest = f"ERROR \u202egnp.exe{BIDI} from the log\n".encode()
+    png = b"\x89PNG\r\n\x1a\n" + "\u202e".encode() + b"\x00\xff"
+    reply = Reply(title="digest")
+    reply.files += [
+        FileOut(filename="svc\u202e-logs.txt", title="Full log digest \u2067x\u2069", content=digest),
+        FileOut(filename="chart.png", title="chart", content=png),
+    ]
+    client = AsyncWebClient(token="xoxb-test-token", base_url=settings.slack_api_url)
+    await ChannelResponder(client, "C1").post(reply)
+    text_file, chart = slack.shared
+    shown = text_file["content"].decode() + text_file["filename"] + text_file["title"]
+    assert not set(BIDI) & set(shown)
+    assert "gnp.exe" in shown and "from the log" in shown and "Full log digest" in shown
+    assert chart["content"] == png
+
+
+def _mrkdwn_objects(obj: object) -> list[dict[str, object]]:
+    if isinstance(obj, dict):
+        own = [obj] if obj.get("type") == "mrkdwn" else []
+        return own + [m for v in obj.values() for m in _mrkdwn_objects(v)]
+    if isinstance(obj, list):
+        return [m for v in obj for m in _mrkdwn_objects(v)]
+    return []
+
+
+def test_a_bare_address_in_outside_text_is_not_made_a_link() -> None:
+    """Slack turns a bare URL in a mrkdwn text object into a link unless the object is `verbatim` ("When set to
+    false (as is default) URLs will be auto-converted into links": docs.slack.dev, Block Kit text object). An
+    alert summary or a log line saying 'https://evil.example' must stay text; our own <url|label> links stay."""
+    console = "https://console.cloud.google.com/monitoring/alerting/incidents/0.abc"
+    _, header = _header_parts(console, summary="see https://evil.example/login and #general")
+    _, blocks = to_blocks(Reply(title="x", context="https://evil.example").add(text="www.evil.example", code="a"))
+    objects = _mrkdwn_objects(header) + _mrkdwn_objects(blocks)
+    assert objects and all(o.get("verbatim") is True for o in objects), [o for o in objects if not o.get("verbatim")]
+    assert f"<{console}|Cloud Monitoring incident>" in json.dumps(
+        header
+    )  # manual markup is still processed under verbatim

@@ -139,7 +139,7 @@ ORDINARY = [
     "request_id=9f1c2b7e-4d3a-4c55-9b0e-2f6a8d1e7c33 GET /v1/models 200 3ms",
     "INFO 11-20 14:03:35 [kv_cache_utils.py:1087] GPU KV cache size: 196,928 tokens",
     "Engine 000: Avg prompt throughput: 300.0 tokens/s, Avg generation throughput: 58.1 tokens/s",
-    "Loading weights from /mnt/models/gemma-4-26B-A4B-it-qat-w4a16-ct/model-00001-of-00005.safetensors",
+    "Loading weights from /mnt/models/gemma-4-26B-A4B-it-qat-q4_0-w4a16-ct/model-00001-of-00005.safetensors",
     "commit 3f2a9c1d7e8b4a6f0c5d2e1b9a8f7c6d5e4b3a21 deployed",
     "max_num_batched_tokens=4096 max_tokens=1024 tokenizer=google/gemma-4-12b-it",
     "Basic authentication required for /admin",

@@ -310,7 +310,7 @@ async def test_model_switch_carries_checkpoint_flags_and_the_planner_verdict(
     assert arg(spec_for(), "--quantization") == "compressed-tensors"
     fp8 = await build_plan("redeploy", {"model": "12b-fp8"}, deps.runtime, deps.writes.env)
     spec = fp8.spec or {}
-    assert arg(spec, "--model") == "/mnt/models/gemma-4-12B-it-fp8"
+    assert arg(spec, "--model") == "/mnt/models/gemma-4-12B-it-FP8-Dynamic"
     assert arg(spec, "--quantization") is None  # the QAT checkpoint's flag goes with it
     assert spec["annotations"]["gemma-sre/model"] == "gemma-4-12b-fp8" and fp8.verdict != "does_not_fit"
     big = await build_plan("redeploy", {"model": "gemma-4-31b"}, deps.runtime, deps.writes.env)

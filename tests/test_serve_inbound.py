@@ -22,7 +22,7 @@ import pytest
 from bot.sandbox.pubsub_grpc import PubSubStandIn, serve_pubsub
 from bot.sandbox.slack_api import SlackStandIn
 from bot.sandbox.socket_mode_api import SocketModeStandIn
-from tests.alerts_fixtures import gcp_alert
+from tests.alerts_fixtures import am_alert, gcp_alert
 from tests.conftest import REDIS_URL
 from tests.eventually import eventually
 from tests.test_socket_mode import command
@@ -199,3 +199,45 @@ async def test_serve_with_pubsub_that_cannot_start_is_not_ready(
     assert len(said) == 1
     # and a start-up message where the alerts would have gone
     assert any("Pub/Sub alerts: off" in p.get("text", "") for p in slack.of("chat.postMessage"))
+
+
+async def test_serve_takes_both_alert_webhooks_into_the_alerts_channel(slack: SlackStandIn, key_prefix: str) -> None:
+    # The webhooks as Cloud Monitoring (token in the query) and Alertmanager (bearer) call them, with a poison
+    # body between the two: it gets its 400 and the good alert after it still reaches Slack.
+    token = "serve-hook-token-1"
+    serve = Serve(_common(slack, key_prefix) | {"SLACK_SIGNING_SECRET": "s3cret", "ALERT_WEBHOOK_TOKEN": token})
+    try:
+
+        async def ready() -> bool:
+            resp = await serve.readyz()
+            return (resp is not None and resp.status_code == 200) or serve.proc.poll() is not None
+
+        assert await eventually(ready, 60)
+        assert serve.proc.poll() is None, "serve exited:\n" + "".join(serve.lines[-20:])
+        async with httpx.AsyncClient(base_url=serve.url, timeout=15) as client:
+            gcp = await client.post(f"/alerts/gcp?auth_token={token}", json=gcp_alert("inc-serve-hook-1"))
+            deep = b"[" * 100_000 + b"]" * 100_000
+            poison = await client.post(
+                "/alerts/alertmanager",
+                content=deep,
+                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            )
+            am = await client.post(
+                "/alerts/alertmanager",
+                json=am_alert("fp-serve-hook-1", service="vllm-other"),
+                headers={"Authorization": f"Bearer {token}"},
+            )
+        assert gcp.status_code == 202 and am.status_code == 202, (gcp.text, am.text)
+        assert poison.status_code == 400
+
+        def incident_for(service: str) -> bool:
+            return any(service in json.dumps(p) for p in slack.of("chat.postMessage"))
+
+        assert await eventually(lambda: incident_for("vllm-gemma4") and incident_for("vllm-other"), 30), "".join(
+            serve.lines[-20:]
+        )
+        assert {p.get("channel") for p in slack.of("chat.postMessage")} == {"#gemma-alerts"}
+        assert serve.proc.poll() is None
+    finally:
+        serve.stop()
+    assert not [r for r in serve.records() if "Traceback" in str(r.get("message", ""))]

@@ -141,3 +141,43 @@ async def test_a_write_that_crashes_is_audited_failed_and_releases_everything(de
     assert (entry.result, entry.plan_id, entry.detail) == ("failed", plan.id, "unexpected error: KeyError")
     assert await pending(deps.redis, gate.audit_key) == []
     assert await gate.plans.get(plan.id) is None and await lock.holder() is None
+
+
+async def test_a_second_confirm_names_who_confirmed_first(deps: Any, cloud_run: CloudRunStandIn) -> None:
+    """A second confirm of one plan is told who confirmed it, and that it runs once."""
+    cloud_run.seed_service("vllm-gemma4", min_instances=0, max_instances=1)
+    flow = deps.writes
+    gate = flow.gate
+    plan = await flow.propose("scale", {"min_instances": 1, "max_instances": 2}, user_id="UDEP", channel_id="C1")
+    claimed, lock = await claim(gate, plan.id, "UDEPLOYER")
+    try:
+        with pytest.raises(Refused) as second:
+            await claim(gate, plan.id, "UDEPLOYER")  # a double click
+        r = second.value
+        assert (r.message, r.hint, r.mentions) == (
+            "This plan was already confirmed by <@UDEPLOYER>.",
+            "It runs once.",
+            ("UDEPLOYER",),
+        )
+    finally:
+        await run_claimed(gate, claimed, lock, "UDEPLOYER", flow.runtime, poll_s=0.01)
+
+
+async def test_a_confirm_while_the_service_is_busy_names_the_holder_and_keeps_the_plan(
+    deps: Any, cloud_run: CloudRunStandIn
+) -> None:
+    cloud_run.seed_service("vllm-gemma4", min_instances=0, max_instances=1)
+    flow = deps.writes
+    gate = flow.gate
+    plan = await flow.propose("scale", {"min_instances": 1, "max_instances": 2}, user_id="UDEP", channel_id="C1")
+    other = gate.lock("vllm-gemma4")
+    await other.acquire("UOTHER", "deploy")
+    try:
+        with pytest.raises(Refused) as busy:
+            await claim(gate, plan.id, "UDEPLOYER")
+        r = busy.value
+        assert r.message.startswith("`vllm-gemma4` is busy: ") and "<@UOTHER>" in r.message
+        assert (r.hint, r.mentions) == ("Confirm again when it has finished.", ("UOTHER",))
+        assert await gate.plans.get(plan.id) is not None  # still pending: it can be confirmed later
+    finally:
+        await other.release()

@@ -173,7 +173,9 @@ REVISION_TEMPLATE_FIELDS = (
 )  # fmt: skip
 
 
-def revision_to_info(rev: run_v2.Revision, traffic: dict[str, int] | None = None) -> RevisionInfo:
+def revision_to_info(
+    rev: run_v2.Revision, traffic: dict[str, int] | None = None, tags: dict[str, dict[str, str]] | None = None
+) -> RevisionInfo:
     from google.cloud import run_v2
 
     ready_cond = next((c for c in rev.conditions if c.type_ == "Ready"), None)
@@ -192,6 +194,7 @@ def revision_to_info(rev: run_v2.Revision, traffic: dict[str, int] | None = None
         create_time=rev.create_time if rev.create_time else None,
         image=rev.containers[0].image if rev.containers else "",
         traffic_percent=(traffic or {}).get(short, 0),
+        tags=(tags or {}).get(short, {}),
         template={k: v for k, v in json.loads(run_v2.Revision.to_json(rev)).items() if k in REVISION_TEMPLATE_FIELDS},
     )
 
@@ -292,7 +295,14 @@ class CloudRunRuntime:
         services, revisions = self._clients()
         path = self.service_path(service)
         svc = await self._read(f"service {service}", lambda: services.get_service(name=path, **self._read_opts))
-        traffic = {t.revision.rsplit("/", 1)[-1]: t.percent for t in svc.traffic_statuses}
+        # A revision may appear more than once (at 100%, and again under a tag at 0%): its shares add up.
+        traffic: dict[str, int] = {}
+        tags: dict[str, dict[str, str]] = {}
+        for t in svc.traffic_statuses:
+            short = t.revision.rsplit("/", 1)[-1]
+            traffic[short] = traffic.get(short, 0) + t.percent
+            if t.tag:
+                tags.setdefault(short, {})[t.tag] = t.uri
         revs = await self._read(
             f"revisions of {service}",
             lambda: list(
@@ -300,7 +310,7 @@ class CloudRunRuntime:
             ),
         )
         revs.sort(key=lambda r: r.create_time, reverse=True)
-        return [revision_to_info(r, traffic) for r in revs[:limit]]
+        return [revision_to_info(r, traffic, tags) for r in revs[:limit]]
 
     async def get_revision(self, service: str, revision: str) -> RevisionInfo:
         _, revisions = self._clients()

@@ -21,7 +21,7 @@ from bot.sandbox.attach import attach_console, build_sandbox_deps
 from bot.sandbox.clock import SandboxClock
 from bot.sandbox.cloud import Sandbox
 from bot.settings import load_settings
-from bot.wiring import reconcile_writes
+from bot.wiring import reconcile_writes, resume_canary_watches
 from handlers.registry import load_all
 from skills.deploy.flow import settle_background
 
@@ -30,9 +30,15 @@ SERVICE = "vllm-gemma4"
 
 class ConsoleSession:
     def __init__(
-        self, redis_url: str, speed: float = 3000.0, key_prefix: str = "", sandbox: Sandbox | None = None
+        self,
+        redis_url: str,
+        speed: float = 3000.0,
+        key_prefix: str = "",
+        sandbox: Sandbox | None = None,
+        settings: dict[str, Any] | None = None,
     ) -> None:
         self.redis_url = redis_url
+        self.overrides = settings or {}  # more settings (e.g. CANARY_LEASE_MS), over the session's own
         self.speed = speed
         self.key_prefix = key_prefix or f"gemma-sre-session-{uuid.uuid4().hex[:10]}"
         self.sandbox: Sandbox | None = sandbox  # given: shared with other sessions (started, closed by its owner)
@@ -68,13 +74,16 @@ class ConsoleSession:
             alert_header_debounce_s=0.0,
             alert_coalesce_interval_s=0.0,
             alert_storm_edit_interval_s=0.0,
+            **self.overrides,
         )
         self.deps = build_sandbox_deps(self.sandbox.configure(settings, console=True), self.sandbox, None)
         await attach_console(self.deps, self.responder)
         await reconcile_writes(self.deps)
+        await resume_canary_watches(self.deps, lambda channel: self.responder)  # canaries a stopped session watched
         return self
 
-    async def close(self, keep_sandbox: bool = False) -> None:
+    async def close(self, keep_sandbox: bool = False, keep_state: bool = False) -> None:
+        """`keep_state`: leave this session's Redis keys (a process that stops; the next one starts on them)."""
         await settle_background(60)
         if self.sandbox is not None:  # first what was wired to it for this session (the alert queue)
             for close in reversed(self.sandbox.closers):
@@ -84,7 +93,7 @@ class ConsoleSession:
             from bot.wiring import close_deps
 
             keys = [k async for k in self.deps.redis.scan_iter(match=f"{self.key_prefix}:*", count=1000)]
-            if keys:
+            if keys and not keep_state:
                 await self.deps.redis.delete(*keys)
             await close_deps(self.deps)
         if self.sandbox is not None and self._own_sandbox and not keep_sandbox:

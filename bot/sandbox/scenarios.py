@@ -57,7 +57,7 @@ def _oom(t: dict[str, Any]) -> None:
 
 def _host_memory(t: dict[str, Any]) -> None:
     # The 26B-A4B QAT in 16 GiB: loading peaks above the limit (field notes: 16.8 GiB peak; needs 32 GiB).
-    _args(t, model="google/gemma-4-26B-A4B-it-qat-w4a16-ct", max_model_len="16384", max_num_seqs="4")
+    _args(t, model="xbill9/gemma-4-26B-A4B-it-qat-q4_0-w4a16-ct", max_model_len="16384", max_num_seqs="4")
     _main(t)["resources"]["limits"].update(memory="16Gi", cpu="4")
     t["maxInstanceRequestConcurrency"] = 4
     _main(t)["startupProbe"] = _probe_json(initial=240, period=60, threshold=30)  # field notes' working budget

@@ -56,6 +56,8 @@ async def list_revisions(ctx: CommandContext) -> Reply:
         )
         when = r.create_time.strftime("%Y-%m-%d %H:%M UTC") if r.create_time else "—"
         line = f"`{r.name}`  {state}  {r.traffic_percent}% traffic  · {when}"
+        if r.tags:  # a canary's `stable` / `canary`: each tag also answers at its own URL
+            line += "  · tags: " + ", ".join(f"`{t}`" + (f" ({u})" if u else "") for t, u in sorted(r.tags.items()))
         if r.ready is False and (r.reason or r.message):
             line += f"\n      {r.reason}: {shorten(r.message, 200)}"
         rows.append(line)

@@ -261,7 +261,7 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
                     log.warning("could not post the start-up comparison for plan %s", plan.id)
             if plan.canary:  # a canary: compared with the stable revision in this thread, then Promote / Roll back
                 async with deps.watching(ctx.user_id):  # a wait of up to CANARY_MAX_WAIT_S: a watcher's share
-                    await follow_canary(deps, plan, ctx.responder, thread or ts)
+                    await follow_canary(deps, plan, ctx.responder, thread or ts, ctx.user_id)
 
     # Whoever confirmed may stop waiting (Ctrl-C in the console); the watch goes on and records what happened.
     await keep_watching(watch())

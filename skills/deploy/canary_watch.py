@@ -35,7 +35,8 @@ from skills.ports import Metrics, ModelServer, Runtime
 
 log = logging.getLogger(__name__)
 
-Ending = Literal["verdict", "no_traffic", "traffic_moved", "unreadable"]
+# handed_over: this process lost the watch's lease (skills/deploy/canary_state.py); the holder goes on.
+Ending = Literal["verdict", "no_traffic", "traffic_moved", "unreadable", "handed_over"]
 
 
 class CanaryPolicy(BaseModel):
@@ -54,6 +55,7 @@ class CanaryOutcome(BaseModel):
 
 
 Report = Callable[[Comparison], Awaitable[None]]
+Firsts = dict[str, Snapshot | None]
 
 
 @dataclass
@@ -76,14 +78,31 @@ class CanaryWatch:
             "canary": canary.uri if canary.tag == CANARY_TAG else "",
         }
 
-    async def follow(self, service: str, info: CanaryInfo, report: Report) -> CanaryOutcome:
+    async def follow(
+        self,
+        service: str,
+        info: CanaryInfo,
+        report: Report,
+        *,
+        started: float | None = None,
+        firsts: Firsts | None = None,
+        on_firsts: Callable[[Firsts], Awaitable[None]] | None = None,
+        still_ours: Callable[[], bool] | None = None,
+    ) -> CanaryOutcome:
+        """Watch until a verdict. A resumed watch (after a restart) passes when the canary `started` and the
+        `firsts` scrapes it kept, so its window and evidence count from the canary's start; `on_firsts` is told
+        once the first scrapes are taken (to keep them); `still_ours` False stops the watch (lease lost)."""
         p = self.policy
-        start = self.clock.now()
-        firsts: dict[str, Snapshot | None] = {"baseline": None, "canary": None}
+        start = self.clock.now() if started is None else started
+        firsts = {"baseline": None, "canary": None, **(firsts or {})}
         window_minutes = max(1, round(p.window_s / 60))
         last: Comparison | None = None
         while True:
             raise_if_cancelled()  # a cancel a Redis write swallowed (skills/cancellation.py)
+            if still_ours is not None and not still_ours():
+                return CanaryOutcome(
+                    ending="handed_over", comparison=last, detail="another bot process watches this canary now"
+                )
             try:
                 urls = await self._urls(service, info)
             except UserFacingError as exc:
@@ -95,12 +114,15 @@ class CanaryWatch:
                     detail=f"traffic no longer splits between `{info.baseline}` and `{info.revision}`",
                 )
             now = self.clock.now()
+            had = dict(firsts)
             base, firsts["baseline"] = await self._gather(
                 service, info.baseline, "baseline", urls, firsts, now, window_minutes
             )
             can, firsts["canary"] = await self._gather(
                 service, info.revision, "canary", urls, firsts, now, window_minutes
             )
+            if on_firsts is not None and firsts != had:
+                await on_firsts(dict(firsts))
             elapsed = now - start
             last = compare(base, can, p.thresholds, elapsed)
             if last.verdict != "not_enough_traffic" and elapsed < p.window_s:

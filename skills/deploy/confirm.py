@@ -82,8 +82,11 @@ def _entry(plan: Plan, user_id: str, result: str, detail: str, duration_s: float
     )
 
 
-async def _audit(gate: WriteGate, plan: Plan, user_id: str, result: str, detail: str, duration_s: float = 0.0) -> None:
-    await record(gate.store, gate.audit_key, _entry(plan, user_id, result, detail, duration_s))
+_GONE = "This plan is no longer pending (expired, cancelled or already confirmed)."
+
+
+async def _audit(gate: WriteGate, plan: Plan, user_id: str, result: str, detail: str) -> None:
+    await record(gate.store, gate.audit_key, _entry(plan, user_id, result, detail))
 
 
 async def _audit_refusal(gate: WriteGate, plan: Plan, user_id: str, why: str) -> None:
@@ -176,7 +179,7 @@ async def cancel(gate: WriteGate, plan_id: str, user_id: str, where: Where | Non
     """Discard a pending plan: only its author or a deployer may, from where it was made; audited."""
     plan = await gate.plans.get(plan_id)
     if plan is None:
-        raise Refused("This plan is no longer pending (expired, cancelled or already confirmed).")
+        raise Refused(_GONE)
     if why := misplaced(plan, where):
         await _audit_refusal(gate, plan, user_id, "cancel from another channel or thread")
         raise Refused(why)
@@ -188,7 +191,7 @@ async def cancel(gate: WriteGate, plan_id: str, user_id: str, where: Where | Non
             (plan.created_by,),
         )
     if not await gate.plans.discard(plan.id):
-        raise Refused("This plan is no longer pending.")
+        raise Refused(_GONE)  # confirmed or cancelled between the read above and now
     await _audit(gate, plan, user_id, "cancelled", "")
     return plan
 
