@@ -137,9 +137,10 @@ async def _console_sandbox(settings: Settings) -> int:
     try:
         return await run_console(deps, on_start=lambda responder: attach_console(deps, responder))
     finally:
-        await deps.drain()
-        await sandbox.aclose()
+        # Clients first, then the simulated servers: a gRPC channel still open when its server stops is sent a
+        # GOAWAY, which grpc's C core prints to the terminal whatever GRPC_VERBOSITY says (absl logging).
         await close_deps(deps)
+        await sandbox.aclose()
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

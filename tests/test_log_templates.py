@@ -163,3 +163,40 @@ def test_a_one_off_longer_shape_of_a_recurring_statement_joins_it() -> None:
     # Beside a statement seen once, it is not taken for that statement's shape.
     g = _groups(["PCI: Probing PCI hardware", "PCI: Probing PCI hardware (bus 00)"])
     assert g[0] != g[1]
+
+
+# Shapes at the edges of _classify's fast paths: names ending in one digit, hex, dates with a word after them,
+# UUIDs (of hex letters only too), edge punctuation, units, Unicode digits and letters, a literal wildcard.
+_EDGE_TOKENS = (
+    "eth1 eth12 a1 A1 _1 1_ a_1 _ 0x1f 0x1g (0x1f) 11-20 11-20-abc 2021-01-01 15:00:13.192] (123) 123. .123 "
+    "1.2.3.4.5 1.2.3.4:80 1.2:80 deadbeef-dead-beef-dead-beefdeadbeef 12345678-1234-1234-1234-123456789012-5 "
+    "DEADBEEF- abcdefab-x Mon, Mon. (Mon) org.apache.Foo: org.apache.Foo 2048MB MB mb, (sec) sec <1 [1] "
+    "user=1 key= = ip:1 <*> <*>, -------- a-b-c-d-e ١٢٣ x² ü1 Ü é na\u00efve"
+).split()
+
+
+def _corpus() -> list[str]:
+    """Every distinct token of the Loghub samples in the repository, and the edge shapes above."""
+    import csv
+    from pathlib import Path
+
+    tokens: dict[str, None] = dict.fromkeys(_EDGE_TOKENS)
+    for path in sorted((Path(__file__).parent / "data" / "loghub").glob("*/*_structured.csv")):
+        with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+            for row in csv.DictReader(fh):
+                tokens.update(dict.fromkeys(row["Content"].split()))
+    return list(tokens)
+
+
+def test_the_fast_classification_agrees_with_the_definition() -> None:
+    """_classify's shortcuts (plain words, words holding a digit, tokens no mask can match, ASCII-mode
+    patterns, masks that skip the inside of words) give what the general rule gives, token by token."""
+    import re
+
+    from skills.logs import templates as t
+
+    corpus = _corpus()
+    assert len(corpus) > 5000
+    assert [t._classify(tok) for tok in corpus] == [t._classify_general(tok) for tok in corpus]
+    plain_masks = re.compile("|".join(f"(?:{rx})" for rx in t._MASKS))  # the masks as written, one after another
+    assert [t._MASK.sub("<*>", tok) for tok in corpus] == [plain_masks.sub("<*>", tok) for tok in corpus]

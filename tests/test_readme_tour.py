@@ -66,8 +66,12 @@ def test_the_readme_tour_in_one_console_run(tmp_path: Path) -> None:
         seen[line] = seen.get(line, "") + out
     child.sendline("quit")
     child.expect(pexpect.EOF)
+    at_exit = child.before or ""
     child.close()
     assert child.exitstatus == 0
+    # Nothing after the last prompt: no gRPC "Got goaway" line from a channel whose simulated server stopped
+    # first (it came in 3 of 5 runs before the console closed its clients before the servers).
+    assert "goaway" not in at_exit.lower() and "Traceback" not in at_exit, at_exit
     everything = "".join(seen.values())
     assert "vllm-gemma4: ready" in seen["/gemma status"]
     assert "deploy `vllm-gemma4`: ready" in everything

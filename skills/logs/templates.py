@@ -16,6 +16,8 @@ no per-system rules.
 from __future__ import annotations
 
 import re
+from itertools import compress, count
+from operator import ne
 
 WILDCARD = "<*>"
 
@@ -40,7 +42,15 @@ _MASKS = [
     # words holding a digit: numbers, ids (blk_-1, node-12), but not names ending in one digit (eth1, SOCKS5)
     r"(?<![\w-])(?![A-Za-z]+\d(?![\w-]))[\w-]*\d[\w-]*",
 ]
-_MASK = re.compile("|".join(f"(?:{rx})" for rx in _MASKS))
+# Every mask starts after a non-word character (or at the start): checking that first lets the search skip the
+# positions inside a word without trying each alternative there.
+_MASK = re.compile(r"(?<!\w)(?:" + "|".join(f"(?:{rx})" for rx in _MASKS) + ")")
+# What every match of _MASK holds: a digit, or the start of a UUID (see _classify).
+_MAY_MASK = re.compile(r"\d|[0-9a-fA-F]{8}-")
+# The same patterns for ASCII tokens (most): on ASCII text \w, \d and \b mean what they mean in Unicode mode, and
+# the regular expression engine tests ASCII classes without looking up Unicode properties.
+_VAR_TOKEN_ASCII = re.compile(_VAR_TOKEN.pattern, re.ASCII)
+_MASK_ASCII = re.compile(_MASK.pattern, re.ASCII)
 # A number followed by its unit is one variable ("2048 MB" -> "<*>"), as is a comparison ("<1 sec").
 _UNITS = {"b", "kb", "mb", "gb", "tb", "kib", "mib", "gib", "bytes", "ms", "us", "s", "sec", "secs", "seconds", "min"}
 # A word-only difference ("shutdown" vs "startup") is a different event unless the statement names that
@@ -74,30 +84,58 @@ def mask_token(tok: str) -> str:
     return _MASK.sub(WILDCARD, tok)
 
 
-def _classify(tok: str) -> tuple[str, bool, bool]:
-    """A token as (masked, is a variable, joins a variable before it): mask_token and the class-name rule,
-    inlined because a log's distinct tokens are each classified once and that is most of a short log's cost.
-    Most tokens are plain words, perhaps with edge punctuation: no mask can match them (each needs a digit, or
-    a '.', '/', ':', '@' or '-' inside), so they skip the regular expressions."""
-    core = tok.strip(_EDGE)
-    if core.isalpha():
-        if core in _DATE_WORDS:
-            i = tok.find(core)
-            m = tok[:i] + WILDCARD + tok[i + len(core) :]
-            return (m, m.strip(_VAR_EDGE) == "*", True)
-        return (tok, False, core.lower() in _UNITS)
+def _classify_general(tok: str) -> tuple[str, bool, bool]:
+    """A token as (masked, is a variable, joins a variable before it): the class-name rule, then mask_token.
+    The definition; _classify gives the same answer faster for the common shapes."""
     if "." in tok:
         cls = _QUALIFIED_CLASS.match(tok)
         if cls:
             m = cls.group(1) + cls.group(2)
             return (m, False, m.lower().strip(_EDGE) in _UNITS)
-    if ("." in core or "/" in core or ":" in core or "@" in core) and _VAR_TOKEN.fullmatch(core):
-        i = tok.find(core)
-        m = tok[:i] + WILDCARD + tok[i + len(core) :]
-    else:
-        m = _MASK.sub(WILDCARD, tok)
+    m = mask_token(tok)
     var = WILDCARD in m and m.strip(_VAR_EDGE) == "*"
     # "2048 MB", "2034 bytes (1.98 KB)", "<*> <*>", "<*> ()": one variable with what follows it
+    return (m, var, var or not m.strip(_EDGE) or m.lower().strip(_EDGE) in _UNITS)
+
+
+def _classify(tok: str) -> tuple[str, bool, bool]:
+    """_classify_general with fast paths for the common shapes (tests/test_log_templates.py checks that they
+    agree on every distinct token of the Loghub samples). A log's distinct tokens are each classified once per
+    grouper, and that is most of a short log's cost."""
+    core = tok.strip(_EDGE)
+    if core.isalpha():
+        # A word with edge punctuation: no mask matches it (each needs a digit, or a UUID's hex and '-'), and
+        # the class-name rule needs a '.' inside.
+        if core in _DATE_WORDS:
+            i = tok.find(core)
+            return (tok[:i] + WILDCARD + tok[i + len(core) :], True, True)
+        return (tok, False, core.lower() in _UNITS)
+    if core.isascii() and (word := core.replace("_", "")).isalnum() and not word.isalpha():
+        # One ASCII word of letters, digits and '_' holding a digit ("101052360", "hohuhu999", "(126)"): the
+        # last mask takes it whole, unless it is a name ending in its only digit (eth1). No other mask can
+        # match (they need '.', '-', '/' or ':' inside, or start with "0x" and also take the whole word).
+        if core[:-1].isalpha() and core[-1].isdigit():
+            return (tok, False, False)
+        i = tok.find(core)
+        return (tok[:i] + WILDCARD + tok[i + len(core) :], True, True)
+    if "." in tok:
+        cls = _QUALIFIED_CLASS.match(tok)
+        if cls:
+            m = cls.group(1) + cls.group(2)
+            return (m, False, m.lower().strip(_EDGE) in _UNITS)
+    is_ascii = tok.isascii()
+    if ("." in core or "/" in core or ":" in core or "@" in core) and (
+        _VAR_TOKEN_ASCII if is_ascii else _VAR_TOKEN
+    ).fullmatch(core):
+        i = tok.find(core)
+        m = tok[:i] + WILDCARD + tok[i + len(core) :]
+    elif _MAY_MASK.search(tok) is None:
+        # Every mask's match holds a digit or a UUID's first eight hex digits and '-': without them _MASK
+        # leaves the token as it is (and _MASK is slow on long tokens: "-------", "key-exchange").
+        m = tok
+    else:
+        m = (_MASK_ASCII if is_ascii else _MASK).sub(WILDCARD, tok)
+    var = WILDCARD in m and m.strip(_VAR_EDGE) == "*"
     return (m, var, var or not m.strip(_EDGE) or m.lower().strip(_EDGE) in _UNITS)
 
 
@@ -128,13 +166,20 @@ def _named_value(tpl: list[str], i: int, a: str, b: str) -> bool:
     """Two constant words at position i are values of one variable when the statement names it there:
     `key=alice` / `key=bob` (same key), the word after an account word (`user alice` / `user bob`), or a word
     within four after a state word (`state from Down to Up`)."""
-    ka, _, va = a.partition("=")
-    if va or a.endswith("="):
+    if "=" in a:
+        ka = a.partition("=")[0]
         kb, _, vb = b.partition("=")
         return ka == kb and (vb != "" or b.endswith("=")) and ka != ""
     if i and tpl[i - 1] in _ACCOUNT_WORDS:
         return True
     return not _STATE_WORDS.isdisjoint(tpl[max(0, i - 4) : i])
+
+
+def _differ(a: list[str], b: list[str]) -> compress[int]:
+    """The positions where two token lists differ (up to the shorter's length). The comparison runs in C: most
+    positions agree, and a Python loop over every position is most of the cost of comparing a line with a
+    template."""
+    return compress(count(), map(ne, a, b))
 
 
 def _anchors(tokens: list[str], skip: int) -> int:
@@ -200,15 +245,18 @@ class TemplateMiner:
         key = (len(tokens), _key_word(tokens[0]) if tokens else "", _key_word(tokens[1]) if len(tokens) > 1 else "")
         bucket = self._index.setdefault(key, [])
         best, best_score = -1, -1.0
-        n = max(1, len(tokens))
+        n = len(tokens) or 1
         templates = self._templates
         for gid in bucket:
             tpl = templates[gid]
-            same = 0
-            for i, (a, b) in enumerate(zip(tpl, tokens, strict=False)):  # one length (the bucket key)
-                if a == b or a == WILDCARD:
-                    same += 1
-                elif WILDCARD not in a and WILDCARD not in b and not _named_value(tpl, i, a, b):
+            same = len(tokens)  # positions that agree or where the template has a variable
+            for i in _differ(tpl, tokens):  # one length (the bucket key)
+                a = tpl[i]
+                if a == WILDCARD:
+                    continue
+                same -= 1
+                b = tokens[i]
+                if WILDCARD not in a and WILDCARD not in b and not _named_value(tpl, i, a, b):
                     break  # a word differs: another event, unless many groups differ there (see _note_variant)
             else:
                 score = same / n
@@ -224,10 +272,11 @@ class TemplateMiner:
             self._parent.append(gid)
             self._lines.append(0)
             bucket.append(gid)
-            gid = self._note_variant(key, gid)
-            if self.group(gid) == gid:
-                tpl = self._templates[gid]  # a new list if _note_variant merged others into it
-                self._join_elsewhere(gid, masked if tpl is tokens else " ".join(tpl))
+            # _note_variant merges only when VARIANTS groups of this bucket differ at one position.
+            if len(bucket) >= VARIANTS:
+                self._note_variant(key, gid)
+            tpl = self._templates[gid]  # a new list if _note_variant merged others into it
+            self._join_elsewhere(gid, masked if tpl is tokens else " ".join(tpl))
         self._exact[masked] = gid
         if self._tentative:
             self._recur(gid)
@@ -273,17 +322,21 @@ class TemplateMiner:
                 same_rest.append(gid)
                 return
         same_rest.append(gid)
-        ends = [("^", t) for t in tokens[:1] if _const(t)] + [("$", t) for t in tokens[-1:] if _const(t)]
-        templates = self._templates
+        ends = []
+        if tokens and WILDCARD not in tokens[0]:
+            ends.append(("^", tokens[0]))
+        if tokens and WILDCARD not in tokens[-1]:
+            ends.append(("$", tokens[-1]))
+        templates, parent, by_end = self._templates, self._parent, self._by_end
         for end in ends:
-            for cand in self._by_end.get(end, ()):
-                root = self.group(cand)
+            for cand in by_end.get(end, ()):
+                root = cand if parent[cand] == cand else self.group(cand)
                 if root != gid and 0 < abs(len(templates[root]) - n) <= 8 and self._spans(templates[root], tokens):
                     self._parent[gid] = root
                     return
         for end in ends[:1]:
-            for cand in self._by_end.get(end, ()):
-                root = self.group(cand)
+            for cand in by_end.get(end, ()):
+                root = cand if parent[cand] == cand else self.group(cand)
                 if (
                     root != gid
                     and self._lines[root] >= 2  # a statement that recurred: its one-off longer shape joins it
@@ -294,7 +347,7 @@ class TemplateMiner:
                     self._tentative[gid] = 0
                     return
         for end in ends:
-            group = self._by_end.setdefault(end, [])
+            group = by_end.setdefault(end, [])
             if len(group) < 16:  # a bounded look-up: the shapes seen first are the common ones
                 group.append(gid)
 
@@ -302,18 +355,21 @@ class TemplateMiner:
     def _spans(tpl: list[str], tokens: list[str]) -> bool:
         if len(tpl) == len(tokens) or abs(len(tpl) - len(tokens)) > 8:  # a spanning variable: <= 8 tokens more
             return False
-        lo = 0
-        for a, b in zip(tpl, tokens, strict=False):
-            if a != b:  # a template variable ends the agreeing part: it may be the one that spans
-                break
-            lo += 1
-        hi = 0
-        for a, b in zip(reversed(tpl), reversed(tokens), strict=False):
-            if a != b:
-                break
-            hi += 1
         short = min(len(tpl), len(tokens))
-        lo, hi = min(lo, short), min(hi, short - min(lo, short))
+        # The agreeing start and end (a template variable ends them: it may be the one that spans). Plain loops:
+        # they are short (a line that agrees at length is in the template's group already).
+        lo = 0
+        while lo < short and tpl[lo] == tokens[lo]:
+            lo += 1
+        # The longer side's differing stretch holds position lo, and so does the shorter's unless it is empty:
+        # two different words there fail the test below at once (and at the last differing position alike).
+        if lo < short and WILDCARD not in tpl[lo] and WILDCARD not in tokens[lo]:
+            return False
+        hi = 0
+        while hi < short - lo and tpl[-1 - hi] == tokens[-1 - hi]:
+            hi += 1
+        if hi < short - lo and WILDCARD not in tpl[-1 - hi] and WILDCARD not in tokens[-1 - hi]:
+            return False
         gap_t, gap_l = tpl[lo : len(tpl) - hi], tokens[lo : len(tokens) - hi]
         # One side's differing stretch must be variables only (the variable that spans more, or fewer,
         # tokens on the other side), and the agreeing parts must hold at least two constant words: a stretch
@@ -322,8 +378,13 @@ class TemplateMiner:
         # makes it another statement.
         if len(gap_t) > 8 or len(gap_l) > 8:
             return False
-        vars_t = sum(1 for t in gap_t if WILDCARD in t)
-        vars_l = sum(1 for t in gap_l if WILDCARD in t)
+        vars_t = vars_l = 0  # loops, not generators: this runs for every candidate of a new group
+        for t in gap_t:
+            if WILDCARD in t:
+                vars_t += 1
+        for t in gap_l:
+            if WILDCARD in t:
+                vars_l += 1
         if not ((gap_t and vars_t == len(gap_t) and not vars_l) or (gap_l and vars_l == len(gap_l) and not vars_t)):
             return False
         kept = tpl[:lo] + tpl[len(tpl) - hi :]
@@ -336,16 +397,8 @@ class TemplateMiner:
         only while it is rare (see _recur): a second line of that shape makes it a statement of its own, as
         "Connection closed by <*>" and "Connection closed by <*> [preauth]" are. The added words must be fewer
         than the template's constant words, so a short template does not swallow longer statements."""
-        lo = 0
-        for a, b in zip(tpl, tokens, strict=False):
-            if a != b:
-                break
-            lo += 1
-        hi = 0
-        for a, b in zip(reversed(tpl), reversed(tokens), strict=False):
-            if a != b or lo + hi >= len(tpl):
-                break
-            hi += 1
+        lo = next(_differ(tpl, tokens), len(tpl))  # the line is the longer
+        hi = min(next(_differ(tpl[::-1], tokens[::-1]), len(tpl)), len(tpl) - lo)
         if lo + hi < len(tpl):
             return False
         anchors = _anchors(tpl, -1)
@@ -361,8 +414,10 @@ class TemplateMiner:
             if other == gid:
                 continue
             pos = -1
-            for i, (a, b) in enumerate(zip(tpl, self._templates[other], strict=False)):  # one length (the key)
-                if a == b or a == WILDCARD or b == WILDCARD:
+            tpl_o = self._templates[other]
+            for i in _differ(tpl, tpl_o):  # one length (the key)
+                a, b = tpl[i], tpl_o[i]
+                if a == WILDCARD or b == WILDCARD:
                     continue
                 if pos >= 0 or not (_const(a) and _const(b)):
                     break
