@@ -171,8 +171,8 @@ EQUIVALENT: dict[str, str] = {
     "skills.deploy.plans.xǁPlanStoreǁget__mutmut_3": _NO_SUCH_KEY,
     "skills.deploy.plans.xǁPlanStoreǁget__mutmut_4": _NO_SUCH_KEY,
     "skills.incidents.model.xǁAlertǁdedup_key__mutmut_4": "any constant marks 'no start' the same way",
-    "skills.deploy.confirm.x_run_claimed__mutmut_1": "the watch's poll interval on the injected clock: when it "
-    "looks, not what it finds",
+    "skills.deploy.confirm.x_run_claimed__mutmut_1": "the default poll interval, which every caller overrides "
+    "(WriteFlow.poll_s): when the watch looks, not what it finds",
     "skills.deploy.confirm.x_run_claimed__mutmut_42": "None and False are both 'not cancelled'",
     "skills.deploy.confirm.x_precheck__mutmut_49": "no name typed read as 'XXXX' instead of '': a service name is a "
     "lower-case DNS label, so neither ever matches one",
