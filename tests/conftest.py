@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -136,3 +137,13 @@ async def hook(settings: Settings, redis_client: redis.Redis) -> AsyncIterator[t
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot.test") as client:
         yield client, queue
     await deps.redis.aclose()
+
+
+@pytest.fixture
+def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A local time zone that is not UTC, so a time shown "UTC" must really be converted to UTC."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

@@ -7,7 +7,6 @@ debounce, coalescing): nothing sleeps for time to pass, and a coalescing interva
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -33,16 +32,6 @@ from skills.incidents.store import IncidentStore
 from tests.alerts_fixtures import PostsSlack, bearer, eventually, make_deps, tuned
 
 SEVERITIES = ("critical", "error", "warning", "info")
-
-
-@pytest.fixture
-def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A local time zone that is not UTC, so a time shown "UTC" must really be in UTC."""
-    monkeypatch.setenv("TZ", "America/New_York")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 @pytest.fixture

@@ -4,22 +4,11 @@ release that only ever removes its own lock."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from skills.deploy.locks import LockHeld, LockHolder, ServiceLock
-
-
-@pytest.fixture
-def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A local time zone that is not UTC, so a time shown "UTC" must really be converted to UTC."""
-    monkeypatch.setenv("TZ", "America/New_York")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def test_the_holder_is_described_in_utc_with_minutes_elapsed(new_york: None) -> None:
