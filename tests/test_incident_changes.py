@@ -38,6 +38,16 @@ def test_the_last_healthy_revision_served_long_enough_with_no_incident_open() ->
     assert last_healthy([_rev("bad", 0, ready=False), _rev("late", 80)], start, [], 60, now) == ("", False)
 
 
+def test_a_revision_created_within_a_whole_second_start_can_be_the_healthy_one() -> None:
+    # Cloud Monitoring's started_at is whole seconds: the incident began within that second, so a ready revision
+    # created 0.4 s "after" it may be from before; with a start that carries fractions, it is after.
+    start = T0 + timedelta(minutes=10)
+    revs = [_rev("r1", 10).model_copy(update={"create_time": start + timedelta(milliseconds=400)})]
+    now = start + timedelta(minutes=1)
+    assert last_healthy(revs, start, [], 600, now) == ("r1", False)
+    assert last_healthy(revs, start + timedelta(milliseconds=100), [], 600, now) == ("", False)
+
+
 def test_a_hand_deploy_just_before_the_incident_comes_first_with_a_rollback_plan(tmp_path: Path) -> None:
     child = _spawn(tmp_path)
     _run(child, "/gemma scale 0 2")

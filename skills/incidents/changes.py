@@ -109,8 +109,11 @@ def last_healthy(
     incident open (its stretch counted up to `started_at`); else the one serving just before, unproven."""
     served = _served(revs, now)
     need = timedelta(seconds=healthy_s)
+    # Cloud Monitoring gives `started_at` in whole seconds: the incident began somewhere in that second, so a
+    # revision created within it may be from before (Alertmanager's startsAt carries fractions: taken as is).
+    until = started_at + timedelta(seconds=1) if started_at.microsecond == 0 else started_at
     before = sorted(
-        ((name, (a, min(b, started_at))) for name, (a, b) in served.items() if a < started_at),
+        ((name, (a, min(b, started_at))) for name, (a, b) in served.items() if a < until),
         key=lambda x: x[1][0],
         reverse=True,
     )
