@@ -51,7 +51,6 @@ from skills.capacity.tpu_fit import check_tpu_fit
 from skills.deploy.audit import latest
 from skills.deploy.canary import CanaryParams
 from skills.deploy.revisions import revisions
-from skills.observe.status import service_status
 from skills.targets.port import require
 from skills.text import shorten
 
@@ -194,24 +193,9 @@ def _costly(name: str, what: str) -> Runner:
 
 
 async def _status(call: Call, a: StatusArgs) -> ToolResult:
-    from handlers.commands.status import render_status
+    from handlers.commands.status import read_status, render_status
 
-    st = call.deps.settings
-    service = a.service or st.vllm_service_name
-    target = call.deps.targets.for_service(service)
-    report = await service_status(
-        target,
-        call.deps.model_server,
-        call.deps.redis,
-        st.key("status", service),
-        st.status_cache_ttl_s,
-        service,
-        base_url_override=st.vllm_base_url,
-        fresh=a.fresh,
-        metrics=target.metrics,
-        revisions=target.capabilities.revisions,
-        where=target.display,
-    )
+    report = await read_status(call.deps, a.service, fresh=a.fresh)
     return ToolResult(report.model_dump(mode="json"), _short(render_status(report)))
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from handlers.arg_models import StatusArgs
 from handlers.context import CommandContext
 from handlers.declared_args import arguments
+from handlers.deps import HandlerDeps
 from handlers.registry import command
 from handlers.reply import Reply
 from skills.durations import format_duration
@@ -72,20 +73,25 @@ def render_status(r: StatusReport) -> Reply:
     ack="Checking…",
 )
 async def status(ctx: CommandContext) -> Reply:
-    st = ctx.deps.settings
-    service = ctx.opts.service or st.vllm_service_name
-    target = ctx.deps.targets.for_service(service)
-    report = await service_status(
+    return render_status(await read_status(ctx.deps, ctx.opts.service, fresh=ctx.opts.fresh))
+
+
+async def read_status(deps: HandlerDeps, service: str | None, *, fresh: bool) -> StatusReport:
+    """The service's status as /gemma status and the MCP status tool read it: its target's view, cached under
+    `<key_prefix>:status:<service>` (a confirmed write drops that key: skills/deploy/flow.py)."""
+    st = deps.settings
+    service = service or st.vllm_service_name
+    target = deps.targets.for_service(service)
+    return await service_status(
         target,
-        ctx.deps.model_server,
-        ctx.deps.redis,
+        deps.model_server,
+        deps.redis,
         st.key("status", service),
         st.status_cache_ttl_s,
         service,
         base_url_override=st.vllm_base_url,
-        fresh=ctx.opts.fresh,
+        fresh=fresh,
         metrics=target.metrics,
         revisions=target.capabilities.revisions,
         where=target.display,
     )
-    return render_status(report)
