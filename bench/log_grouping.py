@@ -7,7 +7,8 @@
     python bench/log_grouping.py --speed                (lines per CPU-second only, cold and warm, small and large)
 
 Network OSes labelled by the message tag their lines carry (manifest "message_id_systems") join the outside
-tables when bench/build_message_id_logs.py has built them into bench/out/message_id_logs (not committed).
+tables when bench/build_message_id_logs.py (napalm-logs) and bench/build_vendor_logs.py (elastic/integrations)
+have built them into bench/out/message_id_logs (not committed).
 
 The repository holds 8 Loghub systems; the other 8 measure generalisation and stay out of it: copy them from
 https://github.com/logpai/loghub (loghub/<System>/<System>_2k.log_structured.csv) into a temporary folder and
@@ -101,7 +102,8 @@ def load_message_ids(root: Path, split: str) -> list[tuple[str, tuple[list[str],
             continue
         data = load(root / system["folder"])
         if data is None:
-            print(f"({system['name']}: not built; see bench/build_message_id_logs.py)", file=sys.stderr)
+            builder = system.get("builder", "bench/build_message_id_logs.py")
+            print(f"({system['name']}: not built; see {builder})", file=sys.stderr)
             continue
         out.append((system["name"], data))
     return out
