@@ -200,3 +200,23 @@ def test_the_fast_classification_agrees_with_the_definition() -> None:
     assert [t._classify(tok) for tok in corpus] == [t._classify_general(tok) for tok in corpus]
     plain_masks = re.compile("|".join(f"(?:{rx})" for rx in t._MASKS))  # the masks as written, one after another
     assert [t._MASK.sub("<*>", tok) for tok in corpus] == [plain_masks.sub("<*>", tok) for tok in corpus]
+
+
+def test_a_repeat_note_appended_by_the_logger_is_not_part_of_the_statement() -> None:
+    # NX-OS appends "(message repeated N time(s))" to the line it folded repeats into.
+    g = _groups(
+        [
+            "Duplex mismatch discovered on Ethernet1/47, with FastEthernet0/24",
+            "Duplex mismatch discovered on Ethernet1/12, with FastEthernet0/3 (message repeated 7 times)",
+            "Problem during name-lookup. Error:-3(temporary failure in name resolution) (message repeated 1 time)",
+        ]
+    )
+    assert g[0] == g[1] != g[2]
+    # rsyslog's "message repeated N times: [ ... ]" is a message of rsyslog's own (an event of its own in Loghub).
+    g = _groups(
+        [
+            "Failed password for root from 5.36.59.76 port 42393 ssh2",
+            "message repeated 5 times: [ Failed password for root from 5.36.59.76 port 42393 ssh2]",
+        ]
+    )
+    assert g[0] != g[1]

@@ -74,6 +74,18 @@ _STATE_WORDS = frozenset(
 _QUALIFIED_CLASS = re.compile(r"^(?:[a-z_][\w]*\.)+([A-Z][\w$]*)(:?)$")
 
 
+# A logger's note that it folded repeats of a line into this one is not part of the statement: Cisco NX-OS
+# appends "(message repeated N times)" to the message (elastic/integrations' cisco_nexus pipeline test logs); the
+# line is grouped as the message it repeats. rsyslog's "message repeated N times: [ <message>]" is another case:
+# rsyslog writes a message of its own about the repeats (Loghub's OpenSSH labels it an event of its own, E14).
+_REPEAT_SUFFIX = re.compile(r"\s+\(message repeated \d+ times?\)\s*$")
+
+
+def unrepeated(text: str) -> str:
+    """The line without a repeat note appended to it (see _REPEAT_SUFFIX)."""
+    return _REPEAT_SUFFIX.sub("", text) if "(message repeated" in text else text
+
+
 def mask_token(tok: str) -> str:
     core = tok.strip(_EDGE)
     if core in _DATE_WORDS or (
@@ -214,7 +226,7 @@ class TemplateMiner:
         cache = self._tok_cache
         out: list[str] = []
         prev_var = False
-        for tok in text.split():
+        for tok in unrepeated(text).split():
             hit = cache.get(tok)
             if hit is None:
                 hit = _classify(tok)
@@ -331,17 +343,39 @@ class TemplateMiner:
         for end in ends:
             for cand in by_end.get(end, ()):
                 root = cand if parent[cand] == cand else self.group(cand)
-                if root != gid and 0 < abs(len(templates[root]) - n) <= 8 and self._spans(templates[root], tokens):
+                tpl = templates[root]
+                if root == gid or not 0 < abs(len(tpl) - n) <= 8:
+                    continue
+                # _spans rejects at once two different words at the first differing position; where that
+                # position is plain (1 when only the first words agree, 0 when the first words differ) the
+                # check runs here, without the call: most candidates of a new group end there.
+                at = 1 if tpl[0] == tokens[0] else 0
+                if at < len(tpl) and at < n and (at == 0 or tpl[1] != tokens[1]):
+                    a, b = tpl[at], tokens[at]
+                    if WILDCARD not in a and WILDCARD not in b:
+                        continue
+                # The same at the last position, when the last words differ (and the shorter side is not the
+                # start of the longer, where _spans has no last differing position to test).
+                a, b = tpl[-1], tokens[-1]
+                if a != b and WILDCARD not in a and WILDCARD not in b:
+                    short = min(len(tpl), n)
+                    if tpl[:short] != tokens[:short]:
+                        continue
+                if self._spans(tpl, tokens):
                     self._parent[gid] = root
                     return
         for end in ends[:1]:
             for cand in by_end.get(end, ()):
                 root = cand if parent[cand] == cand else self.group(cand)
+                tpl = templates[root]
+                # A statement that recurred: its one-off longer shape joins it (_extends). The line is longer and
+                # agrees with the template at both ends, or starts with all of it (checked before the call).
                 if (
                     root != gid
-                    and self._lines[root] >= 2  # a statement that recurred: its one-off longer shape joins it
-                    and n > len(templates[root])
-                    and self._extends(templates[root], tokens)
+                    and self._lines[root] >= 2
+                    and n > len(tpl)
+                    and (tpl[-1] == tokens[-1] or tokens[: len(tpl)] == tpl)
+                    and self._extends(tpl, tokens)
                 ):
                     self._parent[gid] = root
                     self._tentative[gid] = 0
