@@ -220,3 +220,19 @@ def test_a_repeat_note_appended_by_the_logger_is_not_part_of_the_statement() -> 
         ]
     )
     assert g[0] != g[1]
+
+
+def test_one_name_with_two_indexes_is_one_position_but_versions_are_not() -> None:
+    g = _groups(
+        [
+            "Interface GigabitEthernet2, changed state to down",
+            "Interface GigabitEthernet10, changed state to up",  # masked: '<*>,' (two digits)
+            "Interface GigabitEthernet3, changed state to down",
+            "eth1: link is up at 1000 Mbps",
+            "eth2: link is up at 1000 Mbps",
+        ]
+    )
+    assert g[0] == g[1] == g[2] and g[3] == g[4] != g[0]
+    # Acronyms with a digit name a version or a kind.
+    g = _groups(["wl0: MDNS: IPV4 Addr: 10.105.160.95", "wl0: MDNS: IPV6 Addr: 2607:f140:6000:8:c6b3:1ff:fecd:467f"])
+    assert g[0] != g[1]

@@ -170,19 +170,44 @@ def _key_word(tok: str) -> str:
     """A token as an index key: nothing for a variable; a `key=value` by its key (the value may vary)."""
     if WILDCARD in tok:
         return ""
+    # A word holding a digit is no key either ("GigabitEthernet2," and "<*>," for GigabitEthernet10 are one
+    # interface position): drain3 sends such tokens to its wildcard branch too (parametrize_numeric_tokens,
+    # drain3 0.9.11 drain.py). The match below then compares them (see _indexed_name).
+    if not tok.isalpha() and any(c.isdigit() for c in tok):
+        return ""
     k, eq, _ = tok.partition("=")
     return k + eq
 
 
+def _indexed_name(a: str, b: str) -> bool:
+    """One name with two indexes (eth0 / eth2, GigabitEthernet2 / GigabitEthernet3, vty0 / vty3): the same
+    letters, then digits, with the same punctuation around. A name that ends in a single digit is a word of the
+    statement by itself (see _MASKS: SOCKS5), so an index differing at one position is read here. Not for
+    versions and kinds: an acronym or a 'v' after one (IPV4 / IPV6, SOCKS4 / SOCKS5, IPv4 / IPv6)."""
+    ca, cb = a.strip(_EDGE), b.strip(_EDGE)
+    if not (ca[-1:].isdigit() and cb[-1:].isdigit()):
+        return False
+    stem = ca.rstrip("0123456789")
+    return (
+        stem == cb.rstrip("0123456789")
+        and stem[-1:].isalpha()
+        and not stem.isupper()
+        and not (stem[-1] == "v" and stem[:-1].isupper())
+        and a.replace(ca, "") == b.replace(cb, "")
+    )
+
+
 def _named_value(tpl: list[str], i: int, a: str, b: str) -> bool:
     """Two constant words at position i are values of one variable when the statement names it there:
-    `key=alice` / `key=bob` (same key), the word after an account word (`user alice` / `user bob`), or a word
-    within four after a state word (`state from Down to Up`)."""
+    `key=alice` / `key=bob` (same key), the word after an account word (`user alice` / `user bob`), one name
+    with two indexes (`eth0` / `eth2`), or a word within four after a state word (`state from Down to Up`)."""
     if "=" in a:
         ka = a.partition("=")[0]
         kb, _, vb = b.partition("=")
         return ka == kb and (vb != "" or b.endswith("=")) and ka != ""
     if i and tpl[i - 1] in _ACCOUNT_WORDS:
+        return True
+    if _indexed_name(a, b):
         return True
     return not _STATE_WORDS.isdisjoint(tpl[max(0, i - 4) : i])
 
