@@ -407,7 +407,7 @@ class TemplateMiner:
                     return
         for end in ends:
             group = by_end.setdefault(end, [])
-            if len(group) < 16:  # a bounded look-up: the shapes seen first are the common ones
+            if len(group) < 8:  # a bounded look-up: the shapes seen first are the common ones
                 group.append(gid)
 
     @staticmethod
