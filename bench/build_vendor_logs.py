@@ -1,4 +1,4 @@
-"""Build labelled logs of network devices from elastic/integrations' pipeline test logs (issue 32, outside Loghub).
+"""Build labelled logs of message-id systems from elastic/integrations' pipeline test logs (issue 32, outside Loghub).
 
     python bench/build_vendor_logs.py [SOURCES_DIR [OUT_DIR]]
     (defaults: bench/out/sources/elastic-integrations and bench/out/message_id_logs)
@@ -35,6 +35,28 @@ The rule, written here before any of these systems was built or scored:
 - Split: sha256("elastic-integrations/<system>") order, the first half (rounded up) held out (SPLIT, recorded in
   the manifest before any of these systems was scored).
 
+Second batch (issue 32, data32b; rule written here before any of its systems was built or scored): products other
+than Cisco whose lines carry their message identity. Same rule as above (one system per vendor catalogue, files in
+path order, label = the vendor id, content = the text after it, the same drop reasons, duplicates kept, first id in
+the line unless said otherwise), with these ids (VENDOR_ID):
+- hpe_aruba_cx (HPE Aruba CX switches): `Event|<number>|<severity>|<module>|<slot>|`; label = the event number;
+  content = the text after the fifth `|` (severity, module and slot are header fields, like a Cisco severity).
+  A line whose Event field has no number (`Event|System date/time changed ...`) has no id.
+- oracle_weblogic (Oracle WebLogic Server): `<BEA-nnnnnn> <`; label = `BEA-nnnnnn`; content = the message field
+  after it, without its closing `>`. A WebLogic record starts with `####<`; a line that does not (a message
+  printed over several lines) continues the record before it and is joined to it with one space.
+- snort (Snort alerts, fast and syslog output): `[gid:sid:rev]`; label = `gid:sid` (one rule = one message; the
+  revision is not part of the identity); content = the text after the bracket.
+- keycloak (Keycloak on WildFly: JBoss Logging ids such as `KC-SERVICES0009`, `RESTEASY002225`, `WFLYSRV0025`):
+  the id after the thread's `) `, followed by `: `; label = the id; content = the text after it. Keycloak's event
+  lines (`type=LOGIN_ERROR, realmId=...`) have no id.
+Not taken for the second batch (files read, not transcribed): output formats that are field lists (snort's CSV,
+JSON and pfSense CSV files, keycloak's ECS JSON file), snort's full-alert format (multi-line packet dumps),
+hpe_aruba_cx's fabricated and synthetic test files (not device lines) and test-aruba-cx.log (the same lines as
+test-aruba-cx-6000.log with values anonymised; over the ~300-line cap).
+Split of the second batch alone, the same way: sha256("elastic-integrations/<system>") order over the second
+batch's systems (BATCH), first half (rounded up) held out; the first batch's split is unchanged.
+
 Output, the layout bench/log_grouping.py's load_message_ids reads: OUT_DIR/<split>/<system>/<system>.log (the
 records as they are) and <system>_structured.csv (LineId, Content, EventId).
 """
@@ -60,15 +82,42 @@ SYSTEMS = {
     "cisco_asa": ("cisco_asa", "cisco_ftd"),
     "cisco_ios": ("cisco_ios",),
     "cisco_nexus": ("cisco_nexus",),
+    "hpe_aruba_cx": ("hpe_aruba_cx",),
+    "keycloak": ("keycloak",),
+    "oracle_weblogic": ("oracle_weblogic",),
+    "snort": ("snort",),
+}
+# system -> batch (each batch's split is drawn over its own systems)
+BATCH = {
+    "cisco_aironet": 1,
+    "cisco_asa": 1,
+    "cisco_ios": 1,
+    "cisco_nexus": 1,
+    "hpe_aruba_cx": 2,
+    "keycloak": 2,
+    "oracle_weblogic": 2,
+    "snort": 2,
 }
 CISCO_TAG = re.compile(r"%([A-Za-z][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*-[0-7A-Z]-[A-Za-z0-9_]+) ?:")
 ASA_ID = re.compile(r"%(?:ASA|FTD)-[0-7]-([0-9]{6}) ?:")
+ARUBA_EVENT = re.compile(r"Event\|([0-9]+)\|[^|]*\|[^|]*\|[^|]*\|")
+JBOSS_ID = re.compile(r"\) ([A-Z][A-Z0-9-]*?[0-9]{4,6}): ")
+SNORT_RULE = re.compile(r"\[([0-9]+:[0-9]+):[0-9]+\]")
+WEBLOGIC_ID = re.compile(r"<(BEA-[0-9]{6})> <")
 VENDOR_ID = {
     "cisco_aironet": CISCO_TAG,
     "cisco_asa": ASA_ID,
     "cisco_ios": CISCO_TAG,
     "cisco_nexus": CISCO_TAG,
+    "hpe_aruba_cx": ARUBA_EVENT,
+    "keycloak": JBOSS_ID,
+    "oracle_weblogic": WEBLOGIC_ID,
+    "snort": SNORT_RULE,
 }
+# Cisco-style tags: the last (innermost) tag names the message; everywhere else the first id does
+LAST_ID = {"cisco_aironet", "cisco_ios", "cisco_nexus"}
+# systems whose records can span lines: a record starts where this matches
+RECORD_START = {"oracle_weblogic": re.compile(r"^####<")}
 PLACEHOLDER = {"FOO-6-BAR"}
 WRAPPER_MNEMONICS = {"SYSTEM_MSG", "Q_IND", "RRM_LOGMSG"}
 WRAPPER_TAG = re.compile(r"^HA_EM-[0-7]-LOG$")
@@ -77,6 +126,7 @@ KEY_VALUE = re.compile(r"(?:^|\s)[\w.-]+=\S*")
 
 
 def split_of(names: list[str]) -> dict[str, str]:
+    """The split of one batch's systems."""
     order = sorted(names, key=lambda n: hashlib.sha256(f"{SOURCE_NAME}/{n}".encode()).hexdigest())
     held = (len(order) + 1) // 2
     return {n: ("heldout" if i < held else "tuning") for i, n in enumerate(order)}
@@ -94,11 +144,13 @@ def label(system: str, line: str) -> tuple[str, str] | str:
     matches = list(VENDOR_ID[system].finditer(line))
     if not matches:
         return "no id"
-    m = matches[-1]
+    m = matches[-1] if system in LAST_ID or system == "cisco_asa" else matches[0]
     tag, content = m.group(1), line[m.end() :].strip()
+    if system == "oracle_weblogic":
+        content = content.removesuffix(">").strip()
     if tag in PLACEHOLDER:
         return "placeholder"
-    if system != "cisco_asa" and (tag.rsplit("-", 1)[-1] in WRAPPER_MNEMONICS or WRAPPER_TAG.match(tag)):
+    if system in LAST_ID and (tag.rsplit("-", 1)[-1] in WRAPPER_MNEMONICS or WRAPPER_TAG.match(tag)):
         return "wrapper"
     if tag in FIELD_LIST_IDS or "CEF:" in content or "LEEF:" in content or len(KEY_VALUE.findall(content)) >= 3:
         return "field list"
@@ -117,6 +169,21 @@ def source_files(root: Path) -> list[dict[str, object]]:
     return sorted(files, key=lambda f: str(f["path"]))
 
 
+def lines_of(system: str, text: str) -> list[str]:
+    """The file's records, stripped, blank lines left out; continuation lines joined where records span lines."""
+    start = RECORD_START.get(system)
+    out: list[str] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if start is not None and out and not start.match(line):
+            out[-1] = f"{out[-1]} {line}"
+        else:
+            out.append(line)
+    return out
+
+
 def records(root: Path) -> tuple[dict[str, list[tuple[str, str, str]]], dict[str, Counter[str]]]:
     out: dict[str, list[tuple[str, str, str]]] = {s: [] for s in SYSTEMS}
     dropped: dict[str, Counter[str]] = {s: Counter() for s in SYSTEMS}
@@ -125,10 +192,7 @@ def records(root: Path) -> tuple[dict[str, list[tuple[str, str, str]]], dict[str
         if system is None:
             continue
         text = (root / str(f["commit"]) / str(f["path"])).read_bytes().decode("utf-8")
-        for line in text.splitlines():
-            line = line.strip()
-            if not line:
-                continue
+        for line in lines_of(system, text):
             got = label(system, line)
             if isinstance(got, str):
                 dropped[system][got] += 1
@@ -144,7 +208,9 @@ def main(argv: list[str]) -> int:
     root = Path(argv[1]) if len(argv) > 1 else REPO / "bench" / "out" / "sources" / SOURCE_NAME
     out = Path(argv[2]) if len(argv) > 2 else REPO / "bench" / "out" / "message_id_logs"
     recs, dropped = records(root)
-    split = split_of(sorted(SYSTEMS))
+    split: dict[str, str] = {}
+    for batch in sorted(set(BATCH.values())):
+        split.update(split_of(sorted(s for s in SYSTEMS if BATCH[s] == batch)))
     for system in sorted(SYSTEMS):
         folder = out / split[system] / system
         folder.mkdir(parents=True, exist_ok=True)
