@@ -236,3 +236,28 @@ def test_one_name_with_two_indexes_is_one_position_but_versions_are_not() -> Non
     # Acronyms with a digit name a version or a kind.
     g = _groups(["wl0: MDNS: IPV4 Addr: 10.105.160.95", "wl0: MDNS: IPV6 Addr: 2607:f140:6000:8:c6b3:1ff:fecd:467f"])
     assert g[0] != g[1]
+
+
+def test_a_class_named_inside_the_message_is_a_value_but_a_logger_is_compared_by_class_name() -> None:
+    app = "from Application class org.keycloak.services.resources.KeycloakApplication"
+    g = _groups(
+        [
+            f"Adding singleton resource org.keycloak.services.resources.RobotsResource {app}",
+            f"Adding singleton resource org.keycloak.services.resources.RealmsResource {app}",
+            f"Adding provider class org.keycloak.services.error.KeycloakErrorHandler {app}",
+        ]
+    )
+    assert g[0] == g[1] != g[2]
+    # In the line's first words a qualified name is the logger, printed with its package or not.
+    g = _groups(
+        [
+            "SparkContext - Running Spark version 1.6.0",
+            "org.apache.spark.SparkContext - Running Spark version 1.6.0",
+            "Executor - Running Spark version 1.6.0",
+        ]
+    )
+    assert g[0] == g[1] != g[2]
+    # A constant is a word of the statement (android.intent.action.SCREEN_ON / SCREEN_OFF are two events).
+    action = "onReceive action: android.intent.action.SCREEN_"
+    g = _groups([action + "ON", action + "OFF"])
+    assert g[0] != g[1]

@@ -71,6 +71,7 @@ _STATE_WORDS = frozenset(
 )
 # A Java-style logger printed with its package (org.apache.hadoop.mapreduce.Job) or without it (Job, or a
 # shorter package) is the same statement: compare such a token by its class name.
+_LOGGER_PREFIX = 3  # the first words of a line, where layouts print the logger
 _QUALIFIED_CLASS = re.compile(r"^(?:[a-z_][\w]*\.)+([A-Z][\w$]*)(:?)$")
 
 
@@ -84,6 +85,17 @@ _REPEAT_SUFFIX = re.compile(r"\s+\(message repeated \d+ times?\)\s*$")
 def unrepeated(text: str) -> str:
     """The line without a repeat note appended to it (see _REPEAT_SUFFIX)."""
     return _REPEAT_SUFFIX.sub("", text) if "(message repeated" in text else text
+
+
+def _class_token(cls: re.Match[str]) -> tuple[str, bool, bool]:
+    """A qualified Java name: a logger (followed by ':', as log4j's '%c: %m' prints it) is compared by its class
+    name; a class named inside the message is a value ("Adding provider class org.x.y.SecurityFilter"); a
+    constant (android.intent.action.SCREEN_OFF) is a word. _tokens reads the first words as a logger too."""
+    name, colon = cls.group(1), cls.group(2)
+    if colon or name.isupper():
+        m = name + colon
+        return (m, False, m.lower().strip(_EDGE) in _UNITS)
+    return (WILDCARD, True, True)
 
 
 def mask_token(tok: str) -> str:
@@ -102,8 +114,7 @@ def _classify_general(tok: str) -> tuple[str, bool, bool]:
     if "." in tok:
         cls = _QUALIFIED_CLASS.match(tok)
         if cls:
-            m = cls.group(1) + cls.group(2)
-            return (m, False, m.lower().strip(_EDGE) in _UNITS)
+            return _class_token(cls)
     m = mask_token(tok)
     var = WILDCARD in m and m.strip(_VAR_EDGE) == "*"
     # "2048 MB", "2034 bytes (1.98 KB)", "<*> <*>", "<*> ()": one variable with what follows it
@@ -133,8 +144,7 @@ def _classify(tok: str) -> tuple[str, bool, bool]:
     if "." in tok:
         cls = _QUALIFIED_CLASS.match(tok)
         if cls:
-            m = cls.group(1) + cls.group(2)
-            return (m, False, m.lower().strip(_EDGE) in _UNITS)
+            return _class_token(cls)
     is_ascii = tok.isascii()
     if ("." in core or "/" in core or ":" in core or "@" in core) and (
         _VAR_TOKEN_ASCII if is_ascii else _VAR_TOKEN
@@ -257,6 +267,12 @@ class TemplateMiner:
                 hit = _classify(tok)
                 if len(cache) < 200_000:
                     cache[tok] = hit
+            if hit[0] is WILDCARD and len(out) < _LOGGER_PREFIX and "." in tok:
+                # A layout prints the logger in the line's first words ('%d %-5p %c - %m'), with or without a
+                # colon: there it is the logger, compared by its class name.
+                cls = _QUALIFIED_CLASS.match(tok)
+                if cls:
+                    hit = (cls.group(1), False, False)
             if prev_var and hit[2]:
                 continue
             out.append(hit[0])
