@@ -261,3 +261,50 @@ def test_a_class_named_inside_the_message_is_a_value_but_a_logger_is_compared_by
     action = "onReceive action: android.intent.action.SCREEN_"
     g = _groups([action + "ON", action + "OFF"])
     assert g[0] != g[1]
+
+
+def test_quoted_words_time_zones_and_counted_nouns_are_values() -> None:
+    g = _groups(
+        [
+            "User 'luke' is performing a 'rollback'",
+            "User 'admin' is performing a 'commit'",
+            "Login Success [user: admin] [localport: 22] at 07:40:12 PDT Tue May 9 2023",
+            "Login Success [user: admin] [localport: 22] at 12:00:59 UTC Wed Jun 14 2023",
+            "list 150 denied icmp 192.168.100.12 -> 192.168.100.1 (3/3), 32 packets",
+            "list 151 denied icmp 192.168.100.1 -> 192.168.100.2 (3/4), 1 packet",
+        ]
+    )
+    assert g[0] == g[1] and g[2] == g[3] and g[4] == g[5] and len({g[0], g[2], g[4]}) == 3
+
+
+def test_a_value_after_an_account_word_or_a_variable_second_word_does_not_split_the_bucket() -> None:
+    g = _groups(
+        [
+            "User john.smith has exited tty session 5(10.5.36.9)",
+            "User CPI has exited tty session 1(192.168.0.1)",
+            "Flushed 12 routes from table main after 30 seconds",
+            "Flushed all routes from table main after 30 seconds",
+            "Flushed stale routes from table main after 30 seconds",
+        ]
+    )
+    assert g[0] == g[1] != g[2] and g[2] == g[3] == g[4]
+    # Two words there, with no variable seen at that place, are two statements.
+    g = _groups(["Flushed all routes from table main", "Flushed stale routes from table main"])
+    assert g[0] != g[1]
+
+
+def test_groups_that_differ_in_a_named_value_and_one_word_become_one_statement_at_variants() -> None:
+    # Five BGP state changes with five event names: the states are named values, the event word is the variable.
+    events = [
+        ("Active", "Connect", "TransportError"),
+        ("Active", "Idle", "Stop"),
+        ("Connect", "OpenSent", "Open"),
+        ("Established", "Idle", "HoldTime"),
+        ("Idle", "Connect", "Start"),
+    ]
+    lines = [
+        f"BGP peer 1.1.1.1 (External AS 2222) changed state from {a} to {b} (event {e}) (instance master)"
+        for a, b, e in events
+    ]
+    assert len(set(_groups(lines))) == 1
+    assert len(set(_groups(lines[:2]))) == 2  # two event names are two events until VARIANTS agree

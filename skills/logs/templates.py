@@ -32,6 +32,12 @@ _VAR_TOKEN = re.compile(
 )
 _EDGE = "()[]{}<>,;:'\"."
 # Day and month names are parts of dates inside the text (variables), not words of the event.
+# Time-zone abbreviations printed after a time. Z is left out (a word of its own too often); the list is the
+# common ones of the IANA tz database's abbreviations (tzdata), not all of them.
+_TIME_ZONES = frozenset(
+    "UTC GMT EST EDT CST CDT MST MDT PST PDT AKST AKDT HST CET CEST EET EEST WET WEST BST IST JST KST AEST AEDT "
+    "ACST ACDT AWST NZST NZDT MSK SGT HKT".split()
+)
 _DATE_WORDS = frozenset("Mon Tue Wed Thu Fri Sat Sun Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split())
 # Masks applied inside a token (one combined pass, first alternative wins at each position).
 _MASKS = [
@@ -85,6 +91,16 @@ _REPEAT_SUFFIX = re.compile(r"\s+\(message repeated \d+ times?\)\s*$")
 def unrepeated(text: str) -> str:
     """The line without a repeat note appended to it (see _REPEAT_SUFFIX)."""
     return _REPEAT_SUFFIX.sub("", text) if "(message repeated" in text else text
+
+
+def _quoted_or_zone(tok: str) -> tuple[str, bool, bool] | None:
+    """A word the line prints in quotes ('luke', "Default") is a value: the program quoted what it filled in. A
+    time-zone abbreviation is part of a time ("at 07:40:12 PDT Tue May 9 2023"), as day and month names are."""
+    core = tok.strip(",;.:")
+    quoted = len(core) > 2 and core[0] == core[-1] and core[0] in "'\"" and core[0] not in core[1:-1]
+    if quoted or core in _TIME_ZONES:
+        return (tok.replace(core, WILDCARD, 1), True, True)
+    return None
 
 
 def _class_token(cls: re.Match[str]) -> tuple[str, bool, bool]:
@@ -207,10 +223,18 @@ def _indexed_name(a: str, b: str) -> bool:
     )
 
 
+def _plural_pair(a: str, b: str) -> bool:
+    """One noun, singular and plural (packet / packets, entry / entries)."""
+    if a + "s" == b or b + "s" == a:
+        return True
+    return (a[-1:] == "y" and a[:-1] + "ies" == b) or (b[-1:] == "y" and b[:-1] + "ies" == a)
+
+
 def _named_value(tpl: list[str], i: int, a: str, b: str) -> bool:
     """Two constant words at position i are values of one variable when the statement names it there:
     `key=alice` / `key=bob` (same key), the word after an account word (`user alice` / `user bob`), one name
-    with two indexes (`eth0` / `eth2`), or a word within four after a state word (`state from Down to Up`)."""
+    with two indexes (`eth0` / `eth2`), a count's noun (`1 packet` / `2 packets`), or a word within four after a
+    state word (`state from Down to Up`)."""
     if "=" in a:
         ka = a.partition("=")[0]
         kb, _, vb = b.partition("=")
@@ -219,6 +243,8 @@ def _named_value(tpl: list[str], i: int, a: str, b: str) -> bool:
         return True
     if _indexed_name(a, b):
         return True
+    if i and WILDCARD in tpl[i - 1] and _plural_pair(a.strip(_EDGE), b.strip(_EDGE)):
+        return True  # a count's noun, singular or plural ("1 packet" / "32 packets")
     return not _STATE_WORDS.isdisjoint(tpl[max(0, i - 4) : i])
 
 
@@ -265,6 +291,8 @@ class TemplateMiner:
             hit = cache.get(tok)
             if hit is None:
                 hit = _classify(tok)
+                if not hit[1]:
+                    hit = _quoted_or_zone(tok) or hit
                 if len(cache) < 200_000:
                     cache[tok] = hit
             if hit[0] is WILDCARD and len(out) < _LOGGER_PREFIX and "." in tok:
@@ -295,26 +323,19 @@ class TemplateMiner:
             self._lines[hit if parent[hit] == hit else self.group(hit)] += 1
             return hit
         # Like Drain's prefix tree: length and the first two constant-looking tokens must agree.
-        key = (len(tokens), _key_word(tokens[0]) if tokens else "", _key_word(tokens[1]) if len(tokens) > 1 else "")
+        n_tok = len(tokens)
+        key0 = _key_word(tokens[0]) if tokens else ""
+        # After an account word the second word is a value ("User alice has exited"): no key.
+        key1 = _key_word(tokens[1]) if n_tok > 1 and tokens[0] not in _ACCOUNT_WORDS else ""
+        key = (n_tok, key0, key1)
         bucket = self._index.setdefault(key, [])
-        best, best_score = -1, -1.0
-        n = len(tokens) or 1
-        templates = self._templates
-        for gid in bucket:
-            tpl = templates[gid]
-            same = len(tokens)  # positions that agree or where the template has a variable
-            for i in _differ(tpl, tokens):  # one length (the bucket key)
-                a = tpl[i]
-                if a == WILDCARD:
-                    continue
-                same -= 1
-                b = tokens[i]
-                if WILDCARD not in a and WILDCARD not in b and not _named_value(tpl, i, a, b):
-                    break  # a word differs: another event, unless many groups differ there (see _note_variant)
-            else:
-                score = same / n
-                if score > best_score:
-                    best, best_score = gid, score
+        best, best_score = self._best(bucket, tokens)
+        if best < 0 and key1:
+            # A statement whose second word was a variable so far ("Received (<*>, <*>) Join") takes this line
+            # with a word there ("Received (*, <*>) Join"): drain3 sends such a line down its wildcard branch.
+            other = [g for g in self._index.get((n_tok, key0, ""), ()) if _is_var(self._templates[g][1])]
+            if other:
+                best, best_score = self._best(other, tokens)
         if best >= 0 and best_score >= self.similarity:
             tpl = self._templates[best]
             self._templates[best] = [a if a == b else WILDCARD for a, b in zip(tpl, tokens, strict=False)]
@@ -336,6 +357,27 @@ class TemplateMiner:
         parent = self._parent
         self._lines[gid if parent[gid] == gid else self.group(gid)] += 1
         return gid
+
+    def _best(self, bucket: list[int], tokens: list[str]) -> tuple[int, float]:
+        best, best_score = -1, -1.0
+        n = len(tokens) or 1
+        templates = self._templates
+        for gid in bucket:
+            tpl = templates[gid]
+            same = len(tokens)  # positions that agree or where the template has a variable
+            for i in _differ(tpl, tokens):  # one length (the bucket key)
+                a = tpl[i]
+                if a == WILDCARD:
+                    continue
+                same -= 1
+                b = tokens[i]
+                if WILDCARD not in a and WILDCARD not in b and not _named_value(tpl, i, a, b):
+                    break  # a word differs: another event, unless many groups differ there (see _note_variant)
+            else:
+                score = same / n
+                if score > best_score:
+                    best, best_score = gid, score
+        return best, best_score
 
     def _recur(self, gid: int) -> None:
         """A group joined as another's rarer shape stands on its own once a second line of it comes."""
@@ -494,6 +536,8 @@ class TemplateMiner:
                 a, b = tpl[i], tpl_o[i]
                 if a == WILDCARD or b == WILDCARD:
                     continue
+                if _const(a) and _const(b) and _named_value(tpl, i, a, b):
+                    continue  # a value the statement names: not what tells these groups apart
                 if pos >= 0 or not (_const(a) and _const(b)):
                     break
                 pos = i
