@@ -78,6 +78,9 @@ _STATE_WORDS = frozenset(
 # A Java-style logger printed with its package (org.apache.hadoop.mapreduce.Job) or without it (Job, or a
 # shorter package) is the same statement: compare such a token by its class name.
 _LOGGER_PREFIX = 3  # the first words of a line, where layouts print the logger
+# A class named inside a message masks to this string: equal to WILDCARD, but its own object, so that _tokens can
+# tell it (by identity, cheaply) from other variables in a line's first words, where it is the logger.
+_CLASS_VALUE = "".join("<*>")
 _QUALIFIED_CLASS = re.compile(r"^(?:[a-z_][\w]*\.)+([A-Z][\w$]*)(:?)$")
 
 
@@ -111,7 +114,7 @@ def _class_token(cls: re.Match[str]) -> tuple[str, bool, bool]:
     if colon or name.isupper():
         m = name + colon
         return (m, False, m.lower().strip(_EDGE) in _UNITS)
-    return (WILDCARD, True, True)
+    return (_CLASS_VALUE, True, True)
 
 
 def mask_token(tok: str) -> str:
@@ -125,8 +128,14 @@ def mask_token(tok: str) -> str:
 
 
 def _classify_general(tok: str) -> tuple[str, bool, bool]:
-    """A token as (masked, is a variable, joins a variable before it): the class-name rule, then mask_token.
-    The definition; _classify gives the same answer faster for the common shapes."""
+    """A token as (masked, is a variable, joins a variable before it): the class-name rule, then mask_token,
+    then quoted words and time zones. The definition; _classify gives the same answer faster for the common
+    shapes."""
+    shape = _classify_shape(tok)
+    return shape if shape[1] else (_quoted_or_zone(tok) or shape)
+
+
+def _classify_shape(tok: str) -> tuple[str, bool, bool]:
     if "." in tok:
         cls = _QUALIFIED_CLASS.match(tok)
         if cls:
@@ -148,19 +157,21 @@ def _classify(tok: str) -> tuple[str, bool, bool]:
         if core in _DATE_WORDS:
             i = tok.find(core)
             return (tok[:i] + WILDCARD + tok[i + len(core) :], True, True)
+        if core in _TIME_ZONES or (core != tok and ("'" in tok or '"' in tok)):
+            return _or_value(tok, (tok, False, core.lower() in _UNITS))
         return (tok, False, core.lower() in _UNITS)
     if core.isascii() and (word := core.replace("_", "")).isalnum() and not word.isalpha():
         # One ASCII word of letters, digits and '_' holding a digit ("101052360", "hohuhu999", "(126)"): the
         # last mask takes it whole, unless it is a name ending in its only digit (eth1). No other mask can
         # match (they need '.', '-', '/' or ':' inside, or start with "0x" and also take the whole word).
         if core[:-1].isalpha() and core[-1].isdigit():
-            return (tok, False, False)
+            return _or_value(tok, (tok, False, False))
         i = tok.find(core)
         return (tok[:i] + WILDCARD + tok[i + len(core) :], True, True)
     if "." in tok:
         cls = _QUALIFIED_CLASS.match(tok)
         if cls:
-            return _class_token(cls)
+            return _or_value(tok, _class_token(cls))
     is_ascii = tok.isascii()
     if ("." in core or "/" in core or ":" in core or "@" in core) and (
         _VAR_TOKEN_ASCII if is_ascii else _VAR_TOKEN
@@ -174,7 +185,14 @@ def _classify(tok: str) -> tuple[str, bool, bool]:
     else:
         m = (_MASK_ASCII if is_ascii else _MASK).sub(WILDCARD, tok)
     var = WILDCARD in m and m.strip(_VAR_EDGE) == "*"
-    return (m, var, var or not m.strip(_EDGE) or m.lower().strip(_EDGE) in _UNITS)
+    return _or_value(tok, (m, var, var or not m.strip(_EDGE) or m.lower().strip(_EDGE) in _UNITS))
+
+
+def _or_value(tok: str, shape: tuple[str, bool, bool]) -> tuple[str, bool, bool]:
+    """A word classified by its shape, unless it is quoted or a time zone (see _quoted_or_zone)."""
+    if shape[1] or ("'" not in tok and '"' not in tok and not (tok[:1].isupper() and len(tok) < 7)):
+        return shape  # no quote, and not capitalised and short like a time zone: _quoted_or_zone says no
+    return _quoted_or_zone(tok) or shape
 
 
 def mask(text: str) -> str:
@@ -192,6 +210,9 @@ def _is_var(tok: str) -> bool:
 _VAR_EDGE = _EDGE + "<>="
 
 
+_HAS_DIGIT = re.compile(r"\d").search
+
+
 def _key_word(tok: str) -> str:
     """A token as an index key: nothing for a variable; a `key=value` by its key (the value may vary)."""
     if WILDCARD in tok:
@@ -199,7 +220,7 @@ def _key_word(tok: str) -> str:
     # A word holding a digit is no key either ("GigabitEthernet2," and "<*>," for GigabitEthernet10 are one
     # interface position): drain3 sends such tokens to its wildcard branch too (parametrize_numeric_tokens,
     # drain3 0.9.11 drain.py). The match below then compares them (see _indexed_name).
-    if not tok.isalpha() and any(c.isdigit() for c in tok):
+    if not tok.isalpha() and _HAS_DIGIT(tok):
         return ""
     k, eq, _ = tok.partition("=")
     return k + eq
@@ -287,15 +308,15 @@ class TemplateMiner:
         cache = self._tok_cache
         out: list[str] = []
         prev_var = False
-        for tok in unrepeated(text).split():
+        if "(message repeated" in text:
+            text = unrepeated(text)
+        for tok in text.split():
             hit = cache.get(tok)
             if hit is None:
                 hit = _classify(tok)
-                if not hit[1]:
-                    hit = _quoted_or_zone(tok) or hit
                 if len(cache) < 200_000:
                     cache[tok] = hit
-            if hit[0] is WILDCARD and len(out) < _LOGGER_PREFIX and "." in tok:
+            if hit[0] is _CLASS_VALUE and len(out) < _LOGGER_PREFIX:
                 # A layout prints the logger in the line's first words ('%d %-5p %c - %m'), with or without a
                 # colon: there it is the logger, compared by its class name.
                 cls = _QUALIFIED_CLASS.match(tok)
