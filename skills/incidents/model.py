@@ -218,6 +218,11 @@ class Incident(BaseModel):
             return self.applied[entry_id]
         self.events = [e for e in self.events if e.seq > posted_through]
         change = self._fold(alert)
+        if change is Change.JOINED and self._refires_a_manual_resolve(alert):
+            # Cloud Monitoring closes the old alert and opens a new one for the same condition; queue workers may
+            # apply the open first. That is the condition firing again after the team closed it, as it is when
+            # the close comes first: the same outcome in either order.
+            change = Change.REFIRED
         if change is not Change.STALE:
             self.last_event_at = now
         if change is Change.REPEATED:
@@ -237,6 +242,11 @@ class Incident(BaseModel):
             for k in list(self.applied)[:-200]:
                 del self.applied[k]
         return change
+
+    def _refires_a_manual_resolve(self, alert: Alert) -> bool:
+        """A new alert of this condition, firing, after the team resolved the incident by hand: the same rule as
+        a new alert after the close (Change.REFIRED in _fold), whatever the alert's own start time says."""
+        return bool(self.life.resolved_by) and alert.state == "firing"
 
     def _life_follows(self, change: Change, alert: Alert, now: datetime) -> None:
         """What an alert does to the lifecycle: a re-fire reopens a manual resolve and wakes a snooze; a more
