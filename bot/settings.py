@@ -146,7 +146,7 @@ class Settings(BaseSettings):
     tpu_zones: list[str] = Field(default_factory=list)
     tpu_endpoint_template: str = "http://{ip}:8000"  # how the bot reaches a node's vLLM (its internal IP)
     preflight_timeout_s: float = Field(default=5.0, gt=0, le=60)  # each check's time limit
-    preflight_cache_s: int = Field(default=60, ge=0, le=3600)  # how long a check's definite answer is reused
+    preflight_cache_s: int = Field(default=60, ge=0, le=3600)  # how long a check's pass is reused
 
     # --- Sandbox (a simulated project on this machine: `console` without credentials, `--sandbox`) -------
     # Simulated seconds per real second: a cold start of minutes plays in seconds (0 stops the clock).

@@ -315,7 +315,7 @@ async def test_quota_the_bot_may_not_read_is_could_not_check(
 # --- the short cache -----------------------------------------------------------------------------------------
 
 
-async def test_definite_answers_are_cached_briefly_could_not_check_is_not(
+async def test_a_pass_is_cached_briefly_a_failure_and_could_not_check_are_not(
     stand: PreflightStandIns, key_prefix: str, redis_client: Any
 ) -> None:
     src = _sources(stand, key_prefix, redis_client, preflight_cache_s=60)
@@ -324,6 +324,12 @@ async def test_definite_answers_are_cached_briefly_could_not_check_is_not(
     del stand.hub.repos[REPO]  # changed behind the cache: the cached answer stands for its minute
     assert (await _check(src, "checkpoint")).status == "ok"
     assert len(stand.hub.requests) == asked
+    # a failure is not reused: the fix the user just made shows on the next plan
+    other = "acme/gemma-4-12b-finetune"
+    stand.hub.repos.pop(other, None)
+    assert (await _check(src, "checkpoint", hf_repo=other)).status == "fail"
+    stand.hub.add(other, gated=False)  # the user pushed the checkpoint
+    assert (await _check(src, "checkpoint", hf_repo=other)).status == "ok"
     # an unanswered check is asked again next time
     src_slow = _sources(stand, key_prefix, redis_client, preflight_cache_s=60, preflight_timeout_s=SLOW_LIMIT_S)
     stand.quotas.hold_s = 10.0

@@ -96,7 +96,9 @@ async def _bounded(
         return PreflightCheck(name=name, status="unknown", text=str(exc))
     except UserFacingError as exc:
         return PreflightCheck(name=name, status="unknown", text=str(exc))
-    if key and src.cache is not None and check.status != "unknown":
+    # Only a pass is reused: after a failure the user is fixing it (granting access, pushing the image, asking
+    # for quota), and the next plan must show the fix at once, not the cached ✗ for another minute.
+    if key and src.cache is not None and check.status == "ok":
         try:
             await src.cache.put(key, check.model_dump())
         except Exception as exc:  # noqa: BLE001 - as above
