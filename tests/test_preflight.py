@@ -112,6 +112,17 @@ async def test_checkpoint_missing_fails_with_the_fix(
     assert "/gemma models" in c.fix and "MODEL_BUCKET" in c.fix
 
 
+async def test_a_checkpoint_id_in_another_letter_case_is_found_as_on_the_hub(
+    stand: PreflightStandIns, key_prefix: str, redis_client: Any
+) -> None:
+    # Hub repo ids are case-insensitive (RedHatAI's FP8 ids are spelled -FP8-Dynamic and -FP8-dynamic in places).
+    c = await _check(_sources(stand, key_prefix, redis_client), "checkpoint", hf_repo=REPO.swapcase())
+    assert c.status == "ok", c
+    del stand.hub.repos[REPO]
+    c = await _check(_sources(stand, key_prefix, redis_client), "checkpoint", hf_repo=REPO.swapcase())
+    assert c.status == "fail"
+
+
 async def test_gated_checkpoint_whose_licence_the_token_has_not_accepted(
     stand: PreflightStandIns, key_prefix: str, redis_client: Any
 ) -> None:

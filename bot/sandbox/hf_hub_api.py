@@ -9,6 +9,11 @@ private one), GatedRepo (403 with a token whose account has not accepted the lic
 "no_gated_scope" (a fine-grained token without "read access to public gated repos") gets a 403 without a code.
 `hold_s` holds every answer that long (a slow Hub).
 
+Repo ids are case-insensitive on the Hub ("repo ids are case insensitive across the Hub": a huggingface_hub
+maintainer, github.com/huggingface/huggingface_hub/issues/2090; model_info of 'mbzuai/bactrian-x' answers for
+'MBZUAI/Bactrian-X', issues/1453): the stand-in finds a repo whatever the case of the id asked, and answers with the
+repo's own spelling in `id`, as the Hub does.
+
 The wordings are the Hub's as users quote them: "Access to model google/gemma-3-4b-pt is restricted and you are not
 in the authorized list. Visit https://huggingface.co/google/gemma-3-4b-pt to ask for access." with a 403
 (github.com/ariG23498/gemma3-object-detection/issues/5, github.com/kubeai-project/kubeai/issues/155); "... is
@@ -43,6 +48,13 @@ class HubStandIn:
     def add(self, repo: str, gated: str | bool = "manual") -> None:
         self.repos[repo] = gated
 
+    def _canonical(self, asked: str) -> str | None:
+        """The repo's own spelling of an id asked in any letter case (None: no such repo)."""
+        if asked in self.repos:
+            return asked
+        folded = asked.casefold()
+        return next((r for r in self.repos if r.casefold() == folded), None)
+
     def app(self) -> Starlette:
         return Starlette(
             routes=[
@@ -71,8 +83,8 @@ class HubStandIn:
         unknown = set(request.query_params) - _INFO_PARAMS
         if unknown:
             return _error(400, f"Unknown query parameter(s): {', '.join(sorted(unknown))}", None)
-        repo = f"{request.path_params['ns']}/{request.path_params['name']}"
-        if repo not in self.repos:
+        repo = self._canonical(f"{request.path_params['ns']}/{request.path_params['name']}")
+        if repo is None:
             return _not_found(token)
         gated = self.repos[repo]
         sha = hashlib.sha1(repo.encode()).hexdigest()
@@ -102,8 +114,8 @@ class HubStandIn:
             return refused
         if request.query_params:
             return _error(400, "auth-check takes no query parameters", None)
-        repo = f"{request.path_params['ns']}/{request.path_params['name']}"
-        if repo not in self.repos:
+        repo = self._canonical(f"{request.path_params['ns']}/{request.path_params['name']}")
+        if repo is None:
             return _not_found(token)
         if not self.repos[repo]:
             return JSONResponse({})
