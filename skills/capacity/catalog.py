@@ -70,6 +70,58 @@ class VisionTower(BaseModel):
         return embedder + self.num_hidden_layers * layer + standardize + h * text_hidden_size
 
 
+class AudioTower(BaseModel):
+    """A Gemma 4 audio tower as config.json's `audio_config` describes it (Gemma4AudioConfig): a 12-layer conformer
+    on E2B and E4B. Sources (read 2026-11-27): the E2B and E4B entries of transformers'
+    src/transformers/models/gemma4/convert_gemma4_weights.py @ 0f3f0632a38798af2adf264adc752130ecc5fa66 both set
+    `audio_config=_DEFAULT_AUDIO_CONFIG = Gemma4AudioConfig()`, whose defaults are in configuration_gemma4.py
+    @ 008e574391258935f3ecc3035c882e73bbcac419 (hidden_size 1024, 12 layers, 8 heads, subsampling_conv_channels
+    [128, 32], conv_kernel_size 5, output_proj_dims 1536, use_clipped_linears true); the released checkpoints'
+    audio_config is quoted with the same values in public code (index file ids 58179131101, 58071598685). Modules:
+    transformers' src/transformers/models/gemma4/modeling_gemma4.py @ 0246b4f3335464614ef1de66531f9131a44ec801
+    (Gemma4AudioModel and the Gemma4Audio* classes it builds). What vLLM builds: vllm-project/vllm
+    vllm/model_executor/models/gemma4_mm.py @ 01bae2190e1c298115941f50bd6ed508216f24e7 (audio_tower =
+    AutoModel.from_config(config.audio_config) and embed_audio = Gemma4MultimodalEmbedder, both under
+    _mark_tower_model(vllm_config, "audio"), only when audio_config is set)."""
+
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    subsampling_conv_channels: tuple[int, int]
+    conv_kernel_size: int
+    output_proj_dims: int
+
+    def params(self, text_hidden_size: int) -> int:
+        """Parameters of the audio tower and embed_audio, module by module (h = hidden_size, d = h / heads,
+        c0, c1 = subsampling_conv_channels, k = conv_kernel_size, o = output_proj_dims, t = the text hidden size):
+
+        - subsample_conv_projection: layer0 Conv2d 1 -> c0, 3x3, no bias (9 c0) + LayerNorm(c0) without bias (c0);
+          layer1 Conv2d c0 -> c1, 3x3, no bias (9 c0 c1) + LayerNorm(c1) (c1); input_proj_linear
+          (c0 // 4) * c1 -> h, no bias.
+        - rel_pos_enc: sinusoidal, a non-persistent buffer: no parameters.
+        - each of num_hidden_layers Gemma4AudioLayer:
+          feed_forward1 and feed_forward2: ffw_layer_1 h -> 4h and ffw_layer_2 4h -> h (no bias), pre/post RMSNorm
+          (2h) each; self_attn: q, k, v and post projections h -> h (no bias), relative_k_proj h -> h (no bias),
+          per_dim_scale (d); lconv1d: linear_start h -> 2h, linear_end h -> h (no bias), a depthwise causal Conv1d
+          (h channels x k, no bias), pre_layer_norm and conv_norm (2h); norm_pre_attn, norm_post_attn, norm_out (3h).
+          Per layer: 24 h^2 + (4 + k + 2 + 3) h + d.
+        - output_proj: h -> o with bias (h o + o).
+        - embed_audio (Gemma4MultimodalEmbedder): embedding_projection o -> t, no bias; its pre-projection RMSNorm
+          has no weight.
+
+        Not counted: the 4 scalar clip bounds (input/output min/max buffers) of each clipped linear, 40 a layer
+        (480 in all), as VisionTower leaves out its own."""
+        h, o = self.hidden_size, self.output_proj_dims
+        d = h // self.num_attention_heads
+        c0, c1 = self.subsampling_conv_channels
+        subsample = 9 * c0 + c0 + 9 * c0 * c1 + c1 + (c0 // 4) * c1 * h
+        feed_forward = 2 * 4 * h * h + 2 * h
+        attention = 4 * h * h + h * h + d
+        light_conv = 2 * h * h + h * h + self.conv_kernel_size * h + 2 * h
+        layer = 2 * feed_forward + attention + light_conv + 3 * h
+        return subsample + self.num_hidden_layers * layer + (h * o + o) + o * text_hidden_size
+
+
 class ModelProfile(BaseModel):
     """A model as its published config.json describes it (see `sources` for where each number comes from)."""
 
@@ -83,6 +135,7 @@ class ModelProfile(BaseModel):
     active_params_b: float  # per-token active parameters (MoE, or "effective" for E2B/E4B)
     towers: dict[str, float] = Field(default_factory=dict)  # tower -> params (billions) vLLM builds besides the LM
     vision_tower: VisionTower | None = None  # config.json vision_config: its params fill towers["vision"]
+    audio_tower: AudioTower | None = None  # config.json audio_config: its params fill towers["audio"]
     quantization: Quantization
     layers: int
     full_attention_every: int = Field(ge=1)  # layer_types: layer i is full attention when (i + 1) % N == 0
@@ -111,9 +164,11 @@ class ModelProfile(BaseModel):
     checked_fields: dict[str, dt.date] = Field(default_factory=dict)  # fields read on another day
 
     @model_validator(mode="after")
-    def _vision_from_config(self) -> ModelProfile:
+    def _towers_from_config(self) -> ModelProfile:
         if self.vision_tower is not None:
             self.towers = {**self.towers, "vision": self.vision_tower.params(self.hidden_size) / 1e9}
+        if self.audio_tower is not None:
+            self.towers = {**self.towers, "audio": self.audio_tower.params(self.hidden_size) / 1e9}
         return self
 
     @property
@@ -138,8 +193,13 @@ class ModelProfile(BaseModel):
 
     @property
     def unquantized_params_b(self) -> float:
-        """Parameters every build keeps in bf16: embeddings and towers (gemma4_mm.py leaves a tower unquantised
-        when the method needs dimensions divisible by 64, as Marlin and FP8 do; the vision tower's 4304 is not)."""
+        """Parameters every build keeps in bf16: embeddings and towers. For the 26B/31B, gemma4_mm.py itself leaves
+        the towers unquantised: a method that needs dimensions divisible by 64 (Marlin, FP8) gets no tower quant
+        config, and the vision tower's intermediate_size 4304 is not. For E2B/E4B (vision 768 / 3072, divisible)
+        gemma4_mm.py hands the checkpoint's quant config to the vision and audio towers and embed_vision /
+        embed_audio, so what stays bf16 is what the checkpoint's compressed-tensors `ignore` list names: the towers
+        and the multimodal embedders, as Gemma 4 W4A16 builds report for Google's QAT checkpoints (catalog.yaml
+        gemma-4-e4b `sources.audio_tower`)."""
         return self.embedding_params_b + sum(self.towers.values())
 
     def layer_types(self) -> list[str]:
