@@ -150,8 +150,8 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"   vLLM's conditions (KV cache, waiting requests, TTFT p95) see data once the Managed Service for "
         f"Prometheus sidecar scrapes vLLM's /metrics on {args.service} "
-        "(https://cloud.google.com/run/docs/monitoring-managed-prometheus-sidecar); the bot's deploys keep a "
-        "sidecar the service has, but do not add one."
+        "(https://cloud.google.com/run/docs/monitoring-managed-prometheus-sidecar); the bot's deploys add it "
+        "with VLLM_METRICS_SIDECAR=true, and keep one the service has either way."
     )
     if out.unchecked:
         print("   The dry run could not check:")

@@ -95,6 +95,7 @@ class Deps:
                 model_bucket=st.model_bucket,
                 hf_token_secret=st.hf_token_secret,
                 service_account=st.vllm_service_account,
+                metrics_sidecar=st.vllm_metrics_sidecar,
             ),
             plans=plans,
             gate=WriteGate(

@@ -105,6 +105,9 @@ class Settings(BaseSettings):
     vllm_service_account: str | None = None  # the vLLM service's runtime identity
     model_bucket: str | None = None
     hf_token_secret: str = "hf-token"
+    # Deploys add the Managed Service for Prometheus sidecar, which writes vLLM's /metrics to Cloud Monitoring
+    # (the vLLM alert policies read those series): skills/targets/cloud_run/metrics_sidecar.py. Off by default.
+    vllm_metrics_sidecar: bool = False
     # Runbooks, one <finding kind>.md each (skills/incidents/runbooks.py); unset: ./runbooks, else the repository's.
     runbooks_dir: str | None = None
     plan_ttl_s: int = Field(default=900, ge=30)

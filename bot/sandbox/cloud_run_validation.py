@@ -8,6 +8,18 @@
   nvidia-rtx-pro-6000 at least 20 CPU and 80 GiB, and being Preview it needs the service's launch stage BETA
   (or an earlier stage such as ALPHA).
 
+- Containers (a revision with sidecars), by what the API documents and Knative serving's pod-spec validation
+  (pkg/apis/serving/k8s_validation.go at commit 98e5ef9, which Cloud Run's API follows): one ingress container
+  ("A Cloud Run instance always has a single ingress container ... and optionally one or more sidecar
+  containers", Cloud Run's container contract), so ports on more than one container are refused ("more than one
+  container port is set" / "Only a single port is allowed across all containers") and several containers with
+  no port too (Knative's missing "ports"); container names are DNS labels (v2 Container.name: "a DNS_LABEL
+  (RFC 1123)") and unique ("duplicate container name %q"); `dependsOn` names other containers of the revision
+  ("Names of the containers that must start before this container"; the API checks those names: "Invalid
+  container name ''. Must conform to RFC 1123 ..." answered for an unnamed one,
+  hashicorp/terraform-provider-google#21035); the wording for an unknown or self dependency is the stand-in's
+  own, in the same shape. The GPU goes on one container only (GPU page: "If you use sidecar containers, note
+  that the GPU can only be attached to one container").
 - Traffic, by Knative serving's route validation (pkg/apis/serving/v1/route_validation.go), which Cloud Run's
   API follows: percents within 0..100 that sum to 100 ("Traffic targets sum to N, want 100"), tags that are
   DNS-1035 labels and unique ("Multiple definitions for \"tag\""), a REVISION target names its revision and a
@@ -184,8 +196,59 @@ def _check_traffic(body: dict[str, Any]) -> None:
         raise RequestRejected(f"Traffic targets sum to {total}, want 100: service.traffic", "service.traffic")
 
 
+_RFC1123 = (
+    "Must conform to RFC 1123: only lowercase letters, digits, hyphens, and periods are allowed, must begin and "
+    "end with a letter or digit, and be less than 64 characters"
+)
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
+
+
+def _check_containers(body: dict[str, Any]) -> None:
+    containers = (body.get("template") or {}).get("containers") or []
+    if len(containers) < 2:
+        return
+    names: dict[str, int] = {}
+    for i, c in enumerate(containers):
+        name = str(c.get("name") or "")
+        where = f"service.template.containers[{i}].name"
+        if name and not _DNS1123.match(name):
+            raise RequestRejected(f"Invalid container name '{name}'. {_RFC1123}: {where}", where)
+        if name and name in names:
+            raise RequestRejected(f'duplicate container name "{name}": {where}', where)
+        if name:
+            names[name] = i
+    with_ports = [i for i, c in enumerate(containers) if c.get("ports")]
+    if len(with_ports) > 1 or any(len(containers[i]["ports"]) > 1 for i in with_ports):
+        raise RequestRejected(
+            "more than one container port is set: service.template.containers[*].ports\n"
+            "Only a single port is allowed across all containers",
+            "service.template.containers",
+        )
+    if not with_ports:
+        raise RequestRejected("missing field(s): service.template.containers[*].ports", "service.template.containers")
+    gpus = [i for i, c in enumerate(containers) if "nvidia.com/gpu" in ((c.get("resources") or {}).get("limits") or {})]
+    if len(gpus) > 1:
+        raise RequestRejected(
+            "The GPU can only be attached to one container: "
+            + ", ".join(f"service.template.containers[{i}].resources.limits" for i in gpus),
+            f"service.template.containers[{gpus[1]}].resources.limits",
+        )
+    for i, c in enumerate(containers):
+        where = f"service.template.containers[{i}].depends_on"
+        for dep in c.get("dependsOn") or []:
+            if not dep or not _DNS1123.match(str(dep)):
+                raise RequestRejected(f"Invalid container name '{dep}'. {_RFC1123}: {where}", where)
+            if dep == c.get("name"):
+                raise RequestRejected(f"Container '{dep}' cannot depend on itself: {where}", where)
+            if dep not in names:
+                raise RequestRejected(
+                    f"Container '{dep}' named in depends_on is not a container of this revision: {where}", where
+                )
+
+
 def validate_service(body: dict[str, Any]) -> None:
     """Raise RequestRejected (a 400) for a Service body the real API would refuse."""
     _walk(body, run_v2.Service.meta.pb.DESCRIPTOR, "service")
+    _check_containers(body)
     _check_gpu(body)
     _check_traffic(body)

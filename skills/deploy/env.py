@@ -13,3 +13,4 @@ class DeployEnv(BaseModel):
     model_bucket: str | None = None
     hf_token_secret: str = "hf-token"
     service_account: str | None = None  # VLLM_SERVICE_ACCOUNT: the vLLM service's runtime identity
+    metrics_sidecar: bool = False  # VLLM_METRICS_SIDECAR: deploys add the Managed Service for Prometheus sidecar

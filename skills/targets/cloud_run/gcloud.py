@@ -123,7 +123,16 @@ def deploy_command(
     labels = spec.get("labels") or {}
     if labels:
         parts.append(f"--labels={_q(','.join(f'{k}={v}' for k, v in labels.items()))}")
-    return _join(parts)
+    # The flags above describe the serving container only; say which other containers the spec has (the
+    # Prometheus sidecar with VLLM_METRICS_SIDECAR) rather than leave them out silently.
+    others = [x for x in tmpl.get("containers") or [] if x != c]
+    note = "".join(
+        f"\n# and container `{x.get('name', '?')}` (`{x.get('image', '')}`"
+        + (f", after {', '.join(x['dependsOn'])}" if x.get("dependsOn") else "")
+        + "): not set by the flags above; the plan's spec has it"
+        for x in others
+    )
+    return _join(parts) + note
 
 
 def scale_command(service: str, min_i: int, max_i: int, region: str, project: str | None) -> str:

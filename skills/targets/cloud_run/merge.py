@@ -3,7 +3,8 @@
 A deploy onto an existing service must not replace it wholesale: the runtime service account, labels and
 annotations someone added, env vars the bot never set, sidecars, extra volumes, VPC access and the like all
 stay. The bot owns only what render_service writes; within the serving container it owns its own env vars
-(HF_TOKEN, HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE) and its model volume, and nothing else.
+(HF_TOKEN, HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE) and its model volume, and nothing else. With
+VLLM_METRICS_SIDECAR it adds the Prometheus sidecar when the service runs none (metrics_sidecar.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from skills.errors import InvalidInput
+from skills.targets.cloud_run import metrics_sidecar
 from skills.targets.cloud_run.render import MOUNT_PATH, OFFLINE_ENV, VOLUME, main_container, strip_output_only
 
 MANAGED_ENV = frozenset({"HF_TOKEN", *OFFLINE_ENV})
@@ -35,6 +38,20 @@ def _merge_container(current: dict[str, Any], rendered: dict[str, Any]) -> dict[
     return out
 
 
+def _add_sidecar(containers: list[dict[str, Any]], sidecar: dict[str, Any]) -> None:
+    """The rendered Prometheus sidecar, unless the service runs one already (kept as it is, whatever its name
+    or tag: two would scrape and write the same series twice)."""
+    if metrics_sidecar.is_gmp_sidecar(sidecar) and metrics_sidecar.find(containers) is not None:
+        return
+    if any(c.get("name") == sidecar.get("name") for c in containers):
+        raise InvalidInput(
+            f"The running service already has a container named `{sidecar.get('name')}` that is not the "
+            "Managed Service for Prometheus sidecar, so VLLM_METRICS_SIDECAR cannot add its own.",
+            "Rename or remove that container, or set VLLM_METRICS_SIDECAR=false.",
+        )
+    containers.append(copy.deepcopy(sidecar))
+
+
 def merge_onto(current: dict[str, Any], rendered: dict[str, Any]) -> dict[str, Any]:
     """`rendered` applied to the running service `current` (v2 JSON): what an update should send."""
     out = strip_output_only(current)
@@ -56,13 +73,17 @@ def merge_onto(current: dict[str, Any], rendered: dict[str, Any]) -> dict[str, A
     volumes += copy.deepcopy(new_tmpl.get("volumes") or [])
     tmpl["volumes"] = volumes  # kept even when empty: an absent key means "leave as is" to the adapter
     containers = copy.deepcopy(cur_tmpl.get("containers") or [])
-    rendered_main = (new_tmpl.get("containers") or [{}])[0]
+    rendered_main, *rendered_sidecars = new_tmpl.get("containers") or [{}]
     if containers:
         serving = main_container({"template": {"containers": containers}})
         idx = next(i for i, c in enumerate(containers) if c == serving)
         containers[idx] = _merge_container(serving, rendered_main)
+        # The serving container takes the rendered name: what started after it still does.
+        metrics_sidecar.retarget(containers, str(serving.get("name") or ""), str(rendered_main.get("name") or ""))
     else:
         containers = [copy.deepcopy(rendered_main)]
+    for sidecar in rendered_sidecars:
+        _add_sidecar(containers, sidecar)
     tmpl["containers"] = containers
     out["template"] = tmpl
     return out

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from skills.actions.params import DeployParams
-from skills.capacity.cost import parse_cpu
+from skills.capacity.cost import parse_cpu, parse_memory_gib
 from skills.capacity.estimates import hourly_usd
 from skills.capacity.fit import load_catalog
 from skills.capacity.image_compat import default_image, require_compatible
@@ -17,6 +17,7 @@ from skills.deploy.plans import Plan
 from skills.deploy.profiles import DeployProfile, get_profile
 from skills.errors import CloudUnavailable, InvalidInput, explain_error
 from skills.ports import Runtime
+from skills.targets.cloud_run import metrics_sidecar
 from skills.targets.cloud_run.diff import diff_specs, fingerprint
 from skills.targets.cloud_run.gcloud import deploy_command
 from skills.targets.cloud_run.merge import merge_onto
@@ -113,6 +114,7 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
             hf_token_secret=env.hf_token_secret,
             launch_stage=gpu.launch_stage,
             service_account=env.service_account,
+            metrics_sidecar=env.metrics_sidecar,
         )
     except ValidationError as exc:
         raise InvalidInput(f"Cannot render the service: {explain_error(exc.errors()[0], flag_style=False)}.") from None
@@ -148,11 +150,17 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
     )
     # Priced as deployed: the CPU and memory this plan renders, not the planner's recommendation, with the
     # pricing `/gemma cost` uses for the running service.
+    # Cloud Run bills an instance's containers together, so the Prometheus sidecar's CPU and memory count.
     cat = load_catalog()
-    as_deployed = hourly_usd(cat, gpu, eff.gpu_count, parse_cpu(cpu), float(memory_gib), env.region)
+    sidecar = metrics_sidecar.find(spec["template"]["containers"]) if env.metrics_sidecar else None
+    side_cpu, side_gib = _limits(sidecar) if sidecar else (0.0, 0.0)
+    as_deployed = hourly_usd(
+        cat, gpu, eff.gpu_count, parse_cpu(cpu) + side_cpu, float(memory_gib) + side_gib, env.region
+    )
     report = report.model_copy(update={"cost_per_hour_usd": as_deployed})
     apply_fit(plan, report)
-    plan.fit_lines[-1] = plan.fit_lines[-1].replace("/h;", f"/h as deployed ({cpu} vCPU, {memory});", 1)
+    side_text = f" + Prometheus sidecar {side_cpu:g} vCPU, {side_gib:g} GiB" if sidecar else ""
+    plan.fit_lines[-1] = plan.fit_lines[-1].replace("/h;", f"/h as deployed ({cpu} vCPU, {memory}{side_text});", 1)
     if unread:
         plan.summary = f"Render `{profile.name}` ({cfg.model} on {cfg.gpu_count} x {cfg.gpu}) for `{service}`"
         plan.notes.append(f"Not compared with the running service: {unread} The diff shows a new service.")
@@ -162,6 +170,15 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
         f"{probe.period_s} s); memory {memory}, {cpu} vCPU; concurrency = --max-num-seqs {cfg.max_num_seqs}."
     )
     probe_note(plan, report.cold_start_s, probe.budget_s)
+    if sidecar is not None:
+        running = metrics_sidecar.find((current or {}).get("template", {}).get("containers") or [])
+        if running is None:
+            plan.notes.append("VLLM_METRICS_SIDECAR: adds the " + metrics_sidecar.describe())
+        else:
+            plan.notes.append(
+                f"VLLM_METRICS_SIDECAR: the service already runs the Prometheus sidecar `{running.get('name')}` "
+                f"(`{running.get('image')}`); it is kept as it is."
+            )
     plan.notes.append(f"Image `{image}` ({origin}): " + " ".join(["vLLM and CUDA build checked.", *compat.notes]))
     if gpu.launch_stage != "GA":
         plan.notes.append(f"{gpu.display} is in Preview on Cloud Run: the service is deployed at launch stage BETA.")
@@ -177,6 +194,12 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
             "read access to the bucket and the HF token secret, or set VLLM_SERVICE_ACCOUNT."
         )
     return plan
+
+
+def _limits(c: dict[str, Any]) -> tuple[float, float]:
+    """A container's CPU (vCPU) and memory (GiB) limits; Cloud Run's defaults (1 vCPU, 512 MiB) when unset."""
+    limits = (c.get("resources") or {}).get("limits") or {}
+    return parse_cpu(str(limits.get("cpu") or "1")), parse_memory_gib(str(limits.get("memory") or "512Mi"))
 
 
 def _pick_image(env: DeployEnv, profile: DeployProfile, gpu: str) -> tuple[str, str]:

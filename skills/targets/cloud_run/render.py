@@ -21,6 +21,7 @@ from skills.deploy.serving_config import with_tool_calling as with_tool_calling 
 from skills.deploy.sizes import gib
 from skills.deploy.vllm_flags import VllmFlags
 from skills.errors import InvalidInput
+from skills.targets.cloud_run import metrics_sidecar
 from skills.targets.cloud_run.diff import OUTPUT_ONLY_FIELDS
 
 PORT = 8080
@@ -115,6 +116,8 @@ class DeployConfig(ServingConfig):
     probe: StartupProbe
     launch_stage: str = "GA"  # BETA for a Preview GPU (nvidia-rtx-pro-6000)
     service_account: str | None = None  # the vLLM service's runtime identity (bucket + HF token secret readers)
+    # VLLM_METRICS_SIDECAR: add the Managed Service for Prometheus sidecar (metrics_sidecar.py) after vLLM.
+    metrics_sidecar: bool = False
 
     @field_validator("service")
     @classmethod
@@ -208,6 +211,8 @@ def render_service(cfg: DeployConfig) -> dict[str, Any]:
         "gpuZonalRedundancyDisabled": True,
         "containers": [container],
     }
+    if cfg.metrics_sidecar:
+        template["containers"].append(metrics_sidecar.container(depends_on=CONTAINER))
     if cfg.service_account:
         template["serviceAccount"] = cfg.service_account
     if cfg.model_bucket:
