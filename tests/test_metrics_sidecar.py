@@ -12,9 +12,11 @@ import pytest
 
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from handlers.reply import CONFIRM_ACTION
+from skills.capacity.cost import parse_cpu
 from skills.deploy.execute import execute
 from skills.deploy.plan_builder import build_plan
 from skills.deploy.render_service import DeployConfig, main_container, probe_for, render_service
+from skills.deploy.sizes import gib
 from skills.errors import InvalidInput, UserFacingError
 from skills.targets.cloud_run import metrics_sidecar
 from skills.targets.cloud_run.render import PORT
@@ -63,7 +65,10 @@ def test_the_sidecar_default_scrape_port_is_where_vllm_listens() -> None:
     assert "ports" not in sidecar and "volumeMounts" not in sidecar and "volumes" not in spec["template"]
     assert "nvidia.com/gpu" not in sidecar["resources"]["limits"]  # the GPU stays on vLLM
     off = render_service(cfg.model_copy(update={"metrics_sidecar": False}))
-    assert off["template"]["containers"] == [vllm]  # off: the spec is the one-container spec it always was
+    [alone] = off["template"]["containers"]  # off: the one-container spec it always was
+    # At the instance maximum (8 vCPU, 32 GiB) the sidecar's share comes out of vLLM's; nothing else differs.
+    assert alone["resources"]["limits"] | {"cpu": "7", "memory": "32256Mi"} == vllm["resources"]["limits"]
+    assert {k: v for k, v in alone.items() if k != "resources"} == {k: v for k, v in vllm.items() if k != "resources"}
     assert {k: v for k, v in spec.items() if k != "template"} == {k: v for k, v in off.items() if k != "template"}
 
 
@@ -82,7 +87,10 @@ async def test_deploy_with_the_setting_creates_a_two_container_revision(deps: An
         line = next(x for x in (r.sections[0].text or "").splitlines() if "as deployed" in x)
         return float(line.split("$", 1)[1].split("/h", 1)[0])
 
-    assert usd(reply) > usd(off)
+    # The sidecar's share is added to the bill, or taken out of vLLM's at the instance maximum (then said).
+    assert usd(reply) >= usd(off)
+    if usd(reply) == usd(off):
+        assert "beside the Prometheus sidecar, to keep the instance within Cloud Run's 8 vCPU and 32 GiB" in text
     result, _ = await click(deps, CONFIRM_ACTION, plan_id_of(reply))
     assert result is None
     svc = cloud_run.services[SERVICE]
@@ -91,6 +99,8 @@ async def test_deploy_with_the_setting_creates_a_two_container_revision(deps: An
     assert vllm["name"] == "vllm" and vllm["ports"][0]["containerPort"] == metrics_sidecar.CONFIG_PORT
     assert sidecar["image"] == metrics_sidecar.IMAGE and sidecar["dependsOn"] == ["vllm"]
     assert sidecar["resources"]["limits"] == {"cpu": "1", "memory": "512Mi"}
+    both = (vllm["resources"]["limits"], sidecar["resources"]["limits"])
+    assert sum(parse_cpu(lim["cpu"]) for lim in both) <= 8 and sum(gib(lim["memory"]) for lim in both) <= 32
     # What `/gemma status` and friends read is still the serving container.
     info = await deps.runtime.get_service(SERVICE)
     assert info.image == vllm["image"] and info.cpu == vllm["resources"]["limits"]["cpu"]
@@ -228,3 +238,9 @@ async def test_the_serving_container_is_found_by_its_port(deps: Any, cloud_run: 
     sidecar_on(deps)
     await run(deps, "deploy", {"profile": "gemma4-12b-qat-l4"})
     assert main_container(cloud_run.services[SERVICE])["name"] == "vllm"
+
+
+def test_the_sidecar_takes_its_share_only_at_the_instance_maximum() -> None:
+    assert metrics_sidecar.share_of(8, 32) == (7, 31.5)
+    assert metrics_sidecar.share_of(4, 16) == (4, 16)  # room left: vLLM keeps its own
+    assert metrics_sidecar.share_of(8, 16) == (7, 16)

@@ -52,6 +52,18 @@ CPU = "1"
 MEMORY = "512Mi"
 CPU_VCPU = 1.0
 MEMORY_GIB = 0.5
+# Cloud Run's limits per instance: "each instance is limited to ... a maximum of 8 CPUs" (CPU limits page) and "The
+# maximum amount of memory you can configure is 32 GiB" (memory limits page). Whether the Admin API checks the sum
+# of a multi-container instance's limits against them was not found stated; the bot assumes it does and keeps the
+# instance within them (see share_of), which at worst leaves vLLM 1 vCPU and 0.5 GiB short of the maximum.
+INSTANCE_MAX_VCPU = 8.0
+INSTANCE_MAX_GIB = 32.0
+
+
+def share_of(cpu_vcpu: float, memory_gib: float) -> tuple[float, float]:
+    """The serving container's CPU and memory beside the sidecar: its own limits, lowered only as far as the
+    instance's maximums require."""
+    return min(cpu_vcpu, INSTANCE_MAX_VCPU - CPU_VCPU), min(memory_gib, INSTANCE_MAX_GIB - MEMORY_GIB)
 
 
 def container(depends_on: str) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from skills.targets.cloud_run.plan_common import (
 from skills.targets.cloud_run.render import (
     DeployConfig,
     check_gpu_minimums,
+    main_container,
     memory_for_hub_weights,
     probe_for,
     render_service,
@@ -154,9 +155,14 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
     cat = load_catalog()
     sidecar = metrics_sidecar.find(spec["template"]["containers"]) if env.metrics_sidecar else None
     side_cpu, side_gib = _limits(sidecar) if sidecar else (0.0, 0.0)
-    as_deployed = hourly_usd(
-        cat, gpu, eff.gpu_count, parse_cpu(cpu) + side_cpu, float(memory_gib) + side_gib, env.region
-    )
+    vllm_cpu, vllm_gib = _limits(main_container(spec))  # the sidecar's share may have come out of vLLM's
+    if (vllm_cpu, vllm_gib) != (parse_cpu(cpu), float(memory_gib)):
+        cpu, memory = f"{vllm_cpu:g}", f"{vllm_gib:g}Gi"
+        plan.notes.append(
+            f"vLLM gets {cpu} vCPU and {memory} beside the Prometheus sidecar, to keep the instance within Cloud "
+            f"Run's {metrics_sidecar.INSTANCE_MAX_VCPU:g} vCPU and {metrics_sidecar.INSTANCE_MAX_GIB:g} GiB."
+        )
+    as_deployed = hourly_usd(cat, gpu, eff.gpu_count, vllm_cpu + side_cpu, vllm_gib + side_gib, env.region)
     report = report.model_copy(update={"cost_per_hour_usd": as_deployed})
     apply_fit(plan, report)
     side_text = f" + Prometheus sidecar {side_cpu:g} vCPU, {side_gib:g} GiB" if sidecar else ""

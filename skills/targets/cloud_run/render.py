@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from skills.capacity.catalog import GpuProfile
+from skills.capacity.cost import parse_cpu
 from skills.deploy.serving_config import MOUNT_PATH, ServingConfig, serving_flags
 from skills.deploy.serving_config import with_tool_calling as with_tool_calling  # re-exported for the plans
 from skills.deploy.sizes import gib
@@ -213,6 +214,12 @@ def render_service(cfg: DeployConfig) -> dict[str, Any]:
     }
     if cfg.metrics_sidecar:
         template["containers"].append(metrics_sidecar.container(depends_on=CONTAINER))
+        limits = container["resources"]["limits"]
+        cpu, mem = metrics_sidecar.share_of(parse_cpu(cfg.cpu), gib(cfg.memory))
+        if cpu != parse_cpu(cfg.cpu):
+            limits["cpu"] = f"{cpu:g}"
+        if mem != gib(cfg.memory):
+            limits["memory"] = f"{int(mem * 1024)}Mi"
     if cfg.service_account:
         template["serviceAccount"] = cfg.service_account
     if cfg.model_bucket:
