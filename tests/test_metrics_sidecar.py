@@ -121,6 +121,13 @@ async def test_redeploys_deploys_and_scaling_keep_the_one_sidecar(deps: Any, clo
     assert not [c.path for c in plan.changes if "containers[1]" in c.path or "containers[2]" in c.path]
     assert [c["name"] for c in containers(cloud_run)] == ["vllm", "collector"]  # no second sidecar
     assert "already runs the Prometheus sidecar `collector`" in "\n".join(plan.notes)
+    # `/gemma cost` prices the instance with its sidecar, as the plan did.
+    reply, _ = await command(deps, "cost")
+    assert reply is not None
+    assert "Sidecar containers (collector): +1 vCPU, +0.5 GiB in the price." in (reply.context or "")
+    vllm_limits = containers(cloud_run)[0]["resources"]["limits"]
+    total = f"{parse_cpu(vllm_limits['cpu']) + 1:g} vCPU, {gib(vllm_limits['memory']) + 0.5:g} GiB"
+    assert total in "\n".join(f"{k} {v}" for sec in reply.sections for k, v in (sec.fields or []))
     # With the setting off again, a deploy keeps the sidecar the service has (as it keeps any other).
     deps.settings = deps.settings.model_copy(update={"vllm_metrics_sidecar": False})
     await run(deps, "deploy", {"profile": "gemma4-12b-qat-l4"})

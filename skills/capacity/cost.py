@@ -68,6 +68,25 @@ def usd_per_m_tokens(usd_per_hour: float, tok_per_s: float) -> float:
     return usd_per_hour / (tok_per_s * 3600) * 1e6
 
 
+def _sidecar_limits(spec: dict[str, object]) -> tuple[float, float, list[str]]:
+    """CPU (vCPU) and memory (GiB) of the containers other than the serving one (the one with a port), and their
+    names; Cloud Run's defaults (1 vCPU, 512 MiB) for a limit not set."""
+    template = spec.get("template") if isinstance(spec, dict) else None
+    containers = template.get("containers") if isinstance(template, dict) else None
+    if not isinstance(containers, list) or len(containers) < 2:
+        return 0.0, 0.0, []
+    cpu = gib = 0.0
+    names: list[str] = []
+    for c in containers:
+        if not isinstance(c, dict) or c.get("ports"):
+            continue
+        limits = (c.get("resources") or {}).get("limits") or {}
+        cpu += parse_cpu(str(limits.get("cpu") or "1"))
+        gib += parse_memory_gib(str(limits.get("memory") or "512Mi"))
+        names.append(str(c.get("name") or "?"))
+    return cpu, gib, names
+
+
 def hourly_cost(info: ServiceInfo, region: str | None = None) -> CostReport:
     """$/hour of one running instance of `info` in `region` (None: the price table's default region)."""
     cat = load_catalog()
@@ -76,6 +95,11 @@ def hourly_cost(info: ServiceInfo, region: str | None = None) -> CostReport:
     mem = parse_memory_gib(info.memory) if info.memory else 0.5
     if not info.cpu or not info.memory:
         notes.append("CPU or memory limit not set in the spec; Cloud Run defaults (1 vCPU, 512 MiB) assumed.")
+    side_cpu, side_gib, sidecars = _sidecar_limits(info.spec)
+    if sidecars:
+        # Cloud Run bills an instance's containers together: a sidecar's CPU and memory are on the bill too.
+        vcpu, mem = vcpu + side_cpu, mem + side_gib
+        notes.append(f"Sidecar containers ({', '.join(sidecars)}): +{side_cpu:g} vCPU, +{side_gib:g} GiB in the price.")
     gpu_name: str | None = None
     if info.gpu_type:
         try:
