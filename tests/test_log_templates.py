@@ -153,15 +153,18 @@ def test_the_words_a_state_word_names_are_values() -> None:
     assert g[0] != g[1]
 
 
-def test_a_one_off_longer_shape_of_a_recurring_statement_joins_it() -> None:
+def test_a_one_off_longer_shape_of_a_statement_joins_it() -> None:
     base = "Interface GigabitEthernet2, changed state to administratively down"
     g = _groups([base, base, base + " from 10.83.75.201", base])
     assert len(set(g)) == 1
     # Seen twice, the longer shape is a statement of its own ("Connection closed by <*> [preauth]").
     g = _groups([base, base, base + " from 10.83.75.201", base, base + " from 10.83.75.202"])
     assert g[0] == g[1] == g[3] and g[2] == g[4] and g[0] != g[2]
-    # Beside a statement seen once, it is not taken for that statement's shape.
-    g = _groups(["PCI: Probing PCI hardware", "PCI: Probing PCI hardware (bus 00)"])
+    # A statement seen once takes it too (IOS: "administratively down" once, then "... down from <*>").
+    g = _groups([base, base + " from 10.83.75.201"])
+    assert g[0] == g[1]
+    # The added words must be fewer than the statement's own constant words: a short one swallows nothing.
+    g = _groups(["PCI: Probing PCI hardware", "PCI: Probing PCI hardware (bus 00) and bridges"])
     assert g[0] != g[1]
 
 

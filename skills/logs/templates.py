@@ -299,8 +299,6 @@ class TemplateMiner:
         self._by_end: dict[tuple[str, str], list[int]] = {}
         # Groups joined to another as its rarer, longer shape (see _extends): leaf -> lines seen so far.
         self._tentative: dict[int, int] = {}
-        # Lines that reached each group while it was a root (a lower bound once groups merge).
-        self._lines: list[int] = []
 
     def _tokens(self, text: str) -> list[str]:
         """Tokens with variables masked; per-token cache, since most tokens repeat. A variable swallows the
@@ -340,8 +338,6 @@ class TemplateMiner:
         if hit is not None:
             if self._tentative:
                 self._recur(hit)
-            parent = self._parent
-            self._lines[hit if parent[hit] == hit else self.group(hit)] += 1
             return hit
         # Like Drain's prefix tree: length and the first two constant-looking tokens must agree.
         n_tok = len(tokens)
@@ -365,7 +361,6 @@ class TemplateMiner:
             gid = len(self._templates)
             self._templates.append(tokens)
             self._parent.append(gid)
-            self._lines.append(0)
             bucket.append(gid)
             # _note_variant merges only when VARIANTS groups of this bucket differ at one position.
             if len(bucket) >= VARIANTS:
@@ -375,8 +370,6 @@ class TemplateMiner:
         self._exact[masked] = gid
         if self._tentative:
             self._recur(gid)
-        parent = self._parent
-        self._lines[gid if parent[gid] == gid else self.group(gid)] += 1
         return gid
 
     def _best(self, bucket: list[int], tokens: list[str]) -> tuple[int, float]:
@@ -472,11 +465,11 @@ class TemplateMiner:
             for cand in by_end.get(end, ()):
                 root = cand if parent[cand] == cand else self.group(cand)
                 tpl = templates[root]
-                # A statement that recurred: its one-off longer shape joins it (_extends). The line is longer and
-                # agrees with the template at both ends, or starts with all of it (checked before the call).
+                # A statement seen before: its one-off longer shape joins it (_extends); a second line of that
+                # shape makes it a statement of its own (_recur). The line is longer and agrees with the
+                # template at both ends, or starts with all of it (checked before the call).
                 if (
                     root != gid
-                    and self._lines[root] >= 2
                     and n > len(tpl)
                     and (tpl[-1] == tokens[-1] or tokens[: len(tpl)] == tpl)
                     and self._extends(tpl, tokens)
