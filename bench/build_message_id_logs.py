@@ -22,21 +22,21 @@ folder and pass that folder to bench/log_grouping.py --message-ids DIR.
 from __future__ import annotations
 
 import csv
-import hashlib
 import re
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from outside_systems import heldout_split
+
 MIN_RECORDS = 8
 TAG = re.compile(r"(?<![\w%-])(%?[A-Z][A-Z0-9]*(?:[_-][A-Z0-9]+)+) ?:")
 
 
 def split_of(names: list[str]) -> dict[str, str]:
-    order = sorted(names, key=lambda n: hashlib.sha256(f"napalm-logs/{n}".encode()).hexdigest())
-    held = (len(order) + 1) // 2
-    return {n: ("heldout" if i < held else "tuning") for i, n in enumerate(order)}
+    return heldout_split(names, lambda _: "napalm-logs")
 
 
 def records(repo: Path, rev: str = "HEAD") -> dict[str, list[tuple[str, str, str]]]:

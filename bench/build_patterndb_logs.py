@@ -39,15 +39,15 @@ is an error.
 
 from __future__ import annotations
 
-import csv
-import hashlib
 import json
 import re
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from outside_systems import differs, git, heldout_split, write_system
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = REPO / "tests" / "data" / "logs_outside_loghub" / "manifest.json"
@@ -55,18 +55,11 @@ SOURCE_NAME = "syslog-ng-patterndb"
 MIN_RECORDS = 8
 BATCH = 3
 NOT_NAME = re.compile(r"[^a-z0-9]")
-LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def split_of(names: list[str]) -> dict[str, str]:
     """The split of this batch's systems: sha256 order, first half (rounded up) held out."""
-    order = sorted(names, key=lambda n: hashlib.sha256(f"{SOURCE_NAME}/{n}".encode()).hexdigest())
-    held = (len(order) + 1) // 2
-    return {n: ("heldout" if i < held else "tuning") for i, n in enumerate(order)}
-
-
-def git(git_dir: Path, *args: str) -> bytes:
-    return subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True, check=True).stdout
+    return heldout_split(names, lambda _: SOURCE_NAME)
 
 
 def system_names(paths: list[str]) -> dict[str, str]:
@@ -129,23 +122,12 @@ def main(argv: list[str]) -> int:
     failed = False
     for system in systems:
         path, rows = recs[system]
-        folder = out / split[system] / system
-        folder.mkdir(parents=True, exist_ok=True)
-        log = "".join(LINE_BREAK.sub(r"\\n", content) + "\n" for _, content in rows)
-        (folder / f"{system}.log").write_text(log, encoding="utf-8")
-        structured = folder / f"{system}_structured.csv"
-        with open(structured, "w", newline="", encoding="utf-8") as fh:
-            w = csv.writer(fh)
-            w.writerow(["LineId", "Content", "EventId"])
-            for i, (label, content) in enumerate(rows, 1):
-                w.writerow([i, content, label])
-        digest = hashlib.sha256(structured.read_bytes()).hexdigest()
+        digest = write_system(out / split[system] / system, system, rows)
         tags = len({label for label, _ in rows})
+        built = {"split": split[system], "records": len(rows), "tags": tags, "structured_sha256": digest}
         note = ""
-        if system in recorded:
-            built = {"split": split[system], "records": len(rows), "tags": tags, "structured_sha256": digest}
-            if any(k in recorded[system] and recorded[system][k] != v for k, v in built.items()):
-                note, failed = "  DIFFERS FROM THE MANIFEST", True
+        if differs(recorded.get(system), built):
+            note, failed = "  DIFFERS FROM THE MANIFEST", True
         print(f"{system:<24} {split[system]:<8} {len(rows):>4} records {tags:>4} tags  {path}  {digest}{note}")
     missing = sorted(set(recorded) - set(systems))
     if missing:

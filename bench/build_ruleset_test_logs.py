@@ -66,14 +66,14 @@ already records of a system (split, records, tags, structured_sha256) is checked
 
 from __future__ import annotations
 
-import csv
-import hashlib
 import json
 import re
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from outside_systems import differs, git, heldout_split, write_system
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = REPO / "tests" / "data" / "logs_outside_loghub" / "manifest.json"
@@ -112,18 +112,11 @@ WRAPPER_IDS = {"vim.event.EventEx", "vim.event.GeneralUserEvent"}
 FIELD_LIST_IDS = {"430001", "430002", "430003", "430004", "430005"}
 KEY_VALUE = re.compile(r"(?:^|\s)[\w.-]+=\S*")
 INI_RECORD = re.compile(r"^log [0-9]+ (?:pass|fail) = (.*)$")
-LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def split_of(names: list[str]) -> dict[str, str]:
     """The split of this batch's systems: sha256 order, first half (rounded up) held out."""
-    order = sorted(names, key=lambda n: hashlib.sha256(f"{SYSTEMS[n][0]}/{n}".encode()).hexdigest())
-    held = (len(order) + 1) // 2
-    return {n: ("heldout" if i < held else "tuning") for i, n in enumerate(order)}
-
-
-def git(git_dir: Path, *args: str) -> bytes:
-    return subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True, check=True).stdout
+    return heldout_split(names, lambda n: SYSTEMS[n][0])
 
 
 def label(product: str, record: str) -> tuple[str, str] | str:
@@ -208,22 +201,11 @@ def main(argv: list[str]) -> int:
         if list_only:
             print(f"{system:<20} {split[system]:<8} {len(rows):>4} records {tags:>4} tags  dropped: {why}")
             continue
-        folder = out / split[system] / system
-        folder.mkdir(parents=True, exist_ok=True)
-        log = "".join(LINE_BREAK.sub(r"\\n", content) + "\n" for _, content in rows)
-        (folder / f"{system}.log").write_text(log, encoding="utf-8")
-        structured = folder / f"{system}_structured.csv"
-        with open(structured, "w", newline="", encoding="utf-8") as fh:
-            w = csv.writer(fh)
-            w.writerow(["LineId", "Content", "EventId"])
-            for i, (lab, content) in enumerate(rows, 1):
-                w.writerow([i, content, lab])
-        digest = hashlib.sha256(structured.read_bytes()).hexdigest()
+        digest = write_system(out / split[system] / system, system, rows)
+        built = {"split": split[system], "records": len(rows), "tags": tags, "structured_sha256": digest}
         note = ""
-        if system in recorded:
-            built = {"split": split[system], "records": len(rows), "tags": tags, "structured_sha256": digest}
-            if any(k in recorded[system] and recorded[system][k] != v for k, v in built.items()):
-                note, failed = "  DIFFERS FROM THE MANIFEST", True
+        if differs(recorded.get(system), built):
+            note, failed = "  DIFFERS FROM THE MANIFEST", True
         print(f"{system:<20} {split[system]:<8} {len(rows):>4} records {tags:>4} tags  {digest}  dropped: {why}{note}")
     small = sorted((s, len(rows)) for s, (rows, _) in recs.items() if len(rows) < MIN_RECORDS)
     for system, n in small:

@@ -71,6 +71,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from outside_systems import heldout_split
+
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = REPO / "tests" / "data" / "logs_outside_loghub" / "manifest.json"
 SOURCE = "elastic/integrations"
@@ -127,9 +130,7 @@ KEY_VALUE = re.compile(r"(?:^|\s)[\w.-]+=\S*")
 
 def split_of(names: list[str]) -> dict[str, str]:
     """The split of one batch's systems."""
-    order = sorted(names, key=lambda n: hashlib.sha256(f"{SOURCE_NAME}/{n}".encode()).hexdigest())
-    held = (len(order) + 1) // 2
-    return {n: ("heldout" if i < held else "tuning") for i, n in enumerate(order)}
+    return heldout_split(names, lambda _: SOURCE_NAME)
 
 
 def system_of(path: str) -> str | None:

@@ -41,9 +41,9 @@ def containers(cloud_run: CloudRunStandIn) -> list[dict[str, Any]]:
     return list(cloud_run.services[SERVICE]["template"]["containers"])
 
 
-def test_the_sidecar_default_scrape_port_is_where_vllm_listens() -> None:
-    # No RunMonitoring config is mounted: the sidecar's default endpoint (:8080/metrics) must be vLLM's port.
-    cfg = DeployConfig(
+def _config() -> DeployConfig:
+    """A 12B QAT service on an L4 at the instance maximum (8 vCPU, 32 GiB), with the sidecar."""
+    return DeployConfig(
         service=SERVICE,
         model="gemma-4-12b-qat",
         hf_repo="google/gemma-4-12b-it-qat",
@@ -57,6 +57,11 @@ def test_the_sidecar_default_scrape_port_is_where_vllm_listens() -> None:
         image="vllm/vllm-openai:v0.25.1-cu129",
         metrics_sidecar=True,
     )
+
+
+def test_the_sidecar_default_scrape_port_is_where_vllm_listens() -> None:
+    # No RunMonitoring config is mounted: the sidecar's default endpoint (:8080/metrics) must be vLLM's port.
+    cfg = _config()
     spec = render_service(cfg)
     vllm, sidecar = spec["template"]["containers"]
     assert metrics_sidecar.CONFIG_PORT == PORT == vllm["ports"][0]["containerPort"]
@@ -169,21 +174,7 @@ async def test_with_the_setting_off_a_deploy_renders_one_container(deps: Any, cl
 
 
 def two_containers() -> dict[str, Any]:
-    cfg = DeployConfig(
-        service=SERVICE,
-        model="gemma-4-12b-qat",
-        hf_repo="google/gemma-4-12b-it-qat",
-        gpu="nvidia-l4",
-        max_model_len=8192,
-        gpu_memory_utilization=0.9,
-        max_num_seqs=4,
-        cpu="8",
-        memory="32Gi",
-        probe=probe_for(300),
-        image="vllm/vllm-openai:v0.25.1-cu129",
-        metrics_sidecar=True,
-    )
-    return render_service(cfg)
+    return render_service(_config())
 
 
 def _ports_on_both(s: dict[str, Any]) -> None:
