@@ -145,6 +145,16 @@ def service_of(msg: dict[str, Any]) -> str:
     return msg["text"].rsplit(" on ", 1)[1]
 
 
+async def record_then_publish(bot: Any) -> None:
+    """Record every queued alert's incident first, then start the publisher (a storm that outruns Slack)."""
+    publisher, bot.queue.publisher = bot.queue.publisher, None
+    await bot.queue.start()
+    assert await drained(bot)
+    assert publisher is not None
+    bot.queue.publisher = publisher
+    await publisher.start()
+
+
 async def test_stand_in_answers_429_exactly_like_slack(clock: ScaledClock) -> None:
     standin = PostsSlack(clock=clock, limits=RateLimits(post_per_channel_burst=2, update_burst=1))
     with serve(standin.app) as url:
@@ -226,12 +236,7 @@ async def test_the_storm_summary_starts_at_the_threshold_not_one_later(
         for svc in services:
             await bot.post(am(svc, "Boom", "error"))
         # Record every incident first, then let the publisher decide (as in a storm that outruns Slack).
-        publisher, bot.queue.publisher = bot.queue.publisher, None
-        await bot.queue.start()
-        assert await drained(bot)
-        assert publisher is not None
-        bot.queue.publisher = publisher
-        await publisher.start()
+        await record_then_publish(bot)
         assert await eventually(lambda: len(incident_headers(slack)) == new_incidents)
         assert await drained(bot)
     finally:
@@ -259,12 +264,7 @@ async def test_a_storm_ends_after_a_quiet_minute_and_the_next_incident_is_its_ow
     try:
         for i in range(5):
             await bot.post(am(f"end-svc-{i}", "Boom", "error"))
-        publisher, bot.queue.publisher = bot.queue.publisher, None
-        await bot.queue.start()
-        assert await drained(bot)
-        assert publisher is not None
-        bot.queue.publisher = publisher
-        await publisher.start()
+        await record_then_publish(bot)
         assert await eventually(lambda: len(incident_headers(slack)) == 5)
         assert await drained(bot)
         [summary] = [h for h in headers(slack) if "Alert storm" in h["text"]]

@@ -76,6 +76,16 @@ class Serve:
             except httpx.HTTPError:
                 return None
 
+    async def wait_ready(self) -> None:
+        """Until /readyz answers 200; fails with the process's last lines if it exits first."""
+
+        async def ready() -> bool:
+            resp = await self.readyz()
+            return (resp is not None and resp.status_code == 200) or self.proc.poll() is not None
+
+        assert await eventually(ready, 60)
+        assert self.proc.poll() is None, "serve exited:\n" + "".join(self.lines[-20:])
+
 
 def _common(slack: SlackStandIn, key_prefix: str) -> dict[str, str]:
     return {
@@ -154,13 +164,7 @@ async def test_serve_pulls_alerts_from_pubsub_into_the_alerts_channel(
     }
     serve = Serve(env)
     try:
-
-        async def ready() -> bool:
-            resp = await serve.readyz()
-            return (resp is not None and resp.status_code == 200) or serve.proc.poll() is not None
-
-        assert await eventually(ready, 60)
-        assert serve.proc.poll() is None, "serve exited:\n" + "".join(serve.lines[-20:])
+        await serve.wait_ready()
         resp = await serve.readyz()
         assert resp is not None and resp.json()["pubsub"] == "pulling"
         mid = standin.publish(SUB, json.dumps(gcp_alert("inc-serve-ps-1")).encode())
@@ -207,13 +211,7 @@ async def test_serve_takes_both_alert_webhooks_into_the_alerts_channel(slack: Sl
     token = "serve-hook-token-1"
     serve = Serve(_common(slack, key_prefix) | {"SLACK_SIGNING_SECRET": "s3cret", "ALERT_WEBHOOK_TOKEN": token})
     try:
-
-        async def ready() -> bool:
-            resp = await serve.readyz()
-            return (resp is not None and resp.status_code == 200) or serve.proc.poll() is not None
-
-        assert await eventually(ready, 60)
-        assert serve.proc.poll() is None, "serve exited:\n" + "".join(serve.lines[-20:])
+        await serve.wait_ready()
         async with httpx.AsyncClient(base_url=serve.url, timeout=15) as client:
             gcp = await client.post(f"/alerts/gcp?auth_token={token}", json=gcp_alert("inc-serve-hook-1"))
             deep = b"[" * 100_000 + b"]" * 100_000

@@ -9,6 +9,7 @@ $/hour is per running instance; scale-to-zero costs nothing while idle.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -68,23 +69,19 @@ def usd_per_m_tokens(usd_per_hour: float, tok_per_s: float) -> float:
     return usd_per_hour / (tok_per_s * 3600) * 1e6
 
 
-def _sidecar_limits(spec: dict[str, object]) -> tuple[float, float, list[str]]:
-    """CPU (vCPU) and memory (GiB) of the containers other than the serving one (the one with a port), and their
-    names; Cloud Run's defaults (1 vCPU, 512 MiB) for a limit not set."""
-    template = spec.get("template") if isinstance(spec, dict) else None
-    containers = template.get("containers") if isinstance(template, dict) else None
-    if not isinstance(containers, list) or len(containers) < 2:
-        return 0.0, 0.0, []
-    cpu = gib = 0.0
-    names: list[str] = []
-    for c in containers:
-        if not isinstance(c, dict) or c.get("ports"):
-            continue
-        limits = (c.get("resources") or {}).get("limits") or {}
-        cpu += parse_cpu(str(limits.get("cpu") or "1"))
-        gib += parse_memory_gib(str(limits.get("memory") or "512Mi"))
-        names.append(str(c.get("name") or "?"))
-    return cpu, gib, names
+def container_limits(container: dict[str, Any]) -> tuple[float, float]:
+    """A Cloud Run container's CPU (vCPU) and memory (GiB) limits; Cloud Run's defaults (1 vCPU, 512 MiB) for a
+    limit not set."""
+    limits = (container.get("resources") or {}).get("limits") or {}
+    return parse_cpu(str(limits.get("cpu") or "1")), parse_memory_gib(str(limits.get("memory") or "512Mi"))
+
+
+def _sidecar_limits(spec: dict[str, Any]) -> tuple[float, float, list[str]]:
+    """CPU and memory of the containers other than the serving one (the one with a port), and their names."""
+    containers = (spec.get("template") or {}).get("containers") or []
+    sidecars = [c for c in containers if not c.get("ports")] if len(containers) > 1 else []
+    each = [container_limits(c) for c in sidecars]
+    return sum(c for c, _ in each), sum(m for _, m in each), [str(c.get("name") or "?") for c in sidecars]
 
 
 def hourly_cost(info: ServiceInfo, region: str | None = None) -> CostReport:

@@ -31,13 +31,13 @@ _VAR_TOKEN = re.compile(
     """
 )
 _EDGE = "()[]{}<>,;:'\"."
-# Day and month names are parts of dates inside the text (variables), not words of the event.
 # Time-zone abbreviations printed after a time. Z is left out (a word of its own too often); the list is the
 # common ones of the IANA tz database's abbreviations (tzdata), not all of them.
 _TIME_ZONES = frozenset(
     "UTC GMT EST EDT CST CDT MST MDT PST PDT AKST AKDT HST CET CEST EET EEST WET WEST BST IST JST KST AEST AEDT "
     "ACST ACDT AWST NZST NZDT MSK SGT HKT".split()
 )
+# Day and month names are parts of dates inside the text (variables), not words of the event.
 _DATE_WORDS = frozenset("Mon Tue Wed Thu Fri Sat Sun Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split())
 # Masks applied inside a token (one combined pass, first alternative wins at each position).
 _MASKS = [
@@ -75,12 +75,12 @@ _ACCOUNT_WORDS = frozenset({"user", "User", "USER", "username", "account", "logi
 _STATE_WORDS = frozenset(
     f"{w}{end}" for s in ("state", "status") for w in (s, s.capitalize(), s.upper()) for end in ("", ":", ",", "=")
 )
-# A Java-style logger printed with its package (org.apache.hadoop.mapreduce.Job) or without it (Job, or a
-# shorter package) is the same statement: compare such a token by its class name.
 _LOGGER_PREFIX = 3  # the first words of a line, where layouts print the logger
 # A class named inside a message masks to this string: equal to WILDCARD, but its own object, so that _tokens can
 # tell it (by identity, cheaply) from other variables in a line's first words, where it is the logger.
 _CLASS_VALUE = "".join("<*>")
+# A Java-style logger printed with its package (org.apache.hadoop.mapreduce.Job) or without it (Job, or a
+# shorter package) is the same statement: compare such a token by its class name.
 _QUALIFIED_CLASS = re.compile(r"^(?:[a-z_][\w]*\.)+([A-Z][\w$]*)(:?)$")
 
 
@@ -93,7 +93,7 @@ _REPEAT_SUFFIX = re.compile(r"\s+\(message repeated \d+ times?\)\s*$")
 
 def unrepeated(text: str) -> str:
     """The line without a repeat note appended to it (see _REPEAT_SUFFIX)."""
-    return _REPEAT_SUFFIX.sub("", text) if "(message repeated" in text else text
+    return _REPEAT_SUFFIX.sub("", text)
 
 
 def _quoted_or_zone(tok: str) -> tuple[str, bool, bool] | None:

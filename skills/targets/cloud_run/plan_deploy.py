@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from skills.actions.params import DeployParams
-from skills.capacity.cost import parse_cpu, parse_memory_gib
+from skills.capacity.cost import container_limits, parse_cpu
 from skills.capacity.estimates import hourly_usd
 from skills.capacity.fit import load_catalog
 from skills.capacity.image_compat import default_image, require_compatible
@@ -154,8 +154,8 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
     # Cloud Run bills an instance's containers together, so the Prometheus sidecar's CPU and memory count.
     cat = load_catalog()
     sidecar = metrics_sidecar.find(spec["template"]["containers"]) if env.metrics_sidecar else None
-    side_cpu, side_gib = _limits(sidecar) if sidecar else (0.0, 0.0)
-    vllm_cpu, vllm_gib = _limits(main_container(spec))  # the sidecar's share may have come out of vLLM's
+    side_cpu, side_gib = container_limits(sidecar) if sidecar else (0.0, 0.0)
+    vllm_cpu, vllm_gib = container_limits(main_container(spec))  # the sidecar's share may have come out of vLLM's
     if (vllm_cpu, vllm_gib) != (parse_cpu(cpu), float(memory_gib)):
         cpu, memory = f"{vllm_cpu:g}", f"{vllm_gib:g}Gi"
         plan.notes.append(
@@ -200,12 +200,6 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
             "read access to the bucket and the HF token secret, or set VLLM_SERVICE_ACCOUNT."
         )
     return plan
-
-
-def _limits(c: dict[str, Any]) -> tuple[float, float]:
-    """A container's CPU (vCPU) and memory (GiB) limits; Cloud Run's defaults (1 vCPU, 512 MiB) when unset."""
-    limits = (c.get("resources") or {}).get("limits") or {}
-    return parse_cpu(str(limits.get("cpu") or "1")), parse_memory_gib(str(limits.get("memory") or "512Mi"))
 
 
 def _pick_image(env: DeployEnv, profile: DeployProfile, gpu: str) -> tuple[str, str]:

@@ -215,10 +215,11 @@ def render_service(cfg: DeployConfig) -> dict[str, Any]:
     if cfg.metrics_sidecar:
         template["containers"].append(metrics_sidecar.container(depends_on=CONTAINER))
         limits = container["resources"]["limits"]
-        cpu, mem = metrics_sidecar.share_of(parse_cpu(cfg.cpu), gib(cfg.memory))
-        if cpu != parse_cpu(cfg.cpu):
+        own_cpu, own_gib = parse_cpu(cfg.cpu), gib(cfg.memory)
+        cpu, mem = metrics_sidecar.share_of(own_cpu, own_gib)
+        if cpu != own_cpu:
             limits["cpu"] = f"{cpu:g}"
-        if mem != gib(cfg.memory):
+        if mem != own_gib:
             limits["memory"] = f"{int(mem * 1024)}Mi"
     if cfg.service_account:
         template["serviceAccount"] = cfg.service_account
