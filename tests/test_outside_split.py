@@ -24,6 +24,8 @@ def _source_key(system: dict[str, object]) -> tuple[str, str]:
         return "patterndb", f"syslog-ng-patterndb/{name}"
     if builder == "bench/build_ruleset_test_logs.py":
         return "rulesets", (f"wazuh/{name}" if name.startswith("wazuh_") else f"intake-formats/{name}")
+    if builder == "bench/build_server_logs.py":
+        return "servers", (f"beats/{name}" if name.startswith("beats_") else f"intake-formats/{name}")
     raise AssertionError(f"{name}: no split rule known for builder {builder}")
 
 
@@ -33,7 +35,7 @@ def test_every_batch_holds_out_the_first_half_by_sha256() -> None:
     for s in systems:
         batch, key = _source_key(s)
         batches[batch].append((hashlib.sha256(key.encode()).hexdigest(), s["name"], s["split"]))
-    assert set(batches) == {"napalm", "elastic-1", "elastic-2", "patterndb", "rulesets"}
+    assert set(batches) == {"napalm", "elastic-1", "elastic-2", "patterndb", "rulesets", "servers"}
     for batch, members in batches.items():
         members.sort()
         held = (len(members) + 1) // 2
