@@ -280,6 +280,22 @@ def test_quoted_words_time_zones_and_counted_nouns_are_values() -> None:
     assert g[0] == g[1] and g[2] == g[3] and g[4] == g[5] and len({g[0], g[2], g[4]}) == 3
 
 
+def test_a_quoted_value_of_several_words_is_one_value() -> None:
+    # A program quotes the name it fills in, and a name may hold spaces: the quoted run is one value whatever
+    # its word count (F5 APM "Following rule '...' from item '...'" prints access-policy names this way).
+    g = _groups(
+        [
+            "Applying policy 'Default Web Access' to session of group \"Remote Staff EU\", result 'allow'",
+            "Applying policy 'vpn' to session of group \"ops\", result 'allow'",
+            "Applying policy 'Contractors (no VPN)' to session of group \"Guests\", result 'deny'",
+        ]
+    )
+    assert g[0] == g[1] == g[2]
+    # A quote that is never closed is an apostrophe or a cut-off value, not a run: the words stay words.
+    g = _groups(["the 'quick fix was applied to node", "the 'slow fix was applied to node"])
+    assert g[0] != g[1]
+
+
 def test_a_value_after_an_account_word_or_a_variable_second_word_does_not_split_the_bucket() -> None:
     g = _groups(
         [

@@ -7,10 +7,10 @@ the other Loghub systems (kept out of it, so that they measure how well one conf
 
 Variables are not always whitespace-separated tokens, so masking looks inside tokens for the usual shapes:
 `host:port`, `key=value`, paths, dotted names (hosts, packages, loggers), ids mixing letters and digits
-(`node-12`, `wl0`, `jA9J1dQ7016560`), numbers with their unit (`2048 MB`, `<1 sec`) and bracketed numeric
-annotations (`(1.98 KB)`). A word value (`user=root`, `for root`) is a variable once VARIANTS groups differ only
-there; fewer values are different events (`VM Started` / `VM Stopped`). One configuration for every system;
-no per-system rules.
+(`node-12`, `wl0`, `jA9J1dQ7016560`), numbers with their unit (`2048 MB`, `<1 sec`), bracketed numeric
+annotations (`(1.98 KB)`) and quoted values of one word or several (`'Default Web Access'`). A word value
+(`user=root`, `for root`) is a variable once VARIANTS groups differ only there; fewer values are different events
+(`VM Started` / `VM Stopped`). One configuration for every system; no per-system rules.
 """
 
 from __future__ import annotations
@@ -104,6 +104,35 @@ def _quoted_or_zone(tok: str) -> tuple[str, bool, bool] | None:
     if quoted or core in _TIME_ZONES:
         return (tok.replace(core, WILDCARD, 1), True, True)
     return None
+
+
+# Punctuation a quoted value may sit in ("('Default Web Access')," -> "(<*>),").
+_SPAN_EDGE = "([{<,;:.)]}>"
+
+
+def _quoted_spans(toks: list[str]) -> list[str]:
+    """Tokens with each quoted run of several words as one value: a program quotes what it fills in, and a
+    filled-in name may hold spaces ("Applying policy 'Default Web Access' to session"). A run opens with a
+    token that starts with a quote and does not close it, and ends at the next token holding that quote, if that
+    token ends with it; otherwise (an apostrophe, a quote cut off) the tokens stay as they are."""
+    out: list[str] = []
+    i, n = 0, len(toks)
+    while i < n:
+        tok = toks[i]
+        head = tok.lstrip(_SPAN_EDGE)
+        q = head[:1]
+        end = -1
+        if q in ("'", '"') and len(head) > 1 and q not in head[1:]:
+            end = next((j for j in range(i + 1, n) if q in toks[j]), -1)
+        tail = toks[end].rstrip(_SPAN_EDGE) if end > i else ""
+        if end > i and tail[-1:] == q and tail.count(q) == 1:
+            # One quoted word in place of the run, with the punctuation around it: _quoted_or_zone masks it.
+            out.append(tok[: len(tok) - len(head)] + q + "_" + q + toks[end][len(tail) :])
+            i = end + 1
+        else:
+            out.append(tok)
+            i += 1
+    return out
 
 
 def _class_token(cls: re.Match[str]) -> tuple[str, bool, bool]:
@@ -308,7 +337,10 @@ class TemplateMiner:
         prev_var = False
         if "(message repeated" in text:
             text = unrepeated(text)
-        for tok in text.split():
+        toks = text.split()
+        if "'" in text or '"' in text:
+            toks = _quoted_spans(toks)
+        for tok in toks:
             hit = cache.get(tok)
             if hit is None:
                 hit = _classify(tok)
