@@ -85,7 +85,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from outside_systems import differs, git, heldout_split, write_system
+from outside_systems import git, heldout_split, write_batch
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = REPO / "tests" / "data" / "logs_outside_loghub" / "manifest.json"
@@ -200,30 +200,7 @@ def main(argv: list[str]) -> int:
     intake = (Path(args[0]), manifest["intake_formats_source"]["commit"])
     recorded = {s["name"]: s for s in manifest["systems"] if s.get("batch") == BATCH}
     recs = records(files, intake)
-    systems = sorted(s for s, (rows, _) in recs.items() if len(rows) >= MIN_RECORDS)
-    split = split_of(systems)
-    failed = False
-    for system in systems:
-        rows, dropped = recs[system]
-        tags = len({lab for lab, _ in rows})
-        why = ", ".join(f"{n} {reason}" for reason, n in sorted(dropped.items())) or "none"
-        if list_only:
-            print(f"{system:<16} {split[system]:<8} {len(rows):>4} records {tags:>4} tags  dropped: {why}")
-            continue
-        digest = write_system(out / split[system] / system, system, rows)
-        built = {"split": split[system], "records": len(rows), "tags": tags, "structured_sha256": digest}
-        note = ""
-        if differs(recorded.get(system), built):
-            note, failed = "  DIFFERS FROM THE MANIFEST", True
-        print(f"{system:<16} {split[system]:<8} {len(rows):>4} records {tags:>4} tags  {digest}  dropped: {why}{note}")
-    small = sorted((s, len(rows)) for s, (rows, _) in recs.items() if len(rows) < MIN_RECORDS)
-    for system, n in small:
-        print(f"not a system (fewer than {MIN_RECORDS} records): {system} {n}", file=sys.stderr)
-    missing = sorted(set(recorded) - set(systems))
-    if missing and not list_only:
-        print(f"in the manifest but not built: {', '.join(missing)}", file=sys.stderr)
-        failed = True
-    return 1 if failed else 0
+    return write_batch(recs, split_of, recorded, out, MIN_RECORDS, list_only)
 
 
 if __name__ == "__main__":

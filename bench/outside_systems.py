@@ -13,6 +13,7 @@ import csv
 import hashlib
 import re
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,3 +51,42 @@ def write_system(folder: Path, system: str, rows: list[tuple[str, str]]) -> str:
 def differs(recorded: dict[str, Any] | None, built: dict[str, Any]) -> bool:
     """Whether a built system disagrees with what the manifest recorded for it (fields it records only)."""
     return recorded is not None and any(k in recorded and recorded[k] != v for k, v in built.items())
+
+
+def write_batch(
+    recs: dict[str, tuple[list[tuple[str, str]], dict[str, int]]],
+    split_of: Callable[[list[str]], dict[str, str]],
+    recorded: dict[str, dict[str, Any]],
+    out: Path,
+    min_records: int,
+    list_only: bool = False,
+) -> int:
+    """Write (or with `list_only`, only list) one batch's systems: those with at least `min_records` records, each
+    under out/<split>/<system>, checked against what the manifest `recorded` for it; print a line per system and
+    the dropped ones. Exit status: 1 when a built system differs from the manifest or one it names is missing."""
+    systems = sorted(s for s, (rows, _) in recs.items() if len(rows) >= min_records)
+    split = split_of(systems)
+    width = max((len(s) for s in systems), default=0) + 1
+    failed = False
+    for system in systems:
+        rows, dropped = recs[system]
+        tags = len({lab for lab, _ in rows})
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(dropped.items())) or "none"
+        head = f"{system:<{width}} {split[system]:<8} {len(rows):>4} records {tags:>4} tags"
+        if list_only:
+            print(f"{head}  dropped: {why}")
+            continue
+        digest = write_system(out / split[system] / system, system, rows)
+        built = {"split": split[system], "records": len(rows), "tags": tags, "structured_sha256": digest}
+        note = ""
+        if differs(recorded.get(system), built):
+            note, failed = "  DIFFERS FROM THE MANIFEST", True
+        print(f"{head}  {digest}  dropped: {why}{note}")
+    for system, (rows, _) in sorted(recs.items()):
+        if len(rows) < min_records:
+            print(f"not a system (fewer than {min_records} records): {system} {len(rows)}", file=sys.stderr)
+    missing = sorted(set(recorded) - set(systems))
+    if missing and not list_only:
+        print(f"in the manifest but not built: {', '.join(missing)}", file=sys.stderr)
+        failed = True
+    return 1 if failed else 0

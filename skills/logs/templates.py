@@ -110,28 +110,35 @@ def _quoted_or_zone(tok: str) -> tuple[str, bool, bool] | None:
 _SPAN_EDGE = "([{<,;:.)]}>"
 
 
+def _closing(toks: list[str], i: int, q: str) -> int | None:
+    """Where the quote `q` opened by toks[i] closes: the next token holding `q`, if it ends the token's word."""
+    end = next((j for j in range(i + 1, len(toks)) if q in toks[j]), None)
+    if end is None:
+        return None
+    tail = toks[end].rstrip(_SPAN_EDGE)
+    return end if tail[-1:] == q and tail.count(q) == 1 else None
+
+
 def _quoted_spans(toks: list[str]) -> list[str]:
     """Tokens with each quoted run of several words as one value: a program quotes what it fills in, and a
     filled-in name may hold spaces ("Applying policy 'Default Web Access' to session"). A run opens with a
-    token that starts with a quote and does not close it, and ends at the next token holding that quote, if that
-    token ends with it; otherwise (an apostrophe, a quote cut off) the tokens stay as they are."""
+    token that starts with a quote and does not close it, and ends where _closing says; otherwise (an
+    apostrophe, a quote cut off) the tokens stay as they are."""
     out: list[str] = []
-    i, n = 0, len(toks)
-    while i < n:
+    i = 0
+    while i < len(toks):
         tok = toks[i]
         head = tok.lstrip(_SPAN_EDGE)
         q = head[:1]
-        end = -1
-        if q in ("'", '"') and len(head) > 1 and q not in head[1:]:
-            end = next((j for j in range(i + 1, n) if q in toks[j]), -1)
-        tail = toks[end].rstrip(_SPAN_EDGE) if end > i else ""
-        if end > i and tail[-1:] == q and tail.count(q) == 1:
-            # One quoted word in place of the run, with the punctuation around it: _quoted_or_zone masks it.
-            out.append(tok[: len(tok) - len(head)] + q + "_" + q + toks[end][len(tail) :])
-            i = end + 1
-        else:
+        end = _closing(toks, i, q) if q in ("'", '"') and len(head) > 1 and q not in head[1:] else None
+        if end is None:
             out.append(tok)
             i += 1
+            continue
+        # One quoted word in place of the run, with the punctuation around it: _quoted_or_zone masks it.
+        closer = toks[end]
+        out.append(tok[: len(tok) - len(head)] + q + "_" + q + closer[len(closer.rstrip(_SPAN_EDGE)) :])
+        i = end + 1
     return out
 
 
