@@ -1,64 +1,69 @@
 """Mutation score of the code that guards writes, secrets and alerts: how many small deliberate bugs the tests
-catch. Runs mutmut 3 over the guarded functions below, with the listed test files as the kill criterion, and
-prints the score per target and every surviving mutant (its diff), so each one gets a test or an explanation.
+catch, and how many were not run at all.
 
-    .venv/bin/python bench/mutation.py [--children 2] [--only confirm,locks] [--keep DIR] [--fail-under 90]
+    .venv/bin/python bench/mutation.py [--sample 16] [--seed 44] [--only queue,incident-fold] [--all]
+                                       [--children 2] [--time-limit-s 1800] [--keep DIR] [--list]
 
-Why mutmut (3.x) rather than cosmic-ray: mutmut copies the code into `mutants/` of a work directory and switches
-mutants at run time (trampolines), so nothing in the checkout is ever rewritten, and each mutant runs only the
-tests that reached its function (it records which tests call which function in a first traced run), in a
-forked pytest; cosmic-ray edits the source files in place and starts a fresh test command per mutant.
-mutmut mutates code inside functions and methods only: module-level tables (the redaction patterns in
-skills/logs/redact.py, the regexes of handlers/slack_request.py) are not mutated; their rules are checked one
-by one by the tests of those modules.
+The mutants come from bench/mutants.py (its docstring lists the operators: compare, boolean, not, constants,
+arithmetic, return, a dropped call, an unwrapped nested call, a dropped table entry). Every target's modules are
+mutated whole, module-level tables included. Each target runs a fixed-size sample of its mutants, drawn with a
+seed of its own (`--seed` and the target's name), so two runs of the same code run the same mutants; `--all`
+runs every mutant (hours).
 
-The work happens in a copy of the checkout (tracked and new, unignored files) in a temporary directory, so a
-run never leaves mutated files behind; --keep DIR keeps it (mutmut's own cache: `mutmut results`, `mutmut show
-NAME` there). The run is bounded to the functions named here and to their tests: 2 worker processes by default
-(the machine is shared). The score counts a mutant as killed when a test failed or it timed out; one that no
-selected test reaches counts as surviving. Equivalent mutants (no behaviour can tell them apart) are listed in
-EQUIVALENT with the reason and left out of the score.
+How a run goes, in a copy of the checkout in a temporary directory (nothing in the checkout is ever rewritten):
+1. Baseline: the targets' test files run once under coverage (bench/mutation_coverage.py), on `--children`
+   processes, recording which test reaches which line and how long each takes. A test that fails here is left
+   out of every selection and reported: a mutant cannot be judged by a test that already fails.
+2. Each sampled mutant is written into a worker's copy and judged by the tests that reached its lines, quickest
+   first, stopping at the first failure (`-x`). A mutant on lines no in-process test reached (module-level code;
+   code only a subprocess runs) is judged by every test file of its target.
+3. Killed: a test failed, the module no longer imported, or the run outlived its timeout (three times the
+   baseline time of its tests, at least 60 s). Survived: every selected test passed.
+Workers are fork servers (bench/mutation_worker.py) that import the test libraries once. Mutants run round-robin
+across targets, so a run stopped by `--time-limit-s` leaves its unrun mutants spread over the targets; they are
+counted as unrun, never as killed or survived.
+
+The report: per target its mutants, the sample, how many ran and were left unrun, killed, survived, the
+equivalent ones (EQUIVALENT, with why; not counted) and a score over what ran, or no score when nothing ran. The
+`all` line is over what ran, with the share of the sample that ran beside it. Every survivor is printed as a
+one-line diff, for a test or an entry in EQUIVALENT.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import fnmatch
+import importlib.util
+import json
 import os
+import py_compile
+import queue
+import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.mutants import Mutant, mutants_of  # noqa: E402  (bench/ is not a package on the path)
+
+DEFAULT_SAMPLE = 16
+DEFAULT_SEED = 44
 
 
 @dataclass(frozen=True)
 class Target:
     name: str
-    path: str  # the module's file
-    functions: tuple[str, ...]  # "fn" or "Class.method"; () = every function of the module
-    tests: tuple[str, ...]  # the kill criterion: tests that exercise it for real
+    paths: tuple[str, ...]  # the modules mutated
+    tests: tuple[str, ...]  # the kill criterion: test files that exercise them for real
     guards: str  # what a bug here would let through
-
-    @property
-    def module(self) -> str:
-        return self.path.removesuffix(".py").replace("/", ".")
-
-    def globs(self) -> list[str]:
-        """mutmut's mutant names: `pkg.mod.x_fn__mutmut_N`, methods `pkg.mod.xǁClassǁmethod__mutmut_N`."""
-        if not self.functions:
-            return [f"{self.module}.*"]
-        out = []
-        for fn in self.functions:
-            cls, _, meth = fn.rpartition(".")
-            out.append(f"{self.module}.xǁ{cls}ǁ{meth}__mutmut_*" if cls else f"{self.module}.x_{fn}__mutmut_*")
-        return out
+    only: tuple[str, ...] = ()  # functions/classes to mutate ("" = the whole module)
 
 
 PLAN_TESTS = (
@@ -81,152 +86,130 @@ ALERT_TESTS = (
 TARGETS = (
     Target(
         "confirm",
-        "skills/deploy/confirm.py",
-        (),
-        (*PLAN_TESTS, "tests/test_deploy_failure_logs.py"),  # a failed write's log lines: `logs` reaches execute
+        ("skills/deploy/confirm.py",),
+        (*PLAN_TESTS, "tests/test_deploy_failure_logs.py", "tests/test_destroy_typed_name.py"),
         "role check, plan binding, typed name, one-shot, what the audit records",
     ),
-    Target(
-        "locks",
-        "skills/deploy/locks.py",
-        (),
-        (*PLAN_TESTS, "tests/test_service_lock.py"),
-        "one write per service at a time",
-    ),
+    Target("locks", ("skills/deploy/locks.py",), (*PLAN_TESTS, "tests/test_service_lock.py"), "one write per service"),
     Target(
         "plans",
-        "skills/deploy/plans.py",
-        ("Plan.blocked", "Plan.expired", "PlanStore.get", "PlanStore.claim", "PlanStore.unclaim", "PlanStore.discard"),
+        ("skills/deploy/plans.py",),
         PLAN_TESTS,
         "a plan confirmed at most once, within its window, never when it does not fit",
+        ("Plan.blocked", "Plan.expired", "PlanStore.get", "PlanStore.claim", "PlanStore.unclaim", "PlanStore.discard"),
     ),
     Target(
         "redact",
-        "skills/logs/redact.py",
-        (),
+        ("skills/logs/redact.py",),
         ("tests/test_redact_corpus.py", "tests/test_redact_rules.py", "tests/test_redact_plain_values.py"),
-        "secrets out of logs/model/Slack",
+        "secrets out of logs, the model and Slack",
+    ),
+    Target(
+        "control-tokens",
+        ("skills/control_tokens.py",),
+        ("tests/test_control_tokens.py",),
+        "outside text never becomes a Gemma 4 control token",
     ),
     Target(
         "signature",
-        "handlers/slack_request.py",
-        ("verify", "_valid"),
+        ("handlers/slack_request.py",),
         ("tests/test_slack_signature.py", "tests/test_foundation_slack.py", "tests/test_http_hardening.py"),
         "forged, stale or unsigned Slack requests refused",
+        ("verify", "_valid"),
     ),
     Target(
-        "dedup",
-        "bot/alert_queue.py",
-        ("AlertQueue.dedup_key", "AlertQueue.enqueue"),
-        ALERT_TESTS,
-        "a webhook retry or repeat is not a new alert",
+        "queue",
+        ("bot/alert_queue.py",),
+        (*ALERT_TESTS, "tests/test_alert_queue_failures.py", "tests/test_alert_poison.py"),
+        "a retry is not a new alert; a failed job is retried, then dead-lettered, never lost",
+        (
+            "AlertQueue.dedup_key",
+            "AlertQueue.enqueue",
+            "AlertQueue._process",
+            "AlertQueue._ack",
+            "AlertQueue._dead",
+            "AlertQueue._reclaim",
+        ),
     ),
-    Target("dedup-key", "skills/incidents/model.py", ("Alert.dedup_key",), ALERT_TESTS, "what counts as the same"),
+    Target(
+        "incident-fold",
+        ("skills/incidents/model.py", "skills/incidents/store.py"),
+        (
+            *ALERT_TESTS,
+            "tests/test_incident_refire_order.py",
+            "tests/test_incident_same_alert_runs.py",
+            "tests/test_incident_lifecycle.py",
+        ),
+        "a new run of an alert pages again; a late retry or an earlier run's resolve changes nothing",
+        ("Alert.dedup_key", "Incident.apply", "Incident._fold", "Incident.active", "IncidentStore._find"),
+    ),
     Target(
         "coalescing",
-        "skills/incidents/publisher.py",
-        ("IncidentPublisher._effects", "IncidentPublisher._channel_step"),
+        ("skills/incidents/publisher.py",),
         ("tests/test_incidents_storm.py", "tests/test_incidents_threads.py", "tests/test_incidents_closure.py"),
         "repeats coalesced, header debounce, resolves at once, storm threshold, fix checks",
+        ("IncidentPublisher._effects", "IncidentPublisher._channel_step"),
+    ),
+    Target(
+        "cost",
+        ("skills/capacity/cost.py",),
+        ("tests/test_prices.py", "tests/test_metrics_sidecar.py", "tests/test_memory_sizes.py"),
+        "the price a reply shows",
+    ),
+    Target(
+        "analyzers",
+        ("skills/diagnosis/analyzers/memory.py",),
+        ("tests/test_diagnose_kinds.py", "tests/test_gpu_oom_wordings.py", "tests/test_field_logs.py"),
+        "GPU and host out-of-memory, KV cache too small: the diagnosis a 3 a.m. reader acts on",
+    ),
+    Target(
+        "mcp-plans",
+        ("bot/mcp_plans.py",),
+        ("tests/test_mcp_server.py", "tests/test_mcp_elicitation_answers.py"),
+        "a write asked through MCP runs only when a deployer (or the client's human, ticked) confirms it",
     ),
 )
 
-# Lines never mutated: the wording of our own log lines (what they say is checked where it matters, by the
-# tests that read caplog; mutating every word of every log call would bury the mutants that change behaviour).
-DO_NOT_MUTATE = [r"^\s*log\.(debug|info|warning|error|exception)\("]
+# Mutants no test can kill because no behaviour differs, with why. Keyed by Mutant.key (where and what, not a
+# line number): re-check an entry when its function changes.
+EQUIVALENT: dict[str, str] = {}
 
-# Mutants no test can kill because no behaviour differs, with why. Keyed by mutmut's mutant name (the numbers
-# follow the code: re-check this list when the function changes).
-_NONE_IS_EMPTY = "a missing header read as None instead of '' takes the same `not ts or not sig` branch"
-_NO_SUCH_KEY = "the id guard only saves a Redis lookup: an empty or 64+ char id names no plan (ids are 12 hex)"
-_HEADERS_FOLD_CASE = "bot/web.py passes Starlette Headers, whose lookups ignore case"
-_CH = "skills.incidents.publisher.xǁIncidentPublisherǁ_channel_step__mutmut_"
-_NEXT_STEP = (
-    "the step stops once the state is written instead of going on: the next step (within the publisher's 0.1 s "
-    "idle) reads it back and does the same"
-)
-_IDLE = "the step's `did` only decides whether the loop idles before the next step"
-_OVERLAY = (
-    "the fix/fixcheck_due overlay on this step's copy: a fix check is due alert_fix_check_s (> 0) later, never in "
-    "the step that arms it, and the next step reads both from Redis"
-)
-_LOWERED = "the text is lower-cased first: it holds no 'X' to strip"
-_EXTRA_PAD = "binascii ignores '=' beyond what a run needs (non-strict); a 4k+1 run is not base64 either way"
-_CLOSE_AFTER_OPEN = "the closing quote is searched after the opening one, so it is never at 0"
-_TRIGGER_ONLY = "a cheap trigger that only skips work: the rule behind it finds nothing when it is false"
-EQUIVALENT: dict[str, str] = {
-    "handlers.slack_request.x__valid__mutmut_4": "'UTF-8' and 'utf-8' name the same codec",
-    "handlers.slack_request.x_verify__mutmut_3": _NONE_IS_EMPTY,
-    "handlers.slack_request.x_verify__mutmut_5": _NONE_IS_EMPTY,
-    "handlers.slack_request.x_verify__mutmut_11": _NONE_IS_EMPTY,
-    "handlers.slack_request.x_verify__mutmut_13": _NONE_IS_EMPTY,
-    "handlers.slack_request.x_verify__mutmut_7": _HEADERS_FOLD_CASE,
-    "handlers.slack_request.x_verify__mutmut_15": _HEADERS_FOLD_CASE,
-    "skills.deploy.locks.xǁLockHolderǁdescribe__mutmut_16": "int(x / 60) == x // 60 for x >= 0, and max(0, …) clamps",
-    "skills.deploy.locks.xǁServiceLockǁacquire__mutmut_10": "the owner token's length is not observable (random)",
-    "skills.deploy.locks.xǁServiceLockǁacquire__mutmut_11": "the owner token's length is not observable (random)",
-    "skills.deploy.locks.xǁServiceLockǁ__init____mutmut_7": "'' for 'not held' compares to no lock value (JSON)",
-    "skills.deploy.locks.xǁServiceLockǁrelease__mutmut_13": "'' for 'not held' compares to no lock value (JSON)",
-    "skills.deploy.plans.xǁPlanStoreǁget__mutmut_1": _NO_SUCH_KEY,
-    "skills.deploy.plans.xǁPlanStoreǁget__mutmut_3": _NO_SUCH_KEY,
-    "skills.deploy.plans.xǁPlanStoreǁget__mutmut_4": _NO_SUCH_KEY,
-    "skills.incidents.model.xǁAlertǁdedup_key__mutmut_4": "any constant marks 'no start' the same way",
-    "skills.deploy.confirm.x_run_claimed__mutmut_1": "the default poll interval, which every caller overrides "
-    "(WriteFlow.poll_s): when the watch looks, not what it finds",
-    "skills.deploy.confirm.x_run_claimed__mutmut_42": "None and False are both 'not cancelled'",
-    "skills.deploy.confirm.x_precheck__mutmut_49": "no name typed read as 'XXXX' instead of '': a service name is a "
-    "lower-case DNS label, so neither ever matches one",
-    # skills/incidents/publisher.py (coalescing)
-    _CH + "39": "a missing edit_at reads as 0, the value written",
-    _CH + "41": _NEXT_STEP,
-    _CH + "65": _NEXT_STEP,
-    _CH + "49": _IDLE,
-    _CH + "116": _IDLE,
-    **{_CH + str(n): _OVERLAY for n in (79, 80, 81, 82)},
-    # skills/logs/redact.py (bench run of issue 38: 65% -> these left after tests/test_redact_rules.py)
-    "skills.logs.redact.x__authz_sub__mutmut_28": _LOWERED,
-    "skills.logs.redact.x__key_values__mutmut_35": _LOWERED,
-    "skills.logs.redact.x__b64_text__mutmut_6": _EXTRA_PAD,
-    "skills.logs.redact.x__b64_text__mutmut_10": "urlsafe_b64decode maps -_ to +/ then decodes as standard: a standard "
-    "run decodes the same",
-    "skills.logs.redact.x__b64_text__mutmut_21": "'UTF-8' and 'utf-8' name the same codec",
-    "skills.logs.redact.x__b64_text__mutmut_27": "'X' is printable: counted either way",
-    "skills.logs.redact.x__decoded_b64__mutmut_11": "every RFC 7468 label saying CERTIFICATE or PUBLIC KEY ends within "
-    "the BEGIN line's first 40 bytes (ATTRIBUTE CERTIFICATE: 32)",
-    "skills.logs.redact.x__decoded_b64__mutmut_13": "b'XXXX' holds neither label, as b'' does",
-    "skills.logs.redact.x__key_values__mutmut_84": _CLOSE_AFTER_OPEN,
-    "skills.logs.redact.x__key_values__mutmut_85": _CLOSE_AFTER_OPEN,
-    "skills.logs.redact.x__rules__mutmut_50": _TRIGGER_ONLY + " (the signed-URL rule needs '=' and '?' or '&')",
-    "skills.logs.redact.x__rules__mutmut_77": _TRIGGER_ONLY + " (the config-set rule needs both words)",
-    "skills.logs.redact.x__rules__mutmut_140": _TRIGGER_ONLY + " (a bare PEM line is 40+ characters: len >= 40)",
-    "skills.logs.redact.x__rules__mutmut_141": _TRIGGER_ONLY + " (a bare PEM line is 40+ characters: len >= 40)",
-    "skills.logs.redact.x_redact__mutmut_10": _TRIGGER_ONLY + " (every shape rule needs a 24-character run)",
-    "skills.logs.redact.x_redact__mutmut_19": _TRIGGER_ONLY + " (every shape rule needs a 24-character run)",
-    "skills.logs.redact.x_redact_obj__mutmut_13": "'XXXX' is not a secret name, as '' is not",
-    "skills.incidents.model.xǁAlertǁdedup_key__mutmut_7": "a 33-hex-digit prefix of the digest is as unique",
-}
+_STATUS_KILLED = {"killed", "timeout"}
 
-_KILLED = {"killed", "timeout", "segfault", "caught by type check"}
+
+@dataclass
+class Job:
+    target: Target
+    mutant: Mutant
+    tests: list[str]  # node ids, or whole test files when no in-process test reached the lines
+    covered: bool
+    timeout: float
+    status: str = "unrun"  # unrun / killed / timeout / survived / error
+    secs: float = 0.0
+    log: str = ""
+
+
+@dataclass
+class Baseline:
+    tests: dict[str, dict[str, Any]] = field(default_factory=dict)  # node id -> {"secs", "passed"}
+    lines: dict[str, dict[int, set[str]]] = field(default_factory=dict)  # path -> line -> node ids
+
+    def failing(self) -> list[str]:
+        return sorted(n for n, r in self.tests.items() if not r["passed"])
 
 
 def _missing(targets: list[Target]) -> list[str]:
-    """Targets whose file or functions are gone (a module moved): mutmut would find no mutant there and the
-    target would score a silent 100%."""
-    out = []
-    for t in targets:
-        src = ROOT / t.path
-        if not src.is_file():
-            out.append(f"{t.name}: no file {t.path}")
-            continue
-        tree = ast.parse(src.read_text(encoding="utf-8"))
-        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
-        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
-            defined |= {
-                f"{cls.name}.{n.name}" for n in cls.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-            }
-        out += [f"{t.name}: no function {fn} in {t.path}" for fn in t.functions if fn not in defined]
-        out += [f"{t.name}: no test file {p}" for p in t.tests if not (ROOT / p).is_file()]
+    """Targets whose files are gone (a module moved): they would mutate nothing and be silently left out."""
+    out = [f"{t.name}: no file {p}" for t in targets for p in t.paths if not (ROOT / p).is_file()]
+    out += [f"{t.name}: no test file {p}" for t in targets for p in t.tests if not (ROOT / p).is_file()]
     return out
+
+
+def sample(target: Target, mutants: list[Mutant], size: int, seed: int) -> list[Mutant]:
+    """A fixed-size sample, the same for the same code, seed and target name; size <= 0 means all."""
+    if size <= 0 or size >= len(mutants):
+        return list(mutants)
+    return random.Random(f"{seed}:{target.name}").sample(mutants, size)
 
 
 def _copy_checkout(dest: Path) -> None:
@@ -244,61 +227,222 @@ def _copy_checkout(dest: Path) -> None:
             continue
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, dest / rel)
-
-
-def _toml_list(items: list[str]) -> str:
-    return "[" + ", ".join('"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"' for s in items) + "]"
-
-
-def _write_config(dest: Path, targets: list[Target]) -> None:
-    tests = sorted({t for tg in targets for t in tg.tests})
-    sources = sorted({tg.path.split("/", 1)[0] for tg in targets})
-    config = f"""
-
-[tool.mutmut]
-source_paths = {_toml_list(sources)}
-only_mutate = {_toml_list(sorted({tg.path for tg in targets}))}
-do_not_mutate_patterns = {_toml_list(DO_NOT_MUTATE)}
-pytest_add_cli_args_test_selection = {_toml_list(tests)}
-pytest_add_cli_args = ["-p", "no:cacheprovider"]
-# the tests run gRPC and uvicorn stand-ins in threads: fork workers from a clean server process
-process_isolation = "forkserver"
-"""
-    with (dest / "pyproject.toml").open("a", encoding="utf-8") as f:
-        f.write(config)
-
-
-def _results(work: Path) -> dict[str, str]:
-    out = subprocess.run(
-        [sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work, capture_output=True, text=True
+    # Compile once, so the workers' children read cached bytecode for every module but the mutated one.
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "bot", "handlers", "skills", "prompts", "tests"], cwd=dest
     )
-    status: dict[str, str] = {}
-    for line in out.stdout.splitlines():
-        name, sep, st = line.strip().rpartition(": ")
-        if sep and "__mutmut_" in name:
-            status[name] = st
-    return status
 
 
-def _diff(work: Path, name: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=work, capture_output=True, text=True)
-    lines = [ln for ln in out.stdout.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
-    return "\n".join("      " + ln.strip()[:150] for ln in lines[:6])
+def _env(copy: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(copy)  # before the editable install: subprocesses the tests start run the copy too
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
 
 
-def _sort_key(name: str) -> tuple[str, int]:
-    base, _, n = name.rpartition("__mutmut_")
-    return base, int(n) if n.isdigit() else 0
+def _baseline(copies: list[Path], targets: list[Target], test_files: list[str]) -> Baseline:
+    """Run the test files once under coverage, split over the copies (one process each)."""
+    include = os.pathsep.join(str(c / p) for c in copies for t in targets for p in t.paths)
+    procs = []
+    shares = [test_files[i :: len(copies)] for i in range(len(copies))]
+    for i, (copy, files) in enumerate(zip(copies, shares, strict=True)):
+        if not files:
+            continue
+        env = _env(copy) | {
+            "MUTATION_COVERAGE_FILE": str(copy / f".mutation-coverage-{i}"),
+            "MUTATION_BASELINE_OUT": str(copy / f".mutation-baseline-{i}.json"),
+            "MUTATION_COVERAGE_INCLUDE": include,
+        }
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "bench.mutation_coverage", *files]
+        log = (copy / f".mutation-baseline-{i}.log").open("w", encoding="utf-8")
+        procs.append((i, copy, subprocess.Popen(cmd, cwd=copy, env=env, stdout=log, stderr=subprocess.STDOUT), log))
+    import coverage
+
+    base = Baseline()
+    for i, copy, proc, log in procs:
+        proc.wait()
+        log.close()
+        out = copy / f".mutation-baseline-{i}.json"
+        if not out.is_file():
+            tail = (copy / f".mutation-baseline-{i}.log").read_text(encoding="utf-8", errors="replace")[-2000:]
+            raise SystemExit(f"the baseline run did not finish (exit {proc.returncode}):\n{tail}")
+        base.tests.update(json.loads(out.read_text(encoding="utf-8")))
+        data = coverage.CoverageData(basename=str(copy / f".mutation-coverage-{i}"))
+        data.read()
+        for measured in data.measured_files():
+            rel = str(Path(measured).relative_to(copy))
+            per_line = base.lines.setdefault(rel, {})
+            for line, contexts in data.contexts_by_lineno(measured).items():
+                per_line.setdefault(line, set()).update(c for c in contexts if c)
+    return base
+
+
+def _jobs(targets: list[Target], chosen: dict[str, list[Mutant]], base: Baseline) -> list[Job]:
+    failing = set(base.failing())
+    jobs_by_target: list[list[Job]] = []
+    for t in targets:
+        files = [f for f in t.tests]
+        own_tests = {n for n in base.tests if n.split("::", 1)[0] in files and n not in failing}
+        target_secs = sum(base.tests[n]["secs"] for n in own_tests)
+        jobs = []
+        for m in chosen[t.name]:
+            src = (ROOT / m.path).read_text(encoding="utf-8")
+            last = m.line + src[m.start : m.end].count("\n")
+            reached: set[str] = set()
+            for ln in range(m.line, last + 1):
+                reached |= base.lines.get(m.path, {}).get(ln, set())
+            tests = sorted(reached & own_tests, key=lambda n: (base.tests[n]["secs"], n))
+            if tests:
+                secs = sum(base.tests[n]["secs"] for n in tests)
+                jobs.append(Job(t, m, tests, True, max(60.0, 3 * secs + 20)))
+            else:
+                # Nothing in-process reached it: every test of the target (minus the ones failing already).
+                deselect = [f"--deselect={n}" for n in sorted(failing) if n.split("::", 1)[0] in files]
+                jobs.append(Job(t, m, [*files, *deselect], False, max(60.0, 3 * target_secs + 20)))
+        jobs_by_target.append(jobs)
+    # Round-robin across targets: a time limit leaves the unrun spread evenly.
+    out: list[Job] = []
+    for i in range(max((len(j) for j in jobs_by_target), default=0)):
+        out += [jobs[i] for jobs in jobs_by_target if i < len(jobs)]
+    return out
+
+
+class Worker:
+    """One fork server (bench/mutation_worker.py) in its own copy of the checkout."""
+
+    def __init__(self, copy: Path, test_files: list[str]) -> None:
+        self.copy = copy
+        self.proc = subprocess.Popen(
+            [sys.executable, str(copy / "bench" / "mutation_worker.py"), *test_files],
+            cwd=copy,
+            env=_env(copy),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=(copy / ".mutation-worker.log").open("w", encoding="utf-8"),
+            text=True,
+        )
+        ready = self.proc.stdout.readline() if self.proc.stdout else ""
+        if '"ready"' not in ready:
+            log = (copy / ".mutation-worker.log").read_text(encoding="utf-8", errors="replace")[-2000:]
+            raise SystemExit(f"a mutation worker did not start:\n{log}")
+
+    def run(self, job: Job, n: int) -> None:
+        path = self.copy / job.mutant.path
+        original = path.read_text(encoding="utf-8")
+        cached = Path(importlib.util.cache_from_source(str(path)))
+        log = self.copy / f".mutant-{n}.log"
+        try:
+            cached.unlink(missing_ok=True)
+            path.write_text(job.mutant.apply(original), encoding="utf-8")
+            args = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", f"--timeout={int(job.timeout)}"]
+            assert self.proc.stdin and self.proc.stdout
+            self.proc.stdin.write(json.dumps({"args": [*args, *job.tests], "timeout": job.timeout, "log": str(log)}))
+            self.proc.stdin.write("\n")
+            self.proc.stdin.flush()
+            answer = json.loads(self.proc.stdout.readline())
+        finally:
+            path.write_text(original, encoding="utf-8")
+            py_compile.compile(str(path), cfile=str(cached), quiet=1)
+        rc, job.secs = int(answer["rc"]), float(answer["secs"])
+        text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+        job.log = text[-1500:]
+        if rc == -1:
+            job.status = "timeout"
+        elif rc == 0:
+            job.status = "survived"
+        elif rc in (1, 2, 3) or (rc == 4 and ("ImportError" in text or "Error" in text)):
+            job.status = "killed"  # a test failed, or the mutated module no longer imports
+        else:
+            job.status = "error"
+        log.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _run_jobs(jobs: list[Job], copies: list[Path], test_files: list[str], deadline: float, progress: bool) -> None:
+    todo: queue.Queue[tuple[int, Job]] = queue.Queue()
+    for i, j in enumerate(jobs):
+        todo.put((i, j))
+    done = [0]
+    lock = threading.Lock()
+
+    def work(copy: Path) -> None:
+        worker = Worker(copy, test_files)
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    n, job = todo.get_nowait()
+                except queue.Empty:
+                    return
+                job.timeout = min(job.timeout, max(30.0, deadline - time.monotonic()))
+                worker.run(job, n)
+                with lock:
+                    done[0] += 1
+                    if progress:
+                        print(f"  [{done[0]}/{len(jobs)}] {job.status:<8} {job.secs:6.1f}s  {job.mutant.key[:120]}",
+                              flush=True)  # fmt: skip
+        finally:
+            worker.close()
+
+    threads = [threading.Thread(target=work, args=(c,), daemon=True) for c in copies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def report(targets: list[Target], totals: dict[str, int], jobs: list[Job], elapsed: float) -> tuple[str, float | None]:
+    """The table; the overall score over what ran (None when nothing ran)."""
+    lines = [
+        f"{'target':<15} {'mutants':>7} {'sampled':>8} {'ran':>4} {'unrun':>5} {'killed':>6} {'survived':>8}"
+        f" {'equiv':>5} {'error':>5} {'uncov':>5} {'score':>7}"
+    ]
+    all_ran = all_killed = all_sampled = 0
+    for t in targets:
+        mine = [j for j in jobs if j.target.name == t.name]
+        equiv = [j for j in mine if j.mutant.key in EQUIVALENT]
+        counted = [j for j in mine if j.mutant.key not in EQUIVALENT]
+        ran = [j for j in counted if j.status in (*_STATUS_KILLED, "survived")]
+        killed = sum(1 for j in ran if j.status in _STATUS_KILLED)
+        unrun = sum(1 for j in counted if j.status == "unrun")
+        errors = sum(1 for j in counted if j.status == "error")
+        uncovered = sum(1 for j in mine if not j.covered)
+        score = f"{100.0 * killed / len(ran):6.1f}%" if ran else "     —"
+        lines.append(
+            f"{t.name:<15} {totals[t.name]:>7} {len(mine):>8} {len(ran):>4} {unrun:>5} {killed:>6}"
+            f" {len(ran) - killed:>8} {len(equiv):>5} {errors:>5} {uncovered:>5} {score:>7}"
+        )
+        all_ran += len(ran)
+        all_killed += killed
+        all_sampled += len(counted)
+    overall = 100.0 * all_killed / all_ran if all_ran else None
+    share = 100.0 * all_ran / all_sampled if all_sampled else 0.0
+    score_text = f"{overall:.1f}% killed" if overall is not None else "no score (nothing ran)"
+    lines.append(
+        f"{'all':<15} {sum(totals[t.name] for t in targets):>7} {all_sampled:>8} {all_ran:>4}"
+        f"  ran {share:.1f}% of the sample; {all_killed}/{all_ran} {score_text}  ({elapsed:.0f} s)"
+    )
+    return "\n".join(lines), overall
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--children", type=int, default=2, help="mutmut worker processes (default 2: a shared machine)")
+    ap.add_argument("--children", type=int, default=2, help="worker processes (default 2: the machine has 2 cores)")
     ap.add_argument("--only", default="", help="comma-separated target names: " + ",".join(t.name for t in TARGETS))
-    ap.add_argument("--keep", type=Path, help="work in this directory and keep it (default: a temporary one)")
+    ap.add_argument("--sample", type=int, default=DEFAULT_SAMPLE, help=f"mutants per target (default {DEFAULT_SAMPLE})")
+    ap.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"the sample's seed (default {DEFAULT_SEED})")
+    ap.add_argument("--all", action="store_true", help="run every mutant, no sample")
+    ap.add_argument("--keep", type=Path, help="work in this directory and keep it (results.json there)")
     ap.add_argument("--fail-under", type=float, default=0.0, help="exit 1 when the score (%%) is lower")
-    ap.add_argument("--time-limit-s", type=float, default=3600, help="stop mutmut after this long (default 3600)")
-    ap.add_argument("--report-only", action="store_true", help="with --keep: print the kept results, run nothing")
+    ap.add_argument("--time-limit-s", type=float, default=1800, help="stop starting mutants after this (default 1800)")
+    ap.add_argument("--list", action="store_true", help="print the sampled mutants, run nothing")
+    ap.add_argument("--quiet", action="store_true", help="no line per mutant while running")
     args = ap.parse_args()
 
     names = [n for n in args.only.split(",") if n]
@@ -310,92 +454,84 @@ def main() -> int:
     if missing:
         ap.error("stale target(s), update TARGETS: " + "; ".join(missing))
 
-    work = args.keep.resolve() if args.keep else Path(tempfile.mkdtemp(prefix="gemma-sre-mutation-"))
-    started = time.monotonic()
-    try:
-        globs = [g for t in targets for g in t.globs()]
-        if args.report_only:
-            if not args.keep or not (work / "mutants").is_dir():
-                ap.error("--report-only needs --keep DIR of an earlier run")
-            todo = []
-        elif (work / "mutants").is_dir():
-            # A kept directory: run only the mutants not checked yet (an interrupted run goes on where it was).
-            before = _results(work)
-            todo = [
-                n for n, st in before.items() if st == "not checked" and any(fnmatch.fnmatchcase(n, g) for g in globs)
-            ]
-        else:
-            work.mkdir(parents=True, exist_ok=True)
-            _copy_checkout(work)
-            _write_config(work, targets)
-            todo = globs
-        print(f"mutation: mutmut over {len(targets)} target(s), {args.children} workers, in {work}", flush=True)
-        log_path = work / "mutmut-run.log"
-        rc = 0
-        if todo:
-            with log_path.open("w", encoding="utf-8") as log:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.children), *todo],
-                    cwd=work,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # its workers too are stopped at the time limit
-                )
-                try:
-                    rc = proc.wait(timeout=args.time_limit_s)
-                except subprocess.TimeoutExpired:
-                    # mutmut bounds a mutant by CPU time; a mutant that makes a test wait idle (an alert never
-                    # posted, a condition polled until its timeout) is only bounded here, by wall-clock time.
-                    os.killpg(proc.pid, signal.SIGTERM)
-                    try:
-                        proc.wait(timeout=30)
-                    except subprocess.TimeoutExpired:
-                        os.killpg(proc.pid, signal.SIGKILL)
-                        proc.wait()
-                    print(f"time limit ({args.time_limit_s:.0f} s) reached: mutants not run are shown as unrun")
-                    rc = 0
-        if rc != 0:
-            tail = log_path.read_text(encoding="utf-8", errors="replace")[-3000:]
-            print(f"mutmut run failed (exit {rc}); the end of its output:\n{tail}", file=sys.stderr)
-            return 2
-        status = _results(work)
-        elapsed = time.monotonic() - started
-
-        print(
-            f"\n{'target':<12} {'mutants':>7} {'killed':>7} {'survived':>8} {'no test':>7} {'equiv':>5}"
-            f" {'unrun':>5} {'score':>6}"
-        )
-        total_killed = total_counted = 0
-        survivors: list[tuple[Target, str, str]] = []
+    totals: dict[str, int] = {}
+    chosen: dict[str, list[Mutant]] = {}
+    for t in targets:
+        every = [m for p in t.paths for m in mutants_of(p, (ROOT / p).read_text(encoding="utf-8"), t.only)]
+        totals[t.name] = len(every)
+        chosen[t.name] = sample(t, every, 0 if args.all else args.sample, args.seed)
+    if args.list:
         for t in targets:
-            mine = {n: s for n, s in status.items() if any(fnmatch.fnmatchcase(n, g) for g in t.globs())}
-            equiv = [n for n in mine if n in EQUIVALENT]
-            unchecked = sum(1 for s in mine.values() if s == "not checked")  # an interrupted run: not counted
-            counted = {n: s for n, s in mine.items() if n not in EQUIVALENT and s != "not checked"}
-            killed = sum(1 for s in counted.values() if s in _KILLED)
-            no_test = sum(1 for s in counted.values() if s == "no tests")
-            left = sorted((n for n, s in counted.items() if s not in _KILLED), key=_sort_key)
-            survivors += [(t, n, counted[n]) for n in left]
-            total_killed += killed
-            total_counted += len(counted)
-            score = 100.0 * killed / len(counted) if counted else 100.0
-            print(
-                f"{t.name:<12} {len(mine):>7} {killed:>7} {len(left) - no_test:>8} {no_test:>7} {len(equiv):>5}"
-                f" {unchecked:>5} {score:>5.1f}%"
-            )
-        score = 100.0 * total_killed / total_counted if total_counted else 100.0
-        print(f"{'all':<12} {total_counted:>7} {total_killed:>7}  score {score:.1f}% killed  ({elapsed:.0f} s)")
+            print(f"{t.name}: {len(chosen[t.name])}/{totals[t.name]} sampled (seed {args.seed})")
+            for m in chosen[t.name]:
+                print("  " + m.diff().replace("\n", "\n  "))
+        return 0
+
+    started = time.monotonic()
+    deadline = started + args.time_limit_s
+    work = args.keep.resolve() if args.keep else Path(tempfile.mkdtemp(prefix="gemma-sre-mutation-"))
+    try:
+        copies = [work / f"w{i}" for i in range(max(1, args.children))]
+        for c in copies:
+            shutil.rmtree(c, ignore_errors=True)
+            c.mkdir(parents=True)
+            _copy_checkout(c)
+        test_files = sorted({f for t in targets for f in t.tests})
+        sampled = sum(len(v) for v in chosen.values())
+        print(
+            f"mutation: {len(targets)} target(s), {sampled} sampled of {sum(totals.values())} mutants "
+            f"(seed {args.seed}), {len(copies)} workers, in {work}",
+            flush=True,
+        )
+        base = _baseline(copies, targets, test_files)
+        failing = base.failing()
+        print(f"baseline: {len(base.tests)} tests in {time.monotonic() - started:.0f} s; failing: {len(failing)}")
+        for n in failing:
+            print(f"  failing before any mutant (left out of every selection): {n}")
+        jobs = _jobs(targets, chosen, base)
+        _run_jobs(jobs, copies, test_files, deadline, progress=not args.quiet)
+        elapsed = time.monotonic() - started
+        if time.monotonic() >= deadline and any(j.status == "unrun" for j in jobs):
+            print(f"time limit ({args.time_limit_s:.0f} s) reached: mutants not started are counted as unrun")
+        table, overall = report(targets, totals, jobs, elapsed)
+        print("\n" + table)
+        survivors = [j for j in jobs if j.status == "survived" and j.mutant.key not in EQUIVALENT]
         if survivors:
-            print("\nsurviving mutants (give each a test, or list it in EQUIVALENT with the reason):")
-            for t, name, st in survivors:
-                print(f"  [{t.name}] {name}: {st}")
-                print(_diff(work, name))
-        if EQUIVALENT:
+            print("\nsurviving mutants (give each a test, or an entry in EQUIVALENT with the reason):")
+            for j in survivors:
+                sel = (
+                    f"{len(j.tests)} test(s)"
+                    if j.covered
+                    else "every test of the target (no in-process test reached it)"
+                )
+                print(f"  [{j.target.name}] {j.mutant.key}\n    judged by {sel}")
+                print("    " + j.mutant.diff().replace("\n", "\n    "))
+        errors = [j for j in jobs if j.status == "error"]
+        for j in errors:
+            print(f"\nerror (not counted) [{j.target.name}] {j.mutant.key}:\n{j.log}")
+        equiv = [j for j in jobs if j.mutant.key in EQUIVALENT]
+        if equiv:
             print("\nequivalent (not counted):")
-            for name, why in sorted(EQUIVALENT.items(), key=lambda kv: _sort_key(kv[0])):
-                if name in status:
-                    print(f"  {name}: {why}")
-        return 1 if score < args.fail_under else 0
+            for j in equiv:
+                print(f"  {j.mutant.key}: {EQUIVALENT[j.mutant.key]}")
+        (work / "results.json").write_text(
+            json.dumps(
+                [
+                    {
+                        "target": j.target.name,
+                        "key": j.mutant.key,
+                        "status": j.status,
+                        "secs": j.secs,
+                        "covered": j.covered,
+                        "tests": len(j.tests),
+                    }
+                    for j in jobs
+                ],
+                indent=1,
+            ),
+            encoding="utf-8",
+        )
+        return 1 if overall is not None and overall < args.fail_under else 0
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
