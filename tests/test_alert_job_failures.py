@@ -1,0 +1,63 @@
+"""A queued alert whose job fails is never lost: it stays pending, is retried once idle for alert_reclaim_idle_ms,
+and after alert_max_attempts goes to the dead-letter stream, and the alerts channel is told which alert it was.
+The job here fails in the incident's investigation (what it raises retries the job: skills/incidents/threads.py),
+as it would when the logs it reads cannot be had; Slack itself answers fine, so nothing of this goes through the
+publisher's own retry path (tests/test_incidents_threads.py covers that one)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from bot.sandbox.server import serve
+from bot.settings import Settings
+from handlers.reply import Reply
+from skills.clock import ScaledClock
+from skills.incidents.model import Alert, Incident
+from tests.alerts_fixtures import PostsSlack, basic, eventually, gcp_alert, tuned
+from tests.test_incidents_storm import close, drained, start, text_of
+
+
+@pytest.fixture
+def clock() -> ScaledClock:
+    return ScaledClock(speed=20)
+
+
+@pytest.fixture
+def slack(clock: ScaledClock) -> Iterator[PostsSlack]:
+    standin = PostsSlack(clock=clock)
+    with serve(standin.app) as url:
+        standin.base_url = url
+        yield standin
+
+
+async def test_a_failing_job_is_retried_then_dead_lettered_and_announced(
+    settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock
+) -> None:
+    tries: list[str] = []
+
+    async def investigate(inc: Incident, alert: Alert) -> AsyncIterator[Reply]:
+        tries.append(inc.id)
+        raise RuntimeError("Cloud Logging answered 503 Service Unavailable")
+        yield Reply(title="never")
+
+    bot = await start(tuned(settings, alert_max_attempts=3, alert_reclaim_idle_ms=200), clock, investigate)
+    try:
+        r = await bot.client.post("/alerts/gcp", json=gcp_alert("0.job-fails"), headers=basic())
+        assert r.status_code == 202, r.text
+        # After the first failure the entry is still pending: nothing acknowledged it.
+        await eventually(lambda: len(tries) >= 1)
+        assert len(tries) >= 2 or (await bot.queue.backlog())["pending"] == 1
+        assert await drained(bot, timeout=30)
+        dead = await bot.deps.redis.xrange(bot.queue.dead_stream)
+    finally:
+        await close(bot)
+    assert len(tries) == 3  # every attempt ran the job again
+    assert len(dead) == 1
+    assert dead[0][1]["attempts"] == "3" and "503 Service Unavailable" in dead[0][1]["error"]
+    assert "0.job-fails" in dead[0][1]["alert"]  # the alert itself is kept, to be replayed
+    notices = [p for p in slack.posted if ":skull:" in text_of(p)]
+    assert len(notices) == 1
+    assert "vLLM p95 latency high" in text_of(notices[0]) and "after 3 attempts" in text_of(notices[0])
