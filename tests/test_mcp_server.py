@@ -68,6 +68,8 @@ def _env(**extra: str) -> dict[str, str]:
         "GRPC_VERBOSITY": "ERROR",
         "LOG_LEVEL": "WARNING",
         "MCP_CALLS_PER_MIN": "10000",  # the tests poll plan_status; test_rate_limit_per_caller sets its own
+        # The server runs the code of the checkout under test (bench/mutation.py's copies set it).
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
         **extra,
     }
 
