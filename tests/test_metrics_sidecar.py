@@ -16,8 +16,8 @@ from skills.capacity.cost import parse_cpu
 from skills.deploy.execute import execute
 from skills.deploy.plan_builder import build_plan
 from skills.deploy.render_service import DeployConfig, main_container, probe_for, render_service
-from skills.deploy.sizes import gib
 from skills.errors import InvalidInput, UserFacingError
+from skills.sizes import gib
 from skills.targets.cloud_run import metrics_sidecar
 from skills.targets.cloud_run.render import PORT
 from tests.deploy_helpers import click, command, plan_id_of

@@ -10,10 +10,11 @@ from handlers.router import run_command
 from skills.bench.cells import CellResult
 from skills.bench.loadgen import BenchSpec, SweepResult
 from skills.bench.report import save_sweep
-from skills.capacity.cost import hourly_cost, parse_memory_gib, usd_per_m_tokens
+from skills.capacity.cost import hourly_cost, usd_per_m_tokens
 from skills.observe.health import deep_health
 from skills.observe.query import stream_query
 from skills.ports import ServiceInfo
+from skills.sizes import gib
 from tests.observe_fixtures import RecordingResponder, deps_for, reply_text, running_sim  # noqa: F401
 
 load_all()
@@ -86,7 +87,7 @@ def test_hourly_cost_is_priced_at_instance_based_rates() -> None:
     assert c.usd_per_hour == pytest.approx(1.04652, abs=1e-5)
     assert c.max_usd_per_hour == pytest.approx(2 * 1.04652, abs=1e-4) and c.idle_usd_per_hour == 0
     assert usd_per_m_tokens(1.2096, 80) == pytest.approx(4.2, abs=0.01)
-    assert parse_memory_gib("16384Mi") == 16 and parse_memory_gib("32Gi") == 32
+    assert gib("16384Mi") == 16 and gib("32Gi") == 32
 
 
 async def test_cost_command_uses_service_spec_and_last_sweep(deps_for, cloud_run, settings) -> None:  # noqa: F811

@@ -30,7 +30,8 @@ from skills.capacity.deployed import check_as_deployed
 from skills.capacity.fit_types import FitRequest
 from skills.capacity.image_compat import load_image_data, parse_image, version
 from skills.deploy.vllm_flags import VllmFlags, planner_kv
-from skills.targets.cloud_run.render import ANNOTATION_MODEL, gib
+from skills.sizes import gib
+from skills.targets.cloud_run.render import ANNOTATION_MODEL
 
 PULL_S = 60.0  # estimate: image pull and container start before vLLM prints anything (simulated seconds)
 WARMUP_S = 100.0  # torch.compile / CUDA graphs / warm-up after the weights (field notes: ~100 s)

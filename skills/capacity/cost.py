@@ -8,7 +8,6 @@ $/hour is per running instance; scale-to-zero costs nothing while idle.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -18,9 +17,7 @@ from skills.capacity.catalog import load_catalog
 from skills.capacity.prices import instance_price
 from skills.errors import InvalidInput
 from skills.ports import ServiceInfo
-
-_MEM_UNITS = {"": 1 / 2**30, "k": 1e3 / 2**30, "m": 1e6 / 2**30, "g": 1e9 / 2**30, "t": 1e12 / 2**30,
-              "ki": 1 / 2**20, "mi": 1 / 2**10, "gi": 1.0, "ti": 2**10}  # fmt: skip
+from skills.sizes import gib
 
 
 def parse_cpu(cpu: str) -> float:
@@ -30,14 +27,6 @@ def parse_cpu(cpu: str) -> float:
         return float(s[:-1]) / 1000 if s.endswith("m") else float(s)
     except ValueError:
         raise InvalidInput(f"Cannot read the CPU limit {cpu!r}.") from None
-
-
-def parse_memory_gib(mem: str) -> float:
-    """Kubernetes memory quantity in GiB: '16Gi', '32G', '16384Mi'."""
-    m = re.fullmatch(r"\s*([0-9.]+)\s*([kmgtKMGT]i?)?\s*", mem)
-    if not m:
-        raise InvalidInput(f"Cannot read the memory limit {mem!r}.")
-    return float(m.group(1)) * _MEM_UNITS[(m.group(2) or "").lower()]
 
 
 class Throughput(BaseModel):
@@ -73,7 +62,7 @@ def container_limits(container: dict[str, Any]) -> tuple[float, float]:
     """A Cloud Run container's CPU (vCPU) and memory (GiB) limits; Cloud Run's defaults (1 vCPU, 512 MiB) for a
     limit not set."""
     limits = (container.get("resources") or {}).get("limits") or {}
-    return parse_cpu(str(limits.get("cpu") or "1")), parse_memory_gib(str(limits.get("memory") or "512Mi"))
+    return parse_cpu(str(limits.get("cpu") or "1")), gib(str(limits.get("memory") or "512Mi"))
 
 
 def _sidecar_limits(spec: dict[str, Any]) -> tuple[float, float, list[str]]:
@@ -89,7 +78,7 @@ def hourly_cost(info: ServiceInfo, region: str | None = None) -> CostReport:
     cat = load_catalog()
     notes: list[str] = []
     vcpu = parse_cpu(info.cpu) if info.cpu else 1.0
-    mem = parse_memory_gib(info.memory) if info.memory else 0.5
+    mem = gib(info.memory) if info.memory else 0.5
     if not info.cpu or not info.memory:
         notes.append("CPU or memory limit not set in the spec; Cloud Run defaults (1 vCPU, 512 MiB) assumed.")
     side_cpu, side_gib, sidecars = _sidecar_limits(info.spec)

@@ -41,10 +41,11 @@ from skills.deploy.plans import Plan
 from skills.durations import format_duration
 from skills.errors import InvalidInput
 from skills.ports import PreflightUnavailable, QuotaReader, Runtime, ServiceInfo
+from skills.sizes import gib
 from skills.targets.cloud_run.diff import diff_specs, fingerprint
 from skills.targets.cloud_run.gcloud import rollback_command
 from skills.targets.cloud_run.plan_common import current_spec, validate_params
-from skills.targets.cloud_run.render import gib, strip_output_only
+from skills.targets.cloud_run.render import strip_output_only
 
 REVISION_TARGET = "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION"
 

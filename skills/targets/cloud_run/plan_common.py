@@ -20,10 +20,10 @@ from skills.deploy.plans import Plan
 from skills.deploy.vllm_flags import VllmFlags
 from skills.errors import InvalidInput, NotFound
 from skills.ports import Runtime
+from skills.sizes import gib
 from skills.targets.cloud_run.render import (
     MAX_THRESHOLD_WINDOW_S,
     PROBE_MARGIN,
-    gib,
 )
 
 # After the probe budget runs out Cloud Run reports the failure; wait a little longer than that.

@@ -14,6 +14,7 @@ from skills.deploy.plans import Plan
 from skills.deploy.vllm_flags import VllmFlags, kv_flag, planner_dtype, planner_kv
 from skills.errors import InvalidInput
 from skills.ports import Runtime
+from skills.sizes import gib
 from skills.targets.cloud_run.diff import diff_specs, fingerprint
 from skills.targets.cloud_run.gcloud import deploy_command
 from skills.targets.cloud_run.plan_common import (
@@ -37,7 +38,6 @@ from skills.targets.cloud_run.render import (
     check_gpu_minimums,
     fix_fuse_mounts,
     gcs_mounts,
-    gib,
     main_container,
     replace_container,
     secret_env_of,

@@ -19,9 +19,9 @@ from skills.capacity.catalog import GpuProfile
 from skills.capacity.cost import parse_cpu
 from skills.deploy.serving_config import MOUNT_PATH, ServingConfig, serving_flags
 from skills.deploy.serving_config import with_tool_calling as with_tool_calling  # re-exported for the plans
-from skills.deploy.sizes import gib
 from skills.deploy.vllm_flags import VllmFlags
 from skills.errors import InvalidInput
+from skills.sizes import gib
 from skills.targets.cloud_run import metrics_sidecar
 from skills.targets.cloud_run.diff import OUTPUT_ONLY_FIELDS
 
