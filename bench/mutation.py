@@ -106,6 +106,7 @@ TARGETS = (
             "tests/test_redact_rules.py",
             "tests/test_redact_plain_values.py",
             "tests/test_redact_table_entries.py",
+            "tests/test_redact_encoded.py",
         ),
         "secrets out of logs, the model and Slack",
     ),
@@ -125,7 +126,7 @@ TARGETS = (
     Target(
         "queue",
         ("bot/alert_queue.py",),
-        (*ALERT_TESTS, "tests/test_alert_queue_failures.py", "tests/test_alert_poison.py"),
+        (*ALERT_TESTS, "tests/test_alert_job_failures.py", "tests/test_alert_poison.py"),
         "a retry is not a new alert; a failed job is retried, then dead-lettered, never lost",
         (
             "AlertQueue.dedup_key",
@@ -142,7 +143,7 @@ TARGETS = (
         (
             *ALERT_TESTS,
             "tests/test_incident_refire_order.py",
-            "tests/test_incident_same_alert_runs.py",
+            "tests/test_incident_alert_runs.py",
             "tests/test_incident_lifecycle.py",
         ),
         "a new run of an alert pages again; a late retry or an earlier run's resolve changes nothing",
@@ -158,13 +159,18 @@ TARGETS = (
     Target(
         "cost",
         ("skills/capacity/cost.py",),
-        ("tests/test_prices.py", "tests/test_metrics_sidecar.py", "tests/test_memory_sizes.py"),
+        (
+            "tests/test_prices.py",
+            "tests/test_metrics_sidecar.py",
+            "tests/test_memory_sizes.py",
+            "tests/test_observe_model.py",
+        ),
         "the price a reply shows",
     ),
     Target(
         "analyzers",
         ("skills/diagnosis/analyzers/memory.py",),
-        ("tests/test_diagnose_kinds.py", "tests/test_gpu_oom_wordings.py", "tests/test_field_logs.py"),
+        ("tests/test_diagnose_kinds.py", "tests/test_gpu_oom_field_wordings.py", "tests/test_field_logs.py"),
         "GPU and host out-of-memory, KV cache too small: the diagnosis a 3 a.m. reader acts on",
     ),
     Target(
