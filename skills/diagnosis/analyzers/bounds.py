@@ -16,21 +16,30 @@ from skills.capacity.catalog import ModelProfile, load_catalog
 from skills.capacity.fit import FitRequest, check_fit
 from skills.deploy.vllm_flags import VllmFlags
 from skills.diagnosis.analyzers.base import LogView
-from skills.errors import UserFacingError
+from skills.errors import InvalidInput, UserFacingError
+from skills.sizes import gib
 
 if TYPE_CHECKING:
     from skills.diagnosis.findings import Finding
 
 _DERIVED = re.compile(r"derived max_model_len \([^)]*?(\d{3,})")
 _USED = re.compile(r"exceeded with ([\d.]+) ?(M|Mi|MiB|G|Gi|GiB)B? used", re.IGNORECASE)
-_MEM = re.compile(r"^(\d+)(Mi|Gi)$")
 _FIT_KEYS = ("max_model_len", "gpu_memory_utilization", "kv_cache_dtype", "enforce_eager", "max_num_seqs", "dtype")
 _FIT_DTYPE = {"auto": "auto", "bfloat16": "bfloat16", "torch.bfloat16": "bfloat16", "half": "half", "float16": "half"}
 _FIT_KV = {"auto": "auto", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "bfloat16": "bf16"}
 
 
 def mib(num: str, unit: str) -> float:
+    """A size as a log line prints it (`32768 MiB`, `31.9 GiB`) in MiB."""
     return float(num) * (1024 if unit.upper().startswith("G") else 1)
+
+
+def service_mib(memory: str) -> float | None:
+    """A service's (or a proposed) memory limit in MiB, read by the one reader of sizes; None if it is none."""
+    try:
+        return gib(memory) * 1024
+    except InvalidInput:
+        return None
 
 
 def catalog_model(view: LogView, at: int | None = None) -> ModelProfile | None:
@@ -108,8 +117,7 @@ def bound(view: LogView, finding: Finding) -> None:
                 )
                 continue
             p["max_model_len"] = limit
-        mem = _MEM.match(str(p.get("memory", "")))
-        if mem and used and mib(mem.group(1), mem.group(2)) <= used:
+        if used and (mem := service_mib(str(p.get("memory", "")))) is not None and mem <= used:
             continue
         if action.action == "redeploy" and (why := _planner_verdict(view, at, p)):
             finding.remediation.steps.append(f"Not proposed ({', '.join(f'{k}={v}' for k, v in p.items())}): {why}")

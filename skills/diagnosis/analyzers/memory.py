@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from skills.diagnosis.analyzers.base import Line, LogView, analyzer, evidence_of, first_seen, rx
-from skills.diagnosis.analyzers.bounds import mib
+from skills.diagnosis.analyzers.bounds import mib, service_mib
 from skills.diagnosis.findings import Finding, ProposedAction, Remediation
 
 # Sources: PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp: "CUDA out of memory. Tried to allocate
@@ -202,7 +202,6 @@ _HOST_MEM = rx(
 _RAY = re.compile(r"memory pressure|Ray killed|memory usage threshold|node running low on memory")
 # Ray: "... was 12.49GB / 13.15GB (0.950003), which exceeds the memory usage threshold"
 _RAY_NODE = re.compile(r"was ([\d.]+) ?GB / ([\d.]+) ?GB")
-_SVC_MEM = re.compile(r"^([\d.]+)(Mi|Gi|M|G)$")
 MAX_MIB = 32 * 1024  # Cloud Run's maximum memory per instance
 MIN_MIB = 512  # second-generation minimum
 # Minimum vCPUs per memory size: more than 4 GiB needs 2, more than 8 needs 4, more than 16 needs 6, more
@@ -232,8 +231,8 @@ def _limit_and_used(view: LogView, hits: list[tuple[Line, re.Match[str]]]) -> tu
         elif r := _RAY_NODE.search(h.text):
             used = max(used, float(r.group(1)) * 1000**3 / 1024**2)
             limit = limit or float(r.group(2)) * 1000**3 / 1024**2
-    if limit is None and view.service and (s := _SVC_MEM.match(view.service.memory)):
-        limit = mib(s.group(1), s.group(2))
+    if limit is None and view.service:
+        limit = service_mib(view.service.memory)
     return limit, used
 
 
