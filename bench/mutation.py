@@ -145,6 +145,7 @@ TARGETS = (
             "tests/test_incident_refire_order.py",
             "tests/test_incident_alert_runs.py",
             "tests/test_incident_lifecycle.py",
+            "tests/test_incidents_closure.py",
         ),
         "a new run of an alert pages again; a late retry or an earlier run's resolve changes nothing",
         ("Alert.dedup_key", "Incident.apply", "Incident._fold", "Incident.active", "IncidentStore._find"),
@@ -164,13 +165,19 @@ TARGETS = (
             "tests/test_metrics_sidecar.py",
             "tests/test_memory_sizes.py",
             "tests/test_observe_model.py",
+            "tests/test_cost_notes.py",
         ),
         "the price a reply shows",
     ),
     Target(
         "analyzers",
         ("skills/diagnosis/analyzers/memory.py",),
-        ("tests/test_diagnose_kinds.py", "tests/test_gpu_oom_field_wordings.py", "tests/test_field_logs.py"),
+        (
+            "tests/test_diagnose_kinds.py",
+            "tests/test_gpu_oom_field_wordings.py",
+            "tests/test_memory_findings.py",
+            "tests/test_field_logs.py",
+        ),
         "GPU and host out-of-memory, KV cache too small: the diagnosis a 3 a.m. reader acts on",
     ),
     Target(
@@ -184,7 +191,48 @@ TARGETS = (
 # Mutants no test can kill because no behaviour differs, with why. Keyed by Mutant.key (where and what, not a
 # line number): re-check an entry when its function changes.
 _PUB = "skills/incidents/publisher.py:IncidentPublisher."
+_Q = "bot/alert_queue.py:AlertQueue."
+
+
+def _redact_trigger_equivalents() -> dict[str, str]:
+    """The redactor's triggers are cheap `in` checks that only skip work: a trigger emptied to "" is in every text,
+    and a two-trigger tuple that loses one becomes a string whose every character is a trigger; either way the
+    rule behind it runs more often and finds the same secrets. (A table losing an entry of three or more, or a
+    rule, is a real bug: tests/test_redact_table_entries.py names every entry.)"""
+    from skills.logs import redact as r
+
+    why = "a trigger only skips work: the rule behind it runs (more often) and masks the same"
+    groups = [tuple(trigs) for _, trigs, _ in r._TOKEN_RULES] + [tuple(t) for t, _ in r._CMD_FLAGS]
+    out = {}
+    for m in mutants_of("skills/logs/redact.py", (ROOT / "skills/logs/redact.py").read_text(encoding="utf-8")):
+        word = m.before.strip(" ,\n")
+        if m.qualname != "<module>" or not (word.startswith('"') and word.endswith('"')):
+            continue
+        t = word[1:-1]
+        emptied = m.op == "const" and m.after == '""' and (t in r._KEY_TRIGGERS or any(t in g for g in groups))
+        halved = m.op == "drop-entry" and any(t in g and len(g) == 2 for g in groups)
+        if emptied or halved:
+            out[m.key] = why
+    return out
+
+
 EQUIVALENT: dict[str, str] = {
+    **_redact_trigger_equivalents(),
+    "skills/incidents/model.py:Incident.apply:const: 0 -> 1": "the default of posted_through: every caller in the "
+    "product (IncidentStore.record) passes it",
+    "skills/incidents/model.py:Incident.apply:const: 1 -> 2 #2": "rev only tells the publisher the header is stale "
+    "(compared with <): a larger step for truncated alerts marks it stale the same",
+    'skills/deploy/confirm.py:misplaced:return: "" -> None': "'' and None are both 'in its place' to the only "
+    "callers (`if why := misplaced(...)`)",
+    _Q + '_dead:const: "1" -> ""': "the dead mark's value is never read: HSETNX only asks whether the field exists",
+    _Q + "_process:compare: attempts >= self.max_attempts -> attempts > self.max_attempts": "the guard at the top of "
+    "_process dead-letters the entry at its next reclaim instead, with the same error and attempt count: a delay of "
+    "alert_reclaim_idle_ms, not a different outcome",
+    "bot/mcp_plans.py:PlanPoster.ask_human:drop-call: task.add_done_callback(BACKGROUND.discard) -> pass": "only lets "
+    "a finished write's task be garbage-collected",
+    "skills/diagnosis/analyzers/memory.py:<module>:drop-entry: r\"To serve at least one request with the models?'s "
+    'max seq len", -> ': "vLLM prints this sentence only with 'KV cache is needed, which is larger than the available "
+    "KV cache memory' in the same line (vllm/v1/core/kv_cache_utils.py), which the alternative before it matches",
     "skills/deploy/locks.py:LockHolder.describe:arith: (time.time() - self.since) // 60 -> (time.time() - self.since)"
     " / 60": "int(x / 60) == int(x // 60) for x >= 0, and max(0, …) clamps a negative age (clock skew) to 0 either way",
     "skills/deploy/locks.py:ServiceLock.acquire:const: 8 -> 9": "the owner token is random: its length is unseen",

@@ -40,7 +40,8 @@ async def test_a_failing_job_is_retried_then_dead_lettered_and_announced(
 
     async def investigate(inc: Incident, alert: Alert) -> AsyncIterator[Reply]:
         tries.append(inc.id)
-        raise RuntimeError("Cloud Logging answered 503 Service Unavailable")
+        # A long error, as a client library's may be: the queue keeps 500 characters of it.
+        raise RuntimeError("Cloud Logging answered 503 Service Unavailable: " + "upstream connect error; " * 60)
         yield Reply(title="never")
 
     bot = await start(tuned(settings, alert_max_attempts=3, alert_reclaim_idle_ms=200), clock, investigate)
@@ -52,11 +53,15 @@ async def test_a_failing_job_is_retried_then_dead_lettered_and_announced(
         assert len(tries) >= 2 or (await bot.queue.backlog())["pending"] == 1
         assert await drained(bot, timeout=30)
         dead = await bot.deps.redis.xrange(bot.queue.dead_stream)
+        # Nothing of the entry is left behind once it is dead-lettered: its attempt count and last error go too.
+        leftovers = [await bot.deps.redis.hlen(k) for k in (bot.queue.attempts_key, bot.queue.errors_key)]
     finally:
         await close(bot)
     assert len(tries) == 3  # every attempt ran the job again
     assert len(dead) == 1
     assert dead[0][1]["attempts"] == "3" and "503 Service Unavailable" in dead[0][1]["error"]
+    assert len(dead[0][1]["error"]) <= 500 and dead[0][1]["entry"]  # which queue entry it was, to replay it
+    assert leftovers == [0, 0]
     assert "0.job-fails" in dead[0][1]["alert"]  # the alert itself is kept, to be replayed
     notices = [p for p in slack.posted if ":skull:" in text_of(p)]
     assert len(notices) == 1

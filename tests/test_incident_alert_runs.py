@@ -134,3 +134,13 @@ def test_an_earlier_runs_resolve_does_not_close_the_later_run() -> None:
     # Run 2's own resolve closes it.
     assert inc.apply("5-0", _alert("resolved", RUN2, "2026-11-20T17:05:00Z"), NOW) is Change.RESOLVED
     assert inc.state == "resolved"
+
+
+def test_a_second_resolve_of_the_same_run_is_not_news() -> None:
+    first = _alert("firing", RUN1)
+    inc = new_incident("1-0", first, "C1", True, NOW)
+    inc.apply("1-0", first, NOW)
+    assert inc.apply("2-0", _alert("resolved", RUN1, "2026-11-20T14:30:00Z"), NOW) is Change.RESOLVED
+    later = NOW + timedelta(minutes=30)
+    assert inc.apply("3-0", _alert("resolved", RUN1, "2026-11-20T14:30:00Z"), later) is Change.STALE
+    assert inc.last_event_at == NOW  # a stale resolve does not keep the incident's grouping window open

@@ -1,0 +1,28 @@
+"""What /gemma cost says beside the price: whether the instance scales to zero or bills around the clock, and
+where a $/M-token figure comes from (a stored sweep, by id and model) or that there is none yet."""
+
+from __future__ import annotations
+
+from skills.bench.cells import CellResult
+from skills.bench.loadgen import BenchSpec, SweepResult
+from skills.capacity.cost import cost_report, hourly_cost
+from skills.ports import ServiceInfo
+
+L4 = {"name": "vllm-gemma4", "gpu_type": "nvidia-l4", "gpu_count": 1, "cpu": "8", "memory": "32Gi"}
+
+
+def test_scale_to_zero_and_always_on_are_each_said() -> None:
+    assert "Scale to zero: $0 while idle." in hourly_cost(ServiceInfo(**L4, min_instances=0)).notes
+    always = hourly_cost(ServiceInfo(**L4, min_instances=1)).notes
+    assert "min-instances 1: billed around the clock even without traffic." in always
+
+
+def test_per_token_cost_names_its_sweep_or_says_there_is_none() -> None:
+    info = ServiceInfo(**L4)
+    assert any(n.startswith("No benchmark stored yet") for n in cost_report(info, None).notes)
+    cell = CellResult(concurrency=1, context=128, requests=10, ok=10, success_rate=1.0, duration_s=10,
+                      req_per_s=1.0, output_tok_per_s=80.0)  # fmt: skip
+    sweep = SweepResult(id="sw-41", model="gemma-4-12b-qat", started_at="2026-12-01T00:00:00Z", spec=BenchSpec(),
+                        cells=[cell])  # fmt: skip
+    notes = cost_report(info, sweep).notes
+    assert any("sweep sw-41 of gemma-4-12b-qat" in n for n in notes), notes
