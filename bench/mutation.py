@@ -185,6 +185,7 @@ TARGETS = (
         ("bot/mcp_plans.py",),
         ("tests/test_mcp_server.py", "tests/test_mcp_elicitation_answers.py"),
         "a write asked through MCP runs only when a deployer (or the client's human, ticked) confirms it",
+        ("PlanPoster.ask_human", "plan_status", "<module>"),  # the elicitation guard, its form, what status says
     ),
 )
 
@@ -222,6 +223,8 @@ EQUIVALENT: dict[str, str] = {
     "product (IncidentStore.record) passes it",
     "skills/incidents/model.py:Incident.apply:const: 1 -> 2 #2": "rev only tells the publisher the header is stale "
     "(compared with <): a larger step for truncated alerts marks it stale the same",
+    'skills/deploy/confirm.py:precheck:const: "" -> "XX"': "no name typed read as 'XX' instead of '': a service "
+    "name is a lower-case DNS label, so neither ever matches one",
     'skills/deploy/confirm.py:misplaced:return: "" -> None': "'' and None are both 'in its place' to the only "
     "callers (`if why := misplaced(...)`)",
     _Q + '_dead:const: "1" -> ""': "the dead mark's value is never read: HSETNX only asks whether the field exists",

@@ -26,3 +26,13 @@ def test_per_token_cost_names_its_sweep_or_says_there_is_none() -> None:
                         cells=[cell])  # fmt: skip
     notes = cost_report(info, sweep).notes
     assert any("sweep sw-41 of gemma-4-12b-qat" in n for n in notes), notes
+
+
+def test_one_instance_at_most_costs_one_instance_and_a_lone_container_is_no_sidecar() -> None:
+    one = hourly_cost(ServiceInfo(**L4, max_instances=1))
+    assert one.max_usd_per_hour == one.usd_per_hour
+    # A single container that declares no port (Cloud Run then gives it 8080) is the serving one, not a sidecar.
+    spec = {"template": {"containers": [{"name": "vllm", "resources": {"limits": {"cpu": "8", "memory": "32Gi"}}}]}}
+    lone = hourly_cost(ServiceInfo(**L4, max_instances=1, spec=spec))
+    assert lone.usd_per_hour == one.usd_per_hour
+    assert not any(n.startswith("Sidecar containers") for n in lone.notes)

@@ -15,6 +15,7 @@ from bot.sandbox.server import serve
 from bot.settings import Settings
 from skills.clock import ScaledClock
 from skills.incidents.model import Alert, Change, new_incident
+from skills.incidents.store import IncidentStore
 from tests.alerts_fixtures import PostsSlack, bearer, tuned
 from tests.test_incidents_storm import close, drained, incident_headers, replies, start, text_of
 
@@ -144,3 +145,34 @@ def test_a_second_resolve_of_the_same_run_is_not_news() -> None:
     later = NOW + timedelta(minutes=30)
     assert inc.apply("3-0", _alert("resolved", RUN1, "2026-11-20T14:30:00Z"), later) is Change.STALE
     assert inc.last_event_at == NOW  # a stale resolve does not keep the incident's grouping window open
+
+
+def _other(fingerprint: str, starts: str) -> Alert:
+    """Another alert of the same condition on the same service (another replica, another Cloud Monitoring id)."""
+    return _alert("firing", starts).model_copy(update={"fingerprint": fingerprint})
+
+
+@pytest.mark.parametrize(("window_s", "joins"), [(600, True), (1, True), (0, False)])
+async def test_the_grouping_window_decides_whether_a_new_alert_joins_a_firing_incident(
+    redis_client: Any, key_prefix: str, window_s: int, joins: bool
+) -> None:
+    """alert_group_window_s > 0: a new alert of the condition joins the service's active incident (firing, or
+    quiet for less than the window); 0 turns grouping off, so it opens its own."""
+    store = IncidentStore(redis_client, key_prefix)
+    first, _ = await store.record(
+        "1-0", _alert("firing", RUN1), NOW, channel="C1", known=frozenset(), window_s=window_s
+    )
+    second, change = await store.record(
+        "2-0", _other("9a8b7c6d5e4f3a21", RUN1), NOW, channel="C1", known=frozenset(), window_s=window_s
+    )
+    assert (second.id == first.id) is joins
+    assert change is (Change.JOINED if joins else Change.OPENED)
+
+
+def test_a_firing_incident_stays_the_place_for_news_however_long_it_fires() -> None:
+    first = _alert("firing", RUN1)
+    inc = new_incident("1-0", first, "C1", True, NOW)
+    inc.apply("1-0", first, NOW)
+    assert inc.active(NOW + timedelta(days=2), 600)
+    inc.apply("2-0", _alert("resolved", RUN1, "2026-11-20T14:30:00Z"), NOW)
+    assert inc.active(NOW + timedelta(seconds=599), 600) and not inc.active(NOW + timedelta(seconds=601), 600)

@@ -55,3 +55,24 @@ def test_a_gpu_oom_at_load_lowers_the_utilisation_the_engine_started_with() -> N
     assert f.kind == "gpu_oom_at_load"
     assert "Lower `--gpu-memory-utilization` from 0.9 to 0.85." in f.remediation.steps
     assert {"gpu_memory_utilization": 0.85} in [a.params for a in f.remediation.actions]
+
+
+def test_a_gpu_oom_at_the_smallest_length_proposes_no_shorter_one() -> None:
+    args = V1_ARGS.replace("'max_model_len': 32768", "'max_model_len': 4096")
+    oom = "(EngineCore_DP0 pid=312) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB."
+    f = diagnose(entries(args, oom)).findings[0]
+    assert f.kind == "gpu_oom_at_load"
+    assert not [a for a in f.remediation.actions if "max_model_len" in a.params]  # 4096 is the floor already
+
+
+def test_a_kv_cache_already_in_fp8_is_not_told_to_use_fp8() -> None:
+    args = V1_ARGS.replace("'kv_cache_dtype': 'auto'", "'kv_cache_dtype': 'fp8'")
+    kv = (
+        "(EngineCore_DP0 pid=312) ValueError: To serve at least one request with the models's max seq len (32768), "
+        "(5.00 GiB KV cache is needed, which is larger than the available KV cache memory (2.10 GiB). Based on the "
+        "available memory, the estimated maximum model length is 13760. Try increasing `gpu_memory_utilization` or "
+        "decreasing `max_model_len` when initializing the engine."
+    )
+    f = diagnose(entries(args, kv)).findings[0]
+    assert f.kind == "kv_cache_insufficient"
+    assert not [a for a in f.remediation.actions if a.params.get("kv_cache_dtype") == "fp8"], f.remediation.actions
