@@ -6,35 +6,22 @@ publisher's own retry path (tests/test_incidents_threads.py covers that one)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
-
-from bot.sandbox.server import serve
 from bot.settings import Settings
 from handlers.reply import Reply
 from skills.clock import ScaledClock
 from skills.incidents.model import Alert, Incident
 from tests.alerts_fixtures import PostsSlack, basic, eventually, gcp_alert, tuned
-from tests.test_incidents_storm import close, drained, start, text_of
-
-
-@pytest.fixture
-def clock() -> ScaledClock:
-    return ScaledClock(speed=20)
-
-
-@pytest.fixture
-def slack(clock: ScaledClock) -> Iterator[PostsSlack]:
-    standin = PostsSlack(clock=clock)
-    with serve(standin.app) as url:
-        standin.base_url = url
-        yield standin
+from tests.test_incidents_storm import clock, close, drained, slack, start, text_of  # noqa: F401  (the scaled clock, the rate-limited Slack)
 
 
 async def test_a_failing_job_is_retried_then_dead_lettered_and_announced(
-    settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock
+    settings: Settings,
+    redis_client: Any,
+    slack: PostsSlack,  # noqa: F811
+    clock: ScaledClock,  # noqa: F811
 ) -> None:
     tries: list[str] = []
 

@@ -5,36 +5,21 @@ run fired, is not news and changes nothing. (issue 44: the only re-fire test use
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from bot.sandbox.server import serve
 from bot.settings import Settings
 from skills.clock import ScaledClock
 from skills.incidents.model import Alert, Change, new_incident
 from skills.incidents.store import IncidentStore
 from tests.alerts_fixtures import PostsSlack, bearer, tuned
-from tests.test_incidents_storm import close, drained, incident_headers, replies, start, text_of
+from tests.test_incidents_storm import clock, close, drained, incident_headers, replies, slack, start, text_of  # noqa: F401  (the scaled clock, the rate-limited Slack)
 
 FINGERPRINT = "4f1c9a3be7d20f55"
 RUN1 = "2026-11-20T14:05:00Z"
 RUN2 = "2026-11-20T16:40:00Z"
-
-
-@pytest.fixture
-def clock() -> ScaledClock:
-    return ScaledClock(speed=20)
-
-
-@pytest.fixture
-def slack(clock: ScaledClock) -> Iterator[PostsSlack]:
-    standin = PostsSlack(clock=clock)
-    with serve(standin.app) as url:
-        standin.base_url = url
-        yield standin
 
 
 def _am(status: str, starts: str) -> dict[str, Any]:
@@ -59,13 +44,16 @@ def _am(status: str, starts: str) -> dict[str, Any]:
     }
 
 
-def _shown(slack: PostsSlack, header: dict[str, Any]) -> str:
-    edits = [u for u in slack.of("chat.update") if u.get("ts") == header["ts"]]
+def _shown(standin: PostsSlack, header: dict[str, Any]) -> str:
+    edits = [u for u in standin.of("chat.update") if u.get("ts") == header["ts"]]
     return text_of(edits[-1] if edits else header)
 
 
 async def test_the_same_alert_firing_again_after_it_resolved_pages_again(
-    settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock
+    settings: Settings,
+    redis_client: Any,
+    slack: PostsSlack,  # noqa: F811
+    clock: ScaledClock,  # noqa: F811
 ) -> None:
     # Within the grouping window the alert finds its resolved incident (IncidentStore._find), so the fold decides.
     bot = await start(tuned(settings, alert_group_window_s=3 * 3600), clock)
