@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -44,6 +46,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--dry-run", action="store_true", help="ask only List questions; print what would change")
     p.set_defaults(func=run)
+
+
+_NO_CREDENTIALS = "no Google credentials"
+
+
+def _credentials_here(environ: Mapping[str, str]) -> bool:
+    """Whether Application Default Credentials may exist, asked without the network: an explicit key file, gcloud's
+    application-default file, Cloud Run, or a Google Compute Engine machine (whose metadata server may hold a
+    service account; google-auth asks it only there, and so does this). The places google-auth looks:
+    google/auth/_default.py, _cloud_sdk.py, compute_engine/_metadata.py (detect_gce_residency_linux)."""
+    if environ.get("GOOGLE_APPLICATION_CREDENTIALS") or environ.get("K_SERVICE"):
+        return True
+    if environ.get("CLOUDSDK_CONFIG"):
+        config = Path(environ["CLOUDSDK_CONFIG"])
+    elif os.name == "nt":
+        config = Path(environ.get("APPDATA", "")) / "gcloud"
+    else:
+        config = Path(environ.get("HOME") or Path.home()) / ".config" / "gcloud"
+    if (config / "application_default_credentials.json").exists():
+        return True
+    try:
+        return Path("/sys/class/dmi/id/product_name").read_text().strip().startswith("Google")
+    except OSError:
+        return False
 
 
 def _clients(endpoint: str, anonymous: bool) -> tuple[Any, Any]:
@@ -111,15 +137,25 @@ def run(args: argparse.Namespace) -> int:
         kind, target = "pubsub", args.pubsub_topic
     endpoint = os.environ.get("CLOUD_MONITORING_API_ENDPOINT", "").strip()
     anonymous = os.environ.get("GOOGLE_ANONYMOUS_CREDENTIALS", "").strip().lower() in ("1", "true", "yes")
-    try:
-        channels, policies = _clients(endpoint, anonymous)
-    except DefaultCredentialsError:
+    channels = policies = None
+    # A dry run with no credentials still shows what it would create; it asks nothing (no network at all).
+    if not (args.dry_run and not endpoint and not anonymous and not _credentials_here(os.environ)):
+        try:
+            channels, policies = _clients(endpoint, anonymous)
+        except DefaultCredentialsError:
+            if not args.dry_run:
+                print(
+                    f"{name}: no Google credentials: run `gcloud auth application-default login` "
+                    "(or set GOOGLE_APPLICATION_CREDENTIALS), then run this again.",
+                    file=sys.stderr,
+                )
+                return 2
+    if channels is None or policies is None:
         print(
-            f"{name}: no Google credentials: run `gcloud auth application-default login` "
-            "(or set GOOGLE_APPLICATION_CREDENTIALS), then run this again.",
-            file=sys.stderr,
+            f"   {_NO_CREDENTIALS} here (no GOOGLE_APPLICATION_CREDENTIALS, no `gcloud auth application-default "
+            f"login`, not on Google Cloud): what exists in {args.project} was not asked. With credentials, a run "
+            "creates what is missing of this:"
         )
-        return 2
     try:
         out = reconcile(
             project=args.project,
@@ -130,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
             channels=channels,
             policies=policies,
             dry_run=args.dry_run,
+            unasked=_NO_CREDENTIALS,
         )
     except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
         msg = getattr(exc, "message", None) or str(exc)
@@ -138,8 +175,9 @@ def run(args: argparse.Namespace) -> int:
             print("  Grant yourself roles/monitoring.editor on the project, then run this again.", file=sys.stderr)
         return 1
     finally:
-        channels.transport.close()
-        policies.transport.close()
+        for client in (channels, policies):
+            if client is not None:
+                client.transport.close()
     for line in out.lines:
         print(f"   {line}")
     summary = f"   alert policies: {out.created} to create, {out.updated} to update, {out.unchanged} unchanged"

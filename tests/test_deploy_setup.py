@@ -201,6 +201,8 @@ def test_dry_run_on_a_fresh_project_prints_everything_in_order_and_changes_nothi
 
 def test_real_run_issues_the_printed_commands_and_a_rerun_creates_nothing(fake: dict[str, Any]) -> None:
     dry, _ = setup(fake, "--project", "p1", "--dry-run")
+    assert [c for c in fake["monitoring"].alerting.calls if not c.startswith("List")] == []  # previewed, no more
+    fake["monitoring"].alerting.calls.clear()
     run, calls = setup(fake, "--project", "p1", HF_TOKEN="hf_secret_value_123\n")
     assert run.returncode == 0, run.stderr
     mutations = [c for c in calls if not any(v in c for v in READ_ONLY)]

@@ -82,6 +82,24 @@ def _describe(exc: gexc.GoogleAPICallError | Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def policy_details(policy: AlertPolicy) -> list[str]:
+    """What a policy watches (a dry run shows it under each policy it would create): per condition, when it fires
+    and the filter or query it reads."""
+    lines = [f"severity: {AlertPolicy.Severity(policy.severity).name.lower()}"]
+    for c in policy.conditions:
+        if "condition_threshold" in c:
+            t = c.condition_threshold
+            lasting = int(t.duration.total_seconds()) if t.duration else 0
+            lines += [f"when: {c.display_name}" + (f", for {lasting} s" if lasting else ""), f"metric: {t.filter}"]
+        elif "condition_prometheus_query_language" in c:
+            lines += [f"when: {c.display_name}", f"PromQL: {c.condition_prometheus_query_language.query}"]
+        elif "condition_matched_log" in c:
+            lines += [f"when: {c.display_name}", f"log filter: {c.condition_matched_log.filter}"]
+        else:
+            lines.append(f"when: {c.display_name}")
+    return lines
+
+
 def reconcile(
     *,
     project: str,
@@ -89,17 +107,26 @@ def reconcile(
     channel_kind: str,
     channel_target: str,
     thresholds: AlertThresholds,
-    channels: NotificationChannelServiceClient,
-    policies: AlertPolicyServiceClient,
+    channels: NotificationChannelServiceClient | None,
+    policies: AlertPolicyServiceClient | None,
     dry_run: bool,
     timeout_s: float = 30.0,
+    unasked: str = "no client",
 ) -> Outcome:
+    """`channels` and `policies` None (a dry run without credentials): nothing is asked, each question is listed
+    as unchecked with `unasked` as its reason, and everything is shown as it would be created if absent."""
     out = Outcome()
     parent = f"projects/{project}"
     shown = redact_url(channel_target)
     want_channel = desired_channel(channel_kind, channel_target, service)
 
+    if (channels is None or policies is None) and not dry_run:
+        raise ValueError("reconcile: a run that changes things needs both clients")
+
     def ask(what: str, call: Callable[[], list[Any]]) -> list[Any] | None:
+        if channels is None or policies is None:
+            out.unchecked.append(f"{what} ({unasked})")
+            return None
         try:
             return call()
         except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
@@ -108,12 +135,18 @@ def reconcile(
             out.unchecked.append(f"{what} ({_describe(exc)})")
             return None
 
-    existing_channels = ask(
-        "list notification channels",
-        lambda: list(channels.list_notification_channels(name=parent, timeout=timeout_s)),
-    )
+    def list_channels() -> list[Any]:
+        assert channels is not None  # ask() calls this only with clients
+        return list(channels.list_notification_channels(name=parent, timeout=timeout_s))
+
+    def list_policies() -> list[Any]:
+        assert policies is not None
+        return list(policies.list_alert_policies(name=parent, timeout=timeout_s))
+
+    existing_channels = ask("list notification channels", list_channels)
     channel_name = ""
     if existing_channels is not None:
+        assert channels is not None  # an answer came from it
         for ch in existing_channels:
             if ch.user_labels.get("managed-by") == MANAGED_BY and ch.type_ == want_channel.type_:
                 channel_name = ch.name
@@ -135,6 +168,7 @@ def reconcile(
             out.say(f"{verb} notification channel {want_channel.type_} -> {shown}")
             channel_name = f"{parent}/notificationChannels/NEW"
         else:
+            assert channels is not None  # a real run has both clients (checked above)
             made = channels.create_notification_channel(
                 name=parent, notification_channel=want_channel, timeout=timeout_s
             )
@@ -143,7 +177,7 @@ def reconcile(
         out.created += 1
 
     want = desired_policies(service, thresholds, [channel_name])
-    existing = ask("list alert policies", lambda: list(policies.list_alert_policies(name=parent, timeout=timeout_s)))
+    existing = ask("list alert policies", list_policies)
     by_key = {
         p.user_labels.get("gemma-sre-policy", ""): p
         for p in (existing or [])
@@ -153,11 +187,14 @@ def reconcile(
         have = by_key.get(key)
         if existing is None:
             out.say(f"could not check, so would create if absent: alert policy {policy.display_name!r}")
+            out.lines.extend(f"    {line}" for line in policy_details(policy))
             out.created += 1
         elif have is None:
             if dry_run:
                 out.say(f"would create alert policy {policy.display_name!r}")
+                out.lines.extend(f"    {line}" for line in policy_details(policy))
             else:
+                assert policies is not None
                 made = policies.create_alert_policy(name=parent, alert_policy=policy, timeout=timeout_s)
                 out.say(f"created alert policy {made.name} ({policy.display_name})")
             out.created += 1
@@ -172,6 +209,7 @@ def reconcile(
             if dry_run:
                 out.say(f"would update alert policy {have.name} ({policy.display_name})")
             else:
+                assert policies is not None
                 policies.update_alert_policy(alert_policy=policy, timeout=timeout_s)
                 out.say(f"updated alert policy {have.name} ({policy.display_name})")
             out.updated += 1

@@ -53,7 +53,8 @@ if [ -z "$PROJECT" ]; then PROJECT="$(gcloud config get-value project 2>/dev/nul
 [ -n "$PROJECT" ] || { echo "setup: no project: pass --project or run 'gcloud config set project ...'" >&2; exit 2; }
 SA="${SA_NAME}@${PROJECT}.iam.gserviceaccount.com"
 
-step() { printf '\n== %s\n' "$*"; }
+STEP=0
+step() { STEP=$((STEP + 1)); printf '\n== %s. %s\n' "$STEP" "$*"; }  # numbered as they run: no gaps
 # run: a command that changes something. Printed (quoted, copy-pastable) in a dry run, else printed and run.
 run() {
   printf '+'; printf ' %q' "$@"; printf '\n'
@@ -88,11 +89,29 @@ missing() {
   exit 1
 }
 MISSING_SECRETS=()  # secrets with no value yet: the deploy reads them at :latest and would fail
-# secret NAME ENVVAR: create the secret if missing; add a version from $ENVVAR when it is set.
+# secret NAME ENVVAR [random]: create the secret if missing; add a version from $ENVVAR when it is set. With
+# "random" the value is ours to choose: when neither $ENVVAR nor a version exists, a real run makes a random one
+# (never printed; it lands in $ENVVAR for the steps after) and a dry run says it would, asking nobody for it.
 secret() {
-  local name="$1" var="$2"
+  local name="$1" var="$2" random="${3:-}" rc=0
   if missing gcloud secrets describe "$name" --project="$PROJECT"; then
     run gcloud secrets create "$name" --replication-policy=automatic --project="$PROJECT"
+  fi
+  if [ -z "${!var:-}" ] && [ -n "$random" ]; then
+    exists gcloud secrets versions describe latest --secret="$name" --project="$PROJECT" || rc=$?
+    [ "$rc" != 0 ] || return 0  # it has a value
+    if [ "$rc" = 2 ]; then
+      UNCHECKED+=("gcloud secrets versions describe latest --secret=$name …: $WHY")
+      [ "$DRY_RUN" = 1 ] || { echo "setup: could not check whether $name has a value: $WHY" >&2; exit 1; }
+      echo "   ? could not check whether $name has a value ($WHY); if it has none:"
+    fi
+    if [ "$DRY_RUN" = 1 ]; then
+      echo "   $name: would generate a random token here (a real run does; never printed), then:"
+      printf '+ printf %%s "$%s" | gcloud secrets versions add %s --data-file=- --project=%s\n' "$var" "$name" "$PROJECT"
+      return 0
+    fi
+    printf -v "$var" '%s' "$(head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 40)"
+    echo "   $name: a new random token (never printed)"
   fi
   if [ -n "${!var:-}" ]; then
     printf '+ printf %%s "$%s" | gcloud secrets versions add %s --data-file=- --project=%s\n' "$var" "$name" "$PROJECT"
@@ -114,7 +133,7 @@ value_of() {
 
 [ "$DRY_RUN" = 1 ] && echo "Dry run: nothing will be changed in $PROJECT; these are the commands."
 
-step "1. APIs"
+step "APIs"
 apis=(run.googleapis.com artifactregistry.googleapis.com cloudbuild.googleapis.com secretmanager.googleapis.com
       redis.googleapis.com compute.googleapis.com iam.googleapis.com logging.googleapis.com monitoring.googleapis.com
       cloudquotas.googleapis.com)  # cloudquotas: preflight and /gemma quota read the Cloud Run GPU quota
@@ -123,13 +142,13 @@ apis=(run.googleapis.com artifactregistry.googleapis.com cloudbuild.googleapis.c
 [ "$TPU" = 1 ] && apis+=(tpu.googleapis.com)
 run gcloud services enable "${apis[@]}" --project="$PROJECT"  # enabling an enabled API is a no-op
 
-step "2. Artifact Registry repository for the bot's image"
+step "Artifact Registry repository for the bot's image"
 if missing gcloud artifacts repositories describe "$REPO" --location="$REGION" --project="$PROJECT"; then
   run gcloud artifacts repositories create "$REPO" --repository-format=docker --location="$REGION" \
     --description="gemma-sre bot images" --project="$PROJECT"
 fi
 
-step "3. The bot's runtime service account and its roles"
+step "The bot's runtime service account and its roles"
 if missing gcloud iam service-accounts describe "$SA" --project="$PROJECT"; then
   run gcloud iam service-accounts create "$SA_NAME" --display-name="gemma-sre bot" --project="$PROJECT"
 fi
@@ -145,7 +164,7 @@ for role in "${roles[@]}"; do  # adding a binding that exists is a no-op
     --condition=None --quiet
 done
 
-step "4. Cloud Build's service account: build, push and deploy the bot"
+step "Cloud Build's service account: build, push and deploy the bot"
 # Which account builds by default depends on the project's age and policy (the legacy
 # PROJECT_NUMBER@cloudbuild.gserviceaccount.com or the Compute Engine default account); Cloud Build says which:
 # https://cloud.google.com/build/docs/api/reference/rest/v1/projects.locations/getDefaultServiceAccount
@@ -174,7 +193,7 @@ done
 run gcloud iam service-accounts add-iam-policy-binding "$SA" --member="serviceAccount:$BUILD_SA" \
   --role=roles/iam.serviceAccountUser --project="$PROJECT"
 
-step "5. The Slack app ($SLACK_MODE mode): its tokens are secrets the first deploy reads"
+step "The Slack app ($SLACK_MODE mode): its tokens are secrets the first deploy reads"
 if [ "$SLACK_MODE" = socket ]; then
   echo "   api.slack.com/apps > Create New App > From an app manifest: slack-app-manifest.yaml with"
   echo "   socket_mode_enabled: true and the url/request_url lines deleted. Basic Information > App-Level Tokens:"
@@ -187,28 +206,14 @@ else
 fi
 echo "   Then: export SLACK_BOT_TOKEN=… (and the other) and run ./dev setup again; the next step stores them."
 
-step "6. Secrets (Secret Manager)"
+step "Secrets (Secret Manager)"
 secret "$HF_SECRET" HF_TOKEN
 secret slack-bot-token SLACK_BOT_TOKEN
 if [ "$SLACK_MODE" = socket ]; then secret slack-app-token SLACK_APP_TOKEN; else secret slack-signing-secret SLACK_SIGNING_SECRET; fi
-token_rc=0
-[ -n "${ALERT_WEBHOOK_TOKEN:-}" ] || exists gcloud secrets versions describe latest --secret=alert-webhook-token \
-  --project="$PROJECT" || token_rc=$?
-if [ -z "${ALERT_WEBHOOK_TOKEN:-}" ] && [ "$DRY_RUN" = 0 ] && [ "$token_rc" = 1 ]; then
-  # Ours to choose (it authenticates Cloud Monitoring's webhook calls): made here when none exists.
-  ALERT_WEBHOOK_TOKEN="$(head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 40)"
-  echo "   alert-webhook-token: a new random token (never printed)"
-fi
-secret alert-webhook-token ALERT_WEBHOOK_TOKEN
+# Ours to choose (it authenticates Cloud Monitoring's webhook calls): made here when none exists.
+secret alert-webhook-token ALERT_WEBHOOK_TOKEN random
 if [ "$TPU" = 1 ]; then
-  key_rc=0
-  [ -n "${VLLM_API_KEY:-}" ] || exists gcloud secrets versions describe latest --secret="$TPU_KEY_SECRET" \
-    --project="$PROJECT" || key_rc=$?
-  if [ -z "${VLLM_API_KEY:-}" ] && [ "$DRY_RUN" = 0 ] && [ "$key_rc" = 1 ]; then
-    VLLM_API_KEY="$(head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 40)"
-    echo "   $TPU_KEY_SECRET: a new random key for vLLM's --api-key on TPU nodes (never printed)"
-  fi
-  secret "$TPU_KEY_SECRET" VLLM_API_KEY
+  secret "$TPU_KEY_SECRET" VLLM_API_KEY random  # vLLM's --api-key on TPU nodes
   # The TPU node runs as the Compute Engine default service account: it writes vLLM's lines to Cloud Logging
   # (gcplogs) and reads the API key and the HF token in its startup script.
   NUMBER="$(value_of gcloud projects describe "$PROJECT" --format="value(projectNumber)" || true)"
@@ -219,7 +224,7 @@ if [ "$TPU" = 1 ]; then
   done
 fi
 
-step "7. Memorystore for Redis, reached over the VPC"
+step "Memorystore for Redis, reached over the VPC"
 if missing gcloud redis instances describe "$REDIS_INSTANCE" --region="$REGION" --project="$PROJECT"; then
   run gcloud redis instances create "$REDIS_INSTANCE" --region="$REGION" --size=1 --tier=basic \
     --redis-version=redis_7_2 --network="projects/$PROJECT/global/networks/$NETWORK" --connect-mode=direct-peering \
@@ -238,7 +243,7 @@ fi
 
 SUB_PATH=""
 if [ "$ALERTS" = pubsub ]; then
-  step "8. Pub/Sub topic and subscription for Cloud Monitoring alerts"
+  step "Pub/Sub topic and subscription for Cloud Monitoring alerts"
   if missing gcloud pubsub topics describe "$TOPIC" --project="$PROJECT"; then
     run gcloud pubsub topics create "$TOPIC" --project="$PROJECT"
   fi
@@ -261,7 +266,8 @@ if [ "$ALERTS" = pubsub ]; then
   SUB_PATH="projects/$PROJECT/subscriptions/$SUBSCRIPTION"
 fi
 
-step "9. Build and deploy the bot"
+step "Build and deploy the bot"
+BUILD_STEP="$STEP"
 REDIS_HOST="$(value_of gcloud redis instances describe "$REDIS_INSTANCE" --region="$REGION" --project="$PROJECT" \
   --format='value(host)' || true)"
 REDIS_URL="redis://${REDIS_HOST:-REDIS_HOST}:6379/0"
@@ -290,7 +296,7 @@ if [ -n "$BOT_URL" ] && [ "$SLACK_MODE" = http ]; then
   echo "   command, Event Subscriptions and Interactivity (slack-app-manifest.yaml's BOT_URL lines)."
 fi
 
-step "10. Alert policies that feed the bot (notification channel + Cloud Monitoring policies)"
+step "Alert policies that feed the bot (notification channel + Cloud Monitoring policies)"
 ALERT_ARGS=(setup-alerts --project="$PROJECT" --service="$VLLM_SERVICE")
 [ "$DRY_RUN" = 1 ] && ALERT_ARGS+=(--dry-run)
 if [ ! -x "$GEMMA_SRE" ]; then
@@ -301,11 +307,18 @@ if [ "$ALERTS" = pubsub ]; then
   ALERT_ARGS+=(--pubsub-topic="projects/$PROJECT/topics/$TOPIC")
 else
   if [ -z "$BOT_URL" ]; then
-    ready=0
-    echo "   The bot has no URL yet: after its first deploy (step 9), run ./dev setup again. It then creates the"
-    echo "   webhook channel for https://BOT_URL/alerts/gcp?auth_token=<alert-webhook-token> and the policies."
+    echo "   The bot has no URL yet: after its first deploy (step $BUILD_STEP), run ./dev setup again. It then creates"
+    echo "   the webhook channel for https://BOT_URL/alerts/gcp?auth_token=<alert-webhook-token> and the policies."
+    if [ "$DRY_RUN" = 1 ]; then
+      echo "   What that run creates (BOT_URL standing for the bot's URL):"
+      export ALERT_WEBHOOK_URL="https://BOT_URL/alerts/gcp?auth_token=<alert-webhook-token>"
+    else
+      ready=0
+    fi
   else
     TOKEN="${ALERT_WEBHOOK_TOKEN:-}"
+    # A dry run does not read the secret's value: the URL it shows hides the token anyway.
+    [ -n "$TOKEN" ] || [ "$DRY_RUN" = 0 ] || TOKEN="<alert-webhook-token>"
     [ -n "$TOKEN" ] || TOKEN="$(value_of gcloud secrets versions access latest --secret=alert-webhook-token \
       --project="$PROJECT" || true)"
     if [ -z "$TOKEN" ]; then
