@@ -33,6 +33,7 @@ from handlers.registry import load_all
 from handlers.render_text import to_text
 from handlers.reply import Button, FileOut, Reply
 from handlers.router import help_for, parse, run_action, run_command, too_long
+from skills.deploy.flow import BACKGROUND
 from skills.errors import failure_class
 
 log = logging.getLogger(__name__)
@@ -98,13 +99,14 @@ class ConsoleResponder:
         return ts
 
     def _lines(self, reply: Reply) -> list[str]:
-        text = to_text(reply)
+        # Slack's mrkdwn made plain in prose only: code (log lines, commands) is shown as it is.
+        text = to_text(reply, markup=plain_markup)
         for b in reply.buttons:
             n = len(self.buttons) + 1
             if f"  [{b.label}]  ({b.action_id} {b.value})" in text:
                 text = text.replace(f"  [{b.label}]  ({b.action_id} {b.value})", f"  [{n}] {b.label}", 1)
             self.buttons.append((b, ""))
-        return [plain_markup(line) for line in text.splitlines()]
+        return text.splitlines()
 
     def _print(self, lines: list[str], prefix: str = "") -> None:
         for line in lines:
@@ -350,6 +352,16 @@ def _log_to_file() -> str:
     return path
 
 
+def interrupted_note(watches: int) -> str:
+    """What the console says after Ctrl-C stopped a line; `watches`: how many watches that line started go on."""
+    if watches:
+        return (
+            "(interrupted; the watch goes on in the background: its progress and outcome still show here and in "
+            "`/gemma audit`. `quit` or Ctrl-D leaves)"
+        )
+    return "(interrupted; `quit` or Ctrl-D leaves)"
+
+
 async def interact(deps: Deps, responder: ConsoleResponder, reader: LineReader, log_path: str) -> int:
     """The read -> run -> print loop. Ctrl-C cancels the running command; at the prompt it leaves."""
     loop = asyncio.get_running_loop()
@@ -359,6 +371,7 @@ async def interact(deps: Deps, responder: ConsoleResponder, reader: LineReader, 
             if reader.interactive:
                 print(file=responder.out)  # leave on a fresh line after ^D / ^C
             break
+        before = set(BACKGROUND)  # the watches already going on: a Ctrl-C leaves the ones this line starts
         task = loop.create_task(handle_line(deps, responder, line))
         watching = False
         if reader.interactive:
@@ -375,7 +388,9 @@ async def interact(deps: Deps, responder: ConsoleResponder, reader: LineReader, 
         except asyncio.CancelledError:
             if not task.cancelled():
                 raise
-            print("^C (interrupted; `quit` or Ctrl-D leaves)", file=responder.out)
+            # The terminal has echoed ^C already: the line says what happened, once.
+            going = [t for t in BACKGROUND if t not in before and not t.done()]
+            print(" " + interrupted_note(len(going)), file=responder.out)
         except Exception as exc:
             eid = uuid.uuid4().hex[:8]
             log.exception("console line failed (error id %s): %r", eid, line[:200])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from handlers.reply import Reply
 
@@ -41,17 +42,24 @@ def _plain(s: str) -> str:
     return _EMOJI.sub(_symbol, s)
 
 
-def to_text(reply: Reply) -> str:
-    out = [_plain(reply.title)]
+def to_text(reply: Reply, markup: Callable[[str], str] | None = None) -> str:
+    """`markup`: what a surface does to each line of prose (the console strips Slack's mrkdwn); a code section is
+    never given to it: log lines and commands are shown as they are (`__init__.py` stays `__init__.py`)."""
+
+    def plain(s: str) -> str:
+        s = _plain(s)
+        return "\n".join(markup(line) for line in s.split("\n")) if markup else s
+
+    out = [plain(reply.title)]
     for s in reply.sections:
         if s.heading:
             out.append("")
-            out.append(f"== {_plain(s.heading)}")
+            out.append(f"== {plain(s.heading)}")
         if s.text:
-            out.append(_plain(s.text))
+            out.append(plain(s.text))
         width = max((len(k) for k, _ in s.fields), default=0)
         for k, v in s.fields:
-            out.append(f"  {k.ljust(width)}  {_plain(v)}")
+            out.append(f"  {k.ljust(width)}  {plain(v)}")
         if s.code:
             out.extend("    " + line for line in s.code.splitlines())
     for b in reply.buttons:
@@ -59,5 +67,5 @@ def to_text(reply: Reply) -> str:
     for f in reply.files:
         out.append(f"  (file: {f.filename}, {len(f.content)} bytes)")
     if reply.context:
-        out.append(_plain(reply.context))
+        out.append(plain(reply.context))
     return "\n".join(out)

@@ -70,8 +70,12 @@ class Reply(BaseModel):
         return [(u, label) for u, label in self.links if _safe_link(u, label)]
 
     def mention(self, user_id: str) -> str:
-        """`<@ID>` for the text, and the id listed as trusted so the renderer keeps it a mention."""
-        if _USER_ID.match(user_id) and user_id not in self.mentions:
+        """`<@ID>` for the text, and the id listed as trusted so the renderer keeps it a mention. An identity that
+        is no Slack user id (the canary's automatic rollback, `CANARY_ROLLBACK_IDENTITY`; an MCP stdio caller;
+        the console) is named as `@name`, plain text: as `<@name>` Slack would show the escaped markup."""
+        if not _USER_ID.match(user_id):
+            return f"@{user_id}"
+        if user_id not in self.mentions:
             self.mentions.append(user_id)
         return f"<@{user_id}>"
 

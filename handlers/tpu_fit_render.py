@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from handlers.reply import Reply
+from skills.capacity.prices import format_usd
 from skills.capacity.tpu_fit import TpuFitReport, TpuFitRequest
 from skills.durations import format_duration
 from skills.errors import InvalidInput
@@ -46,9 +47,9 @@ def render_tpu_fit(r: TpuFitReport) -> Reply:
         reply.add(heading="Not served on TPU (yet)", text="\n".join(f"• {u}" for u in r.unsupported))
     if r.smallest_that_fits:
         reply.add(text=f"Smallest slice that fits: `{r.smallest_that_fits}`.")
-    hourly = f"${r.hourly_usd:.2f}/h" if r.hourly_usd is not None else "no sourced price"
+    hourly = format_usd(r.hourly_usd, "h")
     idle = (
-        f"${r.hourly_usd:.2f}/h, ${r.monthly_idle_usd:,.0f}/month while ACTIVE, serving or not (no scale to zero)"
+        f"{hourly}, {format_usd(r.monthly_idle_usd, 'month', places=0)} while ACTIVE, serving or not (no scale to zero)"
         if r.hourly_usd is not None and r.monthly_idle_usd is not None
         else f"bills while ACTIVE; {r.price_source}"
     )

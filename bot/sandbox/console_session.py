@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from bot.console import ConsoleResponder, handle_line
+from bot.console import ConsoleResponder, handle_line, interrupted_note
 from bot.deps import Deps
 from bot.sandbox.attach import attach_console, build_sandbox_deps
 from bot.sandbox.clock import SandboxClock
@@ -23,7 +23,7 @@ from bot.sandbox.cloud import Sandbox
 from bot.settings import load_settings
 from bot.wiring import reconcile_writes, resume_canary_watches
 from handlers.registry import load_all
-from skills.deploy.flow import settle_background
+from skills.deploy.flow import BACKGROUND, settle_background
 
 SERVICE = "vllm-gemma4"
 
@@ -114,6 +114,7 @@ class ConsoleSession:
         """Type a line and press Ctrl-C once what it printed satisfies `when` (or it ended first)."""
         assert self.deps is not None
         mark = len(self.text)
+        before = set(BACKGROUND)
         task = asyncio.get_running_loop().create_task(handle_line(self.deps, self.responder, text))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
@@ -126,7 +127,8 @@ class ConsoleSession:
         try:
             await task
         except asyncio.CancelledError:
-            print("^C (interrupted; `quit` or Ctrl-D leaves)", file=self.out)
+            going = [t for t in BACKGROUND if t not in before and not t.done()]
+            print("^C " + interrupted_note(len(going)), file=self.out)  # ^C: the terminal's echo of the key
         return self.text[mark:]
 
     async def settle(self, timeout_s: float = 120.0) -> bool:

@@ -201,13 +201,69 @@ class VllmSim:
         return 1 + len(text.split())  # BOS + one token per word
 
     async def _tokenize(self, request: Request) -> JSONResponse:
-        body = await request.json()
+        body = await self._json_body(request, "TokenizeCompletionRequest")
+        if isinstance(body, JSONResponse):
+            return body
         if "messages" in body:
             text = " ".join(str(m.get("content", "")) for m in body["messages"])
         else:
             text = str(body.get("prompt", ""))
         n = self.count_tokens(text)
         return JSONResponse({"count": n, "max_model_len": self.config.max_model_len, "tokens": list(range(n))})
+
+    async def _json_body(self, request: Request, model: str) -> dict[str, Any] | JSONResponse:
+        """The request's JSON object, or vLLM's answer to a body that is not one: 400 with its validation error.
+
+        vLLM's routes take a pydantic request model through FastAPI, so a body that is not JSON fails FastAPI's
+        parsing with a `json_invalid` error (fastapi/routing.py: loc ("body", the decoder's position), msg "JSON
+        decode error", ctx the decoder's message), and JSON that is not an object fails the model (pydantic's
+        `model_type`). vLLM's RequestValidationError handler answers either with 400 and its ErrorResponse,
+        `{"error": {"message": "1 validation error:\n  {...}", "type": "Bad Request", "param": "body...",
+        "code": 400}}` (vllm/entrypoints/serve/utils/server_utils.py `validation_exception_handler`; ErrorInfo
+        in vllm/entrypoints/openai/engine/protocol.py). /tokenize's model is a union upstream; named by its
+        completion variant here."""
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            return self._validation_error(
+                {
+                    "type": "json_invalid",
+                    "loc": ("body", exc.pos),
+                    "msg": "JSON decode error",
+                    "input": {},
+                    "ctx": {"error": exc.msg},
+                }
+            )
+        except UnicodeDecodeError as exc:
+            return self._validation_error(
+                {
+                    "type": "json_invalid",
+                    "loc": ("body", 0),
+                    "msg": "JSON decode error",
+                    "input": {},
+                    "ctx": {"error": str(exc)},
+                }
+            )
+        if not isinstance(body, dict):
+            return self._validation_error(
+                {
+                    "type": "model_type",
+                    "loc": ("body",),
+                    "msg": f"Input should be a valid dictionary or instance of {model}",
+                    "input": body,
+                    "ctx": {"class_name": model},
+                }
+            )
+        return body
+
+    @staticmethod
+    def _validation_error(error: dict[str, Any]) -> JSONResponse:
+        message = f"1 validation error:\n  {error}"
+        param = ".".join(str(part) for part in error["loc"])
+        return JSONResponse(
+            {"error": {"message": message, "type": "Bad Request", "param": param, "code": 400}}, status_code=400
+        )
 
     def _error(self, status: int, message: str) -> JSONResponse:
         kind = "BadRequestError" if status == 400 else "InternalServerError"
@@ -238,7 +294,9 @@ class VllmSim:
 
     async def _chat(self, request: Request) -> Response:
         arrival = time.perf_counter()
-        body = await request.json()
+        body = await self._json_body(request, "ChatCompletionRequest")
+        if isinstance(body, JSONResponse):
+            return body
         prompt = " ".join(str(m.get("content") or "") for m in body.get("messages", []))
         prompt_tokens = self.count_tokens(prompt)
         if (err := self._admit(request, body, prompt_tokens)) is not None:
@@ -251,7 +309,9 @@ class VllmSim:
 
     async def _completions(self, request: Request) -> Response:
         arrival = time.perf_counter()
-        body = await request.json()
+        body = await self._json_body(request, "CompletionRequest")
+        if isinstance(body, JSONResponse):
+            return body
         prompt = str(body.get("prompt", ""))
         prompt_tokens = self.count_tokens(prompt)
         if (err := self._admit(request, body, prompt_tokens)) is not None:

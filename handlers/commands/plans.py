@@ -189,7 +189,8 @@ def outcome_line(plan: Plan, user_id: str, result: ExecResult, elapsed_s: float)
         title = f":white_check_mark: Action done: {plan.kind} `{plan.service}` succeeded"
     else:
         title = f":x: Action failed: {plan.kind} `{plan.service}`: {shorten(redact(result.detail), 300)}"
-    reply = Reply(title=title + f" ({format_duration(elapsed_s)}, confirmed by <@{user_id}>)", mentions=[user_id])
+    reply = Reply(title=title)
+    reply.title += f" ({format_duration(elapsed_s)}, confirmed by {reply.mention(user_id)})"
     reply.context = f"plan `{plan.id}`: {shorten(plan.summary, 200)}"
     return reply
 

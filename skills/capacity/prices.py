@@ -99,6 +99,17 @@ class Price(BaseModel):
     checked: dt.date
 
 
+UNKNOWN_PRICE = "price unknown"
+
+
+def format_usd(amount: float | None, per: str = "", *, approx: bool = False, places: int = 2) -> str:
+    """A price as replies show it: `$2.70/h`, `~$1,971/month`. A price with no sourced rate (None) is
+    "price unknown", never a made-up `$0`."""
+    if amount is None:
+        return UNKNOWN_PRICE
+    return ("~" if approx else "") + f"${amount:,.{places}f}" + (f"/{per}" if per else "")
+
+
 @lru_cache(maxsize=1)
 def load_prices() -> PriceTable:
     text = resources.files("skills").joinpath("data/prices.yaml").read_text(encoding="utf-8")

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from skills.errors import InvalidInput, explain_validation
+from skills.errors import InvalidInput, explain_error
 
 STABLE_TAG = "stable"
 CANARY_TAG = "canary"
@@ -51,7 +51,8 @@ def canary_percent(value: Any) -> int:
     try:
         return CanaryParams(percent=value).percent
     except ValidationError as exc:
+        # The person typed `--canary N` (an agent or MCP: `canary`): the error names that, not the model's field.
+        said = "; ".join(explain_error({**err, "loc": ("canary",)}) for err in exc.errors()) + "."
         raise InvalidInput(
-            f"Invalid canary: {explain_validation(exc, flag_style=True)}",
-            "`--canary N` sends N% of traffic (1 to 50) to the new revision.",
+            f"Invalid canary: {said}", "`--canary N` sends N% of traffic (1 to 50) to the new revision."
         ) from None

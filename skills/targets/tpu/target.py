@@ -24,6 +24,7 @@ import yaml
 
 from skills.actions.params import DeployParams, DestroyParams
 from skills.capacity.catalog import load_catalog
+from skills.capacity.prices import format_usd
 from skills.capacity.tpu_catalog import TpuCatalog, load_tpu_catalog
 from skills.capacity.tpu_fit import TpuFitRequest, check_tpu_fit
 from skills.deploy.changes import FieldChange
@@ -334,13 +335,15 @@ class TpuTarget:
                 + ". Nothing the bot can do: request TPU quota (Console > IAM & Admin > Quotas, service "
                 f"{self.tpu.quota.service}), or try another provisioning model (spot draws on preemptible quota)."
             )
-        price = f"${fit.hourly_usd:.2f}/h" if fit.hourly_usd is not None else "no sourced price"
+        cost = format_usd(fit.hourly_usd, "h")
+        if fit.monthly_idle_usd is not None:
+            cost += ", " + format_usd(fit.monthly_idle_usd, "month", approx=True, places=0)
         lines = [
             f"{fit.model} on {fit.accelerator_type} ({fit.chips} chips, {provisioning}): "
             + fit.verdict.replace("_", " "),
             f"KV cache {fit.kv_free_gib:g} GiB = {fit.kv_cache_tokens:,} tokens; {fit.max_concurrency:g} x "
             f"{fit.max_model_len:,}-token sequences",
-            f"Cost {price} while ACTIVE, serving or idle (no scale to zero); ~${fit.monthly_idle_usd or 0:,.0f}/month",
+            f"Cost while ACTIVE, serving or idle (no scale to zero): {cost}",
         ]
         notes = [*fit.unsupported, *fit.problems, *fit.notes]
         notes += ["Zone search: " + o.line() for o in options]
@@ -377,7 +380,7 @@ class TpuTarget:
             info.tier if info.tier != "reserved" else "reserved", self.tpu.region_of(info.zone)
         )
         chips = self.tpu.accelerator(info.accelerator_type)[1].chips if info.accelerator_type else 0
-        cost = f", ${rate * chips:.2f}/h" if rate is not None and chips else ""
+        cost = f", {format_usd(rate * chips if rate is not None else None, 'h')}" if chips else ""
         return Plan(
             kind="destroy",
             service=service,

@@ -9,6 +9,7 @@ import asyncio
 
 from pydantic import BaseModel
 
+from skills.capacity.prices import format_usd
 from skills.capacity.tpu_catalog import Provisioning, TpuCatalog
 from skills.errors import NotFound, UserFacingError
 from skills.ports import PreflightUnavailable, QuotaReader
@@ -31,7 +32,7 @@ class ZoneOption(BaseModel):
         return self.offered is not False and quota_ok and self.quota != 0
 
     def line(self) -> str:
-        price = f"${self.chip_hour_usd * self.chips:.2f}/h" if self.chip_hour_usd is not None else "price not sourced"
+        price = format_usd(self.chip_hour_usd * self.chips if self.chip_hour_usd is not None else None, "h")
         offered = {True: "offers it", False: "does not offer it", None: "not asked"}[self.offered]
         quota = "quota unknown" if self.quota is None else ("unlimited" if self.quota == -1 else f"quota {self.quota}")
         mark = ":white_check_mark:" if self.usable else ":x:"
