@@ -38,9 +38,9 @@ def _preload(test_files: list[str]) -> None:
             ep.load()
         import hypothesis.strategies  # noqa: F401  (its pytest plugin defers this import to the first run)
 
-        import tests.conftest  # noqa: F401  (its imports are the expensive part)
-
-        for f in test_files:  # and what the tests themselves import
+        # What pytest will import for the jobs, imported once here as pytest would (by path, as modules of the
+        # copy): the conftest and the test files, whose imports of the libraries are the expensive part.
+        for f in ["tests/conftest.py", *test_files]:
             try:
                 importlib.import_module(f.removesuffix(".py").replace("/", "."))
             except Exception as exc:  # noqa: BLE001 - a module that fails here fails in the run, where it counts
