@@ -1,10 +1,12 @@
 """Memory sizes: the one reader of a memory quantity, for plans, prices, the sandbox and diagnosis alike.
 
 Cloud Run's memory limit is a Kubernetes resource quantity (the Admin API v2's `resources.limits["memory"]`;
-Cloud Run's "Configure memory limits" page writes its maximum as "32 gibibyte (32 Gi)"). Kubernetes' meaning of
-memory units ("Resource Management for Pods and Containers", Memory units): the suffixes k, M, G, T are powers of
-1000 and Ki, Mi, Gi, Ti powers of 1024; a plain number is bytes; suffixes are case-sensitive. So `32G` is 29.8 GiB,
-not 32: two readers that disagreed on this priced and planned one service differently (issue 44).
+Cloud Run's "Configure memory limits" page, cloud.google.com/run/docs/configuring/services/memory-limits, writes
+its maximum as "32 gibibyte (32 Gi)"). Kubernetes' meaning of memory units ("Resource Management for Pods and
+Containers", kubernetes.io/docs/concepts/configuration/manage-resources-containers/#meaning-of-memory): the
+suffixes k, M, G, T are powers of 1000 and Ki, Mi, Gi, Ti powers of 1024; a plain number is bytes; suffixes are
+case-sensitive (a lower-case `m` is milli, not mega). So `32G` is 29.8 GiB, not 32: two readers that disagreed
+on this priced and planned one service differently (issue 44).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ All values are synthetic (made up here, shaped like the formats in tests/redacti
 from __future__ import annotations
 
 import base64
+from urllib.parse import quote
 
 import pytest
 
@@ -212,3 +213,19 @@ def test_redact_obj_keeps_settings_empty_values_and_non_string_keys() -> None:
         "client_secret": None,
         "Password": "[REDACTED:secret]",
     }
+
+
+def test_a_token_encoded_twice_inside_a_redirect_parameter_is_masked() -> None:
+    """A sign-in redirect carries a URL in a parameter, and that URL carries another one in its own parameter,
+    so the inner URL's query is percent-encoded twice (`%253D` for `=`): here oauth2-proxy's `rd=` holding a
+    `continue=` that holds a token-info URL with a Google access token in its query (a synthetic token of the
+    `ya29.` shape the plain rule masks). Decoded once, the token still sits behind `%3D` and no rule reads it."""
+    token = "ya29.a0AfB_byC3kLq9ZrT7mWx2PdVn8sHj4QeYt6UoIiGf1"
+    inner = f"https://www.googleapis.com/oauth2/v3/tokeninfo?access_token={token}"
+    middle = "https://accounts.example.com/signin?continue=" + quote(inner, safe="")
+    line = f'INFO:     10.128.0.4:51234 - "GET /oauth2/start?rd={quote(middle, safe="")} HTTP/1.1" 302 Found'
+    assert "%253Faccess_token%253Dya29." in line  # the token's query really is encoded twice
+    assert redact(line) == (
+        'INFO:     10.128.0.4:51234 - "GET /oauth2/start?rd=https://accounts.example.com/signin?continue='
+        'https://www.googleapis.com/oauth2/v3/tokeninfo?access_token=[REDACTED:google_oauth_token] HTTP/1.1" 302 Found'
+    )
