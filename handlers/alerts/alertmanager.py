@@ -1,7 +1,8 @@
 """Prometheus Alertmanager webhooks (version "4": grouped `alerts[]`).
 
 Fingerprint field: each alert's `fingerprint` (Alertmanager's hash of its label set), so one delivery can
-carry several alerts, each deduplicated on its own.
+carry several alerts, each deduplicated on its own. Secrets in any field are masked as the alert is made
+(handlers/alerts/decode.py `redact_alert`), after its identity is taken.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from handlers.alerts.decode import redact_alert
 from skills.incidents.model import Alert, normalise_severity
 
 FINGERPRINT_FIELDS = ("alerts[].fingerprint",)
@@ -61,21 +63,23 @@ def to_alerts(w: Webhook) -> list[Alert]:
         name = a.labels.get("alertname", "Alertmanager alert")
         service = next((a.labels[k] for k in SERVICE_LABELS if a.labels.get(k)), "")
         out.append(
-            Alert(
-                source="alertmanager",
-                fingerprint=a.fingerprint,
-                state=a.status,
-                name=name,
-                service=service,
-                severity=normalise_severity(a.labels.get("severity")),
-                summary=a.annotations.get("summary") or a.annotations.get("description", ""),
-                started_at=_real(a.startsAt),
-                ended_at=_real(a.endsAt) if a.status == "resolved" else None,
-                url=f"{base}/#/alerts" if base else a.generatorURL,
-                revision=a.labels.get("instance", "") if service else "",
-                labels=a.labels,
-                truncated_alerts=w.truncatedAlerts,
-                condition=name,  # alertname: the same rule firing on more instances is one failure
+            redact_alert(  # identity from the raw fingerprint and alertname, then every text field masked
+                Alert(
+                    source="alertmanager",
+                    fingerprint=a.fingerprint,
+                    state=a.status,
+                    name=name,
+                    service=service,
+                    severity=normalise_severity(a.labels.get("severity")),
+                    summary=a.annotations.get("summary") or a.annotations.get("description", ""),
+                    started_at=_real(a.startsAt),
+                    ended_at=_real(a.endsAt) if a.status == "resolved" else None,
+                    url=f"{base}/#/alerts" if base else a.generatorURL,
+                    revision=a.labels.get("instance", "") if service else "",
+                    labels=a.labels,
+                    truncated_alerts=w.truncatedAlerts,
+                    condition=name,  # alertname: the same rule firing on more instances is one failure
+                )
             )
         )
     return out

@@ -5,13 +5,20 @@
 - Text that JSON allows but nothing downstream can carry is cleaned, so the alert still goes through: a lone
   surrogate (`"\\udfff"` is valid JSON, but UTF-8 cannot encode it, so Redis, Slack and the JSON dump would
   all fail) becomes U+FFFD; NUL and the other C0/C1 controls except tab and newline are dropped.
+- Secrets in the alert's text are masked once, where the alert is made (`redact_alert`, called by each source's
+  `to_alerts`), so the queue, the incident record, Slack, the commands that list incidents and the postmortem
+  file all hold the masked text whichever of them shows a field (renderers still escape it for their format).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any
+
+from skills.incidents.model import Alert
+from skills.logs.redact import redact, redact_obj
 
 MAX_DEPTH = 64  # the deepest alert schema (Alertmanager: body > alerts > alert > labels) is 4 levels
 
@@ -68,3 +75,35 @@ def _clean(doc: Any) -> Any:
                     stack.append((v, depth + 1))
                 node[clean_text(k)] = v
     return root[0]
+
+
+def _masked_id(raw: str) -> str:
+    """`raw` redacted, for a field the alert's identity rides on (its fingerprint, the condition and service it
+    groups by). Redaction must not merge alerts (two policies that differ only by the token in their names would
+    become one condition) nor split one (it is deterministic: a retry masks the same way). So a value the
+    redactor changed carries a digest of the raw value: the same raw value, the same masked id; two raw values,
+    two ids. A value with no secret is left exactly as sent (the common case: ids and names stay readable)."""
+    masked = redact(raw)
+    if masked == raw:
+        return raw
+    return f"{masked} #{hashlib.sha256(raw.encode()).hexdigest()[:12]}"
+
+
+def redact_alert(alert: Alert) -> Alert:
+    """The alert with every text field redacted (skills/logs/redact.py), its identity kept: the fingerprint,
+    condition and service are computed by the source's parser from the raw payload first, then masked with
+    `_masked_id`, so dedup and grouping see exactly the alerts they saw before. Label names are redacted too; a
+    label whose name means a secret (`api_key`, `password`) loses its whole value (`redact_obj`)."""
+    labels = {redact(str(k)): str(v) for k, v in redact_obj(alert.labels).items()}
+    return alert.model_copy(
+        update={
+            "fingerprint": _masked_id(alert.fingerprint),
+            "condition": _masked_id(alert.condition),
+            "service": _masked_id(alert.service),
+            "name": redact(alert.name),
+            "summary": redact(alert.summary),
+            "url": redact(alert.url),
+            "revision": redact(alert.revision),
+            "labels": labels,
+        }
+    )

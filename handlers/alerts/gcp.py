@@ -1,6 +1,7 @@
 """Google Cloud Monitoring webhook notifications (schema "1.2", older "1.x", and the console's test notice).
 
-Fingerprint field: `incident.incident_id` (stable across the open/closed notifications of one incident).
+Fingerprint field: `incident.incident_id` (stable across the open/closed notifications of one incident). Secrets in
+any field are masked as the alert is made (handlers/alerts/decode.py `redact_alert`), after its identity is taken.
 Condition (what failed; skills/incidents/model.py groups by it): the policy and condition names on the monitored
 resource's revision. Cloud Monitoring opens an incident per time series that meets a condition and closes it
 when the condition stops being met (https://cloud.google.com/monitoring/alerts/concepts-indepth, "Number of
@@ -16,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from handlers.alerts.decode import redact_alert
 from skills.incidents.model import Alert, normalise_severity
 
 FINGERPRINT_FIELDS = ("incident.incident_id",)
@@ -118,20 +120,22 @@ def to_alerts(n: Notification) -> list[Alert]:
     revision = labels.get("revision_name") or metric_labels.get("revision_name", "")
     condition = " / ".join(x for x in (inc.policy_name, inc.condition_name) if x) or "Cloud Monitoring alert"
     return [
-        Alert(
-            source="gcp",
-            condition=f"{condition} @ {revision}" if revision else condition,
-            fingerprint=inc.incident_id,
-            state="firing" if inc.state == "open" else "resolved",
-            name=inc.policy_name or inc.condition_name or "Cloud Monitoring alert",
-            service=service,
-            severity=normalise_severity(inc.severity or user.get("severity")),
-            summary=summary,
-            started_at=_when(inc.started_at),
-            ended_at=_when(inc.ended_at),
-            url=inc.url,
-            revision=revision,
-            labels={**user, **{f"resource.{k}": v for k, v in labels.items()}},
-            test=n.version == "test",
+        redact_alert(  # identity from the raw ids and names above, then every text field masked
+            Alert(
+                source="gcp",
+                condition=f"{condition} @ {revision}" if revision else condition,
+                fingerprint=inc.incident_id,
+                state="firing" if inc.state == "open" else "resolved",
+                name=inc.policy_name or inc.condition_name or "Cloud Monitoring alert",
+                service=service,
+                severity=normalise_severity(inc.severity or user.get("severity")),
+                summary=summary,
+                started_at=_when(inc.started_at),
+                ended_at=_when(inc.ended_at),
+                url=inc.url,
+                revision=revision,
+                labels={**user, **{f"resource.{k}": v for k, v in labels.items()}},
+                test=n.version == "test",
+            )
         )
     ]
