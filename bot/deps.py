@@ -66,6 +66,7 @@ class Deps:
     # Other serving targets wired beside the default, by kind, and the services that run on them.
     extra_targets: dict[str, ServingTarget] = field(default_factory=dict)
     service_targets: dict[str, str] = field(default_factory=dict)
+    learned_targets: dict[str, str] = field(default_factory=dict)  # names the targets answered for (registry.py)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _shares: FairShares | None = None
     _stopping: bool = False
@@ -78,6 +79,8 @@ class Deps:
             by_kind={default.kind: default, **self.extra_targets},
             default_kind=default.kind,
             services=self.service_targets,
+            default_service=self.settings.vllm_service_name,
+            learned=self.learned_targets,
         )
 
     @property

@@ -30,7 +30,8 @@ def lifecycle_fields(r: Reply, inc: Incident) -> list[tuple[str, str]]:
     if life.acked_by:
         fields.append(("Acknowledged", f"{r.mention(life.acked_by)} at {_at(life.acked_at)}"))
     if life.owner:
-        fields.append(("Owner", f"{r.mention(life.owner)} since {_at(life.owned_at)}"))
+        took = f" (taken over from {r.mention(life.took_from)})" if life.took_from else ""
+        fields.append(("Owner", f"{r.mention(life.owner)} since {_at(life.owned_at)}{took}"))
     if life.snooze:
         until = "until resolved" if life.snooze_until is None else f"until {_at(life.snooze_until)}"
         fields.append(("Snoozed", f"{until} by {r.mention(life.snoozed_by)}"))
@@ -70,7 +71,8 @@ def life_line(rec: LifeRecord) -> str:
     if rec.action == "ack":
         return f":eyes: Acknowledged by {who} at {_at(rec.at)}"
     if rec.action == "own":
-        return f":bust_in_silhouette: {who} took ownership at {_at(rec.at)}"
+        took = f", taken over from <@{rec.took_from}>" if rec.took_from else ""
+        return f":bust_in_silhouette: {who} took ownership at {_at(rec.at)}{took}"
     if rec.action == "snooze":
         until = "until the incident resolves" if rec.until is None else f"until {_at(rec.until)}"
         return (

@@ -141,9 +141,10 @@ def lines_reply(events: Sequence[Event], service: str) -> Reply:
     """One thread message for everything that happened since the last one (repeats already coalesced)."""
     lines = [event_line(e, service) for e in events]
     r = Reply(title=lines[0])
-    for e in events:  # lifecycle lines name who acted: those ids stay mentions
-        if e.life is not None and e.life.by:
-            r.mention(e.life.by)
+    for e in events:  # lifecycle lines name who acted (and whose ownership was taken over): those ids stay mentions
+        for who in (e.life.by, e.life.took_from) if e.life is not None else ():
+            if who:
+                r.mention(who)
     rest, size, cut = [], 0, 0
     for line in lines[1:]:
         if size + len(line) + 1 > SUMMARY_TEXT_MAX - 40:

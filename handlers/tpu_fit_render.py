@@ -6,7 +6,7 @@ import argparse
 
 from handlers.reply import Reply
 from skills.capacity.prices import format_usd
-from skills.capacity.tpu_fit import TpuFitReport, TpuFitRequest
+from skills.capacity.tpu_fit import TpuFitReport, TpuFitRequest, refuse_gpu_only
 from skills.durations import format_duration
 from skills.errors import InvalidInput
 
@@ -16,8 +16,6 @@ _VERDICT = {
     "does_not_fit": (":x:", "does NOT fit"),
     "unsupported": (":no_entry:", "is unsupported (yet) by vLLM's TPU backend on"),
 }
-# Flags that only mean something on a GPU: refused with --tpu rather than silently ignored.
-_GPU_ONLY = ("gpu", "gpu_count", "cpu_offload_gb", "enforce_eager", "host_memory_gib", "dtype", "vllm_image")
 
 
 def tpu_request(ns: argparse.Namespace) -> TpuFitRequest | None:
@@ -26,9 +24,8 @@ def tpu_request(ns: argparse.Namespace) -> TpuFitRequest | None:
         if getattr(ns, "provisioning", None) is not None:
             raise InvalidInput("`--provisioning` applies to a TPU plan.", "Add `--tpu v6e-4` (or v6e-1, v6e-8).")
         return None
-    given = [f"--{k.replace('_', '-')}" for k in _GPU_ONLY if getattr(ns, k, None) is not None]
-    if given:
-        raise InvalidInput(f"{', '.join(given)} do not apply with `--tpu`.", "A TPU plan takes the slice type only.")
+    # Flags that only mean something on a GPU: refused rather than silently ignored (the list: tpu_fit.GPU_ONLY).
+    refuse_gpu_only(vars(ns), "with `--tpu`", "A TPU plan takes the slice type only.")
     return TpuFitRequest(
         model=ns.model,
         accelerator_type=ns.tpu,

@@ -18,12 +18,13 @@ from bot.settings import Settings
 from handlers.commands.incidents import check_resolve, incident_row
 from handlers.context import ActionContext
 from handlers.reply import Reply
+from handlers.router import run_action
 from skills.clock import ScaledClock
 from skills.incidents.lifecycle_store import ActionRefused, IncidentLifecycle
 from skills.incidents.model import utcnow
 from skills.incidents.store import IncidentStore
 from tests.alerts_fixtures import PostsSlack, basic, gcp_alert, tuned
-from tests.deploy_helpers import click
+from tests.deploy_helpers import RecordingResponder
 from tests.test_incidents_storm import close, drained, incident_headers, replies, start, text_of
 
 START = 1795183200
@@ -58,6 +59,18 @@ async def _gcp(bot: Any, incident_id: str, state: str = "open", started_at: int 
         body["incident"]["ended_at"] = started_at + 600
     r = await bot.client.post("/alerts/gcp", json=body, headers=basic())
     assert r.status_code == 202, r.text
+
+
+async def click(
+    bot: Any, slack: PostsSlack, header: dict[str, Any], action_id: str, value: str, user: str = "UDEPLOYER",
+    form: dict[str, str] | None = None,
+) -> tuple[Reply | None, RecordingResponder]:  # fmt: skip
+    """A button pressed on the incident's header (its buttons act only on the incident of their message)."""
+    responder = RecordingResponder()
+    channel = slack.channel_id(header["channel"])
+    ctx = ActionContext(deps=bot.deps, responder=responder, user_id=user, channel_id=channel, action_id=action_id,
+                        value=value, message_ts=header["ts"], thread_ts=header["ts"], form=form or {})  # fmt: skip
+    return await run_action(ctx), responder
 
 
 def _inc_id(header: dict[str, Any]) -> str:
@@ -172,20 +185,18 @@ async def test_the_buttons_and_the_resolve_form_record_who_and_refuse_a_bad_clic
         assert await drained(bot)
         [h] = incident_headers(slack)
         inc_id = _inc_id(h)
-        assert await click(bot.deps, "gemma_inc_ack", inc_id, user="UERIN") == (None, ANY)
-        refused, _ = await click(bot.deps, "gemma_inc_snooze_2d", inc_id)
+        assert await click(bot, slack, h, "gemma_inc_ack", inc_id, user="UERIN") == (None, ANY)
+        refused, _ = await click(bot, slack, h, "gemma_inc_snooze_2d", inc_id)
         assert refused is not None and refused.ephemeral and "Unknown snooze" in refused.title
-        gone, _ = await click(bot.deps, "gemma_inc_own", "inc-missing")
-        assert gone is not None and "No incident inc-missing" in gone.title
-        _, responder = await click(bot.deps, "gemma_inc_resolve", inc_id)
+        gone, _ = await click(bot, slack, h, "gemma_inc_own", "inc-missing")
+        assert gone is not None and "names incident inc-missing" in gone.title and "nothing changed" in gone.title
+        _, responder = await click(bot, slack, h, "gemma_inc_resolve", inc_id)
         [modal] = responder.modals
         meta = modal["private_metadata"]
         empty = ActionContext(deps=bot.deps, responder=responder, user_id="UERIN", channel_id="C1",
                               action_id="gemma_inc_resolve_submit", value=meta, form={"note": " "})  # fmt: skip
         assert await check_resolve(empty) == {"note": "Say what fixed it, or why it is closed."}
-        done, _ = await click(
-            bot.deps, "gemma_inc_resolve_submit", modal["private_metadata"], user="UFRAN", form={"note": "rolled back"}
-        )
+        done, _ = await click(bot, slack, h, "gemma_inc_resolve_submit", meta, "UFRAN", {"note": "rolled back"})
         assert done is None
         assert await drained(bot)
     finally:

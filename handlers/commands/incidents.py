@@ -16,7 +16,7 @@ from handlers.incident_lifecycle_render import (
     resolve_modal,
 )
 from handlers.registry import action, command, view_check
-from handlers.reply import FileOut, Reply
+from handlers.reply import FileOut, Reply, error_reply
 from skills.durations import format_duration
 from skills.errors import InvalidInput
 from skills.incidents.lifecycle import NOTE_MAX, SNOOZES
@@ -77,24 +77,36 @@ async def incidents(ctx: CommandContext) -> Reply:
     return r
 
 
-async def _act(ctx: ActionContext, what: str, snooze: str = "", note: str = "") -> Reply | None:
+def _refusal(exc: ActionRefused) -> Reply:
+    """To the presser alone (the response URL; chat.postEphemeral after a form): the header does not change."""
+    return error_reply(str(exc), mentions=exc.mentions)
+
+
+def _thread(ctx: ActionContext) -> tuple[str, str]:
+    """The channel and thread of the message pressed: its incident is the only one its buttons act on."""
+    return ctx.channel_id, ctx.thread_ts or ctx.message_ts
+
+
+async def _act(
+    ctx: ActionContext, what: str, thread: tuple[str, str], snooze: str = "", note: str = ""
+) -> Reply | None:
     try:
         await lifecycle(ctx.deps.redis, ctx.deps.settings.key_prefix).act(
-            ctx.value, what, ctx.user_id, utcnow(), snooze=snooze, note=note
+            ctx.value, what, ctx.user_id, utcnow(), snooze=snooze, note=note, thread=thread
         )
     except ActionRefused as exc:
-        return Reply(title=f":warning: {exc}", ephemeral=True)
+        return _refusal(exc)
     return None  # the header and a thread line show it (the publisher edits and posts)
 
 
 @action(ACK_ACTION)
 async def on_ack(ctx: ActionContext) -> Reply | None:
-    return await _act(ctx, "ack")
+    return await _act(ctx, "ack", _thread(ctx))
 
 
 @action(OWN_ACTION)
 async def on_own(ctx: ActionContext) -> Reply | None:
-    return await _act(ctx, "own")
+    return await _act(ctx, "own", _thread(ctx))
 
 
 @action(SNOOZE_ACTION + "*")
@@ -102,23 +114,32 @@ async def on_snooze(ctx: ActionContext) -> Reply | None:
     choice = ctx.action_id.removeprefix(SNOOZE_ACTION)
     if choice not in SNOOZES:
         return Reply(title=f":warning: Unknown snooze {choice!r}.", ephemeral=True)
-    return await _act(ctx, "snooze", snooze=choice)
+    return await _act(ctx, "snooze", _thread(ctx), snooze=choice)
 
 
 @action(RESOLVE_ACTION)
 async def on_resolve_open(ctx: ActionContext) -> Reply | None:
-    inc = await lifecycle(ctx.deps.redis, ctx.deps.settings.key_prefix).find(ctx.value)
-    if inc is None:
-        return Reply(title=f":warning: No incident {ctx.value} is recorded.", ephemeral=True)
-    await ctx.responder.open_modal(resolve_modal(inc, ctx.channel_id, ctx.thread_ts or ctx.message_ts))
+    """The Resolve… form, unless the resolve would be refused (then the refusal, before anyone types a note)."""
+    thread = _thread(ctx)
+    try:
+        inc = await lifecycle(ctx.deps.redis, ctx.deps.settings.key_prefix).check(
+            ctx.value, "resolve", ctx.user_id, thread
+        )
+    except ActionRefused as exc:
+        return _refusal(exc)
+    await ctx.responder.open_modal(resolve_modal(inc, *thread))
     return None
 
 
-def _meta_incident(value: str) -> str:
+def _meta(value: str) -> dict[str, str]:
+    """The Resolve… form's private_metadata: the incident, and the channel and thread its button was pressed in."""
     try:
-        return str(json.loads(value).get("incident", ""))
-    except (ValueError, AttributeError):
-        return ""
+        meta = json.loads(value)
+    except ValueError:
+        return {}
+    if not isinstance(meta, dict):
+        return {}
+    return {k: str(meta.get(k) or "") for k in ("incident", "channel_id", "thread_ts")}
 
 
 @view_check(RESOLVE_SUBMIT)
@@ -133,11 +154,12 @@ async def check_resolve(ctx: ActionContext) -> dict[str, str]:
 
 @action(RESOLVE_SUBMIT)
 async def on_resolve_submit(ctx: ActionContext) -> Reply | None:
-    inc_id = _meta_incident(ctx.value)
-    if not inc_id:
+    meta = _meta(ctx.value)
+    if not meta.get("incident"):
         raise InvalidInput("This form names no incident.", "Press Resolve… in the incident's thread again.")
-    ctx.value = inc_id
-    return await _act(ctx, "resolve", note=ctx.form.get(NOTE_BLOCK, ""))
+    ctx.value = meta["incident"]
+    # the form acts only on the incident of the message its Resolve… was pressed on
+    return await _act(ctx, "resolve", (meta["channel_id"], meta["thread_ts"]), note=ctx.form.get(NOTE_BLOCK, ""))
 
 
 def _runbook_args(p: CommandParser) -> None:

@@ -49,6 +49,12 @@ def _query(ctx: CommandContext) -> LogQuery:
     )
 
 
+async def _located_query(ctx: CommandContext) -> LogQuery:
+    """The query, once the registry has asked which target holds the service (so `for_service` names it)."""
+    await ctx.deps.targets.locate(ctx.opts.service or ctx.deps.settings.vllm_service_name)
+    return _query(ctx)
+
+
 async def _unknown_revision(ctx: CommandContext, q: LogQuery) -> None:
     """A revision named and no log line for it: if Cloud Run does not know it either, say "not found", as
     `/gemma rollback` does, rather than "no lines" or "no known failure". (A revision deleted from Cloud Run
@@ -129,7 +135,7 @@ def render_diagnosis(service: str, d: Diagnosis, past: list[Finding] | None = No
     ack="Reading logs…",
 )
 async def logs(ctx: CommandContext) -> Reply:
-    q = _query(ctx)
+    q = await _located_query(ctx)
     digest, _ = await logs_digest(_logs_port(ctx, q.service), q, ctx.deps.settings.log_token_budget)
     if digest.stats.lines_in == 0:
         await _unknown_revision(ctx, q)
@@ -143,7 +149,7 @@ async def logs(ctx: CommandContext) -> Reply:
     ack="Diagnosing…",
 )
 async def diagnose(ctx: CommandContext) -> Reply:
-    q = _query(ctx)
+    q = await _located_query(ctx)
     service: ServiceInfo | None = None
     try:  # current settings make remediations concrete (max instances + 1); diagnosis works without them
         service = await ctx.deps.targets.for_service(q.service).get_service(q.service)

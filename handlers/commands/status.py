@@ -81,7 +81,7 @@ async def read_status(deps: HandlerDeps, service: str | None, *, fresh: bool) ->
     `<key_prefix>:status:<service>` (a confirmed write drops that key: skills/deploy/flow.py)."""
     st = deps.settings
     service = service or st.vllm_service_name
-    target = deps.targets.for_service(service)
+    target = await deps.targets.locate(service)  # the target holding that name, asked (skills/targets/registry.py)
     return await service_status(
         target,
         deps.model_server,

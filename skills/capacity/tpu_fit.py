@@ -24,6 +24,7 @@ its source. A slice bills while its node is READY and cannot scale to zero: the 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,6 +33,7 @@ from skills.capacity import kv_accounting as kva
 from skills.capacity.catalog import Catalog, ModelProfile, load_catalog
 from skills.capacity.fit_types import GIB
 from skills.capacity.tpu_catalog import Provisioning, Support, TpuCatalog, load_tpu_catalog
+from skills.errors import InvalidInput
 
 HOURS_PER_MONTH = 730  # Google's monthly pricing convention (skills/data/prices.yaml worked example)
 BF16_BYTES = 2
@@ -85,6 +87,49 @@ class TpuFitReport(BaseModel):
     @property
     def ok(self) -> bool:
         return self.verdict == "fits"
+
+
+# Settings that only mean something on a GPU, by the field name `/gemma fit` and `/gemma deploy` both use: the flag
+# as typed and why it has no place on a slice. The TPU plan neither accounts for them nor passes them to vLLM, so
+# `fit --tpu` and a TPU deploy plan refuse them (refuse_gpu_only) rather than ignore them silently.
+GPU_ONLY: dict[str, tuple[str, str]] = {
+    "gpu": ("--gpu", "a slice is chosen by its TPU type, not a GPU"),
+    "gpu_count": ("--gpu-count", "a slice's chips come with its TPU type"),
+    "cpu_offload_gb": ("--cpu-offload-gb", "the TPU plan does not offload weights to host RAM"),
+    "enforce_eager": ("--enforce-eager", "it turns off CUDA graphs; on TPU, XLA compiles the model"),
+    "host_memory_gib": ("--memory", "Cloud Run's instance memory; a TPU VM's host comes with its type"),
+    "memory": ("--memory", "Cloud Run's instance memory; a TPU VM's host comes with its type"),
+    "dtype": ("--dtype", "`half` is for GPUs without bf16; a TPU computes in bf16"),
+    "vllm_image": ("--vllm-image", "a CUDA image's KV rules; the TPU plan follows vLLM's TPU backend"),
+    "kv_cache_dtype": ("--kv-cache-dtype", "the TPU plan sizes the KV cache in bf16 only"),
+}
+# Values that ask for nothing a slice lacks (the defaults): not refused.
+_HARMLESS: dict[str, object] = {"kv_cache_dtype": "auto", "enforce_eager": False, "cpu_offload_gb": 0}
+
+
+def gpu_only_flags(values: Mapping[str, object]) -> list[tuple[str, str]]:
+    """(flag, why) for each GPU-only setting given in `values` (field name -> value; None: not given)."""
+    found: dict[str, str] = {}
+    for name, (flag, why) in GPU_ONLY.items():
+        value = values.get(name)
+        if value is None or (name in _HARMLESS and value == _HARMLESS[name]):
+            continue
+        found.setdefault(flag, why)
+    return list(found.items())
+
+
+def refuse_gpu_only(
+    values: Mapping[str, object], on: str, hint: str, also: list[tuple[str, str]] | None = None
+) -> None:
+    """InvalidInput naming every GPU-only setting given (and `also`: a caller's own (flag, why) to refuse with
+    them), and why each does not apply `on` (e.g. "with `--tpu`"): the one check `/gemma fit --tpu` and a Cloud
+    TPU deploy plan (skills/targets/tpu/target.py) share."""
+    given = [*gpu_only_flags(values), *(also or [])]
+    if not given:
+        return
+    flags = ", ".join(f"`{flag}`" for flag, _ in given)
+    why = given[0][1] if len(given) == 1 else "; ".join(f"`{flag}`: {reason}" for flag, reason in given)
+    raise InvalidInput(f"{flags} {'does' if len(given) == 1 else 'do'} not apply {on}: {why}.", hint)
 
 
 def block_tokens(tpu: TpuCatalog, max_model_len: int) -> int:

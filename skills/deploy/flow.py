@@ -52,9 +52,16 @@ class WriteFlow:
     ) -> Plan:
         """Compute and store a plan (the one entry point for commands and plan buttons). A plan asked for in a
         thread remembers it, and the incident whose thread it is, so progress and outcome land there."""
-        target = self.targets.for_write(kind, params, self.env.service)
+        target = await self.targets.locate_write(kind, params, self.env.service)
         plan = await build_plan(
-            kind, params, target, self.env, user_id=user_id, channel_id=channel_id, preflight=self.preflight
+            kind,
+            params,
+            target,
+            self.env,
+            user_id=user_id,
+            channel_id=channel_id,
+            preflight=self.preflight,
+            targets=self.targets,  # a deploy's name may not be another target's service
         )
         if thread_ts:
             plan.thread_ts = thread_ts
@@ -116,6 +123,12 @@ class WriteFlow:
             raise
         finally:
             await self._forget_status(plan.service)  # a status read during the rollout cached the rollout
+        # Where the name now lives, for the commands that route by name alone (skills/targets/registry.py): a
+        # deploy's target holds it even when it failed (a failed queued resource stays until deleted).
+        if plan.kind == "deploy":
+            self.targets.learn(plan.service, plan.target)
+        elif plan.kind == "destroy" and result.ok:
+            self.targets.forget(plan.service)
         outcome = ("deleted" if plan.kind == "destroy" else "ready") if result.ok else "failed"
         final = Progress(phase=outcome, elapsed_s=result.duration_s, done=True, ok=result.ok, detail=result.detail)
         await self._record(plan.id, user_id, final.model_copy(update={"revision": result.revision}))

@@ -3,7 +3,9 @@
 A plan says what will change (a field diff against the running service), what the capacity planner thinks
 (verdict, figures, required changes), and the equivalent CLI command. Nothing is written here. The serving
 target builds the plan in its own spec (the Cloud Run target: skills/targets/cloud_run/plan_*.py); here a write
-the target cannot do is refused first (skills/targets/port.py capabilities), and preflight runs on the result.
+the target cannot do is refused first (skills/targets/port.py capabilities), a deploy under a name another target
+already holds is refused after (service names are unique across targets: status, logs and destroy reach a service
+by its name alone, skills/targets/registry.py), and preflight runs on the result.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from skills.deploy.preflight import PreflightSources, run_preflight
 from skills.deploy.profiles import load_profiles
 from skills.errors import InvalidInput
 from skills.targets.port import ServingTarget, require
+from skills.targets.registry import Targets, who_holds
 
 __all__ = ["ActionKind", "build_plan", "check_capabilities"]
 
 _KINDS: tuple[str, ...] = get_args(ActionKind)
+_ASK_TIMEOUT_S = 10.0  # asking another target for a name, when no preflight limit is wired
 
 
 def check_capabilities(kind: str, params: dict[str, Any], target: ServingTarget, service: str) -> None:
@@ -58,9 +62,11 @@ async def build_plan(
     channel_id: str = "",
     offline: bool = False,
     preflight: PreflightSources | None = None,
+    targets: Targets | None = None,
 ) -> Plan:
     """`offline` (deploy only): rendered without reading the running service. `preflight`: run the checks on a
-    deploy or redeploy plan."""
+    deploy or redeploy plan. `targets`: every wired target, for a deploy's name (another target may not hold it,
+    nor may the settings give it to another target)."""
     if kind not in _KINDS:
         raise InvalidInput(f"Unknown action `{kind}`.", "Known: " + ", ".join(sorted(_KINDS)) + ".")
     if not isinstance(params, dict):
@@ -72,6 +78,41 @@ async def build_plan(
     plan = await target.plan(cast(ActionKind, kind), params, env, offline=offline, quotas=quotas)
     plan.target = target.kind
     plan.created_by, plan.channel_id = user_id, channel_id
+    if kind == "deploy" and (targets is not None or offline):
+        await _unique_name(plan, target, targets, offline, preflight.timeout_s if preflight else _ASK_TIMEOUT_S)
     if preflight is not None and kind in ("deploy", "redeploy") and plan.spec is not None and not offline:
         plan.preflight = await run_preflight(preflight, target.preflight_target(plan.spec, env))
     return plan
+
+
+async def _unique_name(
+    plan: Plan, target: ServingTarget, targets: Targets | None, offline: bool, timeout_s: float
+) -> None:
+    """Refuse a deploy under a name another target holds, or one the settings give another target (the fix:
+    another name, or destroy the other); say so when a target could not be asked, or when the plan is rendered
+    offline and none was."""
+    name = plan.service
+    others = targets.others(target) if targets is not None else []
+    wired = targets.wired_kind(name) if targets is not None else None
+    refusals: list[str] = []
+    if wired is not None and targets is not None and wired != target.kind:
+        refusals.append(
+            f"`{name}` is the {targets.for_kind(wired).display} service this bot's settings name: status, logs and "
+            f"destroy of `{name}` reach {targets.for_kind(wired).display}. Pick another `--service` name."
+        )
+    if offline:
+        displays = " or ".join(t.display for t in others) or "another serving target"
+        plan.notes.append(f"Not checked (rendered offline): whether {displays} already has a service `{name}`.")
+    else:
+        for h in await who_holds(others, name, timeout_s):
+            if h.holds:
+                refusals.insert(
+                    0,
+                    f"`{name}` is already a {h.target.display} service: a {target.display} deploy under that name "
+                    f"would leave status, logs and destroy of `{name}` reaching only one of them. Pick another "
+                    f"`--service` name, or `/gemma destroy {name}` (the {h.target.display} one) first.",
+                )
+            elif h.holds is None:
+                plan.notes.append(f"Could not check whether {h.target.display} already has a service `{name}`: {h.why}")
+    if refusals:
+        plan.refusal = " ".join([*refusals[:1], plan.refusal]).strip()

@@ -8,18 +8,28 @@ calls it every step with the wall time, a test with the time it wants.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from pydantic import BaseModel
 
-from skills.incidents.lifecycle import LifeRecord, Status
+from skills.incidents.lifecycle import LifeRecord, Refused, Status
 from skills.incidents.model import Incident
 from skills.incidents.store import RECORD_TTL_S, IncidentStore
 from skills.ports import StorePipeline
 
 
 class ActionRefused(ValueError):
-    """The action cannot apply (nothing changed): the message says why."""
+    """The action cannot apply (nothing changed): the message says why, naming people as <@ID> (`mentions`)."""
+
+    def __init__(self, message: str, mentions: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.mentions = mentions
+
+
+def _shown_id(inc_id: str) -> str:
+    """An incident id from a button or form, fit to quote back (it is the presser's input, not our record)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "", inc_id)[:40] or "(none)"
 
 
 class Listed(BaseModel):
@@ -36,19 +46,63 @@ class IncidentLifecycle:
     def k_snoozes(self) -> str:
         return self.store.key("incident", "snoozes")
 
+    async def check_thread(self, inc_id: str, channel: str, thread_ts: str) -> None:
+        """A button or form acts only on the incident of the message it came from: `inc_id` (from the button's
+        value or the form's private_metadata) must be the incident bound to that channel and thread (the header
+        posted there, incident:by-thread). ActionRefused otherwise."""
+        bound = await self.store.thread_incident(channel, thread_ts)
+        if bound == inc_id:
+            return
+        named = _shown_id(inc_id)
+        if bound:
+            raise ActionRefused(
+                f"This button names incident {named}, but its message is incident {bound}'s: a button acts only on "
+                "the incident of its message; nothing changed."
+            )
+        raise ActionRefused(
+            f"This message is not the header of incident {named} (or its record expired): a button acts only on "
+            "the incident of its message; nothing changed."
+        )
+
+    async def check(self, inc_id: str, action: str, by: str, thread: tuple[str, str] | None = None) -> Incident:
+        """The incident, if `by` may do `action` on it from `thread` now (nothing is written); ActionRefused why not."""
+        if thread is not None:
+            await self.check_thread(inc_id, *thread)
+        inc = await self.store.load(inc_id)
+        if inc is None:
+            raise ActionRefused(f"No incident {_shown_id(inc_id)} is recorded (it may have expired).")
+        refused = inc.life.refusal(action, by, firing=inc.state == "firing", closed_at=inc.ended_at)
+        if refused is not None:
+            raise ActionRefused(str(refused), refused.mentions)
+        return inc
+
     async def act(
-        self, inc_id: str, action: str, by: str, now: datetime, *, snooze: str = "", note: str = ""
+        self,
+        inc_id: str,
+        action: str,
+        by: str,
+        now: datetime,
+        *,
+        snooze: str = "",
+        note: str = "",
+        thread: tuple[str, str] | None = None,
     ) -> tuple[Incident, LifeRecord]:
-        """Apply one user's action; ActionRefused (nothing changed) for an unknown incident or a bad action."""
+        """Apply one user's action; ActionRefused (nothing changed) for an unknown incident, a bad action, one the
+        rules of who may press what refuse (skills/incidents/lifecycle.py), or, with the (channel, thread ts) of
+        the message pressed, an incident that is not that thread's."""
+        if thread is not None:
+            await self.check_thread(inc_id, *thread)
         key = self.store.k_incident(inc_id)
 
         async def put(p: StorePipeline) -> tuple[Incident, LifeRecord]:
             raw = await p.get(key)
             if not raw:
-                raise ActionRefused(f"No incident {inc_id} is recorded (it may have expired).")
+                raise ActionRefused(f"No incident {_shown_id(inc_id)} is recorded (it may have expired).")
             inc = Incident.model_validate_json(raw)
             try:
                 rec = inc.act(action, by, now, snooze=snooze, note=note)
+            except Refused as exc:
+                raise ActionRefused(str(exc), exc.mentions) from None
             except ValueError as exc:
                 raise ActionRefused(str(exc)) from None
             p.multi()

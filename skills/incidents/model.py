@@ -271,9 +271,12 @@ class Incident(BaseModel):
         )
 
     def act(self, action: str, by: str, now: datetime, *, snooze: str = "", note: str = "") -> LifeRecord:
-        """A lifecycle action from the thread (raises ValueError, changing nothing, for a bad one)."""
+        """A lifecycle action from the thread (raises ValueError, changing nothing, for a bad one; a `Refused` for
+        one the rules of who may press what refuse: skills/incidents/lifecycle.py)."""
         firing = self.state == "firing"
-        rec = self.life.apply(action, by, now, firing=firing, rank=_rank(self.severity), snooze=snooze, note=note)
+        rec = self.life.apply(
+            action, by, now, firing=firing, rank=_rank(self.severity), snooze=snooze, note=note, closed_at=self.ended_at
+        )
         self.rev += 1
         self.add_life_event(rec, now)
         return rec

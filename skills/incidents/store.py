@@ -133,8 +133,9 @@ class IncidentStore:
             change = inc.apply(entry_id, alert, now, posted_through=through)
             p.multi()
             p.set(self.k_incident(inc.id), inc.model_dump_json(), ex=RECORD_TTL_S)
-            p.set(by_alert, inc.id, ex=RECORD_TTL_S)
-            p.set(by_group, inc.id, ex=RECORD_TTL_S)
+            if change is not Change.STALE:  # a stale notice re-points nothing (the group may have a newer thread)
+                p.set(by_alert, inc.id, ex=RECORD_TTL_S)
+                p.set(by_group, inc.id, ex=RECORD_TTL_S)
             if opened:  # the storm detector counts these (an hour is kept)
                 p.zadd(self.k_index, {inc.id: inc.opened_at.timestamp()})  # /gemma incidents, what changed
                 now_s = self.clock.now()
@@ -171,12 +172,13 @@ class IncidentStore:
         return True
 
     async def _find(self, p: StorePipeline, entry_id: str, alert: Alert, now: datetime, window: int) -> Incident | None:
-        """Its own incident (a resolve or a retry always finds it; a re-fire while active), else the service's
-        active incident when grouping is on, else none."""
+        """Its own incident (a resolve, a job's retry or a late redelivery of a run it holds always finds it; a
+        re-fire while active), else the service's active incident when grouping is on, else none."""
         inc_id = await p.get(self.k_by_alert(alert))
         if inc_id and (raw := await p.get(self.k_incident(str(inc_id)))):
             inc = Incident.model_validate_json(raw)
-            if entry_id in inc.applied or alert.state == "resolved" or inc.active(now, window):
+            known = entry_id in inc.applied or alert.state == "resolved" or _a_known_run(inc, alert)
+            if known or inc.active(now, window):
                 return inc
         if window > 0:
             inc_id = await p.get(self.k_by_group(alert))
@@ -212,6 +214,13 @@ class IncidentStore:
     async def replies(self, inc_id: str) -> list[str]:
         raw = await self.r.hgetall(self.k_replies(inc_id))
         return [str(raw[k]) for k in sorted(raw, key=lambda x: int(x))]
+
+
+def _a_known_run(inc: Incident, alert: Alert) -> bool:
+    """A notice for a run of this alert that the incident already holds (no later start): a late redelivery, which
+    its incident judges (stale) however long ago it went quiet, rather than news opening a thread of its own."""
+    m = inc.members.get(alert.key)
+    return bool(m and m.started_at and alert.started_at and alert.started_at <= m.started_at)
 
 
 def _score(score: float) -> str:

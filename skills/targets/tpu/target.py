@@ -12,6 +12,7 @@ the service's name (skills/deploy/confirm.py).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 import json
@@ -26,7 +27,7 @@ from skills.actions.params import DeployParams, DestroyParams
 from skills.capacity.catalog import load_catalog
 from skills.capacity.prices import format_usd
 from skills.capacity.tpu_catalog import TpuCatalog, load_tpu_catalog
-from skills.capacity.tpu_fit import TpuFitRequest, check_tpu_fit
+from skills.capacity.tpu_fit import TpuFitRequest, check_tpu_fit, refuse_gpu_only
 from skills.deploy.changes import FieldChange
 from skills.deploy.env import DeployEnv
 from skills.deploy.plan_inputs import ActionKind, validate_params
@@ -47,12 +48,26 @@ from skills.ports import (
 )
 from skills.targets.port import ExportedSpec, TargetCapabilities
 from skills.targets.tpu.api import CreateRequest, QueuedInfo, QuotaExhausted, TpuApi
+from skills.targets.tpu.names import check_node_id, valid_node_id
 from skills.targets.tpu.spec import DEFAULT_IMAGE, VLLM_PORT, gcloud_create, metadata_of, spec_from_metadata
 from skills.targets.tpu.zones import ZoneOption, search_zones
 
 KIND = "cloud-tpu"
 _NO_CAPACITY = re.compile(r"no more capacity", re.IGNORECASE)
 _WAITING = ("CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING")
+# Cloud Run settings a deploy may carry (skills/actions/params.py Overrides) that a slice has no use for: refused at
+# plan time beside the GPU-only ones (skills/capacity/tpu_fit.py GPU_ONLY), rather than silently ignored.
+_CLOUD_RUN_ONLY: dict[str, tuple[str, str]] = {
+    "cpu": ("--cpu", "a TPU VM's CPUs come with its type"),
+    "startup_failure_threshold": ("--startup-failure-threshold", "Cloud Run's startup probe; a slice has none"),
+    "startup_period_s": ("--startup-period-s", "Cloud Run's startup probe; a slice has none"),
+    "min_instances": ("--min-instances", "a slice is one node, always on"),
+    "max_instances": ("--max-instances", "a slice is one node, always on"),
+}
+_TPU_FLAGS = (
+    "A Cloud TPU deploy takes `--accelerator-type`, `--zone`, `--provisioning`, `--max-model-len`, "
+    "`--gpu-memory-utilization` (the HBM share), `--max-num-seqs` and `--service`."
+)
 
 
 @dataclass
@@ -113,19 +128,45 @@ class TpuTarget:
         return self.options.zones or list(self.tpu.zones)
 
     async def _find(self, service: str) -> QueuedInfo | None:
+        if not valid_node_id(service):  # no queued resource can have that name: nothing to ask (names.py)
+            return None
         known = self._zone_of.get(service)
-        for zone in [known] if known else self._zones():
-            info = await self.api.get(zone, service)
+        if known:
+            info = await self.api.get(known, service)
+            if info is not None:
+                return info
+            self._zone_of.pop(service, None)  # gone from where it was: look everywhere once more
+        zones = self._zones()
+        for zone, info in zip(zones, await asyncio.gather(*(self.api.get(z, service) for z in zones)), strict=True):
             if info is not None:
                 self._zone_of[service] = zone
                 return info
-        if known:  # gone from where it was: look everywhere once more
-            self._zone_of.pop(service, None)
-            return await self._find(service)
         return None
 
-    async def zone_search(self, accelerator_type: str, provisioning: str) -> list[ZoneOption]:
-        return await search_zones(self.api, self.quotas, self.tpu, accelerator_type, provisioning, self._zones())  # type: ignore[arg-type]
+    async def zone_search(self, accelerator_type: str, provisioning: str, also: str | None = None) -> list[ZoneOption]:
+        """The candidate zones (and `also`, a zone asked for by name) with what each offers, usable first."""
+        zones = self._zones()
+        zones = zones if also is None or also in zones else [*zones, also]
+        return await search_zones(self.api, self.quotas, self.tpu, accelerator_type, provisioning, zones)  # type: ignore[arg-type]
+
+    def _check_args(self, p: DeployParams) -> None:
+        """Every argument of a TPU deploy that cannot work, refused before anything is asked of the cloud: the
+        node id, settings for a GPU or Cloud Run, and a zone outside skills/data/tpu.yaml."""
+        check_node_id(p.service or self.options.service)
+        values = p.model_dump()
+        cloud_run = [
+            flag_why
+            for name, flag_why in _CLOUD_RUN_ONLY.items()
+            if values.get(name) is not None and not (name.endswith("_instances") and values[name] == 1)
+        ]
+        refuse_gpu_only(values, f"on a Cloud TPU slice (profile `{p.profile}`)", _TPU_FLAGS, also=cloud_run)
+        if p.zone is not None and p.zone not in self.tpu.zones:
+            raise InvalidInput(
+                f"`{p.zone}` is not a Cloud TPU v6e zone (skills/data/tpu.yaml `zones`, from "
+                f"{self.tpu.cite(self.tpu.zones_source)}).",
+                "Zones: " + ", ".join(f"`{z}`" for z in self.tpu.zones) + "; or leave out `--zone` and the zone "
+                "search picks one with quota (`/gemma tpu zones` lists them).",
+            )
 
     # --- status ----------------------------------------------------------------------------------------------
 
@@ -286,6 +327,7 @@ class TpuTarget:
     async def _plan_deploy(self, params: dict[str, Any], env: DeployEnv, offline: bool) -> Plan:
         p: DeployParams = validate_params(DeployParams, params, "deploy")
         profile = get_profile(p.profile)
+        self._check_args(p)
         service = p.service or self.options.service
         accel = p.accelerator_type or profile.tpu or "v6e-4"
         provisioning = p.provisioning or profile.provisioning
@@ -299,7 +341,7 @@ class TpuTarget:
             )
         )
         existing = None if offline else await self._find(service)
-        options = await self.zone_search(accel, provisioning) if not offline else []
+        options = await self.zone_search(accel, provisioning, also=p.zone) if not offline else []
         usable = [o.zone for o in options if o.usable]
         zone = p.zone or (usable[0] if usable else (self._zones()[0]))
         zones = [zone, *[z for z in usable if z != zone]]
@@ -322,9 +364,20 @@ class TpuTarget:
             "queueWaitS": self.options.queue_wait_s,
         }
         refusal = ""
+        named = next((o for o in options if o.zone == p.zone), None)  # the zone asked for, as the search found it
         if existing is not None:
             refusal = (
                 f"`{service}` already has a queued resource ({existing.state} in {existing.zone}); destroy it first."
+            )
+        elif named is not None and named.offered is False:
+            refusal = (
+                f"The Cloud TPU API does not list {fit.accelerator_type} in {named.zone}. Pick a zone that offers it "
+                "(`/gemma tpu zones`), or leave out `--zone`."
+            )
+        elif named is not None and not named.usable:
+            refusal = (
+                f"{named.zone} has no TPU quota for this slice: {named.line()}. Request quota there, or leave out "
+                "`--zone` and the zone search picks a zone with quota."
             )
         elif fit.verdict != "fits":
             refusal = "; ".join([*fit.unsupported, *fit.problems]) or fit.verdict
