@@ -55,6 +55,12 @@ def file_for_slack(f: FileOut) -> FileOut:
     return FileOut(filename=strip_bidi(f.filename), title=strip_bidi(f.title), content=content)
 
 
+def _in_code_block(text: str) -> str:
+    """Text for inside a ``` block: three backticks in it (a log line, an alert name) would close the block and
+    show the rest as markup; a zero-width space between them keeps them in (Slack has no escape inside code)."""
+    return text.replace("```", "`\u200b`\u200b`")
+
+
 def escape(text: str) -> str:
     """Slack's three control characters as entities: the text shows as typed and is never markup; bidi
     controls dropped."""
@@ -101,7 +107,9 @@ def to_blocks(reply: Reply) -> tuple[str, list[dict[str, Any]]]:
             fields = [_mrkdwn(safe(f"*{k}*\n{v}", _FIELD_MAX)) for k, v in chunk]
             blocks.append({"type": "section", "fields": fields})
         if s.code:
-            blocks.append({"type": "section", "text": _mrkdwn("```" + safe(s.code, _TEXT_MAX - 6) + "```")})
+            blocks.append(
+                {"type": "section", "text": _mrkdwn("```" + safe(_in_code_block(s.code), _TEXT_MAX - 6) + "```")}
+            )
     actions, dropped = _action_blocks(reply)
     tail: list[dict[str, Any]] = []
     if dropped:

@@ -21,9 +21,18 @@ from skills.durations import parse_duration
 from skills.errors import InvalidInput, UserFacingError
 from skills.incidents.investigation import changes_for, model_problem
 from skills.incidents.model import Incident, utcnow
-from skills.incidents.postmortem import Facts, facts_for_model, follow_ups, gather, render_markdown
+from skills.incidents.postmortem import (
+    Facts,
+    cause_lines,
+    facts_for_model,
+    fix_lines,
+    follow_ups,
+    gather,
+    render_markdown,
+)
 from skills.incidents.store import IncidentStore
 from skills.logs.redact import redact
+from skills.markdown import one_line
 from skills.ports import ModelAPIError
 from skills.text import shorten
 
@@ -70,23 +79,27 @@ async def model_prose(deps: HandlerDeps, facts: Facts) -> str:
 
 
 def postmortem_reply(facts: Facts, markdown: str, prose: str) -> Reply:
+    """The draft in the thread, from the facts (never parsed back out of the Markdown, where outside text sits):
+    each item one line (outside text cannot add a line, a heading or a bullet), the renderer escapes the rest."""
     inc = facts.incident
-    r = Reply(title=f":memo: Postmortem draft: {redact(inc.lead.name)[:120]} on {inc.service} (`{inc.id}`)")
+    name = shorten(one_line(redact(inc.lead.name)), 120)
+    r = Reply(title=f":memo: Postmortem draft: {name} on {one_line(redact(inc.service))} (`{inc.id}`)")
     if prose:
         r.add(heading="Summary (the model's words, from the facts below)", text=prose[:SECTION_MAX])
-    r.add(heading="Impact", text="\n".join(facts.impact.lines) or f"Not measured: {facts.impact.unavailable}")
+    impact = [one_line(line) for line in facts.impact.lines] or [f"Not measured: {one_line(facts.impact.unavailable)}"]
+    r.add(heading="Impact", text="\n".join(impact))
     rows = [f"{i.at:%H:%M:%S}  {i.what}  [{i.source}]" for i in facts.timeline]
     timeline = redact("\n".join(rows))
     r.add(
         heading="Timeline (UTC)",
         code=timeline[:SECTION_MAX] + ("\n… (the file has all of it)" if len(timeline) > SECTION_MAX else ""),
     )
-    section = markdown.split("## Cause", 1)[-1].split("---", 1)[0]
-    r.add(
-        text=redact("*Cause*" + section.replace("## ", "*").replace("\n- [ ] ", "\n• ").replace("\n- ", "\n• "))[
-            :SECTION_MAX
-        ]
-    )
+    for heading, items in (
+        ("Cause", cause_lines(facts)),
+        ("What fixed it", fix_lines(facts)),
+        ("Follow-ups", follow_ups(facts) or ["none recorded"]),
+    ):
+        r.add(heading=heading, text=redact("\n".join(f"• {item}" for item in items))[:SECTION_MAX])
     r.files.append(FileOut(filename=f"postmortem-{inc.id}.md", title=f"Postmortem {inc.id}", content=markdown.encode()))
     r.context = "every fact from the records (incident, thread, audit, revisions, Cloud Monitoring); redacted"
     return r

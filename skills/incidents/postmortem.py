@@ -4,13 +4,22 @@ the thread's findings as stored, the audit of writes, the revisions (what change
 `gather` collects the facts; `render_markdown` writes the deterministic draft. A model, when one is configured,
 only adds a prose summary in front of the same facts (handlers/commands/postmortem.py): it never supplies one.
 Everything is redacted before it leaves (skills/logs/redact.py), the facts sent to the model included.
+
+Outside text (alert names and services, resolve notes, user ids, audit details, revision names, the model's prose)
+is data in every format written: in the Markdown file each piece is escaped for its position (skills/markdown.py:
+one line, no leading block marker, `|` escaped in table cells, code spans fenced around its backticks), so it
+cannot add a heading, a section or a timeline row; in the Slack reply it is one line per item (the renderer,
+handlers/render_slack.py, escapes Slack's own markup). The lines below are built from pieces, ours and `_Out`
+(outside), and each format quotes the outside pieces its own way (`Quote`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -23,16 +32,53 @@ from skills.incidents.changes import WhatChanged
 from skills.incidents.model import Incident
 from skills.incidents.runbooks import runbook_ref
 from skills.logs.redact import redact
+from skills.markdown import block, code, inline, one_line
 from skills.ports import Metrics, Store
 
 AUDIT_BEFORE_S = 6 * 3600  # writes this long before the start are part of the story (the changes window)
 _KIND = re.compile(r"`([a-z0-9_]+)`")
 
 
+class _Out(str):
+    """A piece of outside text inside a line we write: each format quotes it (`Quote`)."""
+
+
+class Quote(NamedTuple):
+    """How one format writes outside text: as text inside a line, and as a code span."""
+
+    text: Callable[[str], str]
+    code: Callable[[str], str]
+
+
+def _plain_code(s: str) -> str:
+    return "`" + one_line(s).replace("`", "'") + "`"
+
+
+def _md_text(s: str) -> str:
+    return inline(redact(s))  # redacted first: a marker's brackets are then escaped like any others
+
+
+def _md_code(s: str) -> str:
+    return code(redact(s))
+
+
+PLAIN = Quote(text=one_line, code=_plain_code)  # Slack (its renderer escapes) and the model's facts
+MARKDOWN = Quote(text=_md_text, code=_md_code)  # the file
+
+
+def _join(q: Quote, pieces: tuple[str, ...]) -> str:
+    return "".join(q.text(p) if isinstance(p, _Out) else p for p in pieces)
+
+
 class TimelineItem(BaseModel):
     at: datetime
-    what: str
+    what: str  # plain, one line (Slack, the model)
     source: str  # alert | thread | audit | Cloud Run | incident
+    md: str = ""  # the same in Markdown, its outside text escaped for a table cell
+
+    @classmethod
+    def of(cls, at: datetime, source: str, *pieces: str) -> TimelineItem:
+        return cls(at=at, source=source, what=_join(PLAIN, pieces), md=_join(MARKDOWN, pieces))
 
 
 class Finding(BaseModel):
@@ -81,41 +127,44 @@ def findings_of(replies: list[str]) -> list[Finding]:
 
 
 def _timeline(inc: Incident, audit: list[AuditEntry], changes: WhatChanged | None) -> list[TimelineItem]:
+    item = TimelineItem.of
     items: list[TimelineItem] = []
     for m in inc.members.values():
         if m.started_at:
-            items.append(TimelineItem(at=m.started_at, what=f"alert fired: {m.name} ({m.severity})", source="alert"))
+            items.append(item(m.started_at, "alert", "alert fired: ", _Out(m.name), f" ({m.severity})"))
         if m.ended_at:
-            items.append(TimelineItem(at=m.ended_at, what=f"alert resolved: {m.name}", source="alert"))
-    items.append(TimelineItem(at=inc.opened_at, what="incident opened (thread posted)", source="incident"))
+            items.append(item(m.ended_at, "alert", "alert resolved: ", _Out(m.name)))
+    items.append(item(inc.opened_at, "incident", "incident opened (thread posted)"))
     for rec in inc.life.log:
-        who = rec.by or "the bot"
-        what = {
-            "ack": f"acknowledged by {who}",
-            "own": f"{who} took ownership",
-            "snooze": f"snoozed by {who} ({rec.snooze})",
-            "woke": f"snooze ended: {rec.note}",
-            "reopened": "manual resolve withdrawn: the condition fired again",
-            "resolve": f"resolved by {who}: {rec.note}" + (" (the alert still fired)" if rec.firing else ""),
+        who = _Out(rec.by) if rec.by else "the bot"
+        note = _Out(rec.note)
+        pieces: tuple[str, ...] = {
+            "ack": ("acknowledged by ", who),
+            "own": (who, " took ownership"),
+            "snooze": ("snoozed by ", who, " (", _Out(rec.snooze), ")"),
+            "woke": ("snooze ended: ", note),
+            "reopened": ("manual resolve withdrawn: the condition fired again",),
+            "resolve": ("resolved by ", who, ": ", note, " (the alert still fired)" if rec.firing else ""),
         }[rec.action]
-        items.append(TimelineItem(at=rec.at, what=what, source="thread"))
+        items.append(item(rec.at, "thread", *pieces))
     for e in audit:
+        at = datetime.fromtimestamp(e.at, inc.opened_at.tzinfo)
         if e.result == "pending":
-            what = f"{e.action} confirmed by {e.user_id}"
-        else:
-            made = f", revision {e.revision}" if e.revision else ""
-            what = f"{e.action} {e.result} ({e.user_id}{made})" + (f": {e.detail[:200]}" if e.detail else "")
-        items.append(TimelineItem(at=datetime.fromtimestamp(e.at, inc.opened_at.tzinfo), what=what, source="audit"))
+            items.append(item(at, "audit", f"{e.action} confirmed by ", _Out(e.user_id)))
+            continue
+        made = (", revision ", _Out(e.revision)) if e.revision else ()
+        detail = (": ", _Out(e.detail[:200])) if e.detail else ()
+        items.append(item(at, "audit", f"{e.action} {e.result} (", _Out(e.user_id), *made, ")", *detail))
     if changes is not None:
         for c in changes.changes:
             if c.created_at is not None:
-                who = "outside the bot" if c.outside_bot else f"{c.action} by {c.by}"
+                who_made = ("outside the bot",) if c.outside_bot else (f"{c.action} by ", _Out(c.by))
                 items.append(
-                    TimelineItem(at=c.created_at, what=f"revision {c.revision} created ({who})", source="Cloud Run")
+                    item(c.created_at, "Cloud Run", "revision ", _Out(c.revision), " created (", *who_made, ")")
                 )
     if inc.fix is not None:
-        ready = f": revision {inc.fix.revision} ready" if inc.fix.revision else ""
-        items.append(TimelineItem(at=inc.fix.at, what=f"fix completed: {inc.fix.action}{ready}", source="incident"))
+        ready = (": revision ", _Out(inc.fix.revision), " ready") if inc.fix.revision else ()
+        items.append(item(inc.fix.at, "incident", f"fix completed: {inc.fix.action}", *ready))
     return sorted(items, key=lambda i: i.at)
 
 
@@ -176,30 +225,33 @@ def _t(t: datetime) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def cause_lines(f: Facts) -> list[str]:
+def cause_lines(f: Facts, q: Quote = PLAIN) -> list[str]:
+    """The cause, one line each, outside text quoted by `q` (PLAIN for Slack and the model, MARKDOWN for the file)."""
     roots = [x for x in f.findings if not x.consequence]
-    out = [f"Finding `{x.kind}`: {x.title}" for x in roots]
-    out += [f"Consequence `{x.kind}`: {x.title}" for x in f.findings if x.consequence]
+    out = [f"Finding `{x.kind}`: {q.text(x.title)}" for x in roots]  # the kind is one of KINDS: ours
+    out += [f"Consequence `{x.kind}`: {q.text(x.title)}" for x in f.findings if x.consequence]
     if f.changes is not None and f.changes.likely_cause:
         c = next((c for c in f.changes.changes if c.revision == f.changes.likely_cause), None)
-        who = "made outside the bot" if c is not None and c.outside_bot else f"made by {c.by if c else '?'}"
-        out.append(f"Likely triggering change: revision `{f.changes.likely_cause}` ({who})")
+        who = "made outside the bot" if c is not None and c.outside_bot else f"made by {q.text(c.by) if c else '?'}"
+        out.append(f"Likely triggering change: revision {q.code(f.changes.likely_cause)} ({who})")
     return out or ["No finding was recorded for this incident."]
 
 
-def fix_lines(f: Facts) -> list[str]:
+def fix_lines(f: Facts, q: Quote = PLAIN) -> list[str]:
+    """What fixed it, one line each, outside text quoted by `q`."""
     inc = f.incident
     out = []
     if inc.fix is not None:
-        out.append(f"{inc.fix.action} at {_t(inc.fix.at)} by {inc.fix.by or '?'}" +
-                   (f": revision `{inc.fix.revision}` ready" if inc.fix.revision else ""))  # fmt: skip
+        out.append(f"{inc.fix.action} at {_t(inc.fix.at)} by {q.text(inc.fix.by) if inc.fix.by else '?'}" +
+                   (f": revision {q.code(inc.fix.revision)} ready" if inc.fix.revision else ""))  # fmt: skip
     for e in f.audit:
         if e.result == "ok" and e.at >= inc.started_at.timestamp():
             out.append(
-                f"{e.action} by {e.user_id} at {datetime.fromtimestamp(e.at, inc.opened_at.tzinfo):%H:%M:%S} UTC: ok"
+                f"{e.action} by {q.text(e.user_id)} at "
+                f"{datetime.fromtimestamp(e.at, inc.opened_at.tzinfo):%H:%M:%S} UTC: ok"
             )
     if inc.life.resolved_by:
-        out.append(f"Resolved by hand by {inc.life.resolved_by}: {inc.life.note}")
+        out.append(f"Resolved by hand by {q.text(inc.life.resolved_by)}: {q.text(inc.life.note)}")
     if inc.state == "resolved" and not out:
         out.append("The alert closed with no write recorded from the bot.")
     return out or ["Not fixed yet: the alert still fires."]
@@ -226,20 +278,20 @@ def render_markdown(f: Facts, prose: str = "") -> str:
     dur = format_duration((end - inc.started_at).total_seconds()) if end else "ongoing"
     lead = inc.lead
     md = [
-        f"# Postmortem: {lead.name} on {inc.service}",
+        f"# Postmortem: {_md_text(lead.name)} on {_md_text(inc.service)}",
         "",
         f"Incident `{inc.id}` · severity {inc.severity} · started {_t(inc.started_at)} · "
         + (f"ended {_t(end)} · duration {dur}" if end else "still open"),
         "",
     ]
     if prose:
-        md += ["## Summary", "", prose.strip(), "", "_Summary drafted by the model from the facts below._", ""]
+        md += ["## Summary", "", block(redact(prose)), "", "_Summary drafted by the model from the facts below._", ""]
     md += ["## Impact", ""]
-    md += [f"- {line}" for line in f.impact.lines] or [f"- Not measured: {f.impact.unavailable}"]
+    md += [f"- {_md_text(line)}" for line in f.impact.lines] or [f"- Not measured: {_md_text(f.impact.unavailable)}"]
     md += ["", "## Timeline (UTC)", "", "| time | what | source |", "|---|---|---|"]
-    md += [f"| {i.at:%H:%M:%S} | {i.what.replace('|', '/')} | {i.source} |" for i in f.timeline]
-    md += ["", "## Cause", ""] + [f"- {line}" for line in cause_lines(f)]
-    md += ["", "## What fixed it", ""] + [f"- {line}" for line in fix_lines(f)]
+    md += [f"| {i.at:%H:%M:%S} | {i.md or _md_text(i.what)} | {i.source} |" for i in f.timeline]
+    md += ["", "## Cause", ""] + [f"- {line}" for line in cause_lines(f, MARKDOWN)]
+    md += ["", "## What fixed it", ""] + [f"- {line}" for line in fix_lines(f, MARKDOWN)]
     md += ["", "## Follow-ups", ""] + ([f"- [ ] {line}" for line in follow_ups(f)] or ["- none recorded"])
     md += [
         "",
