@@ -65,6 +65,14 @@ ROLLBACK_TYPED: Typed = {
     "service": Arg(flags=("--service",), metavar="SERVICE", help=_SERVICE_HELP),
 }
 DESTROY_TYPED: Typed = {"service": Arg(metavar="SERVICE", nargs="?", help=_SERVICE_HELP)}
+# A deploy's (and config's) overrides: the fields of DeployParams, each typed as `--field-name VALUE` with the field's
+# description as its help; a metavar derives from the field's type (N, a Literal's choices, the name for text)
+# except where the type says too little:
+DEPLOY_TYPED: Typed = {
+    "memory": Arg(metavar="SIZE"),  # 32Gi, 16G
+    "cpu": Arg(metavar="N"),  # vCPUs, kept as text ("8", "0.5")
+    "accelerator_type": Arg(metavar="TYPE"),  # v6e-4
+}
 
 
 class QuotaArgs(_Args):

@@ -134,7 +134,13 @@ class CommandParser(argparse.ArgumentParser):
 
     def format_help(self) -> str:
         self.usage = f"%(prog)s {self._words()}".strip()  # the help's usage line in the same order
+        # The hint every error gives (profiles, models, an example) ends the help too; help is shown as code,
+        # so without Slack's backticks.
+        self.epilog = self._hint().replace("`", "").replace("%", "%%") or None
         return super().format_help()
+
+    def _hint(self) -> str:
+        return self.hint() if callable(self.hint) else self.hint  # a callable: read when needed (profiles)
 
     def usage_line(self) -> str:
         """'status [SERVICE] [--fresh]': the full usage, without the '/gemma ' prefix."""
@@ -145,7 +151,7 @@ class CommandParser(argparse.ArgumentParser):
         return f"{self.name} {self._words(max_options)}".strip()
 
     def usage_hint(self) -> str:
-        hint = self.hint() if callable(self.hint) else self.hint  # a callable: read when needed (profiles)
+        hint = self._hint()
         return f"Usage: `/gemma {self.usage_line()}`" + (f" — {hint}" if hint else "")
 
     def wants_help(self, argv: list[str]) -> bool:

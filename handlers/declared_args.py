@@ -14,7 +14,7 @@ import argparse
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel
 
@@ -50,6 +50,32 @@ def _arg(name: str, field: Any, typed: Typed | None) -> Arg:
 
 def _help(name: str, field: Any, typed: Typed | None) -> str | None:
     return field.description or _arg(name, field, typed).help
+
+
+def field_help(model: type[BaseModel], name: str, typed: Typed | None = None) -> str | None:
+    """A field's help: its description (the model's own words, which the MCP schema shows too)."""
+    return _help(name, model.model_fields[name], typed)
+
+
+def field_metavar(model: type[BaseModel], name: str, typed: Typed | None = None) -> str | None:
+    """What a field's value is, as help shows it after its flag: the declared `Arg` metavar, else from its type:
+    a Literal's choices (`on-demand|spot|reserved`), `N` for a number, the field's name for text (`ZONE`); None
+    for a boolean (a switch takes no value)."""
+    field = model.model_fields[name]
+    declared = _arg(name, field, typed).metavar
+    if declared:
+        return declared
+    kinds = [a for a in (get_args(field.annotation) or (field.annotation,)) if a is not type(None)]
+    if get_origin(field.annotation) is Literal:
+        kinds = [field.annotation]
+    literal = [a for a in kinds if get_origin(a) is Literal]
+    if literal:
+        return "|".join(str(v) for v in get_args(literal[0]))
+    if bool in kinds:
+        return None
+    if kinds and all(k in (int, float) for k in kinds):
+        return "N"
+    return name.upper()
 
 
 def arguments(model: type[BaseModel], typed: Typed | None = None) -> ArgsFn:

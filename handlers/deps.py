@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from pydantic import SecretStr
 
@@ -166,12 +166,19 @@ class SlackDirectory(Protocol):
     async def usergroups_users_list(self, *, usergroup: str) -> SlackAnswer: ...
 
 
+class SandboxScenario(NamedTuple):
+    """One sandbox scenario as `/gemma sandbox` lists it."""
+
+    name: str
+    summary: str  # what happens
+    kind: str  # the finding /gemma diagnose should make, or where it shows
+    alert: str  # the Cloud Monitoring alert policy whose incident it opens ("": it opens no incident)
+
+
 class Sandbox(Protocol):
     """The simulated project (bot/sandbox), when the bot runs on it."""
 
-    def scenario_list(self) -> list[tuple[str, str, str]]:
-        """(name, what happens, finding kind) for each scenario."""
-        ...
+    def scenario_list(self) -> list[SandboxScenario]: ...
 
     def describe(self) -> str: ...
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from handlers.args import CommandParser
 from handlers.declared_args import Arg, arguments
+from skills.actions.params import SETTING_HELP, RedeployFixes
 from skills.capacity.fit import FitRequest
 from skills.capacity.tpu_catalog import PROVISIONING
 from skills.deploy.profiles import load_profiles
@@ -50,6 +51,11 @@ _DTYPES = ("auto", "bfloat16", "half")
 _PROVISIONING = PROVISIONING
 
 
+def _same(name: str) -> Any:
+    """A setting fit shares with a deploy: the deploy's description (skills/actions/params.py), one wording."""
+    return Field(None, description=SETTING_HELP[name])
+
+
 class FitArgs(BaseModel):
     """`fit`'s arguments, declared once: `/gemma fit`, `gemma-sre fit` and the MCP fit tool derive from this.
     Every setting defaults to None so that a deploy profile's settings apply unless given (FitRequest, which
@@ -64,28 +70,32 @@ class FitArgs(BaseModel):
     gpu: Annotated[str | None, Arg(flags=("--gpu",))] = Field(
         None, description="GPU (default nvidia-l4; nvidia-rtx-pro-6000, a100-80gb, ...)"
     )
-    gpu_count: Annotated[int | None, Arg(flags=("--gpu-count",), metavar="N", parse=int)] = None
-    max_model_len: Annotated[int | None, Arg(flags=("--max-model-len",), metavar="N", parse=int)] = None
+    gpu_count: Annotated[int | None, Arg(flags=("--gpu-count",), metavar="N", parse=int)] = _same("gpu_count")
+    max_model_len: Annotated[int | None, Arg(flags=("--max-model-len",), metavar="N", parse=int)] = _same(
+        "max_model_len"
+    )
     gpu_memory_utilization: Annotated[
         float | None, Arg(flags=("--gpu-memory-utilization", "--util"), metavar="F", parse=float)
     ] = Field(None, description="default 0.90")
     kv_cache_dtype: Annotated[
         Literal["auto", "fp8", "bf16", "fp16"] | None,
         Arg(flags=("--kv-cache-dtype",), metavar="auto|fp8|bf16|fp16", choices=_KV),
-    ] = None
-    cpu_offload_gb: Annotated[float | None, Arg(flags=("--cpu-offload-gb",), metavar="N", parse=float)] = None
-    enforce_eager: Annotated[bool | None, Arg(flags=("--enforce-eager",), switch=True)] = None
+    ] = _same("kv_cache_dtype")
+    cpu_offload_gb: Annotated[float | None, Arg(flags=("--cpu-offload-gb",), metavar="N", parse=float)] = _same(
+        "cpu_offload_gb"
+    )
+    enforce_eager: Annotated[bool | None, Arg(flags=("--enforce-eager",), switch=True)] = _same("enforce_eager")
     host_memory_gib: Annotated[float | None, Arg(flags=("--memory",), metavar="SIZE", parse=_memory)] = Field(
         None, description="Cloud Run memory (32Gi)"
     )
-    max_num_seqs: Annotated[int | None, Arg(flags=("--max-num-seqs",), metavar="N", parse=int)] = None
+    max_num_seqs: Annotated[int | None, Arg(flags=("--max-num-seqs",), metavar="N", parse=int)] = _same("max_num_seqs")
     max_num_batched_tokens: Annotated[int | None, Arg(flags=("--max-num-batched-tokens",), metavar="N", parse=int)] = (
         Field(None, description="sizes sliding-window KV reservations")
     )
     dtype: Annotated[
         Literal["auto", "bfloat16", "half"] | None,
         Arg(flags=("--dtype",), metavar="auto|bfloat16|half", choices=_DTYPES),
-    ] = None
+    ] = Field(None, description=RedeployFixes.model_fields["dtype"].description)
     limit_mm_per_prompt: Annotated[
         dict[str, int] | None, Arg(flags=("--limit-mm-per-prompt",), metavar="JSON", parse=_mm_limits)
     ] = Field(None, description='vLLM\'s flag: {"image":0,"video":0} skips the vision tower\'s weights')

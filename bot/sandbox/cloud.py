@@ -40,6 +40,7 @@ from bot.sandbox.tpu_nodes import TpuNodeSim
 from bot.sandbox.tpu_scenarios import TPU_SCENARIOS
 from bot.sandbox.vllm_sim import SimConfig, VllmSim
 from bot.settings import Settings
+from handlers.deps import SandboxScenario
 from skills.capacity.tpu_catalog import load_tpu_catalog
 from skills.deploy.env import DeployEnv
 from skills.deploy.plan_builder import build_plan
@@ -295,12 +296,14 @@ class Sandbox:
         async with httpx.AsyncClient(transport=transport, base_url="http://sandbox.local", timeout=30) as client:
             return await client.post("/alerts/gcp", params={"auth_token": self.alert_token}, json=payload)
 
-    def scenario_list(self) -> list[tuple[str, str, str]]:
-        """(name, what happens, the finding kind) for each scenario."""
-        field = [(s.name, s.summary, s.kind) for s in sc.SCENARIOS.values()]
-        tpu = [(s.name, s.summary, s.kind) for s in TPU_SCENARIOS.values()]
-        canary = [(name, what, "a canary's comparison") for name, (what, _) in CANARY_SCENARIOS.items()]
-        preflight = [(name, what, "preflight, at plan time") for name, what in PREFLIGHT_SCENARIOS.items()]
+    def scenario_list(self) -> list[SandboxScenario]:
+        """Every scenario, and the alert whose incident it opens: a field scenario's (`run_scenario` sends
+        Cloud Monitoring's alert for its policy); TPU, preflight and canary scenarios send none (the bot's own
+        commands show them: a deploy's progress, a plan's refusal, status and diagnose, the canary's thread)."""
+        field = [SandboxScenario(s.name, s.summary, s.kind, s.alert) for s in sc.SCENARIOS.values()]
+        tpu = [SandboxScenario(s.name, s.summary, s.kind, "") for s in TPU_SCENARIOS.values()]
+        canary = [SandboxScenario(n, what, "a canary's comparison", "") for n, (what, _) in CANARY_SCENARIOS.items()]
+        preflight = [SandboxScenario(n, what, "preflight, at plan time", "") for n, what in PREFLIGHT_SCENARIOS.items()]
         return field + tpu + preflight + canary
 
     async def fire(self, name: str, on_event: Callable[[str], Awaitable[None]]) -> None:

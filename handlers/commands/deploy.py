@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from handlers.arg_models import DEPLOY_TYPED
 from handlers.args import CommandParser
 from handlers.commands.plans import make_plan
 from handlers.context import CommandContext
+from handlers.declared_args import field_help, field_metavar
 from handlers.registry import command
 from handlers.reply import FileOut, Reply
 from skills.actions.params import DeployParams
@@ -16,31 +18,30 @@ from skills.deploy.vllm_flags import SPECS
 from skills.errors import InvalidInput
 
 # Flags a user may pass: one per field of skills.actions.params.Overrides (plus --service). Values stay text:
-# the plan validates them against that model, so its limits are stated once.
+# the plan validates them against that model, so its limits are stated once; so are their help (the fields'
+# descriptions) and what each takes (handlers/declared_args.py field_metavar, DEPLOY_TYPED).
 _FIELDS = [name for name in DeployParams.model_fields if name != "profile"]
 # vLLM's boolean flags among them (`--x` / `--no-x`), named as skills/deploy/vllm_flags.py names them.
 _BOOLS = {s.flag.removeprefix("--").replace("-", "_") for s in SPECS if s.boolean} & set(_FIELDS)
-_METAVARS = {
-    "gpu": "GPU",
-    "gpu_memory_utilization": "F",
-    "memory": "SIZE",
-    "service": "SERVICE",
-    "kv_cache_dtype": "auto|fp8|bf16|fp16",
-}
 
 
 def _override_args(p: CommandParser) -> None:
     p.key_values = True  # `max_model_len=8192` has always worked beside `--max-model-len 8192`
     for name in _FIELDS:
         flag = "--" + name.replace("_", "-")
+        # argparse formats help with %: a description's own % is text
+        text = (field_help(DeployParams, name, DEPLOY_TYPED) or "").replace("%", "%%") or None
         if name in _BOOLS:
-            p.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None)
+            p.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=text)
         else:
-            p.add_argument(flag, dest=name, metavar=_METAVARS.get(name, "N"), default=None)
+            metavar = field_metavar(DeployParams, name, DEPLOY_TYPED)
+            p.add_argument(flag, dest=name, metavar=metavar, default=None, help=text)
 
 
 def _deploy_args(p: CommandParser) -> None:
-    p.add_argument("profile", metavar="PROFILE", help="a deploy profile (see the hint below)")
+    p.add_argument(
+        "profile", metavar="PROFILE", help="a deploy profile (listed below; /gemma models says what each is)"
+    )
     _override_args(p)
     p.add_argument(
         "--canary",

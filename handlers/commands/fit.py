@@ -13,7 +13,7 @@ from skills.capacity.catalog import Catalog
 from skills.capacity.fit import FitReport, check_fit, load_catalog
 from skills.capacity.startup_log import StartupFigures, last_figures
 from skills.capacity.tpu_fit import check_tpu_fit
-from skills.deploy.profiles import load_profiles
+from skills.deploy.profiles import DeployProfile, load_profiles
 from skills.durations import format_duration
 
 log = logging.getLogger(__name__)
@@ -154,6 +154,25 @@ async def fit(ctx: CommandContext) -> Reply:
     return render_fit(report, (service, seen) if seen is not None else None)
 
 
-@command("models", "The model and GPU catalog behind /gemma fit and deploy", ack="Listing…")
+def _accelerator(p: DeployProfile) -> str:
+    if p.tpu:
+        return f"Cloud TPU {p.tpu}, {p.provisioning}"
+    return f"{p.gpu_count} x {p.gpu}" if p.gpu_count > 1 else p.gpu
+
+
+def render_profiles(profiles: dict[str, DeployProfile]) -> str:
+    """One line per deploy profile (skills/data/profiles.yaml): its description, and what it deploys."""
+    lines = []
+    for p in profiles.values():
+        window = f", max-model-len {p.max_model_len}" if p.max_model_len else ""
+        about = f" — {p.description}" if p.description else ""
+        lines.append(f"`{p.name}`{about} (`{p.model}` on {_accelerator(p)}{window})")
+    return "\n".join(lines)
+
+
+@command("models", "The models, GPUs and deploy profiles behind /gemma fit and deploy", ack="Listing…")
 async def models(ctx: CommandContext) -> Reply:
-    return render_catalog(load_catalog())
+    reply = render_catalog(load_catalog())
+    reply.add(heading="Deploy profiles (`/gemma deploy PROFILE`)", text=render_profiles(load_profiles()))
+    reply.context = "Try `/gemma fit MODEL --gpu nvidia-l4`, or `/gemma deploy PROFILE --help` for its options"
+    return reply

@@ -16,6 +16,34 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from skills.deploy.profiles import KvDtype
 
+# What each setting is, in the words of its owner: vLLM's engine arguments (vllm/engine/arg_utils.py and
+# vllm/config/: cache.py, model.py, scheduler.py) and Cloud Run's service settings (`gcloud run deploy` flags).
+SETTING_HELP = {
+    "gpu": "Cloud Run GPU type (nvidia-l4, nvidia-rtx-pro-6000); /gemma models lists the catalog's",
+    "gpu_count": "GPUs per instance; vLLM's --tensor-parallel-size follows it",
+    "max_model_len": "vLLM --max-model-len: model context length, prompt and output together, in tokens",
+    "gpu_memory_utilization": "vLLM --gpu-memory-utilization: the fraction of GPU memory vLLM may use "
+    "(weights, activations and KV cache), 0-1",
+    "kv_cache_dtype": "KV cache data type: auto (the model's dtype; bf16 and fp16 mean the same) or fp8, "
+    "vLLM --kv-cache-dtype",
+    "enforce_eager": "vLLM --enforce-eager: always eager-mode PyTorch, no CUDA graphs",
+    "cpu_offload_gb": "vLLM --cpu-offload-gb: GiB of weights offloaded to CPU memory, per GPU",
+    "max_num_seqs": "vLLM --max-num-seqs: the most sequences processed in one iteration (Cloud Run's "
+    "concurrency is set to match)",
+    "concurrency": "Cloud Run --concurrency: the most requests an instance takes at once; must equal max_num_seqs",
+    "memory": "Cloud Run --memory per instance (32Gi, 16G)",
+    "cpu": "Cloud Run --cpu: vCPUs per instance (8)",
+    "min_instances": "Cloud Run --min-instances: instances kept warm (0 scales to zero, with cold starts)",
+    "max_instances": "Cloud Run --max-instances: the most instances the service scales to",
+    "startup_failure_threshold": "startup probe failureThreshold: failed checks before the instance is "
+    "restarted (times the period: how long vLLM has to start)",
+    "startup_period_s": "startup probe periodSeconds: seconds between checks",
+    "accelerator_type": "Cloud TPU only: the slice type (v6e-1, v6e-4, v6e-8)",
+    "zone": "Cloud TPU only: the zone the slice runs in (us-east5-b)",
+    "provisioning": "Cloud TPU only: on-demand, spot or reserved",
+    "service": "the service to act on (default: the configured one)",
+}
+
 
 def _only_true(v: bool) -> bool:
     if v is not True:
@@ -95,25 +123,35 @@ class Overrides(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    gpu: str | None = None
-    gpu_count: int | None = Field(default=None, ge=1, le=8)
-    max_model_len: int | None = Field(default=None, ge=256, le=1_048_576)
-    gpu_memory_utilization: float | None = Field(default=None, gt=0.1, le=0.99)
-    kv_cache_dtype: KvDtype | None = None
-    enforce_eager: bool | None = None
-    cpu_offload_gb: float | None = Field(default=None, ge=0, le=512)
-    max_num_seqs: int | None = Field(default=None, ge=1, le=1000)
-    concurrency: int | None = Field(default=None, ge=1, le=1000)  # Cloud Run's; must equal max_num_seqs
-    memory: str | None = Field(default=None, pattern=r"^\d+(\.\d+)?(Gi|Mi|G|M)$")
-    cpu: str | None = Field(default=None, pattern=r"^\d+(\.\d+)?$")
-    min_instances: int | None = Field(default=None, ge=0, le=100)
-    max_instances: int | None = Field(default=None, ge=1, le=100)
-    startup_failure_threshold: int | None = Field(default=None, ge=1, le=1800)
-    startup_period_s: int | None = Field(default=None, ge=1, le=240)
+    # Each description is the field's help everywhere it is typed or called: `/gemma deploy --help`, the MCP tool
+    # schemas, the agent's tools (vLLM's wording from its engine arguments, Cloud Run's from `gcloud run deploy`).
+    gpu: str | None = Field(default=None, description=SETTING_HELP["gpu"])
+    gpu_count: int | None = Field(default=None, ge=1, le=8, description=SETTING_HELP["gpu_count"])
+    max_model_len: int | None = Field(default=None, ge=256, le=1_048_576, description=SETTING_HELP["max_model_len"])
+    gpu_memory_utilization: float | None = Field(
+        default=None, gt=0.1, le=0.99, description=SETTING_HELP["gpu_memory_utilization"]
+    )
+    kv_cache_dtype: KvDtype | None = Field(default=None, description=SETTING_HELP["kv_cache_dtype"])
+    enforce_eager: bool | None = Field(default=None, description=SETTING_HELP["enforce_eager"])
+    cpu_offload_gb: float | None = Field(default=None, ge=0, le=512, description=SETTING_HELP["cpu_offload_gb"])
+    max_num_seqs: int | None = Field(default=None, ge=1, le=1000, description=SETTING_HELP["max_num_seqs"])
+    concurrency: int | None = Field(default=None, ge=1, le=1000, description=SETTING_HELP["concurrency"])
+    memory: str | None = Field(default=None, pattern=r"^\d+(\.\d+)?(Gi|Mi|G|M)$", description=SETTING_HELP["memory"])
+    cpu: str | None = Field(default=None, pattern=r"^\d+(\.\d+)?$", description=SETTING_HELP["cpu"])
+    min_instances: int | None = Field(default=None, ge=0, le=100, description=SETTING_HELP["min_instances"])
+    max_instances: int | None = Field(default=None, ge=1, le=100, description=SETTING_HELP["max_instances"])
+    startup_failure_threshold: int | None = Field(
+        default=None, ge=1, le=1800, description=SETTING_HELP["startup_failure_threshold"]
+    )
+    startup_period_s: int | None = Field(default=None, ge=1, le=240, description=SETTING_HELP["startup_period_s"])
     # Cloud TPU only (skills/targets/tpu): the slice, its zone and provisioning model; another target refuses them.
-    accelerator_type: str | None = Field(default=None, pattern=r"^v6e-\d+$")
-    zone: str | None = Field(default=None, pattern=r"^[a-z]+-[a-z]+\d+-[a-z]$")
-    provisioning: Literal["on-demand", "spot", "reserved"] | None = None
+    accelerator_type: str | None = Field(
+        default=None, pattern=r"^v6e-\d+$", description=SETTING_HELP["accelerator_type"]
+    )
+    zone: str | None = Field(default=None, pattern=r"^[a-z]+-[a-z]+\d+-[a-z]$", description=SETTING_HELP["zone"])
+    provisioning: Literal["on-demand", "spot", "reserved"] | None = Field(
+        default=None, description=SETTING_HELP["provisioning"]
+    )
 
     @model_validator(mode="after")
     def _agree(self) -> Overrides:
@@ -135,8 +173,8 @@ class Overrides(BaseModel):
 
 
 class DeployParams(Overrides):
-    profile: str
-    service: str | None = None
+    profile: str = Field(description="a deploy profile (skills/data/profiles.yaml; /gemma models lists them)")
+    service: str | None = Field(default=None, description=SETTING_HELP["service"])
 
 
 class RedeployParams(Overrides, RedeployFixes):
@@ -144,11 +182,13 @@ class RedeployParams(Overrides, RedeployFixes):
 
     model_config = ConfigDict(extra="forbid")
 
-    service: str | None = None
-    # Build on the serving revision's configuration instead of the service's template, when the template is
-    # another revision's (a failed deploy, a rollback): the plan offers it then
-    # (skills/targets/cloud_run/plan_common.py).
-    on_serving: bool | None = None
+    service: str | None = Field(default=None, description=SETTING_HELP["service"])
+    # Offered by the plan when the template is another revision's (skills/targets/cloud_run/plan_common.py).
+    on_serving: bool | None = Field(
+        default=None,
+        description="build on the serving revision's configuration instead of the service's template (after a "
+        "failed deploy or a rollback the template is not what serves)",
+    )
 
 
 class ScaleParams(BaseModel):
