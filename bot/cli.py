@@ -8,6 +8,7 @@ import asyncio
 import importlib
 import os
 import pkgutil
+import signal
 import sys
 from typing import Any
 
@@ -178,6 +179,10 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except KeyboardInterrupt:
+        # Ctrl-C: the servers have shut down (uvicorn re-raises the signal it handled, so that it is not lost);
+        # the exit status says a SIGINT ended it, without a traceback.
+        return 128 + signal.SIGINT
     return code
 
 

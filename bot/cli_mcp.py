@@ -61,16 +61,16 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_serve(settings, args, sandbox))
 
 
-def _bind_slack_port(port: int) -> socket.socket | str:
-    """The Slack endpoints' socket, bound before anything starts: a port that is taken is a clear error at once,
-    not a server that dies beside a running stdio session (its reader thread would keep the process alive)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+def _bind(host: str, port: int, what: str) -> socket.socket | str:
+    """A listening socket, bound before anything starts: a port that is taken is one clear line at once, not
+    uvicorn's exit inside the task group (a traceback) or a server that dies beside a running stdio session."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind(("127.0.0.1", port))
+        sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        return f"cannot serve the Slack endpoints on 127.0.0.1:{port}: {exc.strerror or exc}"
+        return f"cannot serve {what} on {host}:{port}: {exc.strerror or exc}"
     sock.listen(128)
     return sock
 
@@ -84,11 +84,20 @@ async def _serve(settings: Settings, args: argparse.Namespace, sandbox: bool) ->
     from bot.slack_app import make_web_client
     from bot.wiring import build_deps, close_deps
 
+    http_sock: socket.socket | None = None
+    if args.http:
+        bound_http = _bind(args.host, args.port, "MCP over HTTP")
+        if isinstance(bound_http, str):
+            print(f"gemma-sre mcp: {bound_http}", file=sys.stderr)
+            return 2
+        http_sock = bound_http
     slack_sock: socket.socket | None = None
     if sandbox and settings.slack_bot_token and settings.slack_signing_secret:
-        bound = _bind_slack_port(settings.port if args.slack_port is None else args.slack_port)
+        bound = _bind("127.0.0.1", settings.port if args.slack_port is None else args.slack_port, "the Slack endpoints")
         if isinstance(bound, str):
             print(f"gemma-sre mcp: {bound}", file=sys.stderr)
+            if http_sock is not None:
+                http_sock.close()
             return 2
         slack_sock = bound
         print(
@@ -128,7 +137,7 @@ async def _serve(settings: Settings, args: argparse.Namespace, sandbox: bool) ->
 
         http_app = BearerCallers(server.streamable_http_app(host=args.host), st.mcp_tokens)
         config = uvicorn.Config(http_app, host=args.host, port=args.port, log_config=None, access_log=False)
-        servers.append((uvicorn.Server(config), None))
+        servers.append((uvicorn.Server(config), [http_sock] if http_sock is not None else None))
     try:
         async with anyio.create_task_group() as tg:
             for s, socks in servers:

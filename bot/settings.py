@@ -6,8 +6,12 @@ tests point them at local stand-ins. `load_settings()` collects every problem in
 
 from __future__ import annotations
 
+import re
+from typing import get_origin
+
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as PydanticSettingsError
 
 
 class SettingsError(Exception):
@@ -273,10 +277,35 @@ class Settings(BaseSettings):
         return f"projects/{self.google_cloud_project}/subscriptions/{s}"
 
 
+# What each JSON setting looks like (README's configuration table says the same).
+_JSON_EXAMPLES = {
+    "mcp_tokens": '{"U0123ABCD": "<bearer token>"}',
+    "tpu_zones": '["us-east5-b", "europe-west4-a"]',
+    "registry_endpoints": '{"docker.io": "http://127.0.0.1:5000"}',
+}
+
+
+def _unparsable(exc: PydanticSettingsError) -> str:
+    """'MCP_TOKENS: not valid JSON (…); expected a JSON object, e.g. …' from pydantic-settings' parse error."""
+    m = re.search(r'for field "(\w+)"', str(exc))
+    name = m.group(1) if m else ""
+    field = Settings.model_fields.get(name)
+    if field is None:
+        return str(exc)
+    why = f" ({exc.__cause__})" if isinstance(exc.__cause__, ValueError) else ""
+    shape = "a JSON object" if get_origin(field.annotation) is dict else "a JSON array"
+    example = _JSON_EXAMPLES.get(name, "")
+    return f"{name.upper()}: not valid JSON{why}; expected {shape}" + (f", e.g. {example}" if example else "")
+
+
 def load_settings(**overrides: object) -> Settings:
     """Build Settings, turning pydantic's errors into one readable message."""
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
+    except PydanticSettingsError as exc:
+        # A complex setting (a list or a mapping) whose text is not JSON: pydantic-settings stops before
+        # validation, naming only the field. Its value is never quoted: MCP_TOKENS holds secrets.
+        raise SettingsError(f"invalid settings:\n  {_unparsable(exc)}") from None
     except ValidationError as exc:
         lines = []
         for err in exc.errors():

@@ -25,8 +25,13 @@ import aiohttp
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
 
 from bot.settings import Settings
+from handlers.http_body import HttpProblem
+from handlers.slack_request import check_shape
 from skills.logs.redact import redact
 from skills.retrying import RetryPolicy, Sleep, retry_call
 
@@ -46,9 +51,32 @@ class _OneLine(logging.LoggerAdapter):  # type: ignore[type-arg]
     envelope whose payload Bolt cannot read -- said as one WARNING line, redacted and cut, without the
     traceback: the sender's fault, the connection goes on, and a traceback per bad frame only floods the log."""
 
+    @property
+    def level(self) -> int:
+        # slack-bolt reads `client.logger.level` after each ack (adapter/socket_mode/async_internals.py
+        # send_async_response) to decide whether to time the response; a LoggerAdapter has no such attribute.
+        return self.logger.getEffectiveLevel()
+
     def exception(self, msg: object, *args: object, exc_info: object = True, **kwargs: object) -> None:
         text = redact(str(msg) % args if args else str(msg))
         self.logger.warning("Slack Socket Mode: %s", text[:300])
+
+
+class _CheckedHandler(AsyncSocketModeHandler):
+    """slack-bolt's handler, with the shape check the HTTP path makes (handlers/slack_request.py) before Bolt
+    reads an envelope: a payload Slack would never send is acked empty (so it is not redelivered) and said in one
+    WARNING line, instead of a listener's traceback and no ack at all."""
+
+    async def handle(self, client: SocketModeClient, req: SocketModeRequest) -> None:  # type: ignore[override]
+        try:
+            if not isinstance(req.payload, dict):
+                raise HttpProblem(400, f"malformed Slack payload: expected an object, got {type(req.payload).__name__}")
+            check_shape(req.payload)
+        except HttpProblem as p:
+            log.warning("Slack Socket Mode: %s envelope dropped: %s", req.type, p.message)
+            await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+            return
+        await super().handle(client, req)
 
 
 class NotConnected(Exception):
@@ -67,7 +95,7 @@ class SocketMode:
             sdk_log.setLevel(logging.WARNING)
         self._bolt, self._app_token, self._ping_interval = bolt, app_token, ping_interval
         self._logger = _OneLine(sdk_log, {})
-        self.handler: AsyncSocketModeHandler | None = None  # made on the event loop, in start()
+        self.handler: _CheckedHandler | None = None  # made on the event loop, in start()
         self._sleep = sleep
         self._retry: asyncio.Task[None] | None = None
         self.problem: str | None = "not started"
@@ -78,7 +106,7 @@ class SocketMode:
 
     async def start(self) -> None:
         """Connect now if Slack lets us; otherwise say why in one line and keep trying in the background."""
-        self.handler = AsyncSocketModeHandler(
+        self.handler = _CheckedHandler(
             self._bolt,
             app_token=self._app_token,
             web_client=self._bolt.client,  # the app's own client: one base URL, one session, one set of retries

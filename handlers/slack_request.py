@@ -88,11 +88,35 @@ def parse(body: bytes, content_type: str) -> dict[str, Any]:
         raise _bad("body is neither a JSON object nor a form Slack sends") from None
     if not isinstance(data, dict):
         raise _bad(f"expected a JSON object, got {type(data).__name__}")
-    _check_shape(data)
+    check_shape(data)
     return data
 
 
-def _check_shape(data: dict[str, Any]) -> None:
+def _lone_surrogate(data: object) -> bool:
+    """Whether any string in the payload (keys included) holds a surrogate code point on its own."""
+    stack = [data]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
+def check_shape(data: dict[str, Any]) -> None:
+    """Raise HttpProblem(400) for a payload Bolt or our listeners cannot read (Slack never sends such): the HTTP
+    path calls it from parse, Socket Mode (bot/socket_mode.py) on each envelope."""
+    if _lone_surrogate(data):
+        # JSON's \ud800 escape decodes to text that is not Unicode; Slack sends none, and Redis, Slack's API
+        # and the logs could not encode it
+        raise _bad("a string holds a lone surrogate (not valid Unicode)")
     for key in _OBJ_OR_STR:
         v = data.get(key)
         if v is not None and not isinstance(v, str | dict):

@@ -74,6 +74,11 @@ async def test_non_numeric_or_odd_timestamp_is_401(app, ts: str | bytes) -> None
         (b'{"team": 5}', "application/json", "field 'team'"),
         (b'{"type": "event_callback", "event": "x"}', "application/json", "field 'event'"),
         (b'payload={"type":"block_actions","actions":"x"}', "application/x-www-form-urlencoded", "'actions'"),
+        (
+            b'{"type": "event_callback", "event": {"type": "message", "text": "a\\ud800"}}',
+            "application/json",
+            "surrogate",
+        ),
     ],
 )
 async def test_signed_but_malformed_is_400_naming_the_problem(app, slack: SlackStandIn, body, ctype, why) -> None:

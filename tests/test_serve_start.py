@@ -26,6 +26,8 @@ def _free_port() -> int:
 
 
 def _serve_lines(slack: SlackStandIn, key_prefix: str, token: str) -> list[dict[str, object]]:
+    """The JSON log records of a serve run stopped by Ctrl-C (SIGINT), which ends it quietly: status 130 (a
+    SIGINT's), nothing on the output that is not a log record (no traceback)."""
     env = dict(
         os.environ,
         SLACK_BOT_TOKEN=token,
@@ -52,6 +54,8 @@ def _serve_lines(slack: SlackStandIn, key_prefix: str, token: str) -> list[dict[
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=30)
     reader.join(timeout=5)
+    assert proc.returncode == 128 + signal.SIGINT, "".join(lines)
+    assert not [line for line in lines if not line.startswith("{")], "".join(lines)
     return [json.loads(line) for line in lines if line.startswith("{")]
 
 

@@ -157,7 +157,12 @@ class SocketModeStandIn:
         return live[-1]
 
     def _run(self, conn: _Conn, message: dict[str, Any]) -> None:
-        asyncio.run_coroutine_threadsafe(conn.ws.send_json(message), conn.loop).result(timeout=5)
+        text = json.dumps(message, ensure_ascii=False)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: a text frame is UTF-8, so only JSON's \u escape carries it
+            text = json.dumps(message)
+        asyncio.run_coroutine_threadsafe(conn.ws.send_text(text), conn.loop).result(timeout=5)
 
     def send(self, type: str, payload: dict[str, Any], *, accepts_response_payload: bool | None = None) -> str:
         """Deliver one envelope on the newest connection; returns its envelope_id."""
