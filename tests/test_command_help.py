@@ -7,7 +7,6 @@ do not, as their definitions say."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from typing import Literal, get_args, get_origin
 
 import pytest
@@ -19,16 +18,9 @@ from bot.sandbox.scenarios import SCENARIOS
 from bot.sandbox.tpu_scenarios import TPU_SCENARIOS
 from skills.actions.params import DeployParams
 from skills.deploy.profiles import load_profiles
-from tests.conftest import REDIS_URL
+from tests.test_truthful_writes import console
 
-
-@pytest.fixture
-async def console() -> AsyncIterator[ConsoleSession]:
-    session = await ConsoleSession(REDIS_URL).start()
-    try:
-        yield session
-    finally:
-        await session.close()
+__all__ = ["console"]  # a fixture, used by name
 
 
 def options(help_text: str) -> dict[str, tuple[str, str]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,22 +24,15 @@ from bot.settings import load_settings
 from bot.wiring import close_deps
 from handlers.render_slack import to_blocks
 from skills.deploy.audit import latest
-from tests.conftest import REDIS_URL
 from tests.deploy_helpers import command
 from tests.observe_fixtures import running_sim
 from tests.test_canary import _deps, canary_thread
 from tests.test_foundation_console import _env
+from tests.test_truthful_writes import console
 
 ROOT = Path(__file__).resolve().parent.parent
 
-
-@pytest.fixture
-async def console() -> AsyncIterator[ConsoleSession]:
-    session = await ConsoleSession(REDIS_URL).start()
-    try:
-        yield session
-    finally:
-        await session.close()
+__all__ = ["console"]  # a fixture, used by name
 
 
 # --- the simulated vLLM: a malformed body is a 400 with vLLM's ErrorResponse ----------------------------------
