@@ -26,6 +26,7 @@ from bot.sandbox.openai_script import OpenAIScript  # noqa: E402
 from bot.sandbox.scripted_models import POLICIES  # noqa: E402
 from bot.sandbox.server import serve  # noqa: E402
 from bot.settings import load_settings  # noqa: E402
+from bot.wiring import build_deps, close_deps  # noqa: E402
 from skills.diagnosis.agent_eval import one_line, table  # noqa: E402
 
 
@@ -36,7 +37,7 @@ async def _eval(base_url: str, model: str, api_key: str | None, names: list[str]
     if api_key:
         overrides["vllm_api_key"] = api_key
     settings = load_settings(**overrides)
-    scores = await run_eval(settings, names=names)
+    scores = await run_eval(settings, names=names, build_deps=build_deps, close_deps=close_deps)
     label = model or base_url
     return f"{table(scores)}\n{one_line(label, scores)}"
 

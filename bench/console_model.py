@@ -52,8 +52,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from bot.sandbox.cloud import Sandbox
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.sandbox.console_session import CONFIRMED, READY_IDLE, READY_SERVING, SERVICE, ConsoleSession
+from skills.audit import latest
 from skills.capacity.prices import load_prices
-from skills.deploy.audit import latest
 
 log = logging.getLogger(__name__)
 

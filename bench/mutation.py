@@ -90,7 +90,7 @@ TARGETS = (
         (*PLAN_TESTS, "tests/test_deploy_failure_logs.py", "tests/test_destroy_typed_name.py"),
         "role check, plan binding, typed name, one-shot, what the audit records",
     ),
-    Target("locks", ("skills/deploy/locks.py",), (*PLAN_TESTS, "tests/test_service_lock.py"), "one write per service"),
+    Target("locks", ("skills/locks.py",), (*PLAN_TESTS, "tests/test_service_lock.py"), "one write per service"),
     Target(
         "plans",
         ("skills/deploy/plans.py",),
@@ -236,9 +236,9 @@ EQUIVALENT: dict[str, str] = {
     "skills/diagnosis/analyzers/memory.py:<module>:drop-entry: r\"To serve at least one request with the models?'s "
     'max seq len", -> ': "vLLM prints this sentence only with 'KV cache is needed, which is larger than the available "
     "KV cache memory' in the same line (vllm/v1/core/kv_cache_utils.py), which the alternative before it matches",
-    "skills/deploy/locks.py:LockHolder.describe:arith: (time.time() - self.since) // 60 -> (time.time() - self.since)"
+    "skills/locks.py:LockHolder.describe:arith: (time.time() - self.since) // 60 -> (time.time() - self.since)"
     " / 60": "int(x / 60) == int(x // 60) for x >= 0, and max(0, …) clamps a negative age (clock skew) to 0 either way",
-    "skills/deploy/locks.py:ServiceLock.acquire:const: 8 -> 9": "the owner token is random: its length is unseen",
+    "skills/locks.py:ServiceLock.acquire:const: 8 -> 9": "the owner token is random: its length is unseen",
     "skills/deploy/plans.py:PlanStore.get:compare: len(plan_id) > 64 -> len(plan_id) >= 64": "the length guard only "
     "saves a Redis lookup: plan ids are 12 hex digits, so a 64-character id names no plan either way",
     _PUB + "_channel_step:const: False -> True #1": "another instance holds the channel's lease: the step's `did` "

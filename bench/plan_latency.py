@@ -64,9 +64,9 @@ async def _whole_plans(runs: int) -> None:
     from bot.adapters.preflight import make_preflight
     from bot.sandbox.preflight_standins import PreflightStandIns
     from bot.settings import load_settings
-    from skills.deploy.env import DeployEnv
     from skills.deploy.plan_builder import build_plan
     from skills.targets.cloud_run.target import CloudRunTarget
+    from skills.targets.env import DeployEnv
 
     env = DeployEnv(service="vllm-gemma4", region="europe-west1", project="bench")
     params = {"profile": "gemma4-12b-qat-l4"}

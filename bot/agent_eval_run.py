@@ -16,12 +16,12 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from bot.agent import Agent
+from bot.deps import Deps
 from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.sandbox.examples import SCENARIOS
 from bot.sandbox.server import serve
 from bot.settings import Settings
-from bot.wiring import build_deps, close_deps
 from skills.diagnosis.agent_eval import Expectation, Run, Score, score
 
 PROJECT = "eval-proj"
@@ -53,8 +53,11 @@ async def run_eval(
     scenario_dir: Path = SCENARIOS,
     names: list[str] | None = None,
     progress: Progress | None = None,
+    build_deps: Callable[[Settings], Deps],
+    close_deps: Callable[[Deps], Awaitable[None]],
 ) -> list[Score]:
-    """Analyse every scenario (or `names`) with the model `settings` point at; one Score each."""
+    """Analyse every scenario (or `names`) with the model `settings` point at; one Score each. The eval's own
+    bot is wired by `build_deps` (bot/wiring.py's, handed down: the wiring holds the evals, not the other way)."""
     manifest = load_manifest(scenario_dir)
     chosen = names or sorted(manifest)
     unknown = sorted(set(chosen) - set(manifest))

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from bot.settings import Settings
 
 if TYPE_CHECKING:
+    from bot.deps import Deps
     from handlers.deps import Progress
     from skills.diagnosis.agent_eval import Score
 
 
 class ScenarioEvals:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        build_deps: Callable[[Settings], Deps],
+        close_deps: Callable[[Deps], Awaitable[None]],
+    ) -> None:
         self._settings = settings
+        self._build, self._close = build_deps, close_deps  # the wiring's own: an eval wires a bot of its own
 
     # Imported when asked: the eval runner brings the sandbox's stand-ins (and google.cloud.run_v2), which a
     # bot that is never asked to evaluate should not pay for at start.
@@ -26,4 +34,4 @@ class ScenarioEvals:
         from bot.agent_eval_run import run_eval
 
         settings = self._settings.model_copy(update={"vllm_base_url": base_url, "vllm_model_id": model})
-        return await run_eval(settings, names=names, progress=progress)
+        return await run_eval(settings, names=names, progress=progress, build_deps=self._build, close_deps=self._close)

@@ -16,15 +16,16 @@ import redis.asyncio as redis
 from bot.fair_share import FairShares
 from bot.settings import Settings
 from bot.telemetry import Telemetry
+from handlers.deps import AgentEvals
 from skills.clock import REAL_CLOCK, Clock
 from skills.deploy.confirm import UsergroupMembers, WriteGate
-from skills.deploy.env import DeployEnv
 from skills.deploy.flow import WriteFlow
 from skills.deploy.plans import PlanStore
 from skills.deploy.preflight import PreflightSources
 from skills.incidents.store import IncidentStore
 from skills.ports import Logs, Metrics, ModelServer, StreamClients
 from skills.short_cache import ShortCache
+from skills.targets.env import DeployEnv
 from skills.targets.port import ServingTarget
 from skills.targets.registry import Targets
 
@@ -33,7 +34,6 @@ if TYPE_CHECKING:  # annotations only: these pull in openai, slack_sdk and the s
 
     from bot.adapters.llm import LLMEndpoint
     from bot.agent import Agent
-    from bot.agent_evals import ScenarioEvals
     from bot.sandbox.cloud import Sandbox
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class Deps:
     model_server: ModelServer
     telemetry: Telemetry
     endpoint: LLMEndpoint  # the model's OpenAI-compatible API
-    evals: ScenarioEvals  # `/gemma eval`: the agent scored over the sandbox's recorded scenarios
+    evals: AgentEvals  # `/gemma eval`: the agent scored over the sandbox's recorded scenarios
     chat: AsyncWebClient | None = None  # Slack, for posts outside a command (alerts); None in the console
     logs: Logs | None = None
     metrics: Metrics | None = None

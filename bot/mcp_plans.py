@@ -16,15 +16,15 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from bot.mcp_tools import ToolResult
+from bot.mcp_result import ToolResult
 from handlers.button_payloads import ButtonPayloads
 from handlers.commands.plans import progress_reply, render_plan
-from skills.deploy.audit import latest
+from skills.audit import latest
 from skills.deploy.confirm import Refused, Where
 from skills.deploy.execute import Progress
 from skills.deploy.flow import BACKGROUND
-from skills.deploy.plans import Plan
 from skills.errors import UserFacingError
+from skills.targets.plan import Plan
 from skills.text import shorten
 
 if TYPE_CHECKING:

@@ -25,7 +25,8 @@ from pydantic import ValidationError
 
 from bot.mcp_http import caller_for
 from bot.mcp_plans import PlanPoster, plan_view
-from bot.mcp_tools import Call, McpTool, ToolResult, build_tools
+from bot.mcp_result import ToolResult
+from bot.mcp_tools import Call, McpTool, build_tools
 from skills.capacity.fit import load_catalog
 from skills.errors import UserFacingError, explain_validation
 from skills.incidents.lifecycle_store import IncidentLifecycle

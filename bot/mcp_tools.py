@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.mcp_result import ToolResult
 from handlers.arg_models import (
     DESTROY_TYPED,
     ROLLBACK_TYPED,
@@ -46,11 +47,11 @@ from handlers.render_text import to_text
 from handlers.reply import FileOut, Reply
 from handlers.tpu_fit_render import render_tpu_fit, tpu_request
 from skills.actions.params import ACTION_PARAMS, DeployParams, RedeployParams
+from skills.audit import latest
 from skills.capacity.fit import check_fit, load_catalog
 from skills.capacity.tpu_fit import check_tpu_fit
-from skills.deploy.audit import latest
-from skills.deploy.canary import CanaryParams
 from skills.deploy.revisions import revisions
+from skills.targets.canary import CanaryParams
 from skills.targets.port import require
 from skills.text import shorten
 
@@ -59,12 +60,6 @@ if TYPE_CHECKING:
 
 Kind = Literal["read", "cost", "write", "follow"]
 TEXT_CHARS = 1500  # the short text beside the structured content
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    structured: dict[str, Any]
-    text: str
 
 
 @dataclass

@@ -74,7 +74,7 @@ def build_deps(settings: Settings) -> Deps:
         model_server=model_server,
         telemetry=Telemetry(),
         endpoint=LLMEndpoint(settings, target, model_server, tokens),
-        evals=ScenarioEvals(settings),
+        evals=ScenarioEvals(settings, build_deps, close_deps),
         metrics=metrics,
         logs=logs,
     )

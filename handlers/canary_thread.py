@@ -21,15 +21,15 @@ from pydantic import BaseModel
 
 from handlers.context import Responder
 from handlers.reply import Reply, plan_button
-from skills.deploy.canary import CanaryInfo
 from skills.deploy.canary_state import CanaryRecord, CanaryWatches, split_holds, traffic_now
 from skills.deploy.canary_watch import CanaryOutcome, CanaryPolicy, CanaryWatch, Firsts, auto_rollback
-from skills.deploy.plans import Plan
 from skills.durations import format_duration
 from skills.errors import NotFound, UserFacingError
-from skills.incidents.leases import Lease
+from skills.leases import Lease
 from skills.observe.model_metrics import Percentiles
 from skills.observe.revision_compare import Comparison, RevisionEvidence, Thresholds
+from skills.targets.canary import CanaryInfo
+from skills.targets.plan import Plan
 
 if TYPE_CHECKING:
     from handlers.deps import HandlerDeps

@@ -18,8 +18,8 @@ from handlers.declared_args import Arg, arguments
 from skills.actions.params import SETTING_HELP, RedeployFixes
 from skills.capacity.fit import FitRequest
 from skills.capacity.tpu_catalog import PROVISIONING
-from skills.deploy.profiles import load_profiles
 from skills.errors import InvalidInput, explain_validation
+from skills.serving.profiles import load_profiles
 
 MODELS_HINT = "`/gemma models` lists the catalog."
 

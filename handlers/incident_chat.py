@@ -1,4 +1,4 @@
-"""The IncidentChat port (skills/ports.py) on a chat surface: each incident message rendered here
+"""The IncidentChat port (skills/incidents/chat.py) on a chat surface: each incident message rendered here
 (handlers/incident_render.py) and posted through the surface's Responder (Slack's ChannelResponder, or the
 console's). The incident pipeline (skills/incidents) hands over domain state only."""
 
@@ -12,8 +12,8 @@ from slack_sdk.errors import SlackApiError
 from handlers.context import Responder
 from handlers.incident_render import header_reply, lines_reply, storm_reply
 from handlers.reply import Reply
+from skills.incidents.chat import ChatRefused, DeadNotice, Posted
 from skills.incidents.model import Event, Incident
-from skills.ports import ChatRefused, DeadNotice, Posted
 
 ResponderFor = Callable[[str], Responder]  # channel -> responder
 

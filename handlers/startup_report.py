@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from handlers.reply import Reply
 from skills.capacity.startup_check import StartupCheck, check_startup
-from skills.deploy.plans import Plan
+from skills.targets.plan import Plan
 
 if TYPE_CHECKING:
     from handlers.deps import HandlerDeps

@@ -13,8 +13,6 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from skills.incidents.model import Event, Incident
-
 
 class Condition(BaseModel):
     type: str
@@ -419,70 +417,6 @@ class ModelEndpoint(Protocol):
     async def model_id(self) -> str: ...
 
     async def client(self, *, timeout_s: float | None = None) -> ModelAPI: ...
-
-
-# --- The chat surface incidents are told on (Slack's alerts channel, or the console) ------------------------
-
-
-@dataclass(frozen=True)
-class Posted:
-    """A message the chat service accepted: its `ts`, and the channel id it answered with (edits need the id,
-    while a post may name the channel '#name')."""
-
-    ts: str
-    channel: str
-
-
-class ChatRefused(Exception):
-    """The chat service answered with an error: the message was not posted, so posting it again cannot make a
-    duplicate (unlike a lost connection, after which nobody knows)."""
-
-
-class Rendered(Protocol):
-    """A message a surface rendered (an investigation's findings or plan), kept as JSON until it is posted."""
-
-    def model_dump_json(self) -> str: ...
-
-
-@dataclass(frozen=True)
-class DeadNotice:
-    """An alert (or an incident's header) given up after `attempts`: said in the alerts channel."""
-
-    what: str  # "*<alert name>* on `<service>`", or the queue entry
-    error: str  # redacted
-    attempts: int
-    stream: str  # where it is kept
-    entry: str
-
-
-class IncidentChat(Protocol):
-    """Where incident threads are told. The surface renders every message from the domain state it is given;
-    the incident pipeline (skills/incidents) never builds a message itself. A refusal raises ChatRefused; any
-    other failure leaves it unknown whether the message was posted."""
-
-    async def post_header(self, channel: str, inc: Incident) -> Posted: ...
-
-    async def edit_header(self, channel: str, ts: str, inc: Incident) -> None: ...
-
-    async def post_lines(self, channel: str, thread_ts: str, events: Sequence[Event], service: str) -> str:
-        """One thread message for the events since the last one; its ts."""
-        ...
-
-    async def post_rendered(self, channel: str, thread_ts: str, message_json: str) -> str:
-        """A stored Rendered message (Rendered.model_dump_json) under the thread; its ts."""
-        ...
-
-    async def post_storm(
-        self, channel: str, incs: Sequence[Incident], threads: builtins.set[str], since: datetime
-    ) -> Posted:
-        """The storm summary: every incident of the storm; `threads` are those whose own thread is open."""
-        ...
-
-    async def edit_storm(
-        self, channel: str, ts: str, incs: Sequence[Incident], threads: builtins.set[str], since: datetime
-    ) -> None: ...
-
-    async def post_dead(self, channel: str, thread_ts: str | None, notice: DeadNotice) -> None: ...
 
 
 # --- Preflight: what a deploy needs to exist before Confirm (skills/deploy/preflight.py) --------------------

@@ -10,7 +10,7 @@ from handlers.context import ActionContext, CommandContext
 from handlers.registry import load_all
 from handlers.reply import FileOut, Reply
 from handlers.router import run_action, run_command
-from skills.deploy.render_service import DeployConfig, probe_for
+from skills.targets.cloud_run.render import DeployConfig, probe_for
 
 load_all()
 

@@ -15,16 +15,15 @@ from itertools import count
 from typing import Any
 
 from skills.actions.params import DestroyParams, ScaleParams
-from skills.capacity.fit_types import FitRequest
-from skills.deploy.changes import FieldChange
-from skills.deploy.env import DeployEnv
-from skills.deploy.plan_inputs import ActionKind, validate_params
-from skills.deploy.plans import Plan
-from skills.deploy.preflight import Target as PreflightTarget
-from skills.deploy.serving_config import ServingSummary
+from skills.capacity.fit_types import FitRequest, ServingSummary
 from skills.errors import InvalidInput, NotFound
 from skills.ports import OperationProgress, QuotaReader, RevisionInfo, ServiceInfo
+from skills.serving.changes import FieldChange
+from skills.targets.env import DeployEnv
+from skills.targets.plan import Plan
+from skills.targets.plan_inputs import ActionKind, validate_params
 from skills.targets.port import ExportedSpec, TargetCapabilities
+from skills.targets.preflight_check import PreflightTarget
 
 KIND = "fake-queued"
 # The phases each write goes through before it is done (a queued resource's states).

@@ -13,8 +13,8 @@ import pytest
 
 from bot.agent import toolset
 from skills.actions import params as action_params
-from skills.deploy import plan_deploy, plan_operate, plan_redeploy
 from skills.diagnosis.remediation import PROPOSABLE, ProposedAction, sanitize_action
+from skills.targets.cloud_run import plan_deploy, plan_operate, plan_redeploy
 
 
 def test_the_sanitizer_the_tools_and_the_builder_share_one_model_per_action() -> None:

@@ -7,21 +7,27 @@ never shown as the answer and never leaves it empty.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from bot.agent_eval_run import load_manifest, run_eval
+from bot import agent_eval_run
+from bot.agent_eval_run import load_manifest
 from bot.sandbox.openai_script import OpenAIScript
 from bot.sandbox.scripted_models import POLICIES
 from bot.sandbox.server import serve
 from bot.settings import Settings
+from bot.wiring import build_deps, close_deps
 from skills.diagnosis.agent_eval import Score, one_line, table
 
 MODEL_ID = "google/gemma-4-12b-it"
 pytest_plugins = ["tests.agent_fixtures"]
+
+# The eval wires its own bot with the wiring it is handed (bot/agent_evals.py hands bot/wiring.py's).
+run_eval = functools.partial(agent_eval_run.run_eval, build_deps=build_deps, close_deps=close_deps)
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from bot.settings import load_settings
 from bot.wiring import close_deps
 from handlers.arg_models import ServiceArgs
 from handlers.reply import CONFIRM_ACTION, PLAN_ACTION, Reply
-from skills.deploy.audit import latest
-from skills.deploy.gpu_quota import GPU_QUOTA_IDS, QUOTA_SERVICE
+from skills.audit import latest
+from skills.capacity.gpu_quota import GPU_QUOTA_IDS, QUOTA_SERVICE
 from skills.observe.model_metrics import Percentiles
 from skills.observe.revision_compare import RevisionEvidence, Thresholds, compare
 from tests.conftest import REDIS_URL

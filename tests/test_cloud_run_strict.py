@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from bot.sandbox.cloud_run_api import CloudRunStandIn
-from skills.deploy.render_service import DeployConfig, probe_for, render_service
 from skills.errors import UserFacingError
+from skills.targets.cloud_run.render import DeployConfig, probe_for, render_service
 
 pytest_plugins = ["tests.deploy_fixtures"]
 

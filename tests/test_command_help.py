@@ -17,7 +17,7 @@ from bot.sandbox.revision_traffic import CANARY_SCENARIOS
 from bot.sandbox.scenarios import SCENARIOS
 from bot.sandbox.tpu_scenarios import TPU_SCENARIOS
 from skills.actions.params import DeployParams
-from skills.deploy.profiles import load_profiles
+from skills.serving.profiles import load_profiles
 from tests.test_truthful_writes import console
 
 __all__ = ["console"]  # a fixture, used by name

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from skills.bench.cells import CellResult
 from skills.bench.loadgen import BenchSpec, SweepResult
+from skills.bench.report import measured
 from skills.capacity.cost import cost_report, hourly_cost
 from skills.ports import ServiceInfo
 
@@ -24,7 +25,7 @@ def test_per_token_cost_names_its_sweep_or_says_there_is_none() -> None:
                       req_per_s=1.0, output_tok_per_s=80.0)  # fmt: skip
     sweep = SweepResult(id="sw-41", model="gemma-4-12b-qat", started_at="2026-12-01T00:00:00Z", spec=BenchSpec(),
                         cells=[cell])  # fmt: skip
-    notes = cost_report(info, sweep).notes
+    notes = cost_report(info, measured(sweep)).notes
     assert any("sweep sw-41 of gemma-4-12b-qat" in n for n in notes), notes
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from handlers.reply import CONFIRM_ACTION
-from skills.deploy.audit import latest
+from skills.audit import latest
 from tests.deploy_helpers import click, command, plan_id_of
 
 pytest_plugins = ["tests.deploy_fixtures"]

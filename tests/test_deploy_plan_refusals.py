@@ -9,8 +9,8 @@ import pytest
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from skills.deploy.execute import execute
 from skills.deploy.plan_builder import build_plan
-from skills.deploy.render_service import main_container
 from skills.errors import InvalidInput
+from skills.targets.cloud_run.render import main_container
 
 pytest_plugins = ["tests.deploy_fixtures"]
 SERVICE = "vllm-gemma4"
@@ -125,8 +125,8 @@ async def test_a_cloud_run_deploy_is_offered_cloud_run_alternatives_only(deps: A
 
 async def _update_plan(deps: Any, spec: dict[str, Any]) -> Any:
     """A plan that applies `spec` as is (what a human's own change to the service would be)."""
-    from skills.deploy.diff import fingerprint
-    from skills.deploy.plans import Plan
+    from skills.targets.cloud_run.diff import fingerprint
+    from skills.targets.plan import Plan
 
     current = await deps.runtime.get_service_spec(SERVICE)
     return Plan(

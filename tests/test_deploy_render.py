@@ -7,16 +7,16 @@ import json
 import pytest
 from google.cloud import run_v2
 
-from skills.deploy.render_service import (
+from skills.errors import InvalidInput
+from skills.serving.vllm_flags import VllmFlags
+from skills.targets.cloud_run.render import (
     DeployConfig,
     fuse_mount_options,
     probe_for,
     render_service,
     set_model,
-    with_tool_calling,
 )
-from skills.deploy.vllm_flags import VllmFlags
-from skills.errors import InvalidInput
+from skills.targets.serving_flags import with_tool_calling
 from tests.deploy_helpers import deploy_config
 
 

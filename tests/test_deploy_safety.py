@@ -10,8 +10,9 @@ import pytest
 
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from handlers.reply import CONFIRM_ACTION
-from skills.deploy.locks import LockHeld, ServiceLock
-from skills.deploy.plans import Plan, PlanStore
+from skills.deploy.plans import PlanStore
+from skills.locks import LockHeld, ServiceLock
+from skills.targets.plan import Plan
 from tests.deploy_helpers import click, command, plan_id_of
 from tests.eventually import eventually
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from skills.capacity.fit import FitRequest, check_fit, load_catalog
-from skills.deploy.plan_deploy import plan_deploy
-from skills.deploy.profiles import load_profiles
+from skills.serving.profiles import load_profiles
+from skills.targets.cloud_run.plan_deploy import plan_deploy
 
 pytest_plugins = ["tests.deploy_fixtures"]
 
@@ -17,7 +17,7 @@ FLAGS = ("--max-model-len", "--kv-cache-dtype", "--max-num-seqs", "--max-num-bat
 
 
 def _flags(args: list[str]) -> dict[str, str]:
-    # No default filled in: fit and the renderer write the same flags (skills/deploy/vllm_flags.py's one rule).
+    # No default filled in: fit and the renderer write the same flags (skills/serving/vllm_flags.py's one rule).
     return {f: args[args.index(f) + 1] for f in FLAGS if f in args}
 
 

@@ -25,8 +25,8 @@ from handlers.render_slack import to_blocks
 from handlers.reply import PLAN_ACTION
 from skills.actions.params import DeployParams
 from skills.capacity.fit import FitRequest, check_fit, load_catalog
-from skills.deploy.profiles import load_profiles
 from skills.errors import InvalidInput
+from skills.serving.profiles import load_profiles
 from tests.conftest import SIGNING_SECRET
 from tests.eventually import eventually
 

@@ -12,9 +12,9 @@ from bot.sandbox.openai_script import OpenAIScript, say
 from skills.capacity.catalog import load_catalog
 from skills.capacity.image_compat import check_image, default_image, load_image_data, newest_compatible, parse_image
 from skills.deploy.plan_builder import build_plan
-from skills.deploy.profiles import load_profiles
-from skills.deploy.render_service import main_container
 from skills.errors import InvalidInput
+from skills.serving.profiles import load_profiles
+from skills.targets.cloud_run.render import main_container
 from tests.agent_helpers import plan_json
 
 pytest_plugins = ["tests.deploy_fixtures", "tests.agent_fixtures"]

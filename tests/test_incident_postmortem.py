@@ -18,7 +18,7 @@ from bot.sandbox.openai_script import OpenAIScript, Turn
 from bot.sandbox.server import serve
 from bot.sandbox.slack_api import SlackStandIn
 from handlers.reply import Reply, Section
-from skills.deploy.audit import AuditEntry, record
+from skills.audit import AuditEntry, record
 from skills.incidents.lifecycle_store import IncidentLifecycle
 from skills.incidents.model import Alert, Fix
 from skills.incidents.store import IncidentStore

@@ -25,10 +25,10 @@ from bot.slack_app import ClockedRateLimitRetryHandler
 from bot.web import create_app
 from handlers.reply import Reply
 from skills.clock import ScaledClock
-from skills.incidents.leases import Lease
 from skills.incidents.model import Alert, Incident, severity_rank, utcnow
 from skills.incidents.outbox import IncidentOutbox
 from skills.incidents.store import IncidentStore
+from skills.leases import Lease
 from tests.alerts_fixtures import PostsSlack, bearer, eventually, make_deps, tuned
 
 SEVERITIES = ("critical", "error", "warning", "info")

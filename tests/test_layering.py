@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -95,12 +96,28 @@ def test_handlers_and_skills_load_without_bot() -> None:
     assert json.loads(out.splitlines()[-1]) == []
 
 
-def _skill_modules() -> dict[str, Path]:
+def _package_modules(package: str) -> dict[str, Path]:
     out = {}
-    for path in _modules("skills"):
+    for path in _modules(package):
         parts = path.relative_to(ROOT).with_suffix("").parts
         out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return out
+
+
+def _module_graph(package: str) -> dict[str, set[str]]:
+    """module -> the modules of the same package it imports, counting every import (guarded, function-local)."""
+    mods = _package_modules(package)
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        targets = set()
+        for _, module in _imports(path):
+            # `from skills.x import y` names skills.x.y too; keep the longest prefix that is a module.
+            while module and module not in mods:
+                module = module.rpartition(".")[0]
+            if module and module != name and module != package and not name.startswith(module + "."):
+                targets.add(module)
+        graph[name] = targets
+    return graph
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -134,17 +151,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 def test_skills_import_one_way() -> None:
     """No import cycle between skill modules, counting every import (guarded and function-local too): a module
     that needs another's types and is needed by it shares a third module instead (e.g. the findings)."""
-    mods = _skill_modules()
-    graph: dict[str, set[str]] = {}
-    for name, path in mods.items():
-        targets = set()
-        for _, module in _imports(path):
-            # `from skills.x import y` names skills.x.y too; keep the longest prefix that is a module.
-            while module and module not in mods:
-                module = module.rpartition(".")[0]
-            if module and module != name and module != "skills" and not name.startswith(module + "."):
-                targets.add(module)
-        graph[name] = targets
+    graph = _module_graph("skills")
     assert _cycles(graph) == []
 
 
@@ -181,7 +188,7 @@ def test_the_incident_pipeline_reaches_chat_only_through_its_port() -> None:
     assert _hits("skills/incidents", ("handlers", "bot", "slack_sdk", "slack_bolt", "redis")) == []
     calls = [c for p in _modules("skills/incidents") for c in _chat_calls(p)]
     assert calls == [], "chat calls beside the IncidentChat port:\n" + "\n".join(calls)
-    ports = (ROOT / "skills" / "ports.py").read_text()
+    ports = (ROOT / "skills" / "incidents" / "chat.py").read_text()
     assert "class IncidentChat(Protocol)" in ports
     for name in ("threads", "publisher"):
         src = (ROOT / "skills" / "incidents" / f"{name}.py").read_text()
@@ -191,14 +198,6 @@ def test_the_incident_pipeline_reaches_chat_only_through_its_port() -> None:
 # --- Serving targets (issue 36): one place knows which target serves what -----------------------------------
 
 CLOUD_RUN_TARGET = ROOT / "skills" / "targets" / "cloud_run"
-# The names that moved into the Cloud Run target stay importable from their old paths while other work moves
-# over: these modules only re-export it (checked below), so they add no knowledge of their own.
-TRANSITION_SHIMS = tuple(
-    ROOT / "skills" / "deploy" / f"{name}.py"
-    for name in (
-        "render_service", "diff", "gcloud", "merge", "plan_common", "plan_deploy", "plan_redeploy", "plan_operate",
-    )
-)  # fmt: skip
 
 
 def _hits_outside(package: str, forbidden: tuple[str, ...], allowed: tuple[Path, ...]) -> list[str]:
@@ -219,20 +218,9 @@ def test_skills_outside_the_cloud_run_target_never_import_google_cloud_run() -> 
 def test_only_wiring_knows_the_cloud_run_target() -> None:
     """Handlers, the incident pipeline and the target-independent skills reach a target through the port
     (skills/targets/port.py) and the registry; none of them imports the Cloud Run target or its adapter."""
-    forbidden = (
-        "skills.targets.cloud_run",
-        "bot.adapters.cloud_run",
-        *(f"skills.deploy.{p.stem}" for p in TRANSITION_SHIMS),
-    )
-    assert _hits_outside("skills", forbidden, TRANSITION_SHIMS) == []
+    forbidden = ("skills.targets.cloud_run", "bot.adapters.cloud_run")
+    assert _hits_outside("skills", forbidden, ()) == []
     assert _hits("handlers", forbidden) == []
-
-
-def test_the_transition_shims_only_re_export_the_cloud_run_target() -> None:
-    for path in TRANSITION_SHIMS:
-        tree = ast.parse(path.read_text())
-        body = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
-        assert all(isinstance(n, ast.ImportFrom) for n in body), f"{path.name} does more than re-export"
 
 
 # --- The incident surface in handlers/ renders; skills/incidents decides (issue 24) ---------------------------
@@ -245,7 +233,7 @@ _INCIDENT_DOMAIN = (
     "skills.incidents.outbox",
     "skills.incidents.publisher",
     "skills.incidents.effects",
-    "skills.incidents.leases",
+    "skills.leases",
     "skills.incidents.changes.what_changed",
 )
 # What handlers/incident_*.py may await: posting or editing on the chat surface (the IncidentChat port's side).
@@ -287,3 +275,103 @@ def test_handlers_render_incidents_and_skills_investigate_them() -> None:
     assert bad == [], "incident domain work in handlers:\n" + "\n".join(bad)
     work = [w for p in surface for w in _awaited(p) if not w.endswith(": investigate(...)")]
     assert work == [], "incident work awaited in handlers:\n" + "\n".join(work)
+
+
+# --- The house in floors (issue 47): skills/README.md declares them; the imports follow -------------------------
+
+
+def declared_floors(readme: str) -> list[list[str]]:
+    """The units of each floor, lowest first, from the README's `floor N  unit unit ...` lines."""
+    found = [m.groups() for m in re.finditer(r"^floor (\d+) +(\S.*)$", readme, re.M)]
+    assert [int(n) for n, _ in found] == list(range(1, len(found) + 1)), "floors numbered 1, 2, ... in order"
+    return [units.split() for _, units in found]
+
+
+def _unit(module: str) -> str:
+    """skills.deploy.flow -> deploy; skills.ports -> ports."""
+    return module.split(".")[1]
+
+
+def skills_unit_imports(root: Path = ROOT) -> dict[str, dict[str, list[str]]]:
+    """unit -> imported unit -> where (`path:line`), for every import between units of skills/."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for path in sorted((root / "skills").rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        if len(parts) < 2 or parts[1] == "__init__":
+            continue
+        src = parts[1]
+        out.setdefault(src, {})
+        for line, module in _imports(path):
+            if module.startswith("skills.") and _unit(module) != src:
+                out[src].setdefault(_unit(module), []).append(f"{path.relative_to(root)}:{line}")
+    return out
+
+
+def against_the_floors(floors: list[list[str]], imports: dict[str, dict[str, list[str]]]) -> list[str]:
+    """Every unit on no floor, and every import of a unit that is not lower, nor to the left on the same floor."""
+    place = {unit: (n, i) for n, units in enumerate(floors) for i, unit in enumerate(units)}
+    bad = [f"{unit} is on no floor of skills/README.md" for unit in sorted(imports) if unit not in place]
+    for src, targets in sorted(imports.items()):
+        for dst, where in sorted(targets.items()):
+            if src in place and dst in place and place[dst] >= place[src]:
+                bad.append(f"{src} (floor {place[src][0] + 1}) imports {dst} (floor {place[dst][0] + 1}): {where[0]}")
+    return bad
+
+
+def test_the_floor_check_catches_an_import_that_runs_back_up() -> None:
+    floors = [["errors", "ports"], ["serving"], ["incidents"]]
+    assert against_the_floors(floors, {"ports": {"errors": ["p:1"]}, "incidents": {"serving": ["i:1"]}}) == []
+    found = against_the_floors(floors, {"ports": {"incidents": ["skills/ports.py:16"]}, "errors": {"ports": ["e:3"]}})
+    assert found == [
+        "errors (floor 1) imports ports (floor 1): e:3",
+        "ports (floor 1) imports incidents (floor 3): skills/ports.py:16",
+    ]
+    assert against_the_floors(floors, {"bench": {}}) == ["bench is on no floor of skills/README.md"]
+
+
+def test_skills_follow_their_floors() -> None:
+    """skills/README.md's floors hold: every unit of skills/ is on one, and no import runs up or right (so no
+    two packages import each other)."""
+    floors = declared_floors((ROOT / "skills" / "README.md").read_text())
+    units = [u for f in floors for u in f]
+    assert len(units) == len(set(units)), "a unit on two floors"
+    imports = skills_unit_imports()
+    assert against_the_floors(floors, imports) == []
+    graph = {src: set(dst) for src, dst in imports.items()}
+    assert _cycles(graph) == []
+
+
+def test_bot_has_no_import_circle() -> None:
+    """Modules of bot/ import one way, counting every import (guarded and function-local too)."""
+    graph = _module_graph("bot")
+    assert _cycles(graph) == []
+
+
+def only_re_exports(path: Path) -> bool:
+    """A module whose body is nothing but imports (after its docstring): a name kept for a half-finished move.
+    A package's __init__.py may name its public API so."""
+    if path.name == "__init__.py":
+        return False
+    body = [
+        n
+        for n in ast.parse(path.read_text()).body
+        if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+        and not (isinstance(n, ast.ImportFrom) and n.module == "__future__")
+        and not (isinstance(n, ast.Assign) and [ast.unparse(t) for t in n.targets] == ["__all__"])
+    ]
+    return bool(body) and all(isinstance(n, ast.Import | ast.ImportFrom) for n in body)
+
+
+def test_the_re_export_check_sees_a_shim(tmp_path: Path) -> None:
+    shim = tmp_path / "plan_deploy.py"
+    shim.write_text('"""Moved."""\nfrom __future__ import annotations\nfrom x.y import (  # noqa: F401\n    a,\n)\n')
+    real = tmp_path / "real.py"
+    real.write_text("from x import a\n\nB = a\n")
+    assert only_re_exports(shim) and not only_re_exports(real)
+
+
+def test_no_module_only_re_exports_another() -> None:
+    shims = [
+        str(p.relative_to(ROOT)) for pkg in ("skills", "handlers", "bot") for p in _modules(pkg) if only_re_exports(p)
+    ]
+    assert shims == []

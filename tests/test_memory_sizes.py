@@ -1,4 +1,4 @@
-"""One reader of memory sizes (skills/sizes.py): Kubernetes quantities, as Cloud Run's memory limit is one, so a
+"""One reader of memory sizes (skills/serving/sizes.py): Kubernetes quantities, as Cloud Run's memory limit is one, so a
 plan, a price and the sandbox read `32G` the same way (issue 44: one reader took it as 32 GiB, the other as
 32 x 10^9 bytes = 29.8 GiB, so one service was planned and priced at two sizes)."""
 
@@ -13,7 +13,7 @@ from bot.sandbox.cloud import Sandbox
 from skills.capacity.cost import hourly_cost
 from skills.errors import InvalidInput
 from skills.ports import ServiceInfo
-from skills.sizes import gib
+from skills.serving.sizes import gib
 from tests.deploy_helpers import command
 from tests.test_canary import SERVICE, deps, sandbox  # noqa: F401  (the sandbox's Cloud Run and the bot on it)
 

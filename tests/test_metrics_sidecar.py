@@ -15,11 +15,10 @@ from handlers.reply import CONFIRM_ACTION
 from skills.capacity.cost import parse_cpu
 from skills.deploy.execute import execute
 from skills.deploy.plan_builder import build_plan
-from skills.deploy.render_service import DeployConfig, main_container, probe_for, render_service
 from skills.errors import InvalidInput, UserFacingError
-from skills.sizes import gib
+from skills.serving.sizes import gib
 from skills.targets.cloud_run import metrics_sidecar
-from skills.targets.cloud_run.render import PORT
+from skills.targets.cloud_run.render import PORT, DeployConfig, main_container, probe_for, render_service
 from tests.deploy_helpers import click, command, plan_id_of
 
 pytest_plugins = ["tests.deploy_fixtures"]

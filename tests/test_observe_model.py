@@ -14,7 +14,7 @@ from skills.capacity.cost import hourly_cost, usd_per_m_tokens
 from skills.observe.health import deep_health
 from skills.observe.query import stream_query
 from skills.ports import ServiceInfo
-from skills.sizes import gib
+from skills.serving.sizes import gib
 from tests.observe_fixtures import RecordingResponder, deps_for, reply_text, running_sim  # noqa: F401
 
 load_all()

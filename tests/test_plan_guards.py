@@ -13,7 +13,7 @@ from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.sandbox.slack_signing import command_body, signed_headers
 from handlers.commands.plans import DESTROY_SUBMIT_ACTION
 from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION, PLAN_ACTION
-from skills.deploy.audit import latest
+from skills.audit import latest
 from tests.alerts_fixtures import eventually, slack  # noqa: F401
 from tests.conftest import SIGNING_SECRET
 from tests.test_plans_thread import (  # noqa: F401

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from skills.deploy.plans import Plan, PlanStore
+from skills.deploy.plans import PlanStore
+from skills.targets.plan import Plan
 
 
 async def test_the_window_closes_at_expires_at_and_the_claim_outlives_the_plan(

@@ -27,7 +27,7 @@ from bot.settings import Settings
 from bot.web import create_app
 from handlers.commands.plans import DESTROY_OPEN_ACTION, DESTROY_SUBMIT_ACTION
 from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION, PLAN_ACTION, Reply, plan_button
-from skills.deploy.audit import latest
+from skills.audit import latest
 from skills.incidents.model import Alert, Incident
 from tests.alerts_fixtures import (
     PostsSlack,

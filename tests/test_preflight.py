@@ -15,10 +15,10 @@ from bot.adapters.preflight import make_preflight
 from bot.sandbox.preflight_standins import DEFAULT_QUOTA, HF_TOKEN, PreflightStandIns
 from bot.settings import Settings, load_settings
 from skills.capacity.fit import load_catalog
+from skills.capacity.gpu_quota import GPU_QUOTA_IDS, QUOTA_SERVICE
 from skills.capacity.image_compat import default_image
-from skills.deploy.gpu_quota import GPU_QUOTA_IDS, QUOTA_SERVICE
-from skills.deploy.preflight import PreflightSources, Target, run_preflight
-from skills.deploy.preflight_check import PreflightCheck
+from skills.deploy.preflight import PreflightSources, run_preflight
+from skills.targets.preflight_check import PreflightCheck, PreflightTarget
 from tests.conftest import REDIS_URL
 
 MODEL = load_catalog().model("gemma-4-12b-qat")
@@ -63,7 +63,7 @@ def _sources(stand: PreflightStandIns, key_prefix: str, redis_client: Any, **ove
     return make_preflight(_settings(stand, key_prefix, **over), redis_client)
 
 
-def _target(**over: Any) -> Target:
+def _target(**over: Any) -> PreflightTarget:
     base: dict[str, Any] = dict(
         image=IMAGE,
         model=MODEL.name,
@@ -75,7 +75,7 @@ def _target(**over: Any) -> Target:
         max_instances=1,
     )
     base.update(over)
-    return Target(**base)
+    return PreflightTarget(**base)
 
 
 async def _check(src: PreflightSources, name: str, **over: Any) -> PreflightCheck:

@@ -16,8 +16,8 @@ from bot.settings import Settings
 from bot.wiring import build_deps, close_deps
 from handlers.reply import CANCEL_ACTION, CONFIRM_ACTION
 from skills.capacity.fit import load_catalog
+from skills.capacity.gpu_quota import GPU_QUOTA_IDS, QUOTA_SERVICE
 from skills.capacity.image_compat import default_image
-from skills.deploy.gpu_quota import GPU_QUOTA_IDS, QUOTA_SERVICE
 from skills.diagnosis.findings import ProposedAction
 from skills.diagnosis.remediation import sanitize_action
 from tests.deploy_helpers import click, command, plan_id_of

@@ -8,7 +8,7 @@ import random
 import string
 from typing import Any
 
-from skills.deploy.audit import AuditEntry, record
+from skills.audit import AuditEntry, record
 from skills.logs.redact import redact, redact_obj
 from tests.example_data import LOGHUB
 from tests.redaction_corpus import build

@@ -92,7 +92,7 @@ def test_no_image_or_a_floating_tag_assumes_the_gpus_default_and_says_so() -> No
     ("image", "util"), [("vllm/vllm-openai:v0.19.1", 0.9), ("vllm/vllm-openai:v0.25.1-cu129", 0.92)]
 )
 def test_a_service_without_the_utilization_flag_is_planned_at_its_releases_default(image: str, util: float) -> None:
-    from skills.deploy.plan_common import fit_for
+    from skills.targets.cloud_run.plan_common import fit_for
 
     report = fit_for("gemma-4-12b-qat", {"gpu": "nvidia-l4", "vllm_image": image}, None)
     assert report.request.gpu_memory_utilization == util

@@ -19,15 +19,15 @@ from bot.sandbox.server import serve
 from bot.settings import Settings
 from bot.wiring import build_deps, close_deps
 from handlers.reply import CONFIRM_ACTION, PLAN_ACTION
+from skills.audit import latest
 from skills.capacity.catalog import load_catalog
-from skills.deploy.audit import latest
 from skills.deploy.plan_builder import build_plan
-from skills.deploy.plans import Plan
-from skills.deploy.render_service import DeployConfig, main_container, probe_for, render_service
 from skills.diagnosis.diagnose import diagnose
 from skills.diagnosis.remediation import ProposedAction, sanitize_action
 from skills.errors import InvalidInput
 from skills.ports import LogEntry, ServiceInfo
+from skills.targets.cloud_run.render import DeployConfig, main_container, probe_for, render_service
+from skills.targets.plan import Plan
 from tests.deploy_helpers import click, command, plan_id_of
 
 SERVICE = "vllm-gemma4"

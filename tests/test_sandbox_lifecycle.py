@@ -17,11 +17,11 @@ from bot.sandbox.cloud import Sandbox
 from bot.sandbox.lifecycle import PULL_S
 from bot.sandbox.scenarios import SCENARIOS
 from bot.settings import Settings, load_settings
-from skills.deploy.env import DeployEnv
 from skills.deploy.plan_builder import build_plan
 from skills.diagnosis.diagnose import diagnose_service
 from skills.ports import LogQuery
 from skills.targets.cloud_run.target import CloudRunTarget
+from skills.targets.env import DeployEnv
 
 DEPLOY_SCENARIOS = [name for name, s in SCENARIOS.items() if not s.load]
 

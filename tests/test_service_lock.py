@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from skills.deploy.locks import LockHeld, LockHolder, ServiceLock
+from skills.locks import LockHeld, LockHolder, ServiceLock
 
 
 def test_the_holder_is_described_in_utc_with_minutes_elapsed(new_york: None) -> None:

@@ -23,7 +23,7 @@ from bot.sandbox.console_session import ConsoleSession
 from bot.settings import load_settings
 from bot.wiring import close_deps
 from handlers.render_slack import to_blocks
-from skills.deploy.audit import latest
+from skills.audit import latest
 from tests.deploy_helpers import command
 from tests.observe_fixtures import running_sim
 from tests.test_canary import _deps, canary_thread

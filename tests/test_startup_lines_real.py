@@ -19,10 +19,10 @@ from bot.adapters.cloud_logging import CloudLoggingLogs
 from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
 from bot.settings import Settings
 from skills.capacity.startup_check import check_startup
-from skills.deploy.env import DeployEnv
 from skills.deploy.plan_builder import build_plan
 from skills.targets.cloud_run.serving import serving_of
 from skills.targets.cloud_run.target import CloudRunTarget
+from skills.targets.env import DeployEnv
 
 pytest_plugins = ["tests.agent_fixtures"]
 

@@ -11,8 +11,8 @@ import pytest
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.sandbox.model_server import ModelServerStandIn
 from handlers.reply import CONFIRM_ACTION
-from skills.deploy.profiles import DEFAULT_TARGET, load_profiles
 from skills.errors import InvalidInput
+from skills.serving.profiles import DEFAULT_TARGET, load_profiles
 from skills.targets.registry import Targets
 from tests.deploy_helpers import click, command, plan_id_of
 from tests.fake_target import KIND, NoRevisionsTarget

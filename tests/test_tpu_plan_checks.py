@@ -21,8 +21,8 @@ from handlers.fit_args import chat_parser
 from handlers.tpu_fit_render import tpu_request
 from skills.capacity.tpu_catalog import load_tpu_catalog
 from skills.deploy.execute import execute as execute_plan
-from skills.deploy.plans import Plan
 from skills.errors import InvalidInput
+from skills.targets.plan import Plan
 from skills.targets.registry import Targets
 
 CLOUD_RUN_SERVICE = "vllm-gemma4"  # the sandbox's Cloud Run service (seeded at start)

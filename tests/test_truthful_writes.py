@@ -12,7 +12,7 @@ import pytest
 
 from bot.sandbox.console_session import CONFIRMED, READY_SERVING, ConsoleSession
 from bot.wiring import reconcile_writes
-from skills.deploy.audit import latest, pending
+from skills.audit import latest, pending
 from skills.deploy.flow import BACKGROUND
 from tests.conftest import REDIS_URL
 from tests.eventually import eventually

@@ -1,4 +1,4 @@
-"""One model of the vLLM flags (skills/deploy/vllm_flags.py): parse and render round trips, unknown flags kept,
+"""One model of the vLLM flags (skills/serving/vllm_flags.py): parse and render round trips, unknown flags kept,
 `=` forms, malformed values refused, and the planner, renderer and diff agreeing on vLLM's defaults."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from skills.capacity.fit import FitRequest, check_fit
-from skills.deploy.diff import diff_specs
-from skills.deploy.plan_deploy import plan_deploy
-from skills.deploy.profiles import load_profiles
-from skills.deploy.render_service import DeployConfig, render_service, vllm_args
-from skills.deploy.vllm_flags import VllmFlags, VllmFlagsError
+from skills.serving.profiles import load_profiles
+from skills.serving.vllm_flags import VllmFlags, VllmFlagsError
+from skills.targets.cloud_run.diff import diff_specs
+from skills.targets.cloud_run.plan_deploy import plan_deploy
+from skills.targets.cloud_run.render import DeployConfig, render_service, vllm_args
 from tests.deploy_helpers import deploy_config
 
 pytest_plugins = ["tests.deploy_fixtures"]

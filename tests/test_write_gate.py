@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from bot.sandbox.cloud_run_api import CloudRunStandIn
-from skills.deploy.audit import latest, pending, since
+from skills.audit import latest, pending, since
 from skills.deploy.confirm import Refused, Where, WriteGate, cancel, claim, is_deployer, precheck, run_claimed
-from skills.deploy.plans import Plan, PlanStore
+from skills.deploy.plans import PlanStore
 from skills.errors import InvalidInput
 from skills.ports import OperationProgress
+from skills.targets.plan import Plan
 from tests.eventually import eventually
 from tests.fake_target import KIND, NoRevisionsTarget
 from tests.fake_time import FakeTime

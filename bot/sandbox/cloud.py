@@ -42,10 +42,10 @@ from bot.sandbox.vllm_sim import SimConfig, VllmSim
 from bot.settings import Settings
 from handlers.deps import SandboxScenario
 from skills.capacity.tpu_catalog import load_tpu_catalog
-from skills.deploy.env import DeployEnv
 from skills.deploy.plan_builder import build_plan
-from skills.deploy.vllm_flags import VllmFlags
+from skills.serving.vllm_flags import VllmFlags
 from skills.targets.cloud_run.target import CloudRunTarget
+from skills.targets.env import DeployEnv
 
 log = logging.getLogger(__name__)
 

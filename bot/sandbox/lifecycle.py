@@ -29,8 +29,8 @@ from skills.capacity.catalog import load_catalog
 from skills.capacity.deployed import check_as_deployed
 from skills.capacity.fit_types import FitRequest
 from skills.capacity.image_compat import load_image_data, parse_image, version
-from skills.deploy.vllm_flags import VllmFlags, planner_kv
-from skills.sizes import gib
+from skills.serving.sizes import gib
+from skills.serving.vllm_flags import VllmFlags, planner_kv
 from skills.targets.cloud_run.render import ANNOTATION_MODEL
 
 PULL_S = 60.0  # estimate: image pull and container start before vLLM prints anything (simulated seconds)

@@ -16,9 +16,9 @@ from bot.sandbox.hf_hub_api import HubStandIn
 from bot.sandbox.registry_api import RegistryStandIn
 from bot.sandbox.server import serve
 from skills.capacity.fit import load_catalog
+from skills.capacity.gpu_quota import GPU_QUOTA_IDS, QUOTA_SERVICE
 from skills.capacity.image_compat import default_image, load_image_data
 from skills.capacity.prices import load_prices
-from skills.deploy.gpu_quota import GPU_QUOTA_IDS, QUOTA_SERVICE
 from skills.targets.tpu.spec import DEFAULT_IMAGE as TPU_IMAGE
 
 HF_TOKEN = "hf_sandboxTokenWithTheGemmaLicenceAccepted"

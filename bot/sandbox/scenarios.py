@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.sandbox.examples import ALERTS
-from skills.deploy.vllm_flags import VllmFlags
+from skills.serving.vllm_flags import VllmFlags
 from skills.targets.cloud_run.render import CONTAINER, MOUNT_PATH, VOLUME
 
 Mutation = Callable[[dict[str, Any]], None]  # edits a copy of the service's template in place

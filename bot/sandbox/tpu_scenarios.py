@@ -1,4 +1,4 @@
-"""Sandbox scenarios for the Cloud TPU target: no capacity in the first zone, quota zero everywhere, a spot node
+"""TpuWorld scenarios for the Cloud TPU target: no capacity in the first zone, quota zero everywhere, a spot node
 preempted while serving, HBM out of memory at load. Each changes the TPU stand-in (and the Cloud Quotas one) the
 way the cloud would, or deploys by hand as a teammate with gcloud would (straight to the TPU API, past the bot's
 planner); then the bot's own commands show it: the deploy's progress, the plan's refusal, `/gemma status` and
@@ -8,17 +8,27 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from google.cloud import tpu_v2
 
-from bot.sandbox.tpu_api import State
+from bot.sandbox.clock import SandboxClock
+from bot.sandbox.preflight_standins import PreflightStandIns
+from bot.sandbox.tpu_api import State, TpuStandIn
 from skills.capacity.catalog import load_catalog
 from skills.capacity.tpu_catalog import load_tpu_catalog
 from skills.targets.tpu.spec import DEFAULT_IMAGE, metadata_of
 
-if TYPE_CHECKING:
-    from bot.sandbox.cloud import Sandbox
+
+class TpuWorld(Protocol):
+    """What a TPU scenario changes in the sandbox (bot/sandbox/cloud.py TpuWorld is one): named here, so the
+    scenarios need not import the sandbox that lists them."""
+
+    project: str
+    tpu: TpuStandIn
+    preflight: PreflightStandIns
+    clock: SandboxClock
+
 
 Narrate = Callable[[str], Awaitable[None]]
 SERVICE = "vllm-gemma4-tpu"  # the TPU service name the sandbox's settings give (TPU_SERVICE_NAME's default)
@@ -30,7 +40,7 @@ class TpuScenario:
     name: str
     summary: str
     kind: str
-    run: Callable[[Sandbox, Narrate], Awaitable[None]]
+    run: Callable[[TpuWorld, Narrate], Awaitable[None]]
 
 
 def _first_zone() -> str:
@@ -45,7 +55,7 @@ def _first_zone() -> str:
     return min(tpu.zones, key=key)
 
 
-async def _no_capacity(sb: Sandbox, say: Narrate) -> None:
+async def _no_capacity(sb: TpuWorld, say: Narrate) -> None:
     zone = _first_zone()
     sb.tpu.set_capacity(zone, "on-demand", 0)
     sb.tpu.set_capacity(zone, "spot", 0)
@@ -56,7 +66,7 @@ async def _no_capacity(sb: Sandbox, say: Narrate) -> None:
     )
 
 
-async def _quota_zero(sb: Sandbox, say: Narrate) -> None:
+async def _quota_zero(sb: TpuWorld, say: Narrate) -> None:
     tpu = load_tpu_catalog()
     for zone in tpu.zones:
         for tier in ("on-demand", "spot"):
@@ -70,7 +80,7 @@ async def _quota_zero(sb: Sandbox, say: Narrate) -> None:
     )
 
 
-def _by_hand(sb: Sandbox, model: str, accel: str, *, spot: bool, mml: int) -> str:
+def _by_hand(sb: TpuWorld, model: str, accel: str, *, spot: bool, mml: int) -> str:
     """A queued resource created straight through the TPU API (gcloud), with the node's startup spec."""
     tpu = load_tpu_catalog()
     m = load_catalog().model(model)
@@ -104,11 +114,11 @@ def _by_hand(sb: Sandbox, model: str, accel: str, *, spot: bool, mml: int) -> st
     return zone
 
 
-def _exists(sb: Sandbox) -> bool:
+def _exists(sb: TpuWorld) -> bool:
     return any(n.endswith(f"/queuedResources/{SERVICE}") for n in sb.tpu.queued)
 
 
-async def _preempted(sb: Sandbox, say: Narrate) -> None:
+async def _preempted(sb: TpuWorld, say: Narrate) -> None:
     if not _exists(sb):
         zone = _by_hand(sb, "gemma-4-e4b", "v6e-1", spot=True, mml=16384)
         await say(f"A teammate created `{SERVICE}` by hand: gemma-4-e4b on a spot v6e-1 in {zone}.")
@@ -132,7 +142,7 @@ async def _preempted(sb: Sandbox, say: Narrate) -> None:
     )
 
 
-async def _hbm_oom(sb: Sandbox, say: Narrate) -> None:
+async def _hbm_oom(sb: TpuWorld, say: Narrate) -> None:
     if _exists(sb):
         await say(f":warning: `{SERVICE}` exists: `/gemma destroy {SERVICE}` first, then run this again.")
         return

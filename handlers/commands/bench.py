@@ -25,9 +25,9 @@ from skills.bench.loadgen import BenchSpec, Progress, SweepResult, run_sweep
 from skills.bench.store import BenchStore
 from skills.bench.sweep_preview import SweepPreview, make_preview, max_model_len_from_args, server_max_model_len
 from skills.capacity.cost import hourly_cost
-from skills.deploy.locks import LockHeld, ServiceLock
 from skills.durations import format_duration
 from skills.errors import InvalidInput, UserFacingError, explain_validation
+from skills.locks import LockHeld, ServiceLock
 
 log = logging.getLogger(__name__)
 

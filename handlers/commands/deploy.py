@@ -13,15 +13,15 @@ from handlers.registry import command
 from handlers.reply import FileOut, Reply
 from skills.actions.params import DeployParams
 from skills.deploy.plan_builder import build_plan
-from skills.deploy.profiles import load_profiles
-from skills.deploy.vllm_flags import SPECS
 from skills.errors import InvalidInput
+from skills.serving.profiles import load_profiles
+from skills.serving.vllm_flags import SPECS
 
 # Flags a user may pass: one per field of skills.actions.params.Overrides (plus --service). Values stay text:
 # the plan validates them against that model, so its limits are stated once; so are their help (the fields'
 # descriptions) and what each takes (handlers/declared_args.py field_metavar, DEPLOY_TYPED).
 _FIELDS = [name for name in DeployParams.model_fields if name != "profile"]
-# vLLM's boolean flags among them (`--x` / `--no-x`), named as skills/deploy/vllm_flags.py names them.
+# vLLM's boolean flags among them (`--x` / `--no-x`), named as skills/serving/vllm_flags.py names them.
 _BOOLS = {s.flag.removeprefix("--").replace("-", "_") for s in SPECS if s.boolean} & set(_FIELDS)
 
 

@@ -19,10 +19,10 @@ from handlers.context import ActionContext, CommandContext
 from handlers.declared_args import arguments
 from handlers.registry import action, command
 from handlers.reply import Button, Reply
-from skills.deploy.locks import LockHeld, ServiceLock
 from skills.diagnosis.agent_eval import one_line, table
 from skills.diagnosis.eval_plans import EvalPlan, EvalPlans
 from skills.errors import InvalidInput, UserFacingError
+from skills.locks import LockHeld, ServiceLock
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from skills.capacity.catalog import Catalog
 from skills.capacity.fit import FitReport, check_fit, load_catalog
 from skills.capacity.startup_log import StartupFigures, last_figures
 from skills.capacity.tpu_fit import check_tpu_fit
-from skills.deploy.profiles import DeployProfile, load_profiles
 from skills.durations import format_duration
+from skills.serving.profiles import DeployProfile, load_profiles
 
 log = logging.getLogger(__name__)
 

@@ -8,14 +8,14 @@ from handlers.context import CommandContext
 from handlers.declared_args import arguments
 from handlers.registry import COMMANDS, command
 from handlers.reply import Reply
-from skills.bench.report import recent_sweeps
+from skills.bench.report import measured, recent_sweeps
 from skills.capacity.cost import CostReport, cost_report
-from skills.deploy.vllm_flags import VllmFlags, planner_kv
 from skills.errors import InvalidInput, UserFacingError
 from skills.logs.redact import redact
 from skills.observe.health import DeepHealth, deep_health
 from skills.observe.model_metrics import ModelMetrics, Percentiles, collect_model_metrics
 from skills.observe.query import QueryResult, stream_query
+from skills.serving.vllm_flags import VllmFlags, planner_kv
 from skills.text import shorten
 
 
@@ -211,4 +211,4 @@ async def cost(ctx: CommandContext) -> Reply:
     info = await d.targets.for_service(service).get_service(service)
     sweeps = await recent_sweeps(d.redis, d.settings.key("bench", "history"), 1)
     region = d.settings.google_cloud_location  # where the service runs: its tier's rates
-    return render_cost(cost_report(info, sweeps[0] if sweeps else None, region))
+    return render_cost(cost_report(info, measured(sweeps[0]) if sweeps else None, region))

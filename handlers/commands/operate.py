@@ -11,9 +11,9 @@ from handlers.declared_args import arguments
 from handlers.registry import command
 from handlers.reply import Reply
 from skills.actions.params import DestroyParams, RollbackParams, ScaleParams
+from skills.audit import latest
+from skills.capacity.gpu_quota import GPU_QUOTA_IDS, quota_by_region, request_text
 from skills.capacity.prices import regions_offering
-from skills.deploy.audit import latest
-from skills.deploy.gpu_quota import GPU_QUOTA_IDS, quota_by_region, request_text
 from skills.deploy.revisions import quota_advice, revisions
 from skills.durations import format_duration
 from skills.errors import InvalidInput

@@ -29,11 +29,11 @@ from skills.actions.button_payloads import PayloadStore
 from skills.deploy.confirm import Refused, Where
 from skills.deploy.execute import ExecResult, Progress
 from skills.deploy.flow import keep_watching
-from skills.deploy.plans import Plan
-from skills.deploy.preflight_check import UNKNOWN_NOTE
 from skills.durations import format_duration
 from skills.errors import InvalidInput
 from skills.logs.redact import redact
+from skills.targets.plan import Plan
+from skills.targets.preflight_check import UNKNOWN_NOTE
 from skills.text import shorten
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from handlers.deps import HandlerDeps
 from handlers.registry import command
 from handlers.reply import FileOut, Reply
 from prompts import load as load_prompt
-from skills.deploy.audit import since as audit_since
+from skills.audit import since as audit_since
 from skills.durations import parse_duration
 from skills.errors import InvalidInput, UserFacingError
 from skills.incidents.investigation import changes_for, model_problem

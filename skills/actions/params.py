@@ -2,7 +2,7 @@
 and the plan builder (skills/deploy/plan_builder.py) all validate with these, so a proposal the sanitizer keeps is one
 the plan builder accepts. The proposable subset (what model output may propose) is derived here.
 
-`kv_cache_dtype` uses the planner's vocabulary (skills/deploy/profiles.py KvDtype): the bot renders only
+`kv_cache_dtype` uses the planner's vocabulary (skills/serving/profiles.py KvDtype): the bot renders only
 `--kv-cache-dtype auto` or `fp8`, both in vLLM's own choices (vllm/config/cache.py `CacheDType`, e.g. v0.24:
 "auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"); the other FP8 variants are
 refused here rather than silently rendered as something else.
@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from skills.deploy.profiles import KvDtype
+from skills.serving.profiles import KvDtype
 
 # What each setting is, in the words of its owner: vLLM's engine arguments (vllm/engine/arg_utils.py and
 # vllm/config/: cache.py, model.py, scheduler.py) and Cloud Run's service settings (`gcloud run deploy` flags).

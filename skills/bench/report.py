@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from skills.bench.cells import CellResult
 from skills.bench.loadgen import SweepResult
+from skills.capacity.cost import Measured, Rate
 from skills.ports import Store
 
 HISTORY_KEEP = 20
@@ -168,6 +169,18 @@ def best_throughput(result: SweepResult) -> tuple[CellResult | None, CellResult 
     s = max(single, key=lambda c: c.output_tok_per_s) if single else None
     b = max(good, key=lambda c: c.output_tok_per_s) if good else None
     return s, b
+
+
+def measured(result: SweepResult) -> Measured:
+    """A sweep's best throughputs as plain values, for the price list (skills/capacity/cost.py)."""
+
+    def rate(cell: CellResult | None) -> Rate | None:
+        if cell is None:
+            return None
+        return Rate(concurrency=cell.concurrency, context=cell.context, output_tok_per_s=cell.output_tok_per_s)
+
+    single, best = best_throughput(result)
+    return Measured(sweep_id=result.id, model=result.model, single_stream=rate(single), batched=rate(best))
 
 
 def _change(new: float | None, old: float | None, lower_is_better: bool, judge: bool = True) -> str:

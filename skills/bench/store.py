@@ -8,7 +8,7 @@ from collections.abc import Callable
 from skills.bench import report
 from skills.bench.loadgen import SweepResult
 from skills.bench.sweep_preview import SweepPreview
-from skills.deploy.locks import ServiceLock
+from skills.locks import ServiceLock
 from skills.ports import Store
 
 STOP_TTL_S = 3600

@@ -8,9 +8,9 @@ import math
 from pydantic import BaseModel, Field
 
 from skills.bench.loadgen import BenchSpec, fit_contexts
-from skills.deploy.vllm_flags import VllmFlags
 from skills.errors import InvalidInput
 from skills.ports import ModelAPI, ModelAPIError
+from skills.serving.vllm_flags import VllmFlags
 
 # Rough figures for the estimate when no sweep has been measured yet (12B QAT on one L4, FIELD_NOTES).
 DEFAULT_STREAM_TOK_S = 60.0

@@ -12,12 +12,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from skills.bench.loadgen import SweepResult
 from skills.capacity.catalog import load_catalog
 from skills.capacity.prices import instance_price
 from skills.errors import InvalidInput
 from skills.ports import ServiceInfo
-from skills.sizes import gib
+from skills.serving.sizes import gib
 
 
 def parse_cpu(cpu: str) -> float:
@@ -34,6 +33,24 @@ class Throughput(BaseModel):
     context: int
     output_tok_per_s: float
     usd_per_m_output_tokens: float
+
+
+class Rate(BaseModel):
+    """One measured throughput: output tokens/s at a concurrency and context."""
+
+    concurrency: int
+    context: int
+    output_tok_per_s: float
+
+
+class Measured(BaseModel):
+    """What a benchmark measured, as cost needs it: plain values (skills/bench/report.py `measured` reads them
+    off a sweep), so the price list does not depend on how benchmarks are stored."""
+
+    sweep_id: str
+    model: str = ""
+    single_stream: Rate | None = None  # the best concurrency-1 cell
+    batched: Rate | None = None  # the best cell at any concurrency
 
 
 class CostReport(BaseModel):
@@ -131,17 +148,14 @@ def hourly_cost(info: ServiceInfo, region: str | None = None) -> CostReport:
     )
 
 
-def cost_report(info: ServiceInfo, sweep: SweepResult | None, region: str | None = None) -> CostReport:
+def cost_report(info: ServiceInfo, measured: Measured | None, region: str | None = None) -> CostReport:
     """$/hour in `region`, plus $/M output tokens at the last sweep's single-stream and best batched throughput."""
-    from skills.bench.report import best_throughput
-
     rep = hourly_cost(info, region)
-    if sweep is None:
+    if measured is None:
         rep.notes.append("No benchmark stored yet: run `/gemma bench` for $/million tokens at measured throughput.")
         return rep
-    rep.sweep_id = sweep.id
-    single, best = best_throughput(sweep)
-    for attr, cell in (("single_stream", single), ("batched", best)):
+    rep.sweep_id = measured.sweep_id
+    for attr, cell in (("single_stream", measured.single_stream), ("batched", measured.batched)):
         if cell is not None and cell.output_tok_per_s > 0:
             setattr(
                 rep,
@@ -153,8 +167,10 @@ def cost_report(info: ServiceInfo, sweep: SweepResult | None, region: str | None
                     usd_per_m_output_tokens=usd_per_m_tokens(rep.usd_per_hour, cell.output_tok_per_s),
                 ),
             )
-    if single is None:
+    if measured.single_stream is None:
         rep.notes.append("The last sweep had no successful concurrency-1 cell; single-stream cost unknown.")
-    if sweep.model:
-        rep.notes.append(f"Throughput from sweep {sweep.id} of {sweep.model}, assuming the instance is kept busy.")
+    if measured.model:
+        rep.notes.append(
+            f"Throughput from sweep {measured.sweep_id} of {measured.model}, assuming the instance is kept busy."
+        )
     return rep

@@ -9,7 +9,7 @@ import json
 from skills.capacity.catalog import Catalog, GpuProfile, ModelProfile
 from skills.capacity.fit_types import GIB, FitRequest
 from skills.capacity.prices import instance_price
-from skills.deploy.vllm_flags import VllmFlags, kv_flag
+from skills.serving.vllm_flags import VllmFlags, kv_flag
 
 
 def tok_s_estimate(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) -> float | None:

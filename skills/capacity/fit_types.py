@@ -94,3 +94,11 @@ class DeployedCheck(BaseModel):
     host_need_gib: float
     cold_start_s: float
     load_s: float  # weights over GCS FUSE (part of the cold start)
+
+
+class ServingSummary(BaseModel):
+    """What a deployed spec runs, as the planner reads it back (a target reads its own spec into this)."""
+
+    image: str
+    fit: FitRequest  # the model, accelerator and vLLM settings, for a re-plan
+    startup_budget_s: int = 0  # how long the target lets the server start before giving up on it

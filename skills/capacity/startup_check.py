@@ -12,8 +12,8 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from skills.capacity.fit import check_fit
+from skills.capacity.fit_types import ServingSummary
 from skills.capacity.startup_log import StartupFigures, cold_start_lines, comparison_lines, parse_startup, save_figures
-from skills.deploy.serving_config import ServingSummary
 from skills.errors import UserFacingError
 from skills.ports import LogQuery, Logs, Store
 

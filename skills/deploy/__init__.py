@@ -1,2 +1,2 @@
-"""Deploy: vLLM flags (one model: parse <-> render), the rendered Cloud Run service, diffs, gcloud
-equivalents, and write plans (the only thing called a plan) from building to confirming and executing."""
+"""Deploy: write plans across targets, from asking to confirming, locking, executing, watching and reconciling
+(the plan itself and what each target builds into it live in skills/targets/)."""

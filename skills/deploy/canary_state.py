@@ -6,7 +6,7 @@ message), when it started (on the watch's clock) and the settings it started wit
 plus the first /metrics scrape of each revision so a resumed comparison still counts from the canary's start.
 One record per service (a canary needs one revision serving everything, so a service has at most one).
 
-Who watches is decided by a fenced lease per service (skills/incidents/leases.py): the watcher renews it while
+Who watches is decided by a fenced lease per service (skills/leases.py): the watcher renews it while
 it runs; a second bot process that finds it held does not watch; a holder that died lets it lapse after its
 TTL, and the next process takes it. The record is removed when the watch ends; a process stopped mid-watch
 leaves it for the next start (`resume_canaries` in handlers/canary_thread.py).
@@ -18,10 +18,10 @@ import logging
 
 from pydantic import BaseModel, Field, ValidationError
 
-from skills.deploy.canary import CanaryInfo
-from skills.incidents.leases import Lease
+from skills.leases import Lease
 from skills.observe.model_metrics import Snapshot
 from skills.ports import ServiceInfo, Store
+from skills.targets.canary import CanaryInfo
 
 log = logging.getLogger(__name__)
 

@@ -21,17 +21,17 @@ from pydantic import BaseModel, Field
 
 from skills.cancellation import raise_if_cancelled
 from skills.clock import Clock
-from skills.deploy.canary import CANARY_TAG, STABLE_TAG, CanaryInfo
 from skills.deploy.confirm import run_claimed
 from skills.deploy.execute import ExecResult
 from skills.deploy.flow import WriteFlow
-from skills.deploy.locks import LockHeld
 from skills.deploy.plan_builder import build_plan
-from skills.deploy.plans import Plan
 from skills.errors import UserFacingError
+from skills.locks import LockHeld
 from skills.observe.model_metrics import Snapshot
 from skills.observe.revision_compare import Comparison, RevisionEvidence, Thresholds, compare, gather
 from skills.ports import Metrics, ModelServer, Runtime
+from skills.targets.canary import CANARY_TAG, STABLE_TAG, CanaryInfo
+from skills.targets.plan import Plan
 
 log = logging.getLogger(__name__)
 

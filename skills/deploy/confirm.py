@@ -14,13 +14,14 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
-from skills.deploy.audit import AuditEntry, record, record_pending, settle
+from skills.audit import AuditEntry, record, record_pending, settle
 from skills.deploy.execute import ExecResult, ProgressFn, execute
-from skills.deploy.locks import LockHeld, ServiceLock
-from skills.deploy.plans import Plan, PlanStore
+from skills.deploy.plans import PlanStore
 from skills.errors import UserFacingError
+from skills.locks import LockHeld, ServiceLock
 from skills.logs.redact import redact
 from skills.ports import Logs, Store
+from skills.targets.plan import Plan
 from skills.targets.port import ServingTarget
 from skills.text import shorten
 

@@ -20,11 +20,11 @@ from typing import TypeVar
 from pydantic import BaseModel, Field
 
 from skills.cancellation import raise_if_cancelled
-from skills.deploy.plans import Plan
 from skills.errors import TransientCloudError, UserFacingError
 from skills.logs.redact import redact
 from skills.ports import LogQuery, Logs, RevisionInfo, ServiceInfo
 from skills.retrying import RetryPolicy, retry_call
+from skills.targets.plan import Plan
 from skills.targets.port import ServingTarget
 
 log = logging.getLogger(__name__)

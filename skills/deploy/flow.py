@@ -12,20 +12,19 @@ import asyncio
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from skills.deploy.audit import AuditEntry
+from skills.audit import AuditEntry
 from skills.deploy.confirm import Where, WriteGate, cancel, claim, precheck, run_claimed
-from skills.deploy.env import DeployEnv
 from skills.deploy.execute import ExecResult, Progress, ProgressFn
-from skills.deploy.locks import ServiceLock
 from skills.deploy.plan_builder import build_plan
-from skills.deploy.plans import Plan, PlanStore
+from skills.deploy.plans import PlanStore
 from skills.deploy.preflight import PreflightSources
 from skills.deploy.reconcile import reconcile_pending
-from skills.incidents.model import Fix, utcnow
-from skills.incidents.store import IncidentStore
+from skills.locks import ServiceLock
 from skills.logs.redact import redact
+from skills.targets.env import DeployEnv
+from skills.targets.plan import Plan
 from skills.targets.port import ServingTarget
 from skills.targets.registry import Targets
 from skills.text import shorten
@@ -34,13 +33,26 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+class IncidentLink(Protocol):
+    """What the write flow tells the incident a plan was asked from: the incident pipeline implements it
+    (skills/incidents/store.py IncidentStore), so deploy/ knows no incident type and incidents/ sits above it."""
+
+    async def thread_incident(self, channel: str, ts: str) -> str:
+        """The id of the incident whose thread this is ('' for any other thread)."""
+        ...
+
+    async def fix_landed(self, inc_id: str, action: str, revision: str, by: str) -> bool:
+        """A write confirmed from the incident's thread completed; False: no such incident."""
+        ...
+
+
 @dataclass(frozen=True)
 class WriteFlow:
     targets: Targets  # which serving target a plan is for and runs on (skills/targets/registry.py)
     env: DeployEnv
     plans: PlanStore
     gate: WriteGate
-    incidents: IncidentStore
+    incidents: IncidentLink
     poll_s: float = 5.0
     preflight: PreflightSources | None = None  # deploy/redeploy plans are checked before Confirm
     # Where /gemma status caches its report (`<prefix>:<service>`): a write drops it, so the next status
@@ -134,9 +146,10 @@ class WriteFlow:
         await self._record(plan.id, user_id, final.model_copy(update={"revision": result.revision}))
         if result.ok and plan.incident_id:
             # A fix confirmed from an incident's thread: the incident follows it up (condition cleared, or not).
-            fix = Fix(action=f"{plan.kind} `{plan.service}`", revision=result.revision, by=user_id, at=utcnow())
             try:
-                await self.incidents.record_fix(plan.incident_id, fix, fix.at)
+                await self.incidents.fix_landed(
+                    plan.incident_id, f"{plan.kind} `{plan.service}`", result.revision, user_id
+                )
             except Exception:
                 log.warning(
                     "could not record the fix of plan %s on incident %s", plan.id, plan.incident_id, exc_info=True

@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import Any, cast, get_args
 
 from skills.actions.params import ScaleParams
-from skills.deploy.env import DeployEnv
-from skills.deploy.plan_inputs import ActionKind, validate_params
-from skills.deploy.plans import Plan
 from skills.deploy.preflight import PreflightSources, run_preflight
-from skills.deploy.profiles import load_profiles
 from skills.errors import InvalidInput
+from skills.serving.profiles import load_profiles
+from skills.targets.env import DeployEnv
+from skills.targets.plan import Plan
+from skills.targets.plan_inputs import ActionKind, validate_params
 from skills.targets.port import ServingTarget, require
 from skills.targets.registry import Targets, who_holds
 

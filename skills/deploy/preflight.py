@@ -15,16 +15,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from pydantic import BaseModel
-
 from skills.capacity.fit import load_catalog
+from skills.capacity.gpu_quota import read_gpu_quota
 from skills.capacity.image_compat import check_image
 from skills.capacity.prices import load_prices, regions_offering
-from skills.deploy.gpu_quota import read_gpu_quota
-from skills.deploy.preflight_check import PreflightCheck
 from skills.errors import UserFacingError
 from skills.ports import ImageRegistry, ModelHub, PreflightUnavailable, QuotaReader, WeightStore
 from skills.short_cache import ShortCache
+from skills.targets.preflight_check import PreflightCheck, PreflightTarget
 
 log = logging.getLogger(__name__)
 
@@ -42,26 +40,7 @@ class PreflightSources:
     hub_url: str = "https://huggingface.co"  # where a user accepts a licence (HF_ENDPOINT)
 
 
-class Target(BaseModel):
-    """What a rendered service needs to exist, read from its spec."""
-
-    image: str
-    model: str | None = None  # catalog name
-    family: str | None = None
-    hf_repo: str | None = None  # weights pulled from the Hub
-    bucket: str | None = None  # or read from this bucket ...
-    prefix: str = ""  # ... under this folder
-    gpu: str
-    region: str
-    project: str | None = None
-    max_instances: int = 1
-    hf_token_secret: str = "hf-token"
-    # Cloud TPU: the TPU plan's zone search already checked the zone offers the slice and has quota, and the
-    # vLLM/CUDA compatibility data is about GPUs: only the checkpoint and the image's existence are checked here.
-    platform: str = "cloud-run"
-
-
-async def run_preflight(src: PreflightSources, t: Target) -> list[PreflightCheck]:
+async def run_preflight(src: PreflightSources, t: PreflightTarget) -> list[PreflightCheck]:
     checks: list[tuple[str, str, Callable[[], Awaitable[PreflightCheck]]]] = [
         ("region", "", lambda: _region(t)),
         ("image", f"image:{t.image}:{t.family}:{t.gpu}", lambda: _image(src, t)),
@@ -110,7 +89,7 @@ def _not_wired(name: str, what: str) -> PreflightCheck:
     return PreflightCheck(name=name, status="unknown", text=f"{what} is not wired in this process.")
 
 
-async def _hub(src: PreflightSources, t: Target) -> PreflightCheck:
+async def _hub(src: PreflightSources, t: PreflightTarget) -> PreflightCheck:
     repo = t.hf_repo or ""
     if src.hub is None:
         return _not_wired("checkpoint", "the Hugging Face Hub")
@@ -161,7 +140,7 @@ async def _hub(src: PreflightSources, t: Target) -> PreflightCheck:
     )
 
 
-async def _weights(src: PreflightSources, t: Target) -> PreflightCheck:
+async def _weights(src: PreflightSources, t: PreflightTarget) -> PreflightCheck:
     where = f"gs://{t.bucket}/{t.prefix}"
     if src.weights is None:
         return _not_wired("weights", "Cloud Storage")
@@ -197,7 +176,7 @@ async def _weights(src: PreflightSources, t: Target) -> PreflightCheck:
     )
 
 
-async def _image(src: PreflightSources, t: Target) -> PreflightCheck:
+async def _image(src: PreflightSources, t: PreflightTarget) -> PreflightCheck:
     compat_note = ""
     if t.family and t.platform == "cloud-run":
         compat = check_image(t.image, t.family, t.gpu)
@@ -231,7 +210,7 @@ async def _image(src: PreflightSources, t: Target) -> PreflightCheck:
     )
 
 
-async def _region(t: Target) -> PreflightCheck:
+async def _region(t: PreflightTarget) -> PreflightCheck:
     prices = load_prices()
     region = prices.regions.get(t.region)
     status = region.gpus.get(t.gpu) if region else None
@@ -254,7 +233,7 @@ async def _region(t: Target) -> PreflightCheck:
     )
 
 
-async def _quota(src: PreflightSources, t: Target) -> PreflightCheck:
+async def _quota(src: PreflightSources, t: PreflightTarget) -> PreflightCheck:
     if src.quotas is None:
         return _not_wired("quota", "the Cloud Quotas API")
     q = await read_gpu_quota(src.quotas, t.gpu, t.region)

@@ -1,5 +1,5 @@
 """Writes whose watch stopped before their outcome was seen (the process was stopped mid-deploy): their audit
-records stay `pending` (skills/deploy/audit.py) until a later start reads the outcome from the service itself.
+records stay `pending` (skills/audit.py) until a later start reads the outcome from the service itself.
 
 What a write shows once it has settled: a deploy, redeploy or scale made the first revision created after it
 was confirmed, and that revision's Ready condition is its outcome; a rollback moved all traffic to its target
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from skills.deploy.audit import AuditEntry, pending, settle
+from skills.audit import AuditEntry, pending, settle
 from skills.deploy.execute import traffic_detail
 from skills.errors import NotFound, UserFacingError
 from skills.ports import Store

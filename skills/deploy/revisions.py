@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from skills.deploy.env import DeployEnv
 from skills.ports import RevisionInfo, Runtime, ServiceInfo
+from skills.targets.env import DeployEnv
 
 
 class RevisionsView(BaseModel):

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 
-from skills.deploy.locks import ServiceLock
+from skills.locks import ServiceLock
 from skills.ports import Store
 
 LOCK_TTL_S = 3600  # a dead runner's lock lapses after this (an evaluation of every scenario takes minutes)

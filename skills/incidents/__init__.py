@@ -1,1 +1,2 @@
-"""Incidents: incident state and its storage in Redis (threads, outbox, leases)."""
+"""Incidents: the pipeline from alert to resolved thread (records, threads, outbox, investigation, what changed,
+lifecycle, postmortem) and the chat port it is told through (chat.py)."""

@@ -11,7 +11,7 @@ Definitions (README "Incidents" says the same):
   stands in, and the thread says it is not proven healthy.
 - A *change* is a revision created in the `window_s` (default 6 h) before the incident started (or after the
   last healthy revision, whichever is later), other than the healthy one. Who made it: the audit record whose
-  `revision` is that revision (skills/deploy/audit.py records the revision a write produced); none means a change
+  `revision` is that revision (skills/audit.py records the revision a write produced); none means a change
   made *outside the bot* (a hand deploy, `gcloud run deploy`, the console). Ranked by closeness to the start
   (plus the grace below).
 - The *likely cause*: the revision the alert names when it is one of the changes (a Cloud Monitoring alert is
@@ -27,10 +27,10 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, Field
 
-from skills.deploy.audit import AuditEntry
-from skills.deploy.audit import since as audit_since
-from skills.deploy.changes import FieldChange
+from skills.audit import AuditEntry
+from skills.audit import since as audit_since
 from skills.ports import RevisionInfo, Store
+from skills.serving.changes import FieldChange
 from skills.targets.port import ServingTarget
 
 WINDOW_S = 6 * 3600

@@ -1,5 +1,5 @@
 """The Slack effects of the incident publisher (skills/incidents/publisher.py), each made at most once, through
-the IncidentChat port (skills/ports.py: the surface renders).
+the IncidentChat port (skills/incidents/chat.py: the surface renders).
 
 Before a post its intent is recorded under the channel's fenced lease (fx:<effect> = intent:<lease>), after
 it the result (done:<ts>), with the state it moves on (the thread's ts, the last event posted). A holder that
@@ -21,11 +21,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from skills.clock import Clock
-from skills.incidents.leases import Lease
+from skills.incidents.chat import ChatRefused, IncidentChat
 from skills.incidents.model import Alert, Event, Incident
 from skills.incidents.outbox import IncidentOutbox, Record
+from skills.leases import Lease
 from skills.logs.redact import redact
-from skills.ports import ChatRefused, IncidentChat
 
 if TYPE_CHECKING:
     from skills.incidents.settings import IncidentSettings

@@ -3,7 +3,7 @@ is, the storm summary, and the records of effects that went wrong.
 
 The publisher (skills/incidents/publisher.py) decides and calls Slack; everything it reads or writes in Redis
 goes through here. Writes that record what Slack was asked or answered go through the channel's fenced lease
-(skills/incidents/leases.py `guarded_hset`), so a holder that lost its lease cannot overwrite its successor's record.
+(skills/leases.py `guarded_hset`), so a holder that lost its lease cannot overwrite its successor's record.
 
 Per channel:
   outbox:<channel>          incidents with Slack work (zset, score = the mark's sequence number)
@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from skills.incidents.leases import Lease
 from skills.incidents.model import Incident
 from skills.incidents.store import IncidentStore
+from skills.leases import Lease
 
 _PARSE_CACHE_MAX = 5000
 

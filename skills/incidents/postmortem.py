@@ -23,8 +23,8 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, Field
 
-from skills.deploy.audit import AuditEntry
-from skills.deploy.audit import since as audit_since
+from skills.audit import AuditEntry
+from skills.audit import since as audit_since
 from skills.diagnosis.analyzers import KINDS
 from skills.durations import format_duration
 from skills.errors import UserFacingError

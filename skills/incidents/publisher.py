@@ -2,7 +2,7 @@
 
 Workers only record (skills/incidents/store.py); this loop, one per process, makes every Slack call. What it
 reads and records in Redis goes through skills/incidents/outbox.py; this module decides and calls Slack. For each
-channel with work it holds a fenced lease (skills/incidents/leases.py), so one instance at a time posts into a channel:
+channel with work it holds a fenced lease (skills/leases.py), so one instance at a time posts into a channel:
 a storm split across instances still yields one thread per incident and no duplicate line, and a killed
 instance's channel is taken over when its lease lapses (`alert_channel_lease_ms`).
 
@@ -30,14 +30,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from skills.clock import Clock
+from skills.incidents.chat import IncidentChat
 from skills.incidents.effects import STORE_DOWN, DeadAnnounce, Effect, SlackEffects
-from skills.incidents.leases import Lease
 from skills.incidents.lifecycle_store import IncidentLifecycle
 from skills.incidents.model import Incident, severity_rank, utcnow
 from skills.incidents.outbox import IncidentOutbox, Loaded, Record
 from skills.incidents.settings import IncidentSettings
 from skills.incidents.store import IncidentStore
-from skills.ports import IncidentChat, Store
+from skills.leases import Lease
+from skills.ports import Store
 from skills.retrying import RetryPolicy, describe_error, retry_call
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ import json
 from datetime import datetime
 
 from skills.clock import REAL_CLOCK, Clock
-from skills.incidents.model import Alert, Change, Fix, Incident, group_key, is_known_service, new_incident
+from skills.incidents.model import Alert, Change, Fix, Incident, group_key, is_known_service, new_incident, utcnow
 from skills.ports import Store, StorePipeline
 
 RECORD_TTL_S = 30 * 86400
@@ -149,6 +149,12 @@ class IncidentStore:
         if change is not Change.STALE:
             await self.mark(inc.id, inc.channel)
         return inc, change
+
+    async def fix_landed(self, inc_id: str, action: str, revision: str, by: str) -> bool:
+        """The write flow's word that a fix confirmed from this incident's thread completed
+        (skills/deploy/flow.py IncidentLink): recorded as a Fix, now."""
+        fix = Fix(action=action, revision=revision, by=by, at=utcnow())
+        return await self.record_fix(inc_id, fix, fix.at)
 
     async def record_fix(self, inc_id: str, fix: Fix, now: datetime) -> bool:
         """A fix confirmed from the incident's thread completed: kept on the incident (its follow-up line comes

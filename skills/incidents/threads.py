@@ -17,13 +17,14 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 from skills.clock import REAL_CLOCK, Clock
+from skills.incidents.chat import DeadNotice, IncidentChat, Rendered
 from skills.incidents.effects import STORE_DOWN
 from skills.incidents.model import Alert, Change, Incident, utcnow
 from skills.incidents.publisher import IncidentPublisher
 from skills.incidents.settings import IncidentSettings
 from skills.incidents.store import IncidentStore
 from skills.logs.redact import redact
-from skills.ports import DeadNotice, IncidentChat, Rendered, Store
+from skills.ports import Store
 
 log = logging.getLogger(__name__)
 

@@ -20,14 +20,14 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from skills.deploy.changes import FieldChange
-from skills.deploy.env import DeployEnv
-from skills.deploy.plan_inputs import ActionKind
-from skills.deploy.plans import Plan
-from skills.deploy.preflight import Target as PreflightTarget
-from skills.deploy.serving_config import ServingSummary
+from skills.capacity.fit_types import ServingSummary
 from skills.errors import InvalidInput
 from skills.ports import Logs, Metrics, QuotaReader, Runtime
+from skills.serving.changes import FieldChange
+from skills.targets.env import DeployEnv
+from skills.targets.plan import Plan
+from skills.targets.plan_inputs import ActionKind
+from skills.targets.preflight_check import PreflightTarget
 
 Capability = Literal["revisions", "traffic_split", "scale_to_zero"]
 

@@ -15,8 +15,8 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from skills.deploy.profiles import DEFAULT_TARGET, load_profiles
 from skills.errors import InvalidInput, NotFound, UserFacingError
+from skills.serving.profiles import DEFAULT_TARGET, load_profiles
 from skills.targets.port import ServingTarget
 
 

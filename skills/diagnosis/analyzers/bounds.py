@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from skills.capacity.catalog import ModelProfile, load_catalog
 from skills.capacity.fit import FitRequest, check_fit
-from skills.deploy.vllm_flags import VllmFlags
 from skills.diagnosis.analyzers.base import LogView
 from skills.errors import InvalidInput, UserFacingError
-from skills.sizes import gib
+from skills.serving.sizes import gib
+from skills.serving.vllm_flags import VllmFlags
 
 if TYPE_CHECKING:
     from skills.diagnosis.findings import Finding

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 
-from skills.deploy.vllm_flags import BY_FIELD
 from skills.diagnosis.analyzers.base import Line, LogView, analyzer, first_seen
 from skills.diagnosis.analyzers.cuda import compatible_image
 from skills.diagnosis.analyzers.lines import READY
 from skills.diagnosis.analyzers.startup import _PROBE_FAIL
 from skills.diagnosis.findings import Finding, ProposedAction, Remediation
+from skills.serving.vllm_flags import BY_FIELD
 
 # Classes of the first decisive line of a process that exits before it listens. Wordings by shape:
 # argparse prints "<prog>: error: <message>" (vllm serve / api_server.py / any prog); Transformers and vLLM

@@ -1,5 +1,5 @@
 """Canary deploys on Cloud Run: the new revision takes a slice of traffic first, beside the revision serving now.
-(The target-independent part, CanaryInfo and the tags, is skills/deploy/canary.py.)
+(The target-independent part, CanaryInfo and the tags, is skills/targets/canary.py.)
 
 A deploy or redeploy plan with `canary: N` names its new revision (RevisionTemplate.revision, which Cloud Run
 requires to start with the service's name and a dash) and splits the service's traffic between two revision
@@ -34,18 +34,18 @@ from typing import Any
 from skills.capacity.cost import parse_cpu
 from skills.capacity.estimates import hourly_usd
 from skills.capacity.fit import load_catalog
-from skills.deploy.canary import CANARY_TAG, DNS1035, MAX_LABEL, STABLE_TAG, CanaryInfo, PromoteParams
-from skills.deploy.env import DeployEnv
-from skills.deploy.gpu_quota import read_gpu_quota
-from skills.deploy.plans import Plan
+from skills.capacity.gpu_quota import read_gpu_quota
 from skills.durations import format_duration
 from skills.errors import InvalidInput
 from skills.ports import PreflightUnavailable, QuotaReader, Runtime, ServiceInfo
-from skills.sizes import gib
+from skills.serving.sizes import gib
+from skills.targets.canary import CANARY_TAG, DNS1035, MAX_LABEL, STABLE_TAG, CanaryInfo, PromoteParams
 from skills.targets.cloud_run.diff import diff_specs, fingerprint
 from skills.targets.cloud_run.gcloud import rollback_command
 from skills.targets.cloud_run.plan_common import current_spec, validate_params
 from skills.targets.cloud_run.render import strip_output_only
+from skills.targets.env import DeployEnv
+from skills.targets.plan import Plan
 
 REVISION_TARGET = "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION"
 

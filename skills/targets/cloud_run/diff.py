@@ -3,7 +3,7 @@
 Both sides are v2 JSON, but the running one comes back from the API with every default filled in and enums
 as integers, while a rendered one is sparse with enum names. Normalising both (drop empty/zero values, enum
 numbers to names, output-only fields away) and flattening to readable paths — container args by flag (read
-through skills/deploy/vllm_flags.py, so vLLM defaults written or left out compare equal), env
+through skills/serving/vllm_flags.py, so vLLM defaults written or left out compare equal), env
 and volumes by name — gives a diff a human can check at a glance.
 """
 
@@ -14,9 +14,9 @@ import json
 import re
 from typing import Any
 
-from skills.deploy.changes import FieldChange
-from skills.deploy.vllm_flags import VllmFlags, pair_tokens
 from skills.logs.redact import MARK, redact
+from skills.serving.changes import FieldChange
+from skills.serving.vllm_flags import VllmFlags, pair_tokens
 
 # Set by Cloud Run, never by a request: stripped before an apply and never part of what a plan changes.
 OUTPUT_ONLY_FIELDS = frozenset(
@@ -60,7 +60,7 @@ def _enum(key: str, v: Any) -> Any:
 
 
 def arg_items(args: list[str]) -> list[tuple[str, str]]:
-    """Container args as (flag, value) through the one flags model (skills/deploy/vllm_flags.py): a flag at vLLM's
+    """Container args as (flag, value) through the one flags model (skills/serving/vllm_flags.py): a flag at vLLM's
     default, written or not (`--kv-cache-dtype auto`), is the same configuration and shows no change. Args
     the model cannot read are shown token by token, so the diff still says what differs."""
     flags = VllmFlags.parse_or_none(args)

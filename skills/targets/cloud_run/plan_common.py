@@ -1,7 +1,7 @@
 """What the Cloud Run plan builders share: the capacity check applied to a plan, Cloud Run's GPU and CPU floors,
 and reading the running service (its v2 JSON and the serving revision's template).
 
-The target-independent steps (parameter validation, the planner's figures) are skills/deploy/plan_inputs.py,
+The target-independent steps (parameter validation, the planner's figures) are skills/targets/plan_inputs.py,
 re-exported here for the builders beside this module."""
 
 from __future__ import annotations
@@ -11,20 +11,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from skills.capacity.fit import FitReport, load_catalog
-from skills.deploy.plan_inputs import ActionKind as ActionKind
-from skills.deploy.plan_inputs import as_text as as_text
-from skills.deploy.plan_inputs import fit_for as fit_for
-from skills.deploy.plan_inputs import fit_lines as fit_lines
-from skills.deploy.plan_inputs import validate_params as validate_params
-from skills.deploy.plans import Plan
-from skills.deploy.vllm_flags import VllmFlags
 from skills.errors import InvalidInput, NotFound
 from skills.ports import Runtime
-from skills.sizes import gib
+from skills.serving.sizes import gib
+from skills.serving.vllm_flags import VllmFlags
 from skills.targets.cloud_run.render import (
     MAX_THRESHOLD_WINDOW_S,
     PROBE_MARGIN,
 )
+from skills.targets.plan import Plan
+from skills.targets.plan_inputs import ActionKind as ActionKind
+from skills.targets.plan_inputs import as_text as as_text
+from skills.targets.plan_inputs import fit_for as fit_for
+from skills.targets.plan_inputs import fit_lines as fit_lines
+from skills.targets.plan_inputs import validate_params as validate_params
 
 # After the probe budget runs out Cloud Run reports the failure; wait a little longer than that.
 WAIT_MARGIN_S = 300

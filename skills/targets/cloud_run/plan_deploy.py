@@ -12,11 +12,9 @@ from skills.capacity.cost import container_limits, parse_cpu
 from skills.capacity.estimates import hourly_usd
 from skills.capacity.fit import load_catalog
 from skills.capacity.image_compat import default_image, require_compatible
-from skills.deploy.env import DeployEnv
-from skills.deploy.plans import Plan
-from skills.deploy.profiles import DeployProfile, get_profile
 from skills.errors import CloudUnavailable, InvalidInput, explain_error
 from skills.ports import Runtime
+from skills.serving.profiles import DeployProfile, get_profile
 from skills.targets.cloud_run import metrics_sidecar
 from skills.targets.cloud_run.diff import diff_specs, fingerprint
 from skills.targets.cloud_run.gcloud import deploy_command
@@ -40,6 +38,8 @@ from skills.targets.cloud_run.render import (
     render_service,
     strip_output_only,
 )
+from skills.targets.env import DeployEnv
+from skills.targets.plan import Plan
 
 
 async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], *, offline: bool = False) -> Plan:

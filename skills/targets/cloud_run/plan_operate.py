@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from skills.actions.params import DestroyParams, RollbackParams, ScaleParams
-from skills.deploy.env import DeployEnv
-from skills.deploy.plans import Plan
 from skills.errors import InvalidInput, NotFound
 from skills.ports import RevisionInfo, Runtime
 from skills.targets.cloud_run.canary import stable_revision
@@ -21,6 +19,8 @@ from skills.targets.cloud_run.plan_common import (
 from skills.targets.cloud_run.render import (
     strip_output_only,
 )
+from skills.targets.env import DeployEnv
+from skills.targets.plan import Plan
 
 
 async def plan_scale(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) -> Plan:

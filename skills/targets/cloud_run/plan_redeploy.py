@@ -9,12 +9,10 @@ from typing import Any
 from skills.actions.params import RedeployParams
 from skills.capacity.fit import FitReport, load_catalog
 from skills.capacity.image_compat import require_compatible
-from skills.deploy.env import DeployEnv
-from skills.deploy.plans import Plan
-from skills.deploy.vllm_flags import VllmFlags, kv_flag, planner_dtype, planner_kv
 from skills.errors import InvalidInput
 from skills.ports import Runtime
-from skills.sizes import gib
+from skills.serving.sizes import gib
+from skills.serving.vllm_flags import VllmFlags, kv_flag, planner_dtype, planner_kv
 from skills.targets.cloud_run.diff import diff_specs, fingerprint
 from skills.targets.cloud_run.gcloud import deploy_command
 from skills.targets.cloud_run.plan_common import (
@@ -45,10 +43,12 @@ from skills.targets.cloud_run.render import (
     set_model,
     set_secret_env,
     strip_output_only,
-    with_tool_calling,
 )
+from skills.targets.env import DeployEnv
+from skills.targets.plan import Plan
+from skills.targets.serving_flags import with_tool_calling
 
-# Override fields that are vLLM flags of the same name (skills/deploy/vllm_flags.py VllmFlags).
+# Override fields that are vLLM flags of the same name (skills/serving/vllm_flags.py VllmFlags).
 _FLAG_FIELDS = ("max_model_len", "gpu_memory_utilization", "max_num_seqs", "cpu_offload_gb", "enforce_eager")
 
 

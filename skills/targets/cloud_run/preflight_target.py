@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from skills.capacity.fit import load_catalog
-from skills.deploy.env import DeployEnv
-from skills.deploy.preflight import Target
 from skills.targets.cloud_run.plan_common import container_flags
 from skills.targets.cloud_run.plan_redeploy import model_of
 from skills.targets.cloud_run.render import gcs_mounts, main_container
+from skills.targets.env import DeployEnv
+from skills.targets.preflight_check import PreflightTarget
 
 
-def target_of(spec: dict[str, Any], env: DeployEnv) -> Target:
+def target_of(spec: dict[str, Any], env: DeployEnv) -> PreflightTarget:
     """The checkpoint (Hub id, or bucket folder under a GCS mount), image, GPU and scaling a spec runs with."""
     container = main_container(spec)
     flags = container_flags(container)
@@ -29,7 +29,7 @@ def target_of(spec: dict[str, Any], env: DeployEnv) -> Target:
                 prefix = path[len(root) :].strip("/") + "/"
     elif path:
         hf_repo = path
-    return Target(
+    return PreflightTarget(
         image=str(container.get("image", "")),
         model=model,
         family=load_catalog().model(model).family if model else None,

@@ -17,13 +17,13 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from skills.capacity.catalog import GpuProfile
 from skills.capacity.cost import parse_cpu
-from skills.deploy.serving_config import MOUNT_PATH, ServingConfig, serving_flags
-from skills.deploy.serving_config import with_tool_calling as with_tool_calling  # re-exported for the plans
-from skills.deploy.vllm_flags import VllmFlags
 from skills.errors import InvalidInput
-from skills.sizes import gib
+from skills.serving.config import MOUNT_PATH, ServingConfig
+from skills.serving.sizes import gib
+from skills.serving.vllm_flags import VllmFlags
 from skills.targets.cloud_run import metrics_sidecar
 from skills.targets.cloud_run.diff import OUTPUT_ONLY_FIELDS
+from skills.targets.serving_flags import serving_flags
 
 PORT = 8080
 VOLUME = "models"

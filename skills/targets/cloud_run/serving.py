@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from skills.capacity.fit_types import FitRequest
-from skills.deploy.serving_config import ServingSummary
-from skills.deploy.vllm_flags import VllmFlags
+from skills.capacity.fit_types import FitRequest, ServingSummary
+from skills.serving.vllm_flags import VllmFlags
 from skills.targets.cloud_run.plan_redeploy import effective_settings, model_of, probe_budget
 from skills.targets.cloud_run.render import main_container
 

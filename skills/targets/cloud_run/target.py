@@ -12,15 +12,11 @@ from typing import Any
 
 import yaml
 
-from skills.deploy.canary import canary_percent
-from skills.deploy.changes import FieldChange
-from skills.deploy.env import DeployEnv
-from skills.deploy.plan_inputs import ActionKind
-from skills.deploy.plans import Plan
-from skills.deploy.preflight import Target as PreflightTarget
-from skills.deploy.serving_config import ServingSummary
+from skills.capacity.fit_types import ServingSummary
 from skills.errors import InvalidInput
 from skills.ports import Logs, Metrics, OperationProgress, QuotaReader, RevisionInfo, Runtime, ServiceInfo
+from skills.serving.changes import FieldChange
+from skills.targets.canary import canary_percent
 from skills.targets.cloud_run.canary import apply_canary, plan_promote, unname_revision
 from skills.targets.cloud_run.diff import diff_specs, fingerprint
 from skills.targets.cloud_run.gcloud import deploy_command
@@ -30,7 +26,11 @@ from skills.targets.cloud_run.plan_redeploy import plan_redeploy
 from skills.targets.cloud_run.preflight_target import target_of
 from skills.targets.cloud_run.render import strip_output_only
 from skills.targets.cloud_run.serving import serving_of
+from skills.targets.env import DeployEnv
+from skills.targets.plan import Plan
+from skills.targets.plan_inputs import ActionKind
 from skills.targets.port import ExportedSpec, TargetCapabilities
+from skills.targets.preflight_check import PreflightTarget
 
 KIND = "cloud-run"
 # Cloud Run keeps every revision (rollback pins traffic to one), splits traffic with tags, and scales to zero.

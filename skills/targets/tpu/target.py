@@ -25,16 +25,10 @@ import yaml
 
 from skills.actions.params import DeployParams, DestroyParams
 from skills.capacity.catalog import load_catalog
+from skills.capacity.fit_types import ServingSummary
 from skills.capacity.prices import format_usd
 from skills.capacity.tpu_catalog import TpuCatalog, load_tpu_catalog
 from skills.capacity.tpu_fit import TpuFitRequest, check_tpu_fit, refuse_gpu_only
-from skills.deploy.changes import FieldChange
-from skills.deploy.env import DeployEnv
-from skills.deploy.plan_inputs import ActionKind, validate_params
-from skills.deploy.plans import Plan
-from skills.deploy.preflight import Target as PreflightTarget
-from skills.deploy.profiles import get_profile
-from skills.deploy.serving_config import ServingSummary
 from skills.errors import InvalidInput, NotFound
 from skills.ports import (
     Condition,
@@ -46,7 +40,13 @@ from skills.ports import (
     RevisionInfo,
     ServiceInfo,
 )
+from skills.serving.changes import FieldChange
+from skills.serving.profiles import get_profile
+from skills.targets.env import DeployEnv
+from skills.targets.plan import Plan
+from skills.targets.plan_inputs import ActionKind, validate_params
 from skills.targets.port import ExportedSpec, TargetCapabilities
+from skills.targets.preflight_check import PreflightTarget
 from skills.targets.tpu.api import CreateRequest, QueuedInfo, QuotaExhausted, TpuApi
 from skills.targets.tpu.names import check_node_id, valid_node_id
 from skills.targets.tpu.spec import DEFAULT_IMAGE, VLLM_PORT, gcloud_create, metadata_of, spec_from_metadata

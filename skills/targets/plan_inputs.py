@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from skills.capacity.fit import FitReport, FitRequest, check_fit
 from skills.capacity.release import assumed_release
 from skills.errors import InvalidInput, explain_validation
-from skills.sizes import gib
+from skills.serving.sizes import gib
 
 ActionKind = Literal["deploy", "redeploy", "scale", "rollback", "destroy", "promote"]
 

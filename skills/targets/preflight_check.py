@@ -1,5 +1,5 @@
 """One preflight check's outcome, as a plan carries it: passed, failed (with the fix; blocks Confirm), or could
-not be checked (with why; a warning that does not block)."""
+not be checked (with why; a warning that does not block); and what the checks read of a target (PreflightTarget)."""
 
 from __future__ import annotations
 
@@ -34,3 +34,22 @@ def preflight_blocked(checks: list[PreflightCheck]) -> str:
 
 
 UNKNOWN_NOTE = "Checks that could not run are warnings: they do not block Confirm."
+
+
+class PreflightTarget(BaseModel):
+    """What a rendered service needs to exist, read from its spec."""
+
+    image: str
+    model: str | None = None  # catalog name
+    family: str | None = None
+    hf_repo: str | None = None  # weights pulled from the Hub
+    bucket: str | None = None  # or read from this bucket ...
+    prefix: str = ""  # ... under this folder
+    gpu: str
+    region: str
+    project: str | None = None
+    max_instances: int = 1
+    hf_token_secret: str = "hf-token"
+    # Cloud TPU: the TPU plan's zone search already checked the zone offers the slice and has quota, and the
+    # vLLM/CUDA compatibility data is about GPUs: only the checkpoint and the image's existence are checked here.
+    platform: str = "cloud-run"

@@ -287,7 +287,7 @@ def pair_tokens(tokens: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-# --- the planner's vocabulary (skills/deploy/profiles.py KvDtype, FitRequest.dtype) to vLLM's ------------------
+# --- the planner's vocabulary (skills/serving/profiles.py KvDtype, FitRequest.dtype) to vLLM's ------------------
 
 
 def kv_flag(planner_kv: str) -> CacheDType:
