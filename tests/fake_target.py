@@ -15,6 +15,7 @@ from itertools import count
 from typing import Any
 
 from skills.actions.params import DestroyParams, ScaleParams
+from skills.capacity.cost import CostReport, hourly_cost
 from skills.capacity.fit_types import FitRequest, ServingSummary
 from skills.errors import InvalidInput, NotFound
 from skills.ports import OperationProgress, QuotaReader, RevisionInfo, ServiceInfo
@@ -170,6 +171,9 @@ class NoRevisionsTarget:
 
     def serving_of(self, spec: dict[str, Any]) -> ServingSummary | None:
         return ServingSummary(image="", fit=FitRequest(model="gemma-4-12b-qat", gpu="nvidia-l4"))
+
+    async def hourly_cost(self, info: ServiceInfo, region: str | None) -> CostReport:
+        return hourly_cost(info, region)  # priced as a Cloud Run instance of the same resources
 
     def export(self, service: str, spec: dict[str, Any], env: DeployEnv) -> ExportedSpec:
         return ExportedSpec(

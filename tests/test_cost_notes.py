@@ -20,12 +20,12 @@ def test_scale_to_zero_and_always_on_are_each_said() -> None:
 
 def test_per_token_cost_names_its_sweep_or_says_there_is_none() -> None:
     info = ServiceInfo(**L4)
-    assert any(n.startswith("No benchmark stored yet") for n in cost_report(info, None).notes)
+    assert any(n.startswith("No benchmark stored yet") for n in cost_report(hourly_cost(info), None).notes)
     cell = CellResult(concurrency=1, context=128, requests=10, ok=10, success_rate=1.0, duration_s=10,
                       req_per_s=1.0, output_tok_per_s=80.0)  # fmt: skip
     sweep = SweepResult(id="sw-41", model="gemma-4-12b-qat", started_at="2026-12-01T00:00:00Z", spec=BenchSpec(),
                         cells=[cell])  # fmt: skip
-    notes = cost_report(info, measured(sweep)).notes
+    notes = cost_report(hourly_cost(info), measured(sweep)).notes
     assert any("sweep sw-41 of gemma-4-12b-qat" in n for n in notes), notes
 
 

@@ -202,3 +202,39 @@ async def test_tpu_zones_command_lists_usable_zones_and_says_when_none_is(sandbo
     reply = await run_command(ctx("zones v6e-8 --provisioning spot"), "tpu")
     assert reply is not None and "0 of 6 zones usable" in reply.title
     assert "Nothing the bot can do" in to_text(reply)
+
+
+async def test_one_price_for_a_running_slice_in_every_reply(sandbox: Sandbox, deps: Deps) -> None:
+    """The slice's price per hour is one number: the deploy plan, /gemma fit --tpu, the zone search, /gemma cost
+    of the running slice and its destroy plan all say it (TpuCatalog.slice_hour_usd), and cost prices the slice,
+    not a Cloud Run instance of 1 vCPU and 512 MiB."""
+    import re
+
+    from handlers.render_text import to_text
+    from skills.capacity.tpu_catalog import load_tpu_catalog
+    from tests.deploy_helpers import command
+
+    tpu = load_tpu_catalog()
+    zone = _first_zone()
+    rate, _ = tpu.chip_hour_usd("on-demand", tpu.region_of(zone))
+    assert rate is not None
+    usd = rate * tpu.accelerator("v6e-4")[1].chips
+    price = f"${usd:,.2f}/h"
+    phases: list[str] = []
+    assert (await _deploy(sandbox, deps, phases)).ok  # type: ignore[attr-defined]
+
+    def text(reply: object) -> str:
+        assert reply is not None, "no reply"
+        return to_text(reply)  # type: ignore[arg-type]
+
+    fit, _ = await command(deps, f"fit gemma-4-31b --tpu v6e-4 --region {tpu.region_of(zone)}")
+    zones, _ = await command(deps, "tpu zones v6e-4")
+    cost, _ = await command(deps, f"cost {SERVICE}")
+    destroy, _ = await command(deps, f"destroy {SERVICE}")
+    assert price in text(fit), text(fit)
+    assert next(line for line in text(zones).splitlines() if f" {zone}:" in line).endswith(price)
+    assert price.removesuffix("/h") + "/hour per running instance" in text(cost), text(cost)
+    assert "vCPU" not in text(cost) and "v6e-4" in text(cost)
+    amounts = {float(m.replace(",", "")) for m in re.findall(r"\$([\d,]+\.\d\d)/h(?:our)?\b", text(cost))}
+    assert amounts == {round(usd, 2)}, text(cost)  # idle and busy alike: a slice bills while it exists
+    assert price in text(destroy), text(destroy)

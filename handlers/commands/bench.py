@@ -24,7 +24,6 @@ from skills.bench import report
 from skills.bench.loadgen import BenchSpec, Progress, SweepResult, run_sweep
 from skills.bench.store import BenchStore
 from skills.bench.sweep_preview import SweepPreview, make_preview, max_model_len_from_args, server_max_model_len
-from skills.capacity.cost import hourly_cost
 from skills.durations import format_duration
 from skills.errors import InvalidInput, UserFacingError, explain_validation
 from skills.locks import LockHeld, ServiceLock
@@ -82,8 +81,9 @@ async def _preview(ctx: CommandContext) -> Reply:
     usd_h: float | None = None
     try:
         name = d.settings.vllm_service_name
-        info = await d.targets.for_service(name).get_service(name)
-        usd_h = hourly_cost(info, d.settings.google_cloud_location).usd_per_hour
+        target = d.targets.for_service(name)
+        info = await target.get_service(name)
+        usd_h = (await target.hourly_cost(info, d.settings.google_cloud_location)).usd_per_hour
         # One reading of the running configuration: the flags the service runs with (what /gemma config shows);
         # the server's own report only when they do not say.
         max_len = max_model_len_from_args(info.args) or max_len

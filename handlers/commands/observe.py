@@ -10,6 +10,7 @@ from handlers.registry import COMMANDS, command
 from handlers.reply import Reply
 from skills.bench.report import measured, recent_sweeps
 from skills.capacity.cost import CostReport, cost_report
+from skills.capacity.prices import format_usd
 from skills.errors import InvalidInput, UserFacingError
 from skills.logs.redact import redact
 from skills.observe.health import DeepHealth, deep_health
@@ -172,18 +173,23 @@ def _usd(v: float) -> str:
     return f"${v:,.2f}" if v >= 0.1 else f"${v:,.3f}"
 
 
+def _per(v: float | None, per: str) -> str:
+    """`$1.42/h`, three places under $0.10; no sourced price: "price unknown" (format_usd's words), never $0."""
+    return f"{_usd(v)}/{per}" if v is not None else format_usd(None)
+
+
 def render_cost(c: CostReport) -> Reply:
-    reply = Reply(title=f":moneybag: {c.service}: {_usd(c.usd_per_hour)}/hour per running instance")
+    reply = Reply(title=f":moneybag: {c.service}: {_per(c.usd_per_hour, 'hour')} per running instance")
     gpu = f"{c.gpu_count} x {c.gpu_type}" if c.gpu_type else "none"
     parts = " + ".join(f"{k} {_usd(v)}" for k, v in sorted(c.breakdown.items()))
-    reply.add(
-        fields=[
-            ("Configuration", f"GPU {gpu}, {c.vcpu:g} vCPU, {c.memory_gib:g} GiB"),
-            ("Per hour", parts),
-            ("Idle (min-instances)", f"{_usd(c.idle_usd_per_hour)}/h with min-instances {c.min_instances}"),
-            ("All instances busy", f"{_usd(c.max_usd_per_hour)}/h at max-instances {c.max_instances}"),
-        ]
-    )
+    fields = [("Configuration", c.accelerator or f"GPU {gpu}, {c.vcpu:g} vCPU, {c.memory_gib:g} GiB")]
+    if parts:
+        fields.append(("Per hour", parts))
+    fields += [
+        ("Idle (min-instances)", f"{_per(c.idle_usd_per_hour, 'h')} with min-instances {c.min_instances}"),
+        ("All instances busy", f"{_per(c.max_usd_per_hour, 'h')} at max-instances {c.max_instances}"),
+    ]
+    reply.add(fields=fields)
     tp = []
     for label, t in (("Single stream", c.single_stream), ("Best batched", c.batched)):
         if t is not None:
@@ -208,7 +214,9 @@ def render_cost(c: CostReport) -> Reply:
 async def cost(ctx: CommandContext) -> Reply:
     d = ctx.deps
     service = ctx.opts.service or d.settings.vllm_service_name
-    info = await d.targets.for_service(service).get_service(service)
+    target = d.targets.for_service(service)
+    info = await target.get_service(service)
     sweeps = await recent_sweeps(d.redis, d.settings.key("bench", "history"), 1)
-    region = d.settings.google_cloud_location  # where the service runs: its tier's rates
-    return render_cost(cost_report(info, measured(sweeps[0]) if sweeps else None, region))
+    region = d.settings.google_cloud_location  # where a Cloud Run service runs: its tier's rates
+    hourly = await target.hourly_cost(info, region)  # the price its plans showed
+    return render_cost(cost_report(hourly, measured(sweeps[0]) if sweeps else None))

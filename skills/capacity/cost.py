@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from skills.capacity.catalog import load_catalog
 from skills.capacity.prices import instance_price
+from skills.capacity.tpu_catalog import Provisioning, TpuCatalog, load_tpu_catalog
 from skills.errors import InvalidInput
 from skills.ports import ServiceInfo
 from skills.serving.sizes import gib
@@ -57,14 +58,15 @@ class CostReport(BaseModel):
     service: str
     gpu_type: str = ""
     gpu_count: int = 0
+    accelerator: str = ""  # a target's own accelerator line (a TPU slice) instead of "GPU N x type, vCPU, GiB"
     vcpu: float
     memory_gib: float
-    usd_per_hour: float  # one running instance
+    usd_per_hour: float | None  # one running instance; None: no sourced price (said as "price unknown")
     breakdown: dict[str, float] = Field(default_factory=dict)  # gpu / cpu / memory, $/h
     min_instances: int = 0
     max_instances: int = 0
-    idle_usd_per_hour: float = 0.0  # what min-instances cost with no traffic
-    max_usd_per_hour: float = 0.0  # all max-instances running
+    idle_usd_per_hour: float | None = 0.0  # what min-instances cost with no traffic
+    max_usd_per_hour: float | None = 0.0  # all max-instances running
     single_stream: Throughput | None = None
     batched: Throughput | None = None
     sweep_id: str = ""
@@ -148,15 +150,44 @@ def hourly_cost(info: ServiceInfo, region: str | None = None) -> CostReport:
     )
 
 
-def cost_report(info: ServiceInfo, measured: Measured | None, region: str | None = None) -> CostReport:
-    """$/hour in `region`, plus $/M output tokens at the last sweep's single-stream and best batched throughput."""
-    rep = hourly_cost(info, region)
+def slice_cost(
+    info: ServiceInfo, accelerator_type: str, provisioning: Provisioning, zone: str, tpu: TpuCatalog | None = None
+) -> CostReport:
+    """$/hour of a running Cloud TPU slice: the catalog's slice price (TpuCatalog.slice_hour_usd, the one every
+    TPU reply shows) in the zone's region. A slice bills while it exists: no scale to zero."""
+    tpu = tpu or load_tpu_catalog()
+    name, acc = tpu.accelerator(accelerator_type)
+    region = tpu.region_of(zone)
+    usd, source = tpu.slice_hour_usd(name, provisioning, region)
+    if usd is None:
+        notes = [f"Price unknown: no {provisioning} price per chip-hour for {region} ({source})."]
+    else:
+        notes = [f"{provisioning} rate for {region}: {source}.", "A TPU slice bills while it exists: no scale to zero."]
+    return CostReport(
+        service=info.name,
+        gpu_type=name,
+        gpu_count=acc.chips,
+        accelerator=f"Cloud TPU {name} ({acc.chips} chips), {provisioning}, {zone}",
+        vcpu=0,
+        memory_gib=0,
+        usd_per_hour=usd,
+        min_instances=1,
+        max_instances=1,
+        idle_usd_per_hour=usd,
+        max_usd_per_hour=usd,
+        notes=notes,
+    )
+
+
+def cost_report(rep: CostReport, measured: Measured | None) -> CostReport:
+    """An hourly price (the service's target computes it), plus $/M output tokens at the last sweep's
+    single-stream and best batched throughput."""
     if measured is None:
         rep.notes.append("No benchmark stored yet: run `/gemma bench` for $/million tokens at measured throughput.")
         return rep
     rep.sweep_id = measured.sweep_id
     for attr, cell in (("single_stream", measured.single_stream), ("batched", measured.batched)):
-        if cell is not None and cell.output_tok_per_s > 0:
+        if cell is not None and cell.output_tok_per_s > 0 and rep.usd_per_hour is not None:
             setattr(
                 rep,
                 attr,

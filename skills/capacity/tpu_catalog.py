@@ -140,6 +140,15 @@ class TpuCatalog(_Strict):
             rate = self.prices.on_demand.get(region or "", Rate(value=None, source=f"no on-demand rate for {region}"))
         return rate.value, rate.source
 
+    def slice_hour_usd(
+        self, accelerator_type: str, provisioning: Provisioning, region: str | None
+    ) -> tuple[float | None, str]:
+        """($ per hour of one slice or None, where the rate comes from / why there is none): the one price of a
+        slice that fit, the TPU plan, the zone search, destroy and /gemma cost all show."""
+        _, acc = self.accelerator(accelerator_type)
+        rate, source = self.chip_hour_usd(provisioning, region)
+        return (rate * acc.chips if rate is not None else None), source
+
     def cite(self, keys: str) -> str:
         """'ci_26b, issue_26b_v5e' -> where each says it (the source text up to its first colon)."""
         out = []

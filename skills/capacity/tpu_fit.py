@@ -229,12 +229,14 @@ def _unsupported(tpu: TpuCatalog, support: list[tuple[str, Support]]) -> list[st
     ]
 
 
-def _price(tpu: TpuCatalog, req: TpuFitRequest) -> tuple[float | None, str, str]:
+def _price(tpu: TpuCatalog, req: TpuFitRequest) -> tuple[float | None, float | None, str, str]:
+    """(chip-hour rate, slice-hour price, source, region)."""
     region = req.region
     if region is None:
         region = next((r for r, rate in tpu.prices.on_demand.items() if rate.value is not None), "")
     rate, source = tpu.chip_hour_usd(req.provisioning, region)
-    return rate, source, region
+    hourly, _ = tpu.slice_hour_usd(req.accelerator_type, req.provisioning, region)
+    return rate, hourly, source, region
 
 
 def check_tpu_fit(req: TpuFitRequest, catalog: Catalog | None = None, tpu: TpuCatalog | None = None) -> TpuFitReport:
@@ -274,8 +276,7 @@ def check_tpu_fit(req: TpuFitRequest, catalog: Catalog | None = None, tpu: TpuCa
         verdict = "needs_more_chips"
     else:
         verdict = "does_not_fit"
-    rate, source, region = _price(tpu, req)
-    hourly = rate * chips if rate is not None else None
+    rate, hourly, source, region = _price(tpu, req)
     if hourly is None:
         notes.append(f"No {req.provisioning} price per chip-hour for {region or 'this region'}: {source}.")
     notes.append(f"Weights are split evenly over {chips} chip(s) (estimate: replicated tensors would add to it).")

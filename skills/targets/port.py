@@ -20,9 +20,10 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from skills.capacity.cost import CostReport
 from skills.capacity.fit_types import ServingSummary
 from skills.errors import InvalidInput
-from skills.ports import Logs, Metrics, QuotaReader, Runtime
+from skills.ports import Logs, Metrics, QuotaReader, Runtime, ServiceInfo
 from skills.serving.changes import FieldChange
 from skills.targets.env import DeployEnv
 from skills.targets.plan import Plan
@@ -126,6 +127,12 @@ class ServingTarget(Runtime, Protocol):
         ...
 
     def export(self, service: str, spec: dict[str, Any], env: DeployEnv) -> ExportedSpec: ...
+
+    async def hourly_cost(self, info: ServiceInfo, region: str | None) -> CostReport:
+        """What one running instance of the service costs per hour, from the same price function its plans and
+        fit use (Cloud Run: instance-based rates in `region`; a TPU slice: its chips at its tier's rate in its
+        zone's region). `usd_per_hour` None: no sourced price."""
+        ...
 
     def sendable(self, spec: dict[str, Any]) -> dict[str, Any]:
         """A spec read back, as a request may send it (output-only fields away)."""

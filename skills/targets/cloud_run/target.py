@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from skills.capacity.cost import CostReport, hourly_cost
 from skills.capacity.fit_types import ServingSummary
 from skills.errors import InvalidInput
 from skills.ports import Logs, Metrics, OperationProgress, QuotaReader, RevisionInfo, Runtime, ServiceInfo
@@ -130,6 +131,9 @@ class CloudRunTarget:
 
     def serving_of(self, spec: dict[str, Any]) -> ServingSummary | None:
         return serving_of(spec)
+
+    async def hourly_cost(self, info: ServiceInfo, region: str | None) -> CostReport:
+        return hourly_cost(info, region)
 
     def export(self, service: str, spec: dict[str, Any], env: DeployEnv) -> ExportedSpec:
         return ExportedSpec(

@@ -25,6 +25,7 @@ import yaml
 
 from skills.actions.params import DeployParams, DestroyParams
 from skills.capacity.catalog import load_catalog
+from skills.capacity.cost import CostReport, slice_cost
 from skills.capacity.fit_types import ServingSummary
 from skills.capacity.prices import format_usd
 from skills.capacity.tpu_catalog import TpuCatalog, load_tpu_catalog
@@ -429,11 +430,8 @@ class TpuTarget:
         if info is None:
             raise NotFound(f"Service `{service}` does not exist (no Cloud TPU queued resource of that name).")
         spec = spec_from_metadata(info.metadata)
-        rate, _ = self.tpu.chip_hour_usd(
-            info.tier if info.tier != "reserved" else "reserved", self.tpu.region_of(info.zone)
-        )
-        chips = self.tpu.accelerator(info.accelerator_type)[1].chips if info.accelerator_type else 0
-        cost = f", {format_usd(rate * chips if rate is not None else None, 'h')}" if chips else ""
+        usd = self.tpu.slice_hour_usd(info.accelerator_type, info.tier, self.tpu.region_of(info.zone))[0]
+        cost = f", {format_usd(usd, 'h')}" if info.accelerator_type else ""
         return Plan(
             kind="destroy",
             service=service,
@@ -476,6 +474,13 @@ class TpuTarget:
     def serving_of(self, spec: dict[str, Any]) -> ServingSummary | None:
         # The GPU planner's FitRequest names a GPU; a TPU slice is not one: the TPU fit reads the spec instead.
         return None
+
+    async def hourly_cost(self, info: ServiceInfo, region: str | None) -> CostReport:
+        node = await self._find(info.name)
+        if node is None:
+            raise NotFound(f"Service `{info.name}` does not exist (no Cloud TPU queued resource of that name).")
+        # priced in the zone's region (where the slice is), not the bot's Cloud Run region
+        return slice_cost(info, node.accelerator_type, node.tier, node.zone, self.tpu)
 
     def export(self, service: str, spec: dict[str, Any], env: DeployEnv) -> ExportedSpec:
         return ExportedSpec(

@@ -24,6 +24,7 @@ class ZoneOption(BaseModel):
     quota_id: str
     chips: int
     chip_hour_usd: float | None
+    hour_usd: float | None  # the slice (TpuCatalog.slice_hour_usd)
     note: str = ""
 
     @property
@@ -32,7 +33,7 @@ class ZoneOption(BaseModel):
         return self.offered is not False and quota_ok and self.quota != 0
 
     def line(self) -> str:
-        price = format_usd(self.chip_hour_usd * self.chips if self.chip_hour_usd is not None else None, "h")
+        price = format_usd(self.hour_usd, "h")
         offered = {True: "offers it", False: "does not offer it", None: "not asked"}[self.offered]
         quota = "quota unknown" if self.quota is None else ("unlimited" if self.quota == -1 else f"quota {self.quota}")
         mark = ":white_check_mark:" if self.usable else ":x:"
@@ -56,8 +57,16 @@ async def search_zones(
     async def one(zone: str) -> ZoneOption:
         region = tpu.region_of(zone)
         rate, _ = tpu.chip_hour_usd(provisioning, region)
+        hourly, _ = tpu.slice_hour_usd(acc_name, provisioning, region)
         opt = ZoneOption(
-            zone=zone, region=region, offered=None, quota=None, quota_id=quota_id, chips=acc.chips, chip_hour_usd=rate
+            zone=zone,
+            region=region,
+            offered=None,
+            quota=None,
+            quota_id=quota_id,
+            chips=acc.chips,
+            chip_hour_usd=rate,
+            hour_usd=hourly,
         )
         notes = []
         try:
