@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 
+from bot.settings import SettingsError, load_settings
 from handlers.commands.fit import render_fit
 from handlers.fit_args import add_fit_arguments, namespace_to_request
 from handlers.render_text import to_text
@@ -37,9 +38,13 @@ def run(args: argparse.Namespace) -> int:
         tpu = tpu_request(args)
         if tpu is not None:
             return _run_tpu(tpu, getattr(args, "format", "text"))
-        report = check_fit(namespace_to_request(args))
+        # MODEL_BUCKET decides how much memory loading takes, as it does for the bot's deploys.
+        report = check_fit(namespace_to_request(args, weights_from_hub=not load_settings().model_bucket))
     except InvalidInput as exc:
         print(f"gemma-sre fit: {exc.message}\n{exc.hint}".rstrip(), file=sys.stderr)
+        return 2
+    except SettingsError as exc:
+        print(f"gemma-sre fit: {exc}", file=sys.stderr)
         return 2
     if getattr(args, "format", "text") == "json":
         print(json.dumps(report_json(report), indent=2))

@@ -204,7 +204,7 @@ async def _fit(call: Call, a: FitArgs) -> ToolResult:
     if tpu is not None:  # a Cloud TPU slice: the TPU planner, as `/gemma fit --tpu`
         tpu_report = check_tpu_fit(tpu)
         return ToolResult(tpu_report.model_dump(mode="json"), _short(render_tpu_fit(tpu_report)))
-    request = namespace_to_request(ns, hint, flag_style=False)
+    request = namespace_to_request(ns, hint, flag_style=False, weights_from_hub=not call.deps.settings.model_bucket)
     report = check_fit(request)
     return ToolResult(report.model_dump(mode="json"), _short(render_fit(report)))
 

@@ -20,6 +20,7 @@ from skills.capacity.fit import FitRequest
 from skills.capacity.tpu_catalog import PROVISIONING
 from skills.errors import InvalidInput, explain_validation
 from skills.serving.profiles import load_profiles
+from skills.serving.sizes import gib
 
 MODELS_HINT = "`/gemma models` lists the catalog."
 
@@ -125,15 +126,21 @@ def chat_parser() -> CommandParser:
     return p
 
 
-def namespace_to_request(ns: argparse.Namespace, hint: str = "", *, flag_style: bool = True) -> FitRequest:
+def namespace_to_request(
+    ns: argparse.Namespace, hint: str = "", *, flag_style: bool = True, weights_from_hub: bool = False
+) -> FitRequest:
     """Checked request; `hint` goes with an error (default: the surface-neutral `fit MODEL [...]` usage).
-    `flag_style`: errors name `--gpu-count` (typed surfaces) or `gpu_count` (MCP's fields)."""
+    `flag_style`: errors name `--gpu-count` (typed surfaces) or `gpu_count` (MCP's fields). `weights_from_hub`:
+    no MODEL_BUCKET is set, so a deploy pulls the weights from the Hub (they take memory while loading)."""
     fields = {k: getattr(ns, k) for k in FitRequest.model_fields if getattr(ns, k, None) is not None}
+    fields["weights_from_hub"] = weights_from_hub
     profile = load_profiles().get(str(fields.get("model", "")))
     if profile is not None:  # a deploy profile: its model, GPU and settings, under the flags given
         base = profile.model_dump(include=set(FitRequest.model_fields), exclude_none=True)
         if profile.image:  # the profile's pinned image decides the release's KV rules, as its deploy would
             base["vllm_image"] = profile.image
+        if profile.memory:  # the instance the profile deploys: what fit sizes and prices
+            base["host_memory_gib"] = gib(profile.memory)
         fields = {**base, **fields, "model": profile.model}
     try:
         return FitRequest(**fields)

@@ -69,7 +69,7 @@ def render_fit(r: FitReport, measured: tuple[str, StartupFigures] | None = None)
             ("Cold start", f"{_about(r.cold_start_s)} (probe budget {format_duration(r.startup_budget_s, 'approx')})"),
             (
                 "Cost",
-                f"${r.cost_per_hour_usd:.2f}/h" + (f", {r.recommended_cpu} vCPU" if r.recommended_cpu else ""),
+                f"${r.cost_per_hour_usd:.2f}/h" + (f", {r.recommended_cpu:g} vCPU" if r.recommended_cpu else ""),
             ),
             ("Single stream", tok),
         ]
@@ -111,6 +111,8 @@ def _deploy_button(r: FitReport) -> Button | None:
         "enforce_eager": q.enforce_eager,
         "cpu_offload_gb": q.cpu_offload_gb,
         "memory": f"{r.recommended_memory_gib}Gi",
+        "cpu": f"{r.recommended_cpu:g}",
+        "max_num_seqs": q.max_num_seqs,  # fit's args and price are for these: the plan renders the same
     }
     return plan_button("deploy", params, label=f"Plan deploy ({profile.name})")
 
@@ -142,7 +144,8 @@ async def fit(ctx: CommandContext) -> Reply:
     tpu = tpu_request(ctx.opts)
     if tpu is not None:
         return render_tpu_fit(check_tpu_fit(tpu))
-    report = check_fit(namespace_to_request(ctx.opts, COMMANDS["fit"].parser.usage_hint()))
+    hub = not ctx.deps.settings.model_bucket  # as a deploy from here would load the weights
+    report = check_fit(namespace_to_request(ctx.opts, COMMANDS["fit"].parser.usage_hint(), weights_from_hub=hub))
     service = ctx.deps.settings.vllm_service_name
     try:
         seen = await last_figures(ctx.deps.redis, ctx.deps.settings.key("startup"), service)

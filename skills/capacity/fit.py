@@ -51,7 +51,8 @@ class _Calc:
     kv_free_gib: float  # all GPUs
     bpt: int
     kv_tokens: int
-    host_need_gib: float
+    host_need_gib: float  # the loading peak
+    files_gib: float = 0.0  # Hub files on Cloud Run's in-memory filesystem (0: weights from a bucket)
     concurrency: float = 0.0
     kv: kva.KVCacheConfig | None = None
     limits: kva.Limits | None = None
@@ -123,6 +124,7 @@ def compute_memory(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) 
     # container); offloaded weights then stay pinned there.
     host_need = p.host_runtime_gib + max(weights, r.cpu_offload_gb * r.gpu_count + 2.0)
     c = _Calc(weights, weights_gpu, overhead, budget, kv_free, bpt, kv_tokens, host_need)
+    c.files_gib = m.approx_disk_gb * 1e9 / GIB if r.weights_from_hub else 0.0
     c.concurrency, c.kv, c.limits = kva.max_concurrency(kv, limits), kv, limits
 
     if free_per_gpu <= 0:
@@ -284,14 +286,47 @@ def _evaluate(cat: Catalog, req: FitRequest) -> _Outcome:
 # --- derived figures ---------------------------------------------------------------------------------------
 
 
+def _memory_with_files(g: GpuProfile, eff: FitRequest, c: _Calc, rec_gib: float, margin: float) -> tuple[float, str]:
+    """The instance's memory, and what to say of it, when the weights come from the Hub: the files sit on Cloud
+    Run's in-memory filesystem on top of the loading peak (estimate). A size given (a flag, the profile) stands,
+    with a warning when it leaves too little; otherwise the smallest Cloud Run size that holds both."""
+    if not c.files_gib:
+        return eff.host_memory_gib or rec_gib, ""
+    files = c.files_gib
+    if eff.host_memory_gib:
+        if eff.host_memory_gib < c.host_need_gib + files:
+            return eff.host_memory_gib, (
+                f":warning: No MODEL_BUCKET: the ~{files:.1f} GiB of weights pulled from the Hub sit in Cloud Run's "
+                f"in-memory filesystem; {eff.host_memory_gib:g} GiB leaves too little to load them (estimate). "
+                "Raise --memory or set MODEL_BUCKET."
+            )
+        return eff.host_memory_gib, ""
+    need = max((c.host_need_gib + files) * margin, rec_gib)
+    steps = g.cloud_run.memory_steps_gib if g.cloud_run else []
+    step = next((s for s in steps if s >= need), None)
+    if step is not None:
+        return float(step), (
+            f"No MODEL_BUCKET: the ~{files:.1f} GiB of weights pulled from the Hub sit in Cloud Run's in-memory "
+            f"filesystem, so memory is {step} GiB (estimate: ~{c.host_need_gib:.0f} GiB loading peak + the files, "
+            "with margin). A bucket (MODEL_BUCKET) avoids that and speeds up cold starts."
+        )
+    top = float(g.cloud_run.max_memory_gib if g.cloud_run else math.ceil(need))
+    return top, (
+        f":warning: No MODEL_BUCKET: weights pulled from the Hub (~{files:.1f} GiB) land in Cloud Run's in-memory "
+        f"filesystem; with a ~{c.host_need_gib:.0f} GiB loading peak that needs ~{need:.0f} GiB (estimate), more "
+        f"than {g.name} allows ({top:g} GiB). Set MODEL_BUCKET and serve the weights from GCS instead."
+    )
+
+
 def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool) -> FitReport:
     m, g = cat.model(o.eff.model), cat.gpu(o.eff.gpu)
     c, eff = o.calc, o.eff
     p = cat.planner
     assert eff.max_model_len is not None
+    # The instance's resources, decided here once: fit shows them, the plan renders them, both price them.
     rec_mem, _ = _recommended_memory(g, c.host_need_gib, p.host_memory_margin)
-    memory = eff.host_memory_gib or float(rec_mem)
-    cpu = cpu_for(cat, g, memory)
+    memory, hub_note = _memory_with_files(g, eff, c, float(rec_mem), p.host_memory_margin)
+    cpu = eff.cpu or cpu_for(cat, g, memory)
     # Sequences averaging a quarter of max-model-len; Cloud Run concurrency should equal this.
     concurrency = c.concurrency
     rec_seqs = max(1, min(256, int(concurrency * 4)))
@@ -304,6 +339,10 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
         }
     )
     notes, warnings = list(o.notes), list(o.warnings)
+    if hub_note.startswith(":warning:"):
+        warnings.append(hub_note.removeprefix(":warning: "))
+    elif hub_note:
+        notes.append(hub_note)
     tok = tok_s_estimate(cat, m, g, eff)
     if eff.cpu_offload_gb > 0:
         warnings.append(

@@ -31,6 +31,11 @@ class FitRequest(BaseModel):
     cpu_offload_gb: float = Field(default=0, ge=0)  # vLLM's --cpu-offload-gb (GiB per GPU)
     enforce_eager: bool = False
     host_memory_gib: float | None = Field(default=None, gt=0)  # Cloud Run --memory; None = planner picks
+    cpu: float | None = Field(default=None, gt=0)  # Cloud Run --cpu; None = the planner's floor for the memory
+    # Where the weights come from: the Hub (no MODEL_BUCKET) puts the files on Cloud Run's in-memory filesystem,
+    # which counts against --memory on top of the loading peak; a bucket (GCS FUSE) does not. The surfaces set it
+    # from MODEL_BUCKET, as the deploy they stand for would load them.
+    weights_from_hub: bool = False
     max_num_seqs: int | None = Field(default=None, ge=1)
     dtype: Literal["auto", "bfloat16", "half"] = "auto"  # vLLM --dtype; "half" where bf16 is unsupported
     max_num_batched_tokens: int | None = Field(default=None, ge=16)  # None = the planner's (what we render)
@@ -68,7 +73,7 @@ class FitReport(BaseModel):
     budget_gib: float  # per GPU: memory x utilisation
     vram_after_weights_gib: float  # per GPU: memory - weights (what operators call "left for KV")
     recommended_memory_gib: int  # Cloud Run --memory
-    recommended_cpu: int  # Cloud Run --cpu
+    recommended_cpu: float  # Cloud Run --cpu
     recommended_max_num_seqs: int  # also the Cloud Run --concurrency to pair with it
     startup_budget_s: int  # cold start with margin: what the startup probe must allow
     vllm_args: list[str]  # the vLLM flags the effective config implies (besides model/host/port)

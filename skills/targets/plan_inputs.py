@@ -59,6 +59,8 @@ def fit_for(model: str, o: dict[str, Any], memory: str | None) -> FitReport:
             cpu_offload_gb=o.get("cpu_offload_gb", 0) or 0,
             enforce_eager=bool(o.get("enforce_eager", False)),
             host_memory_gib=gib(memory) if memory else None,
+            cpu=float(o["cpu"]) if o.get("cpu") else None,
+            weights_from_hub=o.get("weights_from_hub", True),
             max_num_seqs=o.get("max_num_seqs"),
             vllm_image=o.get("vllm_image"),  # the image being deployed: its release's KV accounting
             region=o.get("region"),  # where it deploys: prices and GPU availability

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,7 +22,6 @@ from skills.targets.cloud_run.plan_common import (
     WAIT_MARGIN_S,
     apply_fit,
     check_gpu,
-    cpu_floor,
     fit_for,
     one_gpu,
     probe_note,
@@ -33,7 +31,6 @@ from skills.targets.cloud_run.render import (
     DeployConfig,
     check_gpu_minimums,
     main_container,
-    memory_for_hub_weights,
     probe_for,
     render_service,
     strip_output_only,
@@ -54,31 +51,14 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
     o["gpu"] = check_gpu(o["gpu"])
     one_gpu(o)
     image_region = {"vllm_image": _pick_image(env, profile, o["gpu"])[0], "region": env.region}
-    report = fit_for(profile.model, {**o, **image_region}, o.get("memory"))
+    # Where the weights come from decides how much memory loading them takes (fit's one resource decision).
+    report = fit_for(profile.model, {**o, **image_region, "weights_from_hub": not env.model_bucket}, o.get("memory"))
     # The planner's effective request already carries its required changes (fits_with_changes): render that.
     eff = report.request
     gpu = load_catalog().gpu(eff.gpu)
-    base_gib = eff.host_memory_gib or report.recommended_memory_gib
-    margin = load_catalog().planner.host_memory_margin
-    hub_note = ""
-    if env.model_bucket:
-        memory_gib = math.ceil(base_gib)
-    elif o.get("memory"):  # the user's size stands; say if the Hub files will not fit in it
-        memory_gib = math.ceil(base_gib)
-        files_gib = report.model.approx_disk_gb * 1e9 / 2**30
-        if memory_gib < report.host_memory_gib + files_gib:
-            hub_note = (
-                f":warning: No MODEL_BUCKET: the ~{files_gib:.1f} GiB of weights pulled from the Hub sit in Cloud "
-                f"Run's in-memory filesystem; {memory_gib} GiB leaves too little to load them (estimate). Raise "
-                "--memory or set MODEL_BUCKET."
-            )
-    else:
-        memory_gib, hub_note = memory_for_hub_weights(
-            gpu, report.host_memory_gib, report.model.approx_disk_gb, margin, base_gib
-        )
+    memory_gib = report.recommended_memory_gib
     memory = f"{memory_gib}Gi"
-    floor = max(report.recommended_cpu, gpu.cloud_run.min_cpu if gpu.cloud_run else 0, cpu_floor(memory))
-    cpu = o.get("cpu") or str(floor)
+    cpu = o.get("cpu") or f"{report.recommended_cpu:g}"
     check_gpu_minimums(gpu, cpu, memory)
     image, origin = _pick_image(env, profile, gpu.name)
     compat = require_compatible(image, report.model.family, gpu.name, origin)
@@ -192,8 +172,6 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
         plan.notes.append(
             f"No MODEL_BUCKET: weights are pulled from the Hub with HF_TOKEN from secret `{env.hf_token_secret}`."
         )
-    if hub_note:
-        plan.notes.append(hub_note)
     if not env.service_account and current is None:
         plan.notes.append(
             "No VLLM_SERVICE_ACCOUNT: the service runs as the project's default compute service account; give it "

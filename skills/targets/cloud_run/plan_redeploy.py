@@ -275,7 +275,14 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
         notes.append("Could not tell which catalog model this service runs, so the capacity check was skipped.")
     else:
         limits = container.get("resources", {}).get("limits", {})
-        settings = {**effective_settings(new, container), "vllm_image": container.get("image") or None}
+        # Offline mode means the weights are read from the bucket's mount; otherwise they are pulled from the Hub
+        # into Cloud Run's in-memory filesystem, which counts against the memory limit (fit sizes for it).
+        offline = any(e.get("name") in OFFLINE_ENV and e.get("value") == "1" for e in container.get("env") or [])
+        settings = {
+            **effective_settings(new, container),
+            "vllm_image": container.get("image") or None,
+            "weights_from_hub": not offline,
+        }
         report = fit_for(model, settings, limits.get("memory"))
         if report.verdict == "fits_with_changes":
             # Apply what the planner requires, as a deploy would, so the plan is one that works.

@@ -153,30 +153,6 @@ def check_gpu_minimums(gpu: GpuProfile, cpu: str, memory: str) -> None:
         )
 
 
-def memory_for_hub_weights(
-    gpu: GpuProfile, load_gib: float, weights_gb: float, margin: float, floor_gib: float
-) -> tuple[int, str]:
-    """Memory when the weights come from the Hub: the files land on Cloud Run's in-memory filesystem and
-    count against the instance's memory, on top of the loading peak (`load_gib`, the planner's estimate).
-    Returns (GiB, a note for the plan); the note recommends a bucket when no Cloud Run size is big enough."""
-    weights_gib = weights_gb * 1e9 / GIB
-    need = max((load_gib + weights_gib) * margin, floor_gib)
-    limits = gpu.cloud_run
-    for step in limits.memory_steps_gib if limits else []:
-        if step >= need:
-            return step, (
-                f"No MODEL_BUCKET: the ~{weights_gib:.1f} GiB of weights pulled from the Hub sit in Cloud Run's "
-                f"in-memory filesystem, so memory is {step} GiB (estimate: ~{load_gib:.0f} GiB loading peak + the "
-                "files, with margin). A bucket (MODEL_BUCKET) avoids that and speeds up cold starts."
-            )
-    top = limits.max_memory_gib if limits else math.ceil(need)
-    return top, (
-        f":warning: No MODEL_BUCKET: weights pulled from the Hub (~{weights_gib:.1f} GiB) land in Cloud Run's "
-        f"in-memory filesystem; with a ~{load_gib:.0f} GiB loading peak that needs ~{need:.0f} GiB (estimate), "
-        f"more than {gpu.name} allows ({top} GiB). Set MODEL_BUCKET and serve the weights from GCS instead."
-    )
-
-
 def render_service(cfg: DeployConfig) -> dict[str, Any]:
     """The full v2 Service JSON (camelCase) for `Runtime.apply_service`."""
     if cfg.model_bucket:
