@@ -144,8 +144,9 @@ async def fit(ctx: CommandContext) -> Reply:
     tpu = tpu_request(ctx.opts)
     if tpu is not None:
         return render_tpu_fit(check_tpu_fit(tpu))
-    hub = not ctx.deps.settings.model_bucket  # as a deploy from here would load the weights
-    report = check_fit(namespace_to_request(ctx.opts, COMMANDS["fit"].parser.usage_hint(), weights_from_hub=hub))
+    request = namespace_to_request(ctx.opts, COMMANDS["fit"].parser.usage_hint())
+    # as a deploy from here would load the weights: from the Hub unless MODEL_BUCKET is set
+    report = check_fit(request.model_copy(update={"weights_from_hub": not ctx.deps.settings.model_bucket}))
     service = ctx.deps.settings.vllm_service_name
     try:
         seen = await last_figures(ctx.deps.redis, ctx.deps.settings.key("startup"), service)
