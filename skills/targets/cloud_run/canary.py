@@ -41,7 +41,7 @@ from skills.ports import PreflightUnavailable, QuotaReader, Runtime, ServiceInfo
 from skills.serving.sizes import gib
 from skills.targets.canary import CANARY_TAG, DNS1035, MAX_LABEL, STABLE_TAG, CanaryInfo, PromoteParams
 from skills.targets.cloud_run.diff import diff_specs, fingerprint
-from skills.targets.cloud_run.gcloud import rollback_command
+from skills.targets.cloud_run.gcloud import rollback_command, update_commands
 from skills.targets.cloud_run.plan_common import current_spec, validate_params
 from skills.targets.cloud_run.render import strip_output_only
 from skills.targets.env import DeployEnv
@@ -242,7 +242,7 @@ async def plan_promote(runtime: Runtime, env: DeployEnv, params: dict[str, Any])
         target_revision=p.revision,
         base_fingerprint=fingerprint(current),
         changes=diff_specs(strip_output_only(current), new),
-        gcloud=rollback_command(service, p.revision, env.region, env.project),
+        gcloud=update_commands(service, strip_output_only(current), new, env.region, env.project),
         wait_budget_s=600,
     )
     plan.notes.append(

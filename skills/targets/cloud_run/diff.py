@@ -96,6 +96,10 @@ def flatten(spec: dict[str, Any] | None) -> dict[str, str]:
                 flat[path] = " ".join(str(x) for x in v)
             elif key == "traffic":
                 flat[path] = ", ".join(_traffic(t) for t in v)
+                # Tags name revisions by URL (a canary's `canary` and `stable`): a change of their own.
+                tags = sorted(f"{t['tag']}={t.get('revision') or 'latest'}" for t in v if t.get("tag"))
+                if tags:
+                    flat[f"{path}.tags"] = ", ".join(tags)
             else:
                 for i, item in enumerate(v):
                     # Containers by position (a running service may have unnamed ones); env/volumes by name.

@@ -135,18 +135,6 @@ def deploy_command(
     return _join(parts) + note
 
 
-def scale_command(service: str, min_i: int, max_i: int, region: str, project: str | None) -> str:
-    parts = [
-        f"gcloud run services update {_q(service)}",
-        f"--min-instances={min_i}",
-        f"--max-instances={max_i}",
-        f"--region={_q(region)}",
-    ]
-    if project:
-        parts.append(f"--project={_q(project)}")
-    return _join(parts)
-
-
 def rollback_command(service: str, revision: str, region: str, project: str | None) -> str:
     parts = [
         f"gcloud run services update-traffic {_q(service)}",
@@ -163,3 +151,78 @@ def destroy_command(service: str, region: str, project: str | None) -> str:
     if project:
         parts.append(f"--project={_q(project)}")
     return _join(parts)
+
+
+_LATEST = "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST"
+
+
+def _where(region: str, project: str | None) -> list[str]:
+    return [f"--region={_q(region)}"] + ([f"--project={_q(project)}"] if project else [])
+
+
+def traffic_command(
+    service: str, old: list[dict[str, Any]], new: list[dict[str, Any]], region: str, project: str | None
+) -> str:
+    """`gcloud run services update-traffic` that turns the traffic `old` into `new`: the split (to latest, or to
+    revisions by percent) and the tags, removed or set (gcloud run services update-traffic: --to-latest,
+    --to-revisions, --remove-tags, --update-tags)."""
+    parts = [f"gcloud run services update-traffic {_q(service)}"]
+    if [(t.get("type"), t.get("revision"), t.get("percent")) for t in old] != [
+        (t.get("type"), t.get("revision"), t.get("percent")) for t in new
+    ]:
+        if len(new) == 1 and new[0].get("type") == _LATEST:
+            parts.append("--to-latest")
+        else:
+            split = ",".join(
+                f"{'LATEST' if t.get('type') == _LATEST else t['revision']}={t.get('percent', 0)}" for t in new
+            )
+            parts.append(f"--to-revisions={_q(split)}")
+    old_tags = {t["tag"]: t.get("revision", "") for t in old if t.get("tag")}
+    new_tags = {t["tag"]: t.get("revision", "") for t in new if t.get("tag")}
+    gone = sorted(set(old_tags) - set(new_tags))
+    if gone:
+        parts.append(f"--remove-tags={_q(','.join(gone))}")
+    moved = {k: v for k, v in new_tags.items() if old_tags.get(k) != v}
+    if moved:
+        parts.append(f"--update-tags={_q(','.join(f'{k}={v}' for k, v in sorted(moved.items())))}")
+    return _join(parts + _where(region, project)) if len(parts) > 1 else ""
+
+
+def update_commands(service: str, old: dict[str, Any], new: dict[str, Any], region: str, project: str | None) -> str:
+    """The gcloud commands that turn the running service `old` into the plan's `new`, derived from what differs,
+    as the plan's change list is: only the scaling changed -> `services update --min/--max-instances`; anything
+    else in the revision template -> `gcloud run deploy` with every flag of the new template (a scale or
+    redeploy that builds on the serving revision changes its args and probe too); traffic and tags ->
+    `update-traffic`. What no flag sets (the bot's own annotations) is said in a comment, not left out."""
+    out = []
+    old_t, new_t = old.get("template") or {}, new.get("template") or {}
+    if old_t != new_t:
+        rest_old = {k: v for k, v in old_t.items() if k != "scaling"}
+        rest_new = {k: v for k, v in new_t.items() if k != "scaling"}
+        if rest_old == rest_new:
+            scaling = new_t.get("scaling") or {}
+            out.append(
+                _join(
+                    [
+                        f"gcloud run services update {_q(service)}",
+                        f"--min-instances={scaling.get('minInstanceCount', 0)}",
+                        f"--max-instances={scaling.get('maxInstanceCount', 1)}",
+                        *_where(region, project),
+                    ]
+                )
+            )
+        else:
+            out.append(deploy_command(service, new, region, project, update=True))
+    traffic = traffic_command(service, old.get("traffic") or [], new.get("traffic") or [], region, project)
+    if traffic:
+        out.append(traffic)
+    bookkeeping = sorted(
+        k
+        for k in set(old.get("annotations") or {}) | set(new.get("annotations") or {})
+        if (old.get("annotations") or {}).get(k) != (new.get("annotations") or {}).get(k)
+    )
+    if bookkeeping:
+        out.append(
+            "# and annotations " + ", ".join(bookkeeping) + ": no gcloud flag sets them; the plan's spec has them"
+        )
+    return "\n".join(out)

@@ -9,7 +9,7 @@ from skills.errors import InvalidInput, NotFound
 from skills.ports import RevisionInfo, Runtime
 from skills.targets.cloud_run.canary import stable_revision
 from skills.targets.cloud_run.diff import diff_specs, fingerprint
-from skills.targets.cloud_run.gcloud import destroy_command, rollback_command, scale_command
+from skills.targets.cloud_run.gcloud import destroy_command, update_commands
 from skills.targets.cloud_run.plan_common import (
     LATEST_TRAFFIC,
     current_spec,
@@ -50,7 +50,7 @@ async def plan_scale(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) -
         spec=new,
         base_fingerprint=fingerprint(current),
         changes=changes,
-        gcloud=scale_command(service, p.min_instances, p.max_instances, env.region, env.project),
+        gcloud=update_commands(service, strip_output_only(current), new, env.region, env.project),
         wait_budget_s=2400,
     )
     if base.note:
@@ -124,7 +124,7 @@ async def plan_rollback(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
         target_revision=target.name,
         base_fingerprint=fingerprint(current),
         changes=changes,
-        gcloud=rollback_command(service, target.name, env.region, env.project),
+        gcloud=update_commands(service, strip_output_only(current), new, env.region, env.project),
         wait_budget_s=600,
     )
     plan.notes.append("Traffic is pinned to that revision: later deploys by the bot move it back to latest-ready.")

@@ -14,7 +14,7 @@ from skills.ports import Runtime
 from skills.serving.sizes import gib
 from skills.serving.vllm_flags import VllmFlags, kv_flag, planner_dtype, planner_kv
 from skills.targets.cloud_run.diff import diff_specs, fingerprint
-from skills.targets.cloud_run.gcloud import deploy_command
+from skills.targets.cloud_run.gcloud import update_commands
 from skills.targets.cloud_run.plan_common import (
     WAIT_MARGIN_S,
     apply_fit,
@@ -317,7 +317,7 @@ async def plan_redeploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any]
         spec=new,
         base_fingerprint=fingerprint(current),
         changes=changes,
-        gcloud=deploy_command(service, new, env.region, env.project, update=True),
+        gcloud=update_commands(service, strip_output_only(current), new, env.region, env.project),
         wait_budget_s=budget + WAIT_MARGIN_S,
         notes=notes,
     )
