@@ -61,6 +61,8 @@ def unexpressed(plan_text: str) -> list[str]:
             now = {t.split("=")[0] for t in new.split(", ")} if new else set()
             removed = re.search(r"--remove-tags=(\S+)", gcloud)
             ok = (old - now) <= set(removed.group(1).split(",") if removed else [])
+        elif field == "template.revision":
+            ok = "gcloud run deploy" in gcloud and sign == "-"  # a new revision, named by Cloud Run
         elif field.startswith("annotations."):
             ok = field.split(".", 1)[1] in gcloud  # said in a comment: no flag sets them
         else:

@@ -189,7 +189,8 @@ def traffic_command(
 
 
 def update_commands(service: str, old: dict[str, Any], new: dict[str, Any], region: str, project: str | None) -> str:
-    """The gcloud commands that turn the running service `old` into the plan's `new`, derived from what differs,
+    """The gcloud commands that turn the service as it is (`old`, its template included) into the plan's `new`,
+    derived from what differs,
     as the plan's change list is: only the scaling changed -> `services update --min/--max-instances`; anything
     else in the revision template -> `gcloud run deploy` with every flag of the new template (a scale or
     redeploy that builds on the serving revision changes its args and probe too); traffic and tags ->

@@ -16,15 +16,17 @@ from skills.ports import Runtime
 from skills.serving.profiles import DeployProfile, get_profile
 from skills.targets.cloud_run import metrics_sidecar
 from skills.targets.cloud_run.diff import diff_specs, fingerprint
-from skills.targets.cloud_run.gcloud import deploy_command
+from skills.targets.cloud_run.gcloud import deploy_command, update_commands
 from skills.targets.cloud_run.merge import merge_onto
 from skills.targets.cloud_run.plan_common import (
     WAIT_MARGIN_S,
+    Base,
     apply_fit,
     check_gpu,
     fit_for,
     one_gpu,
     probe_note,
+    serving_base,
     validate_params,
 )
 from skills.targets.cloud_run.render import (
@@ -107,10 +109,14 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
         if not offline:
             raise
         current, unread = None, exc.message
+    base: Base | None = None
     if current is not None:
         spec = merge_onto(current, spec)  # keep what the bot does not manage (service account, labels, ...)
-    changes = diff_specs(strip_output_only(current) if current else None, spec)
-    if current is not None and not changes:
+        # "Changes to the running service" are against what serves: after a failed deploy or a rolled-back
+        # canary the template is another revision's, and a diff against it would hide changes to what runs.
+        base = await serving_base(runtime, service, current)
+    changes = diff_specs(strip_output_only(base.spec) if base else None, spec)
+    if current is not None and not diff_specs(strip_output_only(current), spec):
         raise InvalidInput(
             f"Refused: `{service}` is already running this (`{profile.name}`, {cfg.model} on {cfg.gpu}, "
             f"image `{image}`): the deploy would change nothing.",
@@ -126,7 +132,10 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
         spec=spec,
         base_fingerprint=fingerprint(current),
         changes=changes,
-        gcloud=deploy_command(service, spec, env.region, env.project, update=current is not None),
+        # what the write does to the service as it is (its template), whatever the change list is shown against
+        gcloud=update_commands(service, strip_output_only(current), spec, env.region, env.project)
+        if current is not None
+        else deploy_command(service, spec, env.region, env.project),
         wait_budget_s=probe.budget_s + WAIT_MARGIN_S,
     )
     # Priced as deployed: the CPU and memory this plan renders, not the planner's recommendation, with the
@@ -147,6 +156,11 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
     apply_fit(plan, report)
     side_text = f" + Prometheus sidecar {side_cpu:g} vCPU, {side_gib:g} GiB" if sidecar else ""
     plan.fit_lines[-1] = plan.fit_lines[-1].replace("/h;", f"/h as deployed ({cpu} vCPU, {memory}{side_text});", 1)
+    if base is not None and base.spec is not current:
+        plan.notes.append(
+            f"Changes are shown against the serving revision `{base.serving}`'s configuration; the service's "
+            f"template is revision `{base.latest}`'s ({base.latest_state})."
+        )
     if unread:
         plan.summary = f"Render `{profile.name}` ({cfg.model} on {cfg.gpu_count} x {cfg.gpu}) for `{service}`"
         plan.notes.append(f"Not compared with the running service: {unread} The diff shows a new service.")
