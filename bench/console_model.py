@@ -10,9 +10,9 @@ The machine (issue 25 item 7): Hypothesis's stateful testing types what a user
 types into the console, against the sandbox, and after every step checks what the bot said against what the
 simulated project shows.
 
-Rules: deploy, confirm, scale, rollback, destroy, sandbox scenarios, fix buttons, diagnose, and Ctrl-C
-during a confirmed write. Invariants, after every step (the world first settled: background watches done,
-starting revisions decided):
+Rules: deploy (and a canary deploy), confirm, scale, rollback, promote, destroy, sandbox scenarios, fix buttons,
+diagnose, fit of a profile and its Plan deploy button, cost, and Ctrl-C during a confirmed write. Invariants,
+after every step (the world first settled: background watches done, starting revisions decided):
 - a reply saying a revision is ready and serving N% (or holds 100% after a rollback) matches the stand-in;
 - every confirmed write has one audit record, not pending once settled, whose outcome matches the stand-in
   (ok: the revision it names is ready; failed: it is not);
@@ -22,7 +22,15 @@ starting revisions decided):
 - a plan button's label names every parameter its plan changes (and the plan applies nothing more);
 - one configuration, one price: a deploy plan's $/h is the list price of the CPU, memory and GPU it deploys
   (what `/gemma cost` charges for them);
-- every revision a scenario made fail (and alerted) has its own incident thread with findings.
+- every revision a scenario made fail (and alerted) has its own incident thread with findings;
+- one price per configuration in every reply: fit's "Cost", a plan's "as deployed" and `/gemma cost` are the list
+  price of the GPU, vCPU and memory each names;
+- fit's Plan deploy button plans what fit priced (the same vCPU, memory and $/h, or a refusal that it changes
+  nothing);
+- every diff's base is the serving revision, or the plan names it: when the template is not what serves, a plan's
+  change list says which revision it is against;
+- the gcloud equivalent changes exactly what the plan changes: every line of the change list is expressed by the
+  commands it prints (`unexpressed`).
 
 Rules take no preconditions: those would read the world, which timing can change (where a Ctrl-C lands), and
 Hypothesis replays its choices; a rule that does not apply does nothing. One sandbox serves many examples (its
@@ -105,6 +113,68 @@ class Shared:
         self.loop.close()
 
 
+_CHANGE = re.compile(r"^\s*([~+-]) (\S+(?: --[\w-]+)?): (.*)$")
+
+
+def section(text: str, heading: str) -> str:
+    """A section of a reply as the console prints it (`== heading`), or ''."""
+    m = re.search(rf"(?:^|\n)== {re.escape(heading)}[^\n]*\n(.*?)(?=\n== |\n  \[\d+\] |\Z)", text, re.S)
+    return m.group(1) if m else ""
+
+
+def unexpressed(plan_text: str) -> list[str]:
+    """The plan's change lines that its gcloud equivalent does not express; a kind of field this oracle does
+    not know counts as unexpressed (look at it). Read off the text only, never the code that wrote it."""
+    changes = section(plan_text, "Changes to the running service")
+    gcloud = section(plan_text, "gcloud equivalent")
+    args = re.search(r"--args=(\S+)", gcloud)
+    arg_list = args.group(1).strip("'").split(",") if args else []
+    missing = []
+    for line in changes.splitlines():
+        m = _CHANGE.match(line)
+        if not m:
+            continue
+        sign, field, value = m.groups()
+        new = value.split(" -> ")[-1] if sign != "-" else ""
+        if " --" in field and ".args" in field:
+            flag = field.split(" ", 1)[1]
+            pairs = list(zip(arg_list, [*arg_list[1:], ""], strict=False))
+            ok = (flag not in arg_list) if sign == "-" else ((flag, new) in pairs or (new == "on" and flag in arg_list))
+        elif field.endswith("scaling.minInstanceCount"):
+            ok = f"--min-instances={new}" in gcloud
+        elif field.endswith("scaling.maxInstanceCount"):
+            ok = f"--max-instances={new}" in gcloud
+        elif ".startupProbe." in field:
+            ok = f"{field.rsplit('.', 1)[1]}={new}" in gcloud
+        elif field == "traffic":
+            if new == "latest=100%":
+                ok = "update-traffic" in gcloud and "--to-latest" in gcloud
+            else:
+                split = {p.strip().replace("%", "") for p in new.split(",")}
+                given = re.search(r"--to-revisions=(\S+)", gcloud)
+                ok = "update-traffic" in gcloud and given is not None and set(given.group(1).split(",")) == split
+        elif field == "traffic.tags":
+            old = {t.split("=")[0] for t in value.split(" -> ")[0].split(", ")} if sign != "+" else set()
+            now = {t.split("=")[0] for t in new.split(", ")} if new else set()
+            removed = re.search(r"--remove-tags=(\S+)", gcloud)
+            ok = (old - now) <= set(removed.group(1).split(",") if removed else [])
+        elif field == "template.revision":
+            suffix = re.search(r"--revision-suffix=(\S+)", gcloud)
+            if sign == "-":
+                ok = "gcloud run deploy" in gcloud  # a new revision, named by Cloud Run
+            else:  # gcloud names a revision `<service>-<suffix>`
+                ok = suffix is not None and new.endswith("-" + suffix.group(1))
+        elif field.startswith("annotations."):
+            ok = field.split(".", 1)[1] in gcloud  # said in a comment: no flag sets them
+        elif field == "template.maxInstanceRequestConcurrency":
+            ok = f"--concurrency={new}" in gcloud
+        else:
+            ok = False
+        if not ok:
+            missing.append(line.strip())
+    return missing
+
+
 class ConsoleModel(RuleBasedStateMachine):
     shared: ClassVar[Shared | None] = None
     collect: ClassVar[list[str] | None] = None  # set: violations are appended here instead of raised
@@ -122,6 +192,7 @@ class ConsoleModel(RuleBasedStateMachine):
         self.checked: set[str] = set()  # plan ids whose outcome was checked
         self.before: dict[str, Any] = {}  # plan id -> (kind, world before its confirm, healthy then)
         self.clicked: list[tuple[str, str]] = []  # (label, plan text) of the last fix click
+        self.fitted: list[tuple[str, str]] = []  # (fit's reply, the plan its Plan deploy button made)
         self.log: list[str] = []
 
     def teardown(self) -> None:
@@ -199,6 +270,38 @@ class ConsoleModel(RuleBasedStateMachine):
     def deploy(self, mml: int, then: str) -> None:
         self._type(f"/gemma deploy gemma4-12b-qat-l4 --max-model-len {mml}")
         self._then(then)
+
+    @rule(mml=st.sampled_from([8192, 16384]), then=THEN)
+    def canary(self, mml: int, then: str) -> None:
+        if not self._exists():
+            return
+        self._type(f"/gemma deploy gemma4-12b-qat-l4 --max-model-len {mml} --canary 10")
+        self._then(then)
+
+    @rule(then=THEN)
+    def promote(self, then: str) -> None:
+        buttons = [b for b, _ in self.session.responder.buttons if b.label.startswith("Promote")]
+        if not buttons:
+            return
+        number = max(i for i, (b, _) in enumerate(self.session.responder.buttons) if b is buttons[-1]) + 1
+        self._type(f"click {number}")
+        self._then(then)
+
+    @rule(profile=st.sampled_from(["gemma4-12b-qat-l4", "gemma4-26b-qat-l4"]), press=st.booleans())
+    def fit(self, profile: str, press: bool) -> None:
+        self._type(f"/gemma fit {profile}")
+        fitted = self.out
+        if press and self._has("Plan deploy"):
+            number = max(
+                i for i, (b, _) in enumerate(self.session.responder.buttons) if b.label.startswith("Plan deploy")
+            )
+            self._type(f"click {number + 1}")
+            self.fitted.append((fitted, self.out))
+
+    @rule()
+    def cost(self) -> None:
+        if self._exists():
+            self._type("/gemma cost")
 
     @rule()
     def confirm(self) -> None:
@@ -336,31 +439,98 @@ class ConsoleModel(RuleBasedStateMachine):
             if asked != planned or "Applied to fit" in plan:
                 self._fail(f"button `{label}` planned `{title}`" + (" + applied to fit" if "Applied" in plan else ""))
 
+    def _list_price(self, gpu: str, cpu: float, memory_gib: float) -> float:
+        """The price table's instance-based rates in the sandbox's region, read here directly (no pricing code)."""
+        table = load_prices()
+        assert self.session.deps is not None
+        tier = table.region(self.session.deps.settings.google_cloud_location).tier
+        rates = table.tiers[tier]["instance"]
+        gpu_rate = table.gpus[gpu][tier].no_zonal_redundancy.value
+        return (
+            gpu_rate * 3600
+            + cpu * rates.vcpu_usd_per_s.value * 3600
+            + memory_gib * rates.memory_usd_per_gib_s.value * 3600
+        )
+
     @invariant()
     def one_configuration_one_price(self) -> None:
-        """A deploy plan's $/h is the price of the CPU, memory and GPU its gcloud line deploys, from the
-        catalog's list prices (computed here, not by the pricing code under test)."""
+        """Every reply that prices an L4 configuration (a deploy plan, fit, `/gemma cost`) says the list price of
+        the GPU, vCPU and memory it names, computed here from the catalog's list prices."""
+        for block in re.split(r"(?=^Plan: |^✓ |^✗ |^vllm-gemma4: )", self.out, flags=re.M):
+            if block.startswith("Plan: Deploy"):
+                price = PRICE.search(block)
+                cpu, mem = re.search(r"--cpu=(\d+)", block), re.search(r"--memory=(\d+)Gi", block)
+                gpu = re.search(r"--gpu-type=([\w-]+)", block)
+                found = (
+                    (price.group(1), cpu.group(1), mem.group(1), gpu.group(1))
+                    if price and cpu and mem and gpu
+                    else None
+                )
+                what = "a deploy plan"
+            elif block.startswith(("✓ ", "✗ ")) and " on nvidia-l4" in block.splitlines()[0]:
+                cost = re.search(r"Cost\s+\$(\d+\.\d\d)/h, (\d+) vCPU", block)
+                mem = re.search(r"→ memory (\d+)Gi", block)
+                found = (cost.group(1), cost.group(2), mem.group(1), "nvidia-l4") if cost and mem else None
+                what = "fit"
+            elif block.startswith("vllm-gemma4: ") and "per running instance" in block:
+                title = re.search(r"\$(\d+\.\d\d)/hour", block)
+                config = re.search(r"GPU 1 x ([\w-]+), (\d+) vCPU, (\d+) GiB", block)
+                found = (
+                    (title.group(1), config.group(2), config.group(3), config.group(1)) if title and config else None
+                )
+                what = "/gemma cost"
+            else:
+                continue
+            if found is None:
+                continue
+            usd, cpu_n, mem_n, gpu_name = found
+            expected = self._list_price(gpu_name, float(cpu_n), float(mem_n))
+            if f"{expected:.2f}" != usd:
+                self._fail(f"{what} shows ${usd}/h for {cpu_n} vCPU, {mem_n} GiB, {gpu_name}: priced ${expected:.2f}/h")
+
+    @invariant()
+    def fit_button_plans_what_fit_priced(self) -> None:
+        while self.fitted:
+            fitted, plan = self.fitted.pop()
+            cost = re.search(r"Cost\s+\$(\d+\.\d\d)/h, (\d+) vCPU", fitted)
+            mem = re.search(r"→ memory (\d+Gi)", fitted)
+            if not (cost and mem):
+                continue
+            if "would change nothing" in plan:
+                continue  # the configuration fit priced is the one running (refused, rightly)
+            deployed = re.search(r"~\$(\d+\.\d\d)/h as deployed \((\d+) vCPU, (\d+Gi)", plan)
+            if deployed is None:
+                continue  # refused for another reason (a plan still open, a lock): not a plan of fit's
+            if (deployed.group(1), deployed.group(2), deployed.group(3)) != (
+                cost.group(1),
+                cost.group(2),
+                mem.group(1),
+            ):
+                self._fail(
+                    f"fit priced ${cost.group(1)}/h with {cost.group(2)} vCPU, {mem.group(1)}; its button planned "
+                    f"${deployed.group(1)}/h with {deployed.group(2)} vCPU, {deployed.group(3)}"
+                )
+
+    @invariant()
+    def every_diff_is_against_what_serves_or_says_so(self) -> None:
         for block in re.split(r"(?=^Plan: )", self.out, flags=re.M):
-            if not block.startswith("Plan: Deploy"):
+            if not block.startswith(("Plan: Deploy", "Plan: Scale", "Plan: Redeploy")):
                 continue
-            price = PRICE.search(block)
-            cpu, mem = re.search(r"--cpu=(\d+)", block), re.search(r"--memory=(\d+)Gi", block)
-            gpu = re.search(r"--gpu-type=([\w-]+)", block)
-            if not (price and cpu and mem and gpu):
+            if "Changes to the running service" not in block:
                 continue
-            # The price table's instance-based rates in the sandbox's region, read here directly (no pricing code).
-            table = load_prices()
-            assert self.session.deps is not None
-            tier = table.region(self.session.deps.settings.google_cloud_location).tier
-            rates = table.tiers[tier]["instance"]
-            gpu_rate = table.gpus[gpu.group(1)][tier].no_zonal_redundancy.value
-            expected = (
-                gpu_rate * 3600
-                + int(cpu.group(1)) * rates.vcpu_usd_per_s.value * 3600
-                + int(mem.group(1)) * rates.memory_usd_per_gib_s.value * 3600
-            )
-            if f"{expected:.2f}" != price.group(1):
-                self._fail(f"a deploy plan shows ~${price.group(1)}/h for a configuration priced ${expected:.2f}/h")
+            info = self.session.sandbox.cloud_run.services.get(SERVICE) if self.session.sandbox else None
+            serving = next((r for r, p in self.session.traffic().items() if p == 100), "")
+            latest = str((info or {}).get("latestCreatedRevision", "")).rsplit("/", 1)[-1]
+            if serving and latest and serving != latest and f"serving revision `{serving}`" not in block:
+                self._fail(f"a plan's changes are against template `{latest}` while `{serving}` serves, unsaid")
+
+    @invariant()
+    def the_gcloud_equivalent_changes_what_the_plan_changes(self) -> None:
+        for block in re.split(r"(?=^Plan: )", self.out, flags=re.M):
+            if block.startswith("Plan: ") and "== gcloud equivalent" in block and "== Changes to the running" in block:
+                missing = unexpressed(block)
+                if missing:
+                    self._fail(f"the gcloud equivalent leaves out {len(missing)} change(s): {'; '.join(missing)[:300]}")
 
     @invariant()
     def every_failed_revision_has_its_own_investigation(self) -> None:

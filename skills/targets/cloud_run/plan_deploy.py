@@ -40,6 +40,9 @@ from skills.targets.cloud_run.render import (
 from skills.targets.env import DeployEnv
 from skills.targets.plan import Plan
 
+# Change-list lines that say where traffic goes or what the revision is called, not what it runs.
+_NOT_CONFIGURATION = {"traffic", "traffic.tags", "template.revision"}
+
 
 async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], *, offline: bool = False) -> Plan:
     """`offline`: render without reading the running service (no credentials): nothing to diff against, and
@@ -116,9 +119,17 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
         # canary the template is another revision's, and a diff against it would hide changes to what runs.
         base = await serving_base(runtime, service, current)
     changes = diff_specs(strip_output_only(base.spec) if base else None, spec)
-    if current is not None and not diff_specs(strip_output_only(current), spec):
+    # Nothing to deploy when the service, or the revision that serves, already runs this configuration (a
+    # deploy onto a failed template would only make a copy of what serves and move traffic to it).
+    serves_it = base is not None and not [c for c in changes if c.path not in _NOT_CONFIGURATION]
+    if current is not None and (serves_it or not diff_specs(strip_output_only(current), spec)):
+        where = (
+            f"already serves this from revision `{base.serving}`"
+            if base is not None and base.spec is not current
+            else "is already running this"
+        )
         raise InvalidInput(
-            f"Refused: `{service}` is already running this (`{profile.name}`, {cfg.model} on {cfg.gpu}, "
+            f"Refused: `{service}` {where} (`{profile.name}`, {cfg.model} on {cfg.gpu}, "
             f"image `{image}`): the deploy would change nothing.",
             "To restart it, redeploy with a change; to check its health, `/gemma status`.",
         )
