@@ -160,14 +160,20 @@ def unexpressed(plan_text: str) -> list[str]:
             ok = (old - now) <= set(removed.group(1).split(",") if removed else [])
         elif field == "template.revision":
             suffix = re.search(r"--revision-suffix=(\S+)", gcloud)
-            if sign == "-":
-                ok = "gcloud run deploy" in gcloud  # a new revision, named by Cloud Run
+            if sign == "-":  # a new revision, named by Cloud Run: any command that makes one
+                ok = "gcloud run deploy" in gcloud or "gcloud run services update " in gcloud
             else:  # gcloud names a revision `<service>-<suffix>`
                 ok = suffix is not None and new.endswith("-" + suffix.group(1))
         elif field.startswith("annotations."):
             ok = field.split(".", 1)[1] in gcloud  # said in a comment: no flag sets them
         elif field == "template.maxInstanceRequestConcurrency":
             ok = f"--concurrency={new}" in gcloud
+        elif field.endswith(".resources.limits.cpu"):
+            ok = f"--cpu={new}" in gcloud
+        elif field.endswith(".resources.limits.memory"):
+            ok = f"--memory={new}" in gcloud
+        elif field.endswith("].image"):
+            ok = f"--image={new}" in gcloud
         else:
             ok = False
         if not ok:
