@@ -11,7 +11,8 @@ types into the console, against the sandbox, and after every step checks what th
 simulated project shows.
 
 Rules: deploy (and a canary deploy), confirm, scale, rollback, promote, destroy, sandbox scenarios, fix buttons,
-diagnose, fit of a profile and its Plan deploy button, cost, and Ctrl-C during a confirmed write. Invariants,
+diagnose, fit of a profile and its Plan deploy button, cost, the Cloud TPU profile and its cost, and Ctrl-C during
+a confirmed write. Invariants,
 after every step (the world first settled: background watches done, starting revisions decided):
 - a reply saying a revision is ready and serving N% (or holds 100% after a rollback) matches the stand-in;
 - every confirmed write has one audit record, not pending once settled, whose outcome matches the stand-in
@@ -24,7 +25,7 @@ after every step (the world first settled: background watches done, starting rev
   (what `/gemma cost` charges for them);
 - every revision a scenario made fail (and alerted) has its own incident thread with findings;
 - one price per configuration in every reply: fit's "Cost", a plan's "as deployed" and `/gemma cost` are the list
-  price of the GPU, vCPU and memory each names;
+  price of the GPU, vCPU and memory each names; a running TPU slice costs what its plan said;
 - fit's Plan deploy button plans what fit priced (the same vCPU, memory and $/h, or a refusal that it changes
   nothing);
 - every diff's base is the serving revision, or the plan names it: when the template is not what serves, a plan's
@@ -69,6 +70,8 @@ SCENARIOS = ("kv-cache-too-small", "gpu-oom-at-load", "host-memory", "probe-too-
 ROLLED = re.compile(r"100% of traffic on `([\w-]+)`")
 PLAN_TITLE = re.compile(r"^Plan: (Redeploy|Scale|Deploy|Roll|Delete)", re.M)
 PRICE = re.compile(r"~\$(\d+\.\d\d)/h")
+TPU_PROFILE, TPU_SERVICE = "gemma4-31b-tpu-v6e4", "vllm-gemma4-tpu"  # skills/data/profiles.yaml; TPU_SERVICE_NAME
+TPU_PRICE = re.compile(r"Cost while ACTIVE, serving or idle \(no scale to zero\): \$([\d,]+\.\d\d)/h")
 # The sandbox announces a scenario's failed, alerted revision; the incident header names the revision; each
 # investigation prints one findings summary line.
 ALERTED = re.compile(r"Revision `([\w-]+)` failed \([\w.-]+\); Cloud Monitoring alerts\.")
@@ -87,6 +90,9 @@ def reset(sandbox: Sandbox) -> None:
     sandbox.lifecycle.finished.clear()
     sandbox.logging.entries.clear()
     sandbox.saturated = False
+    with sandbox.tpu._lock:  # no TPU slice: each example deploys its own
+        sandbox.tpu.queued.clear()
+        sandbox.tpu.ops.clear()
     sandbox._seed(sandbox._spec)
 
 
@@ -199,6 +205,7 @@ class ConsoleModel(RuleBasedStateMachine):
         self.before: dict[str, Any] = {}  # plan id -> (kind, world before its confirm, healthy then)
         self.clicked: list[tuple[str, str]] = []  # (label, plan text) of the last fix click
         self.fitted: list[tuple[str, str]] = []  # (fit's reply, the plan its Plan deploy button made)
+        self.tpu_price = ""  # the TPU plan's $/h for the slice
         self.log: list[str] = []
 
     def teardown(self) -> None:
@@ -308,6 +315,18 @@ class ConsoleModel(RuleBasedStateMachine):
     def cost(self) -> None:
         if self._exists():
             self._type("/gemma cost")
+
+    @rule(then=THEN)
+    def tpu(self, then: str) -> None:
+        """The Cloud TPU profile: its plan prices the slice; once it runs, `/gemma cost` of it must say the same."""
+        if self.session.sandbox is not None and self.session.sandbox.tpu.queued:
+            self._type(f"/gemma cost {TPU_SERVICE}")
+            return
+        self._type(f"/gemma deploy {TPU_PROFILE}")
+        quoted = TPU_PRICE.search(self.out)
+        if quoted:
+            self.tpu_price = quoted.group(1)
+        self._then(then)
 
     @rule()
     def confirm(self) -> None:
@@ -493,6 +512,12 @@ class ConsoleModel(RuleBasedStateMachine):
             expected = self._list_price(gpu_name, float(cpu_n), float(mem_n))
             if f"{expected:.2f}" != usd:
                 self._fail(f"{what} shows ${usd}/h for {cpu_n} vCPU, {mem_n} GiB, {gpu_name}: priced ${expected:.2f}/h")
+
+    @invariant()
+    def a_slice_costs_what_its_plan_said(self) -> None:
+        said = re.search(rf"^{TPU_SERVICE}: \$([\d,]+\.\d\d)/hour", self.out, re.M)
+        if said and self.tpu_price and said.group(1) != self.tpu_price:
+            self._fail(f"the TPU plan priced the slice ${self.tpu_price}/h; /gemma cost says ${said.group(1)}/hour")
 
     @invariant()
     def fit_button_plans_what_fit_priced(self) -> None:
