@@ -206,6 +206,7 @@ class ConsoleModel(RuleBasedStateMachine):
         self.clicked: list[tuple[str, str]] = []  # (label, plan text) of the last fix click
         self.fitted: list[tuple[str, str]] = []  # (fit's reply, the plan its Plan deploy button made)
         self.tpu_price = ""  # the TPU plan's $/h for the slice
+        self.diffs_checked: set[str] = set()  # plan texts whose diff base was checked
         self.log: list[str] = []
 
     def teardown(self) -> None:
@@ -229,10 +230,11 @@ class ConsoleModel(RuleBasedStateMachine):
         self._run(self.session.line(line))
         self.out = self.session.text[mark:]
 
-    def _world(self) -> tuple[int, dict[str, int], bool]:
+    def _world(self) -> tuple[int, dict[str, int], bool, int]:
         svc = self.session.service()
-        revisions = len(self.session.sandbox.cloud_run.revisions.get(SERVICE, [])) if self.session.sandbox else 0
-        return revisions, self.session.traffic(), svc is not None
+        sandbox = self.session.sandbox
+        revisions = len(sandbox.cloud_run.revisions.get(SERVICE, [])) if sandbox else 0
+        return revisions, self.session.traffic(), svc is not None, len(sandbox.tpu.queued) if sandbox else 0
 
     def _healthy(self) -> bool:
         return any(p == 100 and self.session.revision_state(r) is True for r, p in self.session.traffic().items())
@@ -262,6 +264,7 @@ class ConsoleModel(RuleBasedStateMachine):
     def _then(self, then: str) -> None:
         if then == "leave" or not self._pending_confirm():
             return
+        self.every_diff_is_against_what_serves_or_says_so()  # the plan against the world it was made in
         out = self.out
         if then == "confirm":
             self.confirm()
@@ -430,6 +433,14 @@ class ConsoleModel(RuleBasedStateMachine):
                 self.checked.add(plan_id)
                 continue
             entry = mine[0]
+            if entry.service == TPU_SERVICE:  # a slice, not a Cloud Run revision: its queued resource decides
+                slice_ok = self.session.sandbox is not None and any(
+                    q.endswith(f"/queuedResources/{TPU_SERVICE}") for q in self.session.sandbox.tpu.queued
+                )
+                if entry.result == "ok" and entry.action == "deploy" and not slice_ok:
+                    self._fail(f"audit says the TPU deploy succeeded ({entry.detail[:120]}); no slice exists")
+                self.checked.add(plan_id)
+                continue
             said = READY_SERVING.search(entry.detail) or READY_IDLE.search(entry.detail)
             named = re.search(r"revision `([\w-]+)`", entry.detail)
             if entry.result == "ok" and entry.action in ("deploy", "redeploy", "scale"):
@@ -544,15 +555,18 @@ class ConsoleModel(RuleBasedStateMachine):
 
     @invariant()
     def every_diff_is_against_what_serves_or_says_so(self) -> None:
+        """Checked against the world when the plan was shown (`_then` checks it before a Confirm changes it)."""
         for block in re.split(r"(?=^Plan: )", self.out, flags=re.M):
             if not block.startswith(("Plan: Deploy", "Plan: Scale", "Plan: Redeploy")):
                 continue
-            if "Changes to the running service" not in block:
+            if "Changes to the running service" not in block or block in self.diffs_checked:
                 continue
+            self.diffs_checked.add(block)
             info = self.session.sandbox.cloud_run.services.get(SERVICE) if self.session.sandbox else None
             serving = next((r for r, p in self.session.traffic().items() if p == 100), "")
             latest = str((info or {}).get("latestCreatedRevision", "")).rsplit("/", 1)[-1]
-            if serving and latest and serving != latest and f"serving revision `{serving}`" not in block:
+            said = f"serving revision `{serving}`" in block or f"not that of `{serving}`, which serves" in block
+            if serving and latest and serving != latest and not said:
                 self._fail(f"a plan's changes are against template `{latest}` while `{serving}` serves, unsaid")
 
     @invariant()

@@ -8,10 +8,10 @@ from __future__ import annotations
 from bot.deps import Deps
 from bot.sandbox.cloud import Sandbox
 from bot.sandbox.console_session import ConsoleSession
-from handlers.commands.plans import PLAN_ACTION
 from handlers.render_text import to_text
-from tests.deploy_helpers import click
-from tests.test_canary import button, canary_thread, deps, sandbox, traffic
+from handlers.reply import CONFIRM_ACTION, PLAN_ACTION
+from tests.deploy_helpers import click, command, plan_id_of
+from tests.test_canary import button, canary_thread, deps, run_on_clock, sandbox, traffic
 from tests.test_console_model import MODEL
 from tests.test_truthful_writes import console
 
@@ -46,3 +46,20 @@ async def test_a_canary_promote_and_roll_back_remove_its_tags(deps: Deps, sandbo
         assert unexpressed(text) == [], text
         gcloud = _section(text, "gcloud equivalent")
         assert f"--to-revisions={to}=100" in gcloud and "--remove-tags=canary,stable" in gcloud, gcloud
+
+
+async def test_a_scale_after_a_promote_moves_traffic_to_the_scaled_revision(deps: Deps, sandbox: Sandbox) -> None:
+    """Promote pins traffic to the canary revision; instance limits live in the revision, so a scale that left
+    the pin would change nothing that serves: its plan moves traffic to the new revision, and says how."""
+    sandbox.fleet.arm("canary-holds")
+    baseline = next(iter(traffic(sandbox)))
+    _, proposal = await canary_thread(deps, sandbox)
+    canary = next(r for r in traffic(sandbox) if r != baseline)
+    plan, _ = await click(deps, PLAN_ACTION, button(proposal, "Promote"))
+    assert plan is not None
+    await run_on_clock(sandbox, click(deps, CONFIRM_ACTION, plan_id_of(plan)))
+    assert traffic(sandbox) == {canary: 100}
+    scale, _ = await command(deps, "scale 0 2")
+    text = to_text(scale)  # type: ignore[arg-type]
+    assert f"~ traffic: {canary}=100% -> latest=100%" in text, text
+    assert unexpressed(text) == [] and "--to-latest" in _section(text, "gcloud equivalent"), text

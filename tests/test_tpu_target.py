@@ -220,12 +220,16 @@ async def test_one_price_for_a_running_slice_in_every_reply(sandbox: Sandbox, de
     assert rate is not None
     usd = rate * tpu.accelerator("v6e-4")[1].chips
     price = f"${usd:,.2f}/h"
-    phases: list[str] = []
-    assert (await _deploy(sandbox, deps, phases)).ok  # type: ignore[attr-defined]
 
     def text(reply: object) -> str:
         assert reply is not None, "no reply"
         return to_text(reply)  # type: ignore[arg-type]
+
+    plan, _ = await command(deps, "deploy gemma4-31b-tpu-v6e4")
+    assert f"Cost while ACTIVE, serving or idle (no scale to zero): {price}" in text(plan), text(plan)
+    assert "New service" in text(plan) and "No field changes" not in text(plan)  # a create lists its fields
+    phases: list[str] = []
+    assert (await _deploy(sandbox, deps, phases)).ok  # type: ignore[attr-defined]
 
     fit, _ = await command(deps, f"fit gemma-4-31b --tpu v6e-4 --region {tpu.region_of(zone)}")
     zones, _ = await command(deps, "tpu zones v6e-4")

@@ -32,8 +32,11 @@ async def plan_scale(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) -
     new.setdefault("template", {}).setdefault("scaling", {}).update(
         {"minInstanceCount": p.min_instances, "maxInstanceCount": p.max_instances}
     )
-    if base.spec is not current:
-        new["traffic"] = LATEST_TRAFFIC  # the new revision is the serving configuration: it takes the traffic
+    pinned = any(t.get("type") != LATEST_TRAFFIC[0]["type"] for t in current.get("traffic") or [])
+    if base.spec is not current or pinned:
+        # The new revision is the serving configuration: it takes the traffic. Instance limits live in the
+        # revision, so a scale that left traffic pinned (a rollback, a promote) would not reach what serves.
+        new["traffic"] = LATEST_TRAFFIC
     changes = diff_specs(strip_output_only(current), new)
     if not changes:
         raise InvalidInput(

@@ -332,20 +332,22 @@ class TpuTarget:
         service = p.service or self.options.service
         accel = p.accelerator_type or profile.tpu or "v6e-4"
         provisioning = p.provisioning or profile.provisioning
-        fit = check_tpu_fit(
-            TpuFitRequest(
-                model=profile.model,
-                accelerator_type=accel,
-                max_model_len=p.max_model_len or profile.max_model_len,
-                gpu_memory_utilization=p.gpu_memory_utilization or profile.gpu_memory_utilization,
-                provisioning=provisioning,
-            )
+        request = TpuFitRequest(
+            model=profile.model,
+            accelerator_type=accel,
+            max_model_len=p.max_model_len or profile.max_model_len,
+            gpu_memory_utilization=p.gpu_memory_utilization or profile.gpu_memory_utilization,
+            provisioning=provisioning,
         )
+        fit = check_tpu_fit(request)
         existing = None if offline else await self._find(service)
         options = await self.zone_search(accel, provisioning, also=p.zone) if not offline else []
         usable = [o.zone for o in options if o.usable]
         zone = p.zone or (usable[0] if usable else (self._zones()[0]))
         zones = [zone, *[z for z in usable if z != zone]]
+        # Priced where it will be created: the zone's region (the slice's rate differs by region), as /gemma cost
+        # prices it once it runs.
+        fit = check_tpu_fit(request.model_copy(update={"region": self.tpu.region_of(zone)}))
         m = load_catalog().model(profile.model)
         args = [*fit.vllm_args, "--max-num-seqs", str(p.max_num_seqs or profile.max_num_seqs)]
         spec = {
@@ -415,6 +417,7 @@ class TpuTarget:
             notes=notes,
             gcloud=gcloud_create(service, spec),
             create=True,
+            changes=self.diff(None, spec),  # a new queued resource: every field of it is new
             target=KIND,
             spec=spec,
             base_fingerprint=self.fingerprint(None),
