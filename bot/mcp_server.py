@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,9 @@ from bot.mcp_plans import PlanPoster, plan_view
 from bot.mcp_result import ToolResult
 from bot.mcp_tools import Call, McpTool, build_tools
 from skills.capacity.fit import load_catalog
-from skills.errors import UserFacingError, explain_validation
+from skills.deploy.service_name import check_service_name
+from skills.durations import parse_duration
+from skills.errors import InvalidInput, UserFacingError, explain_validation
 from skills.incidents.lifecycle_store import IncidentLifecycle
 from skills.incidents.store import IncidentStore
 from skills.logs.redact import redact
@@ -42,6 +45,7 @@ log = logging.getLogger(__name__)
 CATALOG_URI = "gemma-sre://catalog"
 INCIDENTS_URI = "gemma-sre://incidents/open"
 DIAGNOSE_PROMPT = "diagnose-my-service"
+ERROR_CHARS = 600  # an error says what was wrong; the caller has what it sent
 MAX_INCIDENTS = 50
 _ALERT_FIELDS = {"name", "severity", "state", "summary"}
 
@@ -240,6 +244,11 @@ class McpApp:
         args = params.arguments or {}
         service = args.get("service") or self.deps.settings.vllm_service_name
         since = args.get("since") or "1h"
+        try:  # both are spliced into the prompt's text and tool calls: only a service name and a duration
+            check_service_name(service)
+            parse_duration(since, flag="since")
+        except InvalidInput as exc:
+            raise MCPError(INVALID_PARAMS, _brief(f"{exc.message} {exc.hint}".strip())) from None
         text = (
             f"Diagnose the Cloud Run service `{service}` that serves Gemma 4 with vLLM. Call the gemma-sre tools in "
             f'this order: status {{"service": "{service}"}} (is it ready, which revision serves), then diagnose '
@@ -285,8 +294,18 @@ def redacted(value: Any) -> Any:
     return value
 
 
+_LONG_WORD = re.compile(r"\S{81,}")
+
+
+def _brief(text: str) -> str:
+    """An error as a caller reads it: redacted, any unbroken run of over 80 characters (a quoted argument, most
+    often) cut to its start, the whole cut to ERROR_CHARS: what was sent is never echoed back."""
+    text = _LONG_WORD.sub(lambda m: m.group(0)[:60] + "…", redact(text))
+    return shorten(text, ERROR_CHARS)
+
+
 def _error(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=redact(text))], is_error=True)
+    return types.CallToolResult(content=[types.TextContent(text=_brief(text))], is_error=True)
 
 
 def _version() -> str:

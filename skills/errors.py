@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from skills.text import shorten
+
 
 class UserFacingError(Exception):
     """An error whose message is fit for Slack: one sentence of what happened and a hint of what to do."""
@@ -51,12 +53,14 @@ def explain_error(err: Any, flag_style: bool = True, skip: tuple[str, ...] = ("p
     field = (f"--{name.replace('_', '-')}" if flag_style else name) if name else "the input"
     ctx = err.get("ctx") or {}
     given = err.get("input")
-    shown = f" (got {given!r})" if given is not None and not isinstance(given, dict | list) else ""
+    # what was given, quoted short: a megabyte of input is not echoed back
+    shown = f" (got {shorten(repr(given), 60)})" if given is not None and not isinstance(given, dict | list) else ""
     kind = err.get("type", "")
     if kind in ("value_error", "assertion_error"):
         reason = str(ctx.get("error", err.get("msg", ""))).strip().rstrip(".")
         for prefix in ("Value error, ", "Assertion failed, "):
             reason = reason.removeprefix(prefix)
+        reason = shorten(reason, 300)  # a validator's reason may quote the value
         return f"{field}: {reason}" if name else reason
     what = _PHRASES.get(kind)
     if what is None:
