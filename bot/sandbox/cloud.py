@@ -257,6 +257,8 @@ class Sandbox:
         # A teammate starts from what works, not from the previous scenario's broken config (scenarios in a row
         # must not stack: host-memory after gated-model would otherwise fail on the missing HF_TOKEN).
         template = sc.mutated_template(scenario, self._good_template or svc["template"])
+        # gcloud names each new revision itself: a name the template kept (a canary's) would collide (409).
+        template.pop("revision", None)
         url = f"{self.urls['run']}/v2/projects/{PROJECT}/locations/{LOCATION}/services/{self.service}"
         async with httpx.AsyncClient(timeout=10) as client:
             resp = await client.patch(url, json={"template": template})
