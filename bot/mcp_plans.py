@@ -158,9 +158,12 @@ class PlanPoster:
         await self.deps.writes.run(plan, lock, caller, on_progress)
 
 
-async def plan_status(deps: Deps, plan_id: str) -> ToolResult:
-    """pending / confirmed / running / ready / failed / cancelled, from what the write flow records."""
+async def plan_status(deps: Deps, plan_id: str, caller: str) -> ToolResult:
+    """pending / confirmed / running / ready / failed / cancelled, from what the write flow records, for the caller
+    that proposed the plan only: to anyone else it is an unknown id (whether it exists is not theirs to learn)."""
     writes = deps.writes
+    if await writes.plans.proposed_by(plan_id) != caller:
+        raise _unknown(plan_id)
     progress = await writes.plans.progress(plan_id)
     if progress is not None:
         phase = str(progress.get("phase", ""))
@@ -187,6 +190,10 @@ async def plan_status(deps: Deps, plan_id: str) -> ToolResult:
                 {"plan_id": plan_id, "state": entry.result, "by": entry.user_id, "detail": entry.detail},
                 f"Plan {plan_id}: {entry.result} by {entry.user_id}.",
             )
-    raise UserFacingError(
+    raise _unknown(plan_id)
+
+
+def _unknown(plan_id: str) -> UserFacingError:
+    return UserFacingError(
         f"Plan {plan_id} has expired (or never existed); nothing ran.", "Propose the change again for a fresh plan."
     )

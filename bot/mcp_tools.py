@@ -248,7 +248,7 @@ def _write(kind: str) -> Runner:
 async def _plan_status(call: Call, a: PlanStatusArgs) -> ToolResult:
     from bot.mcp_plans import plan_status
 
-    return await plan_status(call.deps, a.plan_id)
+    return await plan_status(call.deps, a.plan_id, call.caller)
 
 
 _WRITE_NOTE = (
@@ -288,7 +288,8 @@ def build_tools() -> dict[str, McpTool]:
                 _costly("eval", "evaluate the model")),
         McpTool("plan_status", "follow", PlanStatusArgs,
                 "Where a proposed write stands: pending (until it expires), confirmed (by whom), its progress, "
-                "and its outcome.", _plan_status),
+                "and its outcome. Only for plans this caller proposed: any other id is answered as unknown.",
+                _plan_status),
     ]  # fmt: skip
     canary: Typed = {"canary": Arg(help=_canary_help())}
     models: dict[str, type[BaseModel]] = {**ACTION_PARAMS, "deploy": DeployToolArgs, "redeploy": RedeployToolArgs}

@@ -326,19 +326,8 @@ def http_server(tmp_path: Path, key_prefix: str) -> Any:
             proc.wait(timeout=20)
 
 
-@asynccontextmanager
-async def http_session(url: str, token: str) -> AsyncIterator[ClientSession]:
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
-        async with streamable_http_client(url, http_client=client) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                yield session
-
-
-async def test_http_needs_a_token_that_names_the_caller(
-    http_server: tuple[str, dict[str, str]], redis_client: redis.Redis, key_prefix: str
-) -> None:
-    url, tokens = http_server
+async def http_up(url: str) -> None:
+    """Wait for `gemma-sre mcp --http` to answer (401 to a request without a token)."""
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
     async with httpx.AsyncClient(timeout=5) as raw:
 
@@ -349,6 +338,24 @@ async def test_http_needs_a_token_that_names_the_caller(
                 return False
 
         assert await eventually(up, timeout=60), "gemma-sre mcp --http did not come up"
+
+
+@asynccontextmanager
+async def http_session(url: str, token: str, elicitation: Any = None) -> AsyncIterator[ClientSession]:
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+        async with streamable_http_client(url, http_client=client) as (read, write):
+            async with ClientSession(read, write, elicitation_callback=elicitation) as session:
+                await session.initialize()
+                yield session
+
+
+async def test_http_needs_a_token_that_names_the_caller(
+    http_server: tuple[str, dict[str, str]], redis_client: redis.Redis, key_prefix: str
+) -> None:
+    url, tokens = http_server
+    await http_up(url)
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    async with httpx.AsyncClient(timeout=5) as raw:
         for headers in ({}, {"Authorization": "Bearer not-a-token"}, {"Authorization": tokens["U1"]}):
             resp = await raw.post(url, json=init, headers=headers)
             assert resp.status_code == 401, headers

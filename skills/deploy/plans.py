@@ -27,10 +27,24 @@ class PlanStore:
     def _claim_key(self, plan_id: str) -> str:
         return f"{self._prefix}:{plan_id}:claim"
 
+    def _by_key(self, plan_id: str) -> str:
+        return f"{self._prefix}:{plan_id}:by"
+
     async def save(self, plan: Plan) -> Plan:
         plan.expires_at = plan.created_at + self.ttl_s
         await self._store.set(self._key(plan.id), plan.model_dump_json(), ex=self.ttl_s)
+        # Who proposed it outlives the plan (a confirm consumes it) as long as its claim and progress do, so a
+        # follower may be told about a plan only if it is the proposer (MCP's plan_status).
+        await self._store.set(self._by_key(plan.id), plan.created_by, ex=self.ttl_s * 4)
         return plan
+
+    async def proposed_by(self, plan_id: str) -> str | None:
+        if not plan_id or len(plan_id) > 64:
+            return None
+        raw = await self._store.get(self._by_key(plan_id))
+        if not raw:
+            return None
+        return raw.decode() if isinstance(raw, bytes) else str(raw)
 
     async def set_message(self, plan: Plan, message_ts: str) -> None:
         """Remember the plan message (posted after the plan was stored), keeping the plan's own expiry."""
