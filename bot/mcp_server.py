@@ -11,9 +11,11 @@ prompt: "diagnose my service".
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import re
+import sys
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -39,14 +41,17 @@ from skills.text import shorten
 
 if TYPE_CHECKING:
     from bot.deps import Deps
+    from skills.incidents.model import Incident
 
 log = logging.getLogger(__name__)
 
 CATALOG_URI = "gemma-sre://catalog"
 INCIDENTS_URI = "gemma-sre://incidents/open"
+# The pages after the first: the URI a page's "next" names (a client that knows templates may list it too).
+INCIDENTS_PAGES = INCIDENTS_URI + "{?cursor}"
 DIAGNOSE_PROMPT = "diagnose-my-service"
 ERROR_CHARS = 600  # an error says what was wrong; the caller has what it sent
-MAX_INCIDENTS = 50
+INCIDENTS_PAGE = 50
 _ALERT_FIELDS = {"name", "severity", "state", "summary"}
 
 
@@ -123,7 +128,9 @@ class McpApp:
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         tool = self.tools.get(params.name)
         if tool is None:  # the spec's protocol error for an unknown tool, with the names that exist
-            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}. Tools: {', '.join(sorted(self.tools))}")
+            raise MCPError(
+                INVALID_PARAMS, _brief(f"Unknown tool: {params.name}. Tools: {', '.join(sorted(self.tools))}")
+            )
         try:
             caller = self.caller(ctx)
         except UserFacingError as exc:
@@ -187,9 +194,24 @@ class McpApp:
                 types.Resource(
                     uri=INCIDENTS_URI,
                     name="open-incidents",
-                    description="Incidents whose alerts are still firing, newest first",
+                    description=(
+                        f"Incidents not resolved, newest first, {INCIDENTS_PAGE} a page: total says how many there "
+                        "are, shown how many this page holds, next the URI of the following page (null on the last)"
+                    ),
                     mime_type="application/json",
                 ),
+            ]
+        )
+
+    async def list_resource_templates(self, ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate(
+                    uri_template=INCIDENTS_PAGES,
+                    name="open-incidents-page",
+                    description=f"A later page of {INCIDENTS_URI}: the cursor its previous page's next names",
+                    mime_type="application/json",
+                )
             ]
         )
 
@@ -197,32 +219,51 @@ class McpApp:
         uri = str(params.uri)
         if uri == CATALOG_URI:
             data: Any = load_catalog().model_dump(mode="json")
-        elif uri == INCIDENTS_URI:
-            data = {"incidents": await self._open_incidents()}
+        elif uri == INCIDENTS_URI or uri.startswith(INCIDENTS_URI + "?cursor="):
+            data = await self._open_incidents(uri.removeprefix(INCIDENTS_URI).removeprefix("?cursor="))
         else:
-            raise MCPError(INVALID_PARAMS, f"Unknown resource: {uri}. Resources: {CATALOG_URI}, {INCIDENTS_URI}")
+            raise MCPError(
+                INVALID_PARAMS,
+                _brief(f"Unknown resource: {uri}. Resources: {CATALOG_URI}, {INCIDENTS_URI}, {INCIDENTS_PAGES}"),
+            )
         text = redact(json.dumps(data, default=str))
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type="application/json", text=text)]
         )
 
-    async def _open_incidents(self) -> list[dict[str, Any]]:
-        """Not resolved (open, acknowledged or snoozed), newest first, as `/gemma incidents` lists them."""
-        listed = await IncidentLifecycle(IncidentStore(self.deps.redis, self.deps.settings.key_prefix)).listed()
-        return [
-            {
-                "id": i.incident.id,
-                "status": i.status,
-                "service": i.incident.service,
-                "severity": i.incident.severity,
-                "opened_at": i.incident.opened_at.isoformat(),
-                "last_event_at": i.incident.last_event_at.isoformat(),
-                "alerts": [m.model_dump(mode="json", include=_ALERT_FIELDS) for m in i.incident.members.values()],
-                "slack": {"channel": i.incident.channel, "ts": i.incident.ts},
-            }
-            for i in listed
-            if i.status != "resolved" and not i.incident.test
-        ][:MAX_INCIDENTS]
+    async def _open_incidents(self, cursor: str) -> dict[str, Any]:
+        """Not resolved (open, acknowledged or snoozed), newest first, as `/gemma incidents` lists them: a page
+        of INCIDENTS_PAGE after `cursor` ('' for the first), with how many there are and the next page's URI.
+        The cursor is where the last page ended (when it opened, its id), so an incident opened or resolved
+        between two reads neither repeats nor skips one."""
+        after = _cursor_key(cursor) if cursor else None
+        lifecycle = IncidentLifecycle(IncidentStore(self.deps.redis, self.deps.settings.key_prefix))
+        listed = await lifecycle.listed(limit=sys.maxsize)  # every kept incident: the total is the store's
+        open_ = [i for i in listed if i.status != "resolved" and not i.incident.test]
+        open_.sort(key=lambda i: _order(i.incident), reverse=True)
+        rest = [i for i in open_ if after is None or _order(i.incident) < after]
+        page = rest[:INCIDENTS_PAGE]
+        more = len(rest) - len(page)
+        return {
+            "incidents": [
+                {
+                    "id": i.incident.id,
+                    "status": i.status,
+                    "service": i.incident.service,
+                    "severity": i.incident.severity,
+                    "opened_at": i.incident.opened_at.isoformat(),
+                    "last_event_at": i.incident.last_event_at.isoformat(),
+                    "alerts": [m.model_dump(mode="json", include=_ALERT_FIELDS) for m in i.incident.members.values()],
+                    "slack": {"channel": i.incident.channel, "ts": i.incident.ts},
+                }
+                for i in page
+            ],
+            "total": len(open_),
+            "shown": len(page),
+            "newer": len(open_) - len(rest),  # on the pages before this one
+            "more": more,  # on the pages after it
+            "next": f"{INCIDENTS_URI}?cursor={_cursor(page[-1].incident)}" if more else None,
+        }
 
     async def list_prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
         return types.ListPromptsResult(
@@ -240,7 +281,7 @@ class McpApp:
 
     async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         if params.name != DIAGNOSE_PROMPT:
-            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {params.name}. Prompts: {DIAGNOSE_PROMPT}")
+            raise MCPError(INVALID_PARAMS, _brief(f"Unknown prompt: {params.name}. Prompts: {DIAGNOSE_PROMPT}"))
         args = params.arguments or {}
         service = args.get("service") or self.deps.settings.vllm_service_name
         since = args.get("since") or "1h"
@@ -276,6 +317,7 @@ class McpApp:
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
             on_list_resources=self.list_resources,
+            on_list_resource_templates=self.list_resource_templates,
             on_read_resource=self.read_resource,
             on_list_prompts=self.list_prompts,
             on_get_prompt=self.get_prompt,
@@ -292,6 +334,26 @@ def redacted(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [redacted(v) for v in value]
     return value
+
+
+def _order(inc: Incident) -> tuple[float, str]:
+    """Newest first is this, descending (the incident index's score, then the id for a tie)."""
+    return (inc.opened_at.timestamp(), inc.id)
+
+
+def _cursor(inc: Incident) -> str:
+    ts, inc_id = _order(inc)
+    return base64.urlsafe_b64encode(f"{ts!r} {inc_id}".encode()).decode().rstrip("=")
+
+
+def _cursor_key(cursor: str) -> tuple[float, str]:
+    try:  # opaque to the client; whatever it sends is only ever parsed, never quoted back
+        ts, inc_id = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode().split(" ", 1)
+        return (float(ts), inc_id)
+    except ValueError:  # binascii.Error and UnicodeDecodeError included
+        raise MCPError(
+            INVALID_PARAMS, f"Not a cursor this server gave: read {INCIDENTS_URI} for the first page."
+        ) from None
 
 
 _LONG_WORD = re.compile(r"\S{81,}")
