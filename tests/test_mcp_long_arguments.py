@@ -65,3 +65,18 @@ async def test_the_diagnose_prompt_takes_a_service_name_and_a_duration(
             await session.get_prompt("diagnose-my-service", arguments)
         message = refused.value.error.message
         assert len(message) <= 600 and ECHO not in message  # refused: nothing of it reaches a prompt
+
+
+async def test_unknown_names_are_quoted_short(tmp_path: Path) -> None:
+    """A tool, prompt or resource that does not exist is a protocol error naming what exists, not what was sent."""
+    async with stdio_session(tmp_path, _env()) as session:
+        asks = (
+            session.call_tool(BIG, {}),
+            session.get_prompt(BIG, {}),
+            session.read_resource("gemma-sre://" + BIG),
+        )
+        for ask in asks:
+            with pytest.raises(MCPError) as refused:
+                await ask
+            message = refused.value.error.message
+            assert len(message) <= 600 and ECHO not in message and "Unknown" in message
