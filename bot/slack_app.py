@@ -217,6 +217,9 @@ class CommandResponder(ChannelResponder):
         )
         if resp.status_code >= 400:
             log.warning("response URL answered %s: %s", resp.status_code, resp.body[:200])
+        if reply.ephemeral and reply.files:  # an upload is seen by the whole channel: never for the asker alone
+            log.warning("an ephemeral answer carried %d file(s); not uploading them to the channel", len(reply.files))
+            return
         for f in reply.files:
             await self.upload(f)
 
@@ -291,6 +294,8 @@ def build_bolt(deps: Deps, client: AsyncWebClient | None = None) -> AsyncApp:
             args=args,
             raw_text=body.get("text", ""),
             trigger_id=body.get("trigger_id", ""),
+            in_slack=True,
+            channel_name=str(body.get("channel_name") or ""),
         )
         deps.spawn(_once(deps, body, _run_command(deps, ctx, name)), kind=cmd.kind, user=ctx.user_id)
 

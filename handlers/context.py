@@ -46,6 +46,10 @@ class CommandContext:
     raw_text: str = ""
     trigger_id: str = ""
     opts: argparse.Namespace = field(default_factory=argparse.Namespace)  # `args` parsed by the command's parser
+    # A Slack slash command: its answer, unless ephemeral, is read by everyone in `channel_id` (named
+    # `channel_name` by Slack). False in the console and over MCP, where only the asker reads it.
+    in_slack: bool = False
+    channel_name: str = ""
 
 
 @dataclass

@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from handlers.reply import FileOut, Reply
+from skills.markdown import one_line, plain_code
+from skills.text import shorten
 
 _TEXT_MAX = 2900  # section text limit is 3000 chars
 _FIELD_MAX = 1900  # a field's text limit is 2000 chars
@@ -65,6 +67,23 @@ def escape(text: str) -> str:
     """Slack's three control characters as entities: the text shows as typed and is never markup; bidi
     controls dropped."""
     return strip_bidi(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+_MARKS = frozenset("*_~`")
+
+
+def inert(text: str, limit: int) -> str:
+    """Outside text (a policy name, a service label, a note) for one line of mrkdwn: on one line, so a line break
+    cannot add a row, and inside a code span when it holds Slack's emphasis or code marks (* _ ~ `), which mrkdwn
+    cannot escape: Slack formats nothing inside a code span (`plain_code` turns backticks into ')."""
+    line = shorten(one_line(text), limit) or "—"
+    return plain_code(line) if _MARKS & set(line) else line
+
+
+def inert_bold(text: str, limit: int) -> str:
+    """`inert`, bold when it is plain text (a code span is marked enough, and bold around it is more markup)."""
+    shown = inert(text, limit)
+    return shown if shown.startswith("`") else f"*{shown}*"
 
 
 class _Safe:

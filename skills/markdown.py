@@ -53,6 +53,12 @@ def code(text: str) -> str:
     return f"{fence}{pad}{one}{pad}{fence}" if one else ""
 
 
+def plain_code(text: str) -> str:
+    """`text` as a code span for Slack mrkdwn and plain text, which have no longer fences or escapes: one line,
+    its backticks shown as `'` so none can close the span (Slack formats nothing inside a code span)."""
+    return "`" + one_line(text).replace("`", "'") + "`"
+
+
 def block(text: str) -> str:
     """Lines of outside text (a paragraph or several): each line as `inline`, blank lines kept between them."""
     lines = [inline(line) for line in _BREAKS.sub("\n", text).split("\n")]

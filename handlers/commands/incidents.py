@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from handlers.args import CommandParser
+from handlers.args import CommandParser, count
 from handlers.context import ActionContext, CommandContext
 from handlers.incident_lifecycle_render import (
     ACK_ACTION,
@@ -15,7 +15,9 @@ from handlers.incident_lifecycle_render import (
     SNOOZE_ACTION,
     resolve_modal,
 )
+from handlers.incident_lists import PAGE_ROWS, Audience, add_rows, audience, pages
 from handlers.registry import action, command, view_check
+from handlers.render_slack import inert_bold
 from handlers.reply import FileOut, Reply, error_reply
 from skills.durations import format_duration
 from skills.errors import InvalidInput
@@ -25,10 +27,15 @@ from skills.incidents.model import utcnow
 from skills.incidents.runbooks import read_runbook
 from skills.incidents.store import IncidentStore
 from skills.logs.redact import redact
+from skills.markdown import plain_code
 from skills.ports import Store
+from skills.text import shorten
 
 STATUSES = ("open", "acknowledged", "snoozed", "resolved")
 _ICON = {"open": ":rotating_light:", "acknowledged": ":eyes:", "snoozed": ":zzz:", "resolved": ":white_check_mark:"}
+
+
+PUBLIC = Audience(public=True)
 
 
 def lifecycle(redis: Store, prefix: str) -> IncidentLifecycle:
@@ -37,23 +44,26 @@ def lifecycle(redis: Store, prefix: str) -> IncidentLifecycle:
 
 def _incidents_args(p: CommandParser) -> None:
     p.add_argument("status", metavar="STATUS", nargs="?", choices=STATUSES, help="only this status")
+    p.add_argument("--page", metavar="N", type=count(1), default=1, help=f"page N ({PAGE_ROWS} incidents a page)")
 
 
-def incident_row(r: Reply, item: Listed) -> str:
+def incident_row(r: Reply, item: Listed, who: Audience = PUBLIC) -> str:
+    """One line per incident: its outside text (alert name, service) cannot add a line or markup."""
     inc, life = item.incident, item.incident.life
     age = format_duration(max((utcnow() - inc.started_at).total_seconds(), 0.0))
-    name = redact(inc.lead.name)[:80]
-    row = f"{_ICON[item.status]} `{inc.id}` *{name}* on `{inc.service}` · {inc.severity} · {age} ago"
+    name = inert_bold(redact(inc.lead.name), 80)
+    row = f"{_ICON[item.status]} `{inc.id}` {name} on {plain_code(shorten(redact(inc.service), 60))}"
+    row += f" · {inc.severity} · {age} ago"
     if life.owner:
-        row += f" · owner {r.mention(life.owner)}"
+        row += f" · owner {who.name(r, life.owner)}"
     elif life.acked_by:
-        row += f" · ack {r.mention(life.acked_by)}"
+        row += f" · ack {who.name(r, life.acked_by)}"
     if life.snooze:
         row += " · snoozed " + (
             "until resolved" if life.snooze_until is None else f"until {life.snooze_until:%H:%M} UTC"
         )
     if life.resolved_by:
-        row += f" · resolved by {r.mention(life.resolved_by)}" + (
+        row += f" · resolved by {who.name(r, life.resolved_by)}" + (
             " (alert still firing)" if inc.state == "firing" else ""
         )
     return row
@@ -61,20 +71,34 @@ def incident_row(r: Reply, item: Listed) -> str:
 
 @command("incidents", "Incidents by status: open, acknowledged, snoozed, resolved", _incidents_args, ack="Listing…")
 async def incidents(ctx: CommandContext) -> Reply:
-    items = await lifecycle(ctx.deps.redis, ctx.deps.settings.key_prefix).listed()
-    items = [i for i in items if not i.incident.test]
-    want = ctx.opts.status
+    who = await audience(ctx)
+    items = [i for i in await lifecycle(ctx.deps.redis, ctx.deps.settings.key_prefix).listed() if not i.incident.test]
+    want, page = ctx.opts.status, ctx.opts.page
+    counts = {s: sum(1 for i in items if i.status == s) for s in STATUSES}
+    chosen = [i for s in STATUSES if want in (None, s) for i in items if i.status == s]  # status order, newest first
+    cmd = "/gemma incidents" + (f" {want}" if want else "")
+    last = pages(len(chosen))
+    if page > last:
+        raise InvalidInput(f"There is no page {page}: {len(chosen)} incident(s) fill {last}.", f"`{cmd} --page {last}`")
+    shown = chosen[(page - 1) * PAGE_ROWS : page * PAGE_ROWS]
     r = Reply(title=":rotating_light: Incidents" + (f" ({want})" if want else ""))
     for status in STATUSES:
-        if want and status != want:
-            continue
-        rows = [incident_row(r, i) for i in items if i.status == status][:20]
-        r.add(
-            heading=f"{status.capitalize()} ({sum(1 for i in items if i.status == status)})",
-            text="\n".join(rows) or "none",
-        )
-    r.context = "buttons in each incident's thread acknowledge, own, snooze or resolve it; `/gemma postmortem INCIDENT`"
-    return r
+        rows = [incident_row(r, i, who) for i in shown if i.status == status]
+        if (rows or page == 1) and want in (None, status):
+            add_rows(r, f"{status.capitalize()} ({counts[status]})", rows)
+    r.context = _page_note(cmd, page, last, len(shown), len(chosen)) + (
+        "buttons in each incident's thread acknowledge, own, snooze or resolve it; `/gemma postmortem INCIDENT`"
+    )
+    return who.address(r)
+
+
+def _page_note(cmd: str, page: int, last: int, shown: int, total: int) -> str:
+    """What this page shows of how many, and the command for the next page (nothing when one page holds all)."""
+    if last == 1:
+        return ""
+    first = (page - 1) * PAGE_ROWS + 1
+    note = f"showing {first}-{first + shown - 1} of {total} incidents (page {page} of {last})"
+    return note + (f"; `{cmd} --page {page + 1}` for more · " if page < last else " · ")
 
 
 def _refusal(exc: ActionRefused) -> Reply:

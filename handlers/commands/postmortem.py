@@ -13,6 +13,7 @@ from handlers.args import CommandParser
 from handlers.commands.incidents import STATUSES, incident_row, lifecycle
 from handlers.context import CommandContext
 from handlers.deps import HandlerDeps
+from handlers.incident_lists import PAGE_ROWS, add_rows, audience
 from handlers.registry import command
 from handlers.reply import FileOut, Reply
 from prompts import load as load_prompt
@@ -122,6 +123,8 @@ async def postmortem(ctx: CommandContext) -> Reply | None:
     )  # fmt: skip
     prose = await model_prose(deps, facts)
     reply = postmortem_reply(facts, render_markdown(facts, prose), prose)
+    if not (who := await audience(ctx)).public:
+        return who.address(reply)  # the alerts channel's incident, asked elsewhere: the asker alone
     pub = await store.pub(inc.id)
     if pub.get("ts") and pub.get("channel") in (ctx.responder.channel, ctx.channel_id):
         try:
@@ -144,6 +147,7 @@ def _handoff_args(p: CommandParser) -> None:
 )
 async def handoff(ctx: CommandContext) -> Reply:
     deps = ctx.deps
+    who = await audience(ctx)
     span = parse_duration(ctx.opts.since)  # at most 30 days: as long as incident records are kept
     now = utcnow()
     start = now - span
@@ -152,16 +156,21 @@ async def handoff(ctx: CommandContext) -> Reply:
     items = [i for i in items if i.incident.opened_at >= start or i.status != "resolved"]
     r = Reply(title=f":handshake: Hand-off: the last {ctx.opts.since}")
     for status in STATUSES:
-        rows = [incident_row(r, i) for i in items if i.status == status]
+        of_status = [i for i in items if i.status == status]
+        rows = [incident_row(r, i, who) for i in of_status[:PAGE_ROWS]]
+        if len(of_status) > PAGE_ROWS:  # the rest is `/gemma incidents STATUS`'s next pages (same order and size)
+            rows.append(_more(status, len(of_status) - PAGE_ROWS))
         if rows:
-            r.add(heading=f"{status.capitalize()} ({len(rows)})", text="\n".join(rows[:15]))
+            add_rows(r, f"{status.capitalize()} ({len(of_status)})", rows)
     if not items:
         r.add(text="No incidents in this span.")
     audit = [
         e for e in await audit_since(deps.redis, deps.settings.key("audit"), start.timestamp()) if e.result != "pending"
     ]
     if audit:
-        lines = [f"{e.when()} {e.action} `{e.service}` by {r.mention(e.user_id)}: {e.result}" for e in audit[-15:]]
+        lines = [f"{e.when()} {e.action} `{e.service}` by {who.name(r, e.user_id)}: {e.result}" for e in audit[-15:]]
+        if len(audit) > 15:
+            lines.insert(0, f"… {len(audit) - 15} earlier ones not shown; the last 15:")
         r.add(heading=f"Changes through the bot ({len(audit)})", text="\n".join(lines))
     try:
         name = deps.settings.vllm_service_name
@@ -189,4 +198,9 @@ async def handoff(ctx: CommandContext) -> Reply:
         if firsts:
             r.add(heading="For the next on-call", text="\n".join(f"• {f}" for f in firsts[:5]))
     r.context = "from the incident records, the audit and Cloud Run"
-    return r
+    return who.address(r)
+
+
+def _more(status: str, left: int) -> str:
+    more = f"… and {left} more {status}: `/gemma incidents {status} --page 2` lists the next {PAGE_ROWS}"
+    return more + (" (past this span too)" if status == "resolved" else "")

@@ -32,6 +32,13 @@ def _shown_id(inc_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "", inc_id)[:40] or "(none)"
 
 
+_LOAD_BATCH = 500
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
 class Listed(BaseModel):
     incident: Incident
     status: Status
@@ -141,15 +148,21 @@ class IncidentLifecycle:
                 woken.append(inc.id)
         return woken
 
-    async def listed(self, since: datetime | None = None, limit: int = 200) -> list[Listed]:
-        """Incidents opened since `since` (all kept, when None), newest first, with their status."""
+    async def listed(self, since: datetime | None = None, limit: int | None = None) -> list[Listed]:
+        """Incidents opened since `since` (all kept, when None), newest first, with their status: every one, or
+        the newest `limit`. Lists count from this, so a count is the store's, not a page's."""
         low: float | str = since.timestamp() if since else "-inf"
-        ids = await self.r.zrangebyscore(self.store.k_index, low, "+inf")
+        ids = [_text(i) for i in reversed(await self.r.zrangebyscore(self.store.k_index, low, "+inf"))][:limit]
         out = []
-        for raw_id in list(reversed(ids))[:limit]:
-            inc = await self.store.load(raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id))
-            if inc is not None:
-                out.append(Listed(incident=inc, status=inc.life.status(inc.state == "firing")))
+        for start in range(0, len(ids), _LOAD_BATCH):  # one round trip per batch, not one per incident
+            async with self.r.pipeline(transaction=False) as p:
+                for inc_id in ids[start : start + _LOAD_BATCH]:
+                    p.get(self.store.k_incident(inc_id))
+                raws = await p.execute()
+            for raw in raws:
+                if raw:  # an expired record leaves its id in the index for a while
+                    inc = Incident.model_validate_json(raw)
+                    out.append(Listed(incident=inc, status=inc.life.status(inc.state == "firing")))
         return out
 
     async def find(self, ref: str) -> Incident | None:

@@ -32,7 +32,7 @@ from skills.incidents.changes import WhatChanged
 from skills.incidents.model import Incident
 from skills.incidents.runbooks import runbook_ref
 from skills.logs.redact import redact
-from skills.markdown import block, code, inline, one_line
+from skills.markdown import block, code, inline, one_line, plain_code
 from skills.ports import Metrics, Store
 
 AUDIT_BEFORE_S = 6 * 3600  # writes this long before the start are part of the story (the changes window)
@@ -50,10 +50,6 @@ class Quote(NamedTuple):
     code: Callable[[str], str]
 
 
-def _plain_code(s: str) -> str:
-    return "`" + one_line(s).replace("`", "'") + "`"
-
-
 def _md_text(s: str) -> str:
     return inline(redact(s))  # redacted first: a marker's brackets are then escaped like any others
 
@@ -62,7 +58,7 @@ def _md_code(s: str) -> str:
     return code(redact(s))
 
 
-PLAIN = Quote(text=one_line, code=_plain_code)  # Slack (its renderer escapes) and the model's facts
+PLAIN = Quote(text=one_line, code=plain_code)  # Slack (its renderer escapes) and the model's facts
 MARKDOWN = Quote(text=_md_text, code=_md_code)  # the file
 
 

@@ -103,6 +103,17 @@ class IncidentStore:
             return ""
         return str(await self.r.get(self.k_thread(channel, ts)) or "")
 
+    async def posted_channel(self, channel: str, scan: int = 20) -> str:
+        """The id Slack gave `channel` (a '#name' or an id) when it took an incident header there, read from the
+        newest incidents recorded for it ('' when none was posted yet): a slash command names its channel by id."""
+        for raw_id in reversed(await self.r.zrange(self.k_index, -scan, -1)):
+            inc = await self.load(raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id))
+            if inc is not None and inc.channel == channel:
+                posted = (await self.pub(inc.id)).get("channel", "")
+                if posted:
+                    return posted
+        return ""
+
     async def bind_thread(self, channel: str, ts: str, inc_id: str) -> None:
         await self.r.set(self.k_thread(channel, ts), inc_id, ex=RECORD_TTL_S)
 
