@@ -3,7 +3,8 @@
 Incidents are the alerts channel's (SLACK_ALERTS_CHANNEL): `/gemma incidents`, `/gemma handoff` and
 `/gemma postmortem` asked there are posted there; asked anywhere else in Slack (another channel, a DM) they
 answer the asker alone, ephemerally, naming people as plain `@ID` so nobody there is pinged (README
-"Incidents"). The console and MCP answer only their caller, so they answer as before.
+"Incidents"; handlers/commands/incidents.py `audience` decides). The console and MCP answer only their caller,
+so they answer as before.
 
 Lists page: PAGE_ROWS incidents a page, the counts from every incident kept, and the footer says what the page
 left out and the command that shows it. Rows are packed into sections under Block Kit's 3,000 characters
@@ -14,10 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from handlers.context import CommandContext
 from handlers.render_slack import escape
 from handlers.reply import Reply
-from skills.incidents.store import IncidentStore
 
 PAGE_ROWS = 20
 SECTION_MAX = 2800  # under the renderer's 2,900 (and Block Kit's 3,000) after escaping
@@ -41,18 +40,6 @@ class Audience:
                 r.files = []
                 r.add(text="The Markdown file is attached when this is asked in the alerts channel.")
         return r
-
-
-async def audience(ctx: CommandContext) -> Audience:
-    """Public only when a Slack command was asked in the alerts channel: the setting names it by id, or by
-    '#name' (the command carries the channel's name, and the id Slack gave it when a header was posted there)."""
-    if not ctx.in_slack:
-        return Audience(public=True)
-    alerts = ctx.deps.settings.slack_alerts_channel
-    if ctx.channel_id == alerts or (ctx.channel_name and f"#{ctx.channel_name}" == alerts):
-        return Audience(public=True)
-    posted = await IncidentStore(ctx.deps.redis, ctx.deps.settings.key_prefix).posted_channel(alerts)
-    return Audience(public=bool(ctx.channel_id) and ctx.channel_id == posted)
 
 
 def add_rows(r: Reply, heading: str, rows: list[str]) -> None:

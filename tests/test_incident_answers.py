@@ -3,19 +3,27 @@
 Through signed slash commands to the running app (alert webhook -> queue -> publisher -> Slack stand-in, Redis):
 `/gemma incidents`, `/gemma handoff` and `/gemma postmortem` asked in another channel answer the asker alone
 (ephemeral, no file in that channel, people named without a ping); asked in the alerts channel they are posted
-there as before.
+there as before. Lists page (20 a page) with counts from every incident kept, and say what they left out.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+import pytest
+
 from bot.sandbox.slack_signing import command_body
-from tests.alerts_fixtures import PostsSlack
+from bot.settings import Settings
+from skills.clock import ScaledClock
+from skills.incidents.model import Alert, utcnow
+from skills.incidents.store import IncidentStore
+from tests.alerts_fixtures import PostsSlack, tuned
 from tests.test_incident_button_rules import OWN, _incident, _post, bot, clock, press, slack
-from tests.test_incidents_storm import Instance, drained
+from tests.test_incidents_storm import Instance, close, drained, start
 
 __all__ = ["bot", "clock", "slack"]  # the fixtures this module reuses
 
@@ -32,7 +40,7 @@ async def ask(
 
 
 def _dump(answers: list[dict[str, Any]]) -> str:
-    return json.dumps(answers)
+    return json.dumps(answers, ensure_ascii=False)
 
 
 async def test_incident_answers_asked_elsewhere_go_to_the_asker_alone_and_ping_nobody(
@@ -64,3 +72,63 @@ async def test_incident_answers_asked_elsewhere_go_to_the_asker_alone_and_ping_n
     posted = slack.of("chat.postMessage")[before:]
     assert [p.get("thread_ts") for p in posted] == [h["ts"]], posted
     assert [s["thread_ts"] for s in slack.shared if s["channel"] == alerts] == [h["ts"]]
+
+
+@pytest.fixture
+async def still(
+    settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock
+) -> AsyncIterator[Instance]:
+    """The app without its queue worker: incidents seeded below are listed, not posted as a storm."""
+    b = await start(tuned(settings), clock, run=False)
+    yield b
+    await b.deps.drain()
+    await close(b)
+
+
+async def seed(bot: Instance, n: int, tag: int, test: bool = False) -> list[str]:
+    """`n` incidents recorded by the queue worker's own write (212 webhook deliveries would post a storm first)."""
+    s = bot.deps.settings
+    store, ids = IncidentStore(bot.deps.redis, s.key_prefix), []
+    for i in range(n):
+        alert = Alert(
+            source="alertmanager", fingerprint=f"fp{tag}-{i}", state="firing", name=f"Alert {tag}-{i}",
+            service=f"svc-{i % 7}", severity="warning", started_at=utcnow(), test=test,
+        )  # fmt: skip
+        known = frozenset({s.vllm_service_name})
+        inc, _ = await store.record(
+            f"{tag}{i:05d}-0", alert, utcnow(), channel=s.slack_alerts_channel, known=known,
+            window_s=s.alert_group_window_s,
+        )  # fmt: skip
+        ids.append(inc.id)
+    return ids
+
+
+def _ids(answer: dict[str, Any]) -> list[str]:
+    return re.findall(r"`(inc-[0-9-]+)`", _dump([answer]))
+
+
+async def test_incident_lists_page_and_say_what_they_left_out(still: Instance, slack: PostsSlack) -> None:
+    opened = await seed(still, 212, 1)  # 212 open: more than the newest 200 the list once read
+    tests = await seed(still, 60, 2, test=True)  # Cloud Monitoring's test notifications: the newest, never listed
+    newest_first = opened[::-1]
+
+    [first] = await ask(still, slack, "incidents", OTHER, "p1")
+    assert "Open (212)" in _dump([first])  # the store's count, not a page's
+    assert _ids(first) == newest_first[:20]
+    assert "showing 1-20 of 212 incidents (page 1 of 11); `/gemma incidents --page 2` for more" in _dump([first])
+    seen = _ids(first)
+    for page in range(2, 12):
+        [answer] = await ask(still, slack, f"incidents open --page {page}", OTHER, f"p{page}")
+        seen += _ids(answer)
+    assert seen == newest_first  # every open incident once, in order, none of the test notifications
+    assert "showing 201-212 of 212 incidents (page 11 of 11)" in _dump([answer]) and "--page 12" not in _dump([answer])
+    [beyond] = await ask(still, slack, "incidents --page 12", OTHER, "p12")
+    assert "There is no page 12: 212 incident(s) fill 11." in _dump([beyond])
+
+    [handoff] = await ask(still, slack, "handoff --since 2h", OTHER, "h")
+    assert "Open (212)" in _dump([handoff]) and _ids(handoff) == newest_first[:20]
+    assert "… and 192 more open: `/gemma incidents open --page 2` lists the next 20" in _dump([handoff])
+
+    [pm] = await ask(still, slack, "postmortem", OTHER, "pm")  # the latest real one, past 60 newer test notifications
+    assert newest_first[0] in _dump([pm]) and not set(tests) & set(re.findall(r"inc-[0-9-]+", _dump([pm])))
+    assert "the latest of 212 incidents; `/gemma postmortem INCIDENT` drafts another" in _dump([pm])

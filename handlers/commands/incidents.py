@@ -15,7 +15,7 @@ from handlers.incident_lifecycle_render import (
     SNOOZE_ACTION,
     resolve_modal,
 )
-from handlers.incident_lists import PAGE_ROWS, Audience, add_rows, audience, pages
+from handlers.incident_lists import PAGE_ROWS, Audience, add_rows, pages
 from handlers.registry import action, command, view_check
 from handlers.render_slack import inert_bold
 from handlers.reply import FileOut, Reply, error_reply
@@ -40,6 +40,18 @@ PUBLIC = Audience(public=True)
 
 def lifecycle(redis: Store, prefix: str) -> IncidentLifecycle:
     return IncidentLifecycle(IncidentStore(redis, prefix))
+
+
+async def audience(ctx: CommandContext) -> Audience:
+    """Public only when a Slack command was asked in the alerts channel: the setting names it by id, or by
+    '#name' (the command carries the channel's name, and the id Slack gave it when a header was posted there)."""
+    if not ctx.in_slack:
+        return Audience(public=True)
+    alerts = ctx.deps.settings.slack_alerts_channel
+    if ctx.channel_id == alerts or (ctx.channel_name and f"#{ctx.channel_name}" == alerts):
+        return Audience(public=True)
+    posted = await IncidentStore(ctx.deps.redis, ctx.deps.settings.key_prefix).posted_channel(alerts)
+    return Audience(public=bool(ctx.channel_id) and ctx.channel_id == posted)
 
 
 def _incidents_args(p: CommandParser) -> None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 
 from handlers.args import CommandParser
-from handlers.commands.incidents import STATUSES, incident_row, lifecycle
+from handlers.commands.incidents import STATUSES, audience, incident_row, lifecycle
 from handlers.context import CommandContext
 from handlers.deps import HandlerDeps
-from handlers.incident_lists import PAGE_ROWS, add_rows, audience
+from handlers.incident_lists import PAGE_ROWS, add_rows
 from handlers.registry import command
 from handlers.reply import FileOut, Reply
 from prompts import load as load_prompt
@@ -47,17 +47,19 @@ def _postmortem_args(p: CommandParser) -> None:
     p.add_argument("incident", metavar="INCIDENT", nargs="?", help="an incident id (default: the latest)")
 
 
-async def _pick(deps: HandlerDeps, ref: str | None) -> Incident:
+async def _pick(deps: HandlerDeps, ref: str | None) -> tuple[Incident, int]:
+    """The incident asked for, or the latest of every kept one (test notifications are not incidents), and how
+    many there are to choose from (0 when one was named)."""
     life = lifecycle(deps.redis, deps.settings.key_prefix)
     if ref:
         inc = await life.find(ref)
         if inc is None:
             raise InvalidInput(f"No incident `{shorten(ref, 60)}` is recorded.", "`/gemma incidents` lists them.")
-        return inc
-    listed = [i for i in await life.listed(limit=50) if not i.incident.test]
+        return inc, 0
+    listed = [i for i in await life.listed() if not i.incident.test]
     if not listed:
         raise InvalidInput("No incident is recorded yet.", "Incidents open from alerts: see README 'Incidents'.")
-    return listed[0].incident
+    return listed[0].incident, len(listed)
 
 
 async def model_prose(deps: HandlerDeps, facts: Facts) -> str:
@@ -109,7 +111,7 @@ def postmortem_reply(facts: Facts, markdown: str, prose: str) -> Reply:
 @command("postmortem", "Draft a postmortem of an incident from its records", _postmortem_args, ack="Drafting…")
 async def postmortem(ctx: CommandContext) -> Reply | None:
     deps = ctx.deps
-    inc = await _pick(deps, ctx.opts.incident)
+    inc, choices = await _pick(deps, ctx.opts.incident)
     store = IncidentStore(deps.redis, deps.settings.key_prefix)
     now = utcnow()
     try:
@@ -123,6 +125,11 @@ async def postmortem(ctx: CommandContext) -> Reply | None:
     )  # fmt: skip
     prose = await model_prose(deps, facts)
     reply = postmortem_reply(facts, render_markdown(facts, prose), prose)
+    if choices > 1:  # a bare `/gemma postmortem` says which it drafted, and that there are others
+        reply.context = (
+            f"the latest of {choices} incidents; `/gemma postmortem INCIDENT` drafts another "
+            f"(`/gemma incidents` lists them) · {reply.context}"
+        )
     if not (who := await audience(ctx)).public:
         return who.address(reply)  # the alerts channel's incident, asked elsewhere: the asker alone
     pub = await store.pub(inc.id)
