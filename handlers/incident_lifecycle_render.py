@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from handlers.render_slack import inert
 from handlers.reply import Button, Reply
 from skills.incidents.lifecycle import LifeRecord
 from skills.incidents.model import Incident
@@ -62,7 +63,7 @@ def add_lifecycle(r: Reply, inc: Incident) -> None:
     if fields:
         r.add(fields=fields)
     if inc.life.resolved_by and inc.life.note:
-        r.add(text="*Resolve note:* " + redact(inc.life.note)[:600])
+        r.add(text="*Resolve note:* " + inert(redact(inc.life.note), 600))  # one line, no forged emphasis
     r.buttons += lifecycle_buttons(inc)
 
 
@@ -80,7 +81,7 @@ def life_line(rec: LifeRecord) -> str:
             "on higher severity or when the condition fires again"
         )
     if rec.action == "woke":
-        return f":alarm_clock: Awake again: {redact(rec.note)[:200]}"
+        return f":alarm_clock: Awake again: {inert(redact(rec.note), 200)}"
     if rec.action == "reopened":
         return ":rotating_light: The manual resolve no longer stands: the condition fired again"
     still = (
@@ -89,7 +90,7 @@ def life_line(rec: LifeRecord) -> str:
         if rec.firing
         else ""
     )
-    return f":white_check_mark: Resolved by {who} at {_at(rec.at)}: {redact(rec.note)[:500]}.{still}"
+    return f":white_check_mark: Resolved by {who} at {_at(rec.at)}: {inert(redact(rec.note), 500)}.{still}"
 
 
 def resolve_modal(inc: Incident, channel_id: str, thread_ts: str) -> dict[str, object]:

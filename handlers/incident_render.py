@@ -12,10 +12,13 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from handlers.incident_lifecycle_render import add_lifecycle, life_line
+from handlers.render_slack import inert, inert_bold
 from handlers.reply import Reply
 from skills.durations import format_duration
 from skills.incidents.model import SEVERITIES, Event, Incident
 from skills.logs.redact import redact
+from skills.markdown import plain_code
+from skills.text import shorten
 
 _ICON = {"firing": ":rotating_light:", "resolved": ":white_check_mark:"}
 SEV_ICON = {"critical": ":red_circle:", "error": ":large_orange_circle:", "warning": ":large_yellow_circle:"}
@@ -44,13 +47,15 @@ def header_reply(inc: Incident, known_service_name: str) -> Reply:
     lead = inc.lead
     state = inc.state
     prefix = "[TEST] " if inc.test else ""
-    title = f"{_ICON[state]} {prefix}{state.upper()}: {lead.name} on {inc.service}"
+    # Outside text (the alert's name, its service) on one line and inert: it cannot add a row or emphasis.
+    what = f"{inert(lead.name, 150)} on {inert(inc.service, 80)}"
+    title = f"{_ICON[state]} {prefix}{state.upper()}: {what}"
     if inc.life.resolved_by and state == "firing":  # resolved by hand: the header says the alert still fires
-        title = f"{_ICON['resolved']} {prefix}RESOLVED (alert still firing): {lead.name} on {inc.service}"
+        title = f"{_ICON['resolved']} {prefix}RESOLVED (alert still firing): {what}"
     r = Reply(title=title)
     fields = [
-        ("Service", f"`{inc.service}`"),
-        ("Alert", lead.name),
+        ("Service", plain_code(shorten(inc.service, 120))),
+        ("Alert", inert(lead.name, 300)),
         ("Severity", f"{SEV_ICON.get(inc.severity, ':white_circle:')} {inc.severity}"),
         ("State", state),
         ("Started", _when(inc.started_at)),
@@ -66,12 +71,15 @@ def header_reply(inc: Incident, known_service_name: str) -> Reply:
         fields.append(("Fix", f"{inc.fix.action} at {_when(inc.fix.at)}"))
     r.add(fields=fields)
     add_lifecycle(r, inc)
-    if lead.summary:
-        r.add(text=redact(lead.summary)[:600])
+    if lead.summary:  # the sender's text, lines and all: in a code block, where Slack formats nothing
+        r.add(code=redact(lead.summary)[:600])
     if len(inc.members) > 1:
-        names = [f"{SEV_ICON.get(m.severity, ':white_circle:')} {m.name} ({m.state})" for m in inc.members.values()]
+        names = [
+            f"{SEV_ICON.get(m.severity, ':white_circle:')} {inert(redact(m.name), 120)} ({m.state})"
+            for m in inc.members.values()
+        ]
         more = f"\n… and {len(names) - 10} more" if len(names) > 10 else ""
-        r.add(text="*Grouped alerts*\n" + "\n".join(redact(n)[:150] for n in names[:10]) + more)
+        r.add(text="*Grouped alerts*\n" + "\n".join(names[:10]) + more)
     if inc.truncated_alerts:
         r.add(text=_truncated(inc.truncated_alerts))
     if inc.test:
@@ -99,7 +107,7 @@ def _fix_line(ev: Event) -> str:
     if fix is None:
         return ""
     if ev.kind == "fixed":
-        ready = f"revision `{redact(fix.revision)[:80]}` ready, " if fix.revision else ""
+        ready = f"revision {plain_code(shorten(redact(fix.revision), 80))} ready, " if fix.revision else ""
         return f":white_check_mark: fixed by {fix.action} at {_when(fix.at)}: {ready}condition cleared"
     minutes = max(1, round((ev.waited_s or 0.0) / 60))
     return (
@@ -109,7 +117,7 @@ def _fix_line(ev: Event) -> str:
 
 
 def event_line(ev: Event, service: str) -> str:
-    name = f"*{redact(ev.name)[:200]}*"
+    name = inert_bold(redact(ev.name), 200)
     if ev.kind in ("fixed", "fix_pending"):
         return _fix_line(ev)
     if ev.kind == "life" and ev.life is not None:
@@ -121,7 +129,7 @@ def event_line(ev: Event, service: str) -> str:
                 f"last at {_hm(ev.last_at)} UTC"
             )
         text = f":heavy_plus_sign: Another alert of {name} on `{service}` ({ev.severity})"
-        return text + (f" — {redact(ev.summary)[:300]}" if ev.summary else "")
+        return text + (f" — {inert(redact(ev.summary), 300)}" if ev.summary else "")
     if ev.kind == "repeated":
         if ev.count == 1:
             return f":repeat: Still firing: {name} (repeat notification #{ev.repeat_no})"
@@ -182,7 +190,8 @@ def storm_reply(incs: Sequence[Incident], threads: set[str], channel: str, since
         for inc in rows:
             mark = "thread open" if inc.id in threads else "thread opening…"
             state = ":white_check_mark: resolved" if inc.state == "resolved" else "firing"
-            line = f"• `{redact(inc.service)[:60]}` — {redact(inc.lead.name)[:80]} · {state} · {mark}"
+            service = plain_code(shorten(redact(inc.service), 60))
+            line = f"• {service} — {inert(redact(inc.lead.name), 80)} · {state} · {mark}"
             if sections >= SUMMARY_MAX_SECTIONS:
                 left += 1
                 continue

@@ -3,7 +3,9 @@
 Through signed slash commands to the running app (alert webhook -> queue -> publisher -> Slack stand-in, Redis):
 `/gemma incidents`, `/gemma handoff` and `/gemma postmortem` asked in another channel answer the asker alone
 (ephemeral, no file in that channel, people named without a ping); asked in the alerts channel they are posted
-there as before. Lists page (20 a page) with counts from every incident kept, and say what they left out.
+there as before. Lists page (20 a page) with counts from every incident kept, and say what they left out. An
+alert's name and a resolve note cannot forge rows or emphasis in the header or the list, and the postmortem's
+timeline says whose ownership was taken over.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from bot.settings import Settings
 from skills.clock import ScaledClock
 from skills.incidents.model import Alert, utcnow
 from skills.incidents.store import IncidentStore
-from tests.alerts_fixtures import PostsSlack, tuned
-from tests.test_incident_button_rules import OWN, _incident, _post, bot, clock, press, slack
-from tests.test_incidents_storm import Instance, close, drained, start
+from tests.alerts_fixtures import PostsSlack, basic, gcp_alert, tuned
+from tests.test_incident_button_rules import OWN, _inc_id, _incident, _post, bot, clock, open_form, press, slack, submit
+from tests.test_incidents_storm import Instance, close, drained, incident_headers, start
 
 __all__ = ["bot", "clock", "slack"]  # the fixtures this module reuses
 
@@ -132,3 +134,58 @@ async def test_incident_lists_page_and_say_what_they_left_out(still: Instance, s
     [pm] = await ask(still, slack, "postmortem", OTHER, "pm")  # the latest real one, past 60 newer test notifications
     assert newest_first[0] in _dump([pm]) and not set(tests) & set(re.findall(r"inc-[0-9-]+", _dump([pm])))
     assert "the latest of 212 incidents; `/gemma postmortem INCIDENT` drafts another" in _dump([pm])
+
+
+FORGED = "p95 high\n:rotating_light: `inc-0-0` *forged* row _on_ ~prod~ `x`"
+
+
+def _mrkdwn(msg: dict[str, Any]) -> list[str]:
+    """Every mrkdwn text of a message or an answer (sections, fields, context)."""
+    out: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "mrkdwn":
+                out.append(str(node["text"]))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(msg.get("blocks", []))
+    return out
+
+
+def _formatted(text: str) -> str:
+    """What Slack formats: the text outside code blocks and code spans."""
+    return re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
+
+
+async def test_outside_text_forges_no_row_or_emphasis_and_a_take_over_reaches_the_postmortem(
+    bot: Instance, slack: PostsSlack
+) -> None:
+    r = await bot.client.post("/alerts/gcp", json=gcp_alert("0.forged", policy_name=FORGED), headers=basic())
+    assert r.status_code == 202, r.text
+    assert await drained(bot)
+    [posted] = incident_headers(slack)
+    h = {**posted, "channel": slack.channel_id(posted["channel"]), "id": _inc_id(posted)}
+    await press(bot, slack, h, OWN, h["id"], "UOWNER1")
+    await press(bot, slack, h, OWN, h["id"], "UOWNER2")  # a hand-off: taken over from UOWNER1
+    await submit(bot, await open_form(bot, slack, h, "UOWNER2"), "rolled back\n*Resolved by* ~nobody~", "UOWNER2")
+    assert await drained(bot)
+    [listed] = await ask(bot, slack, "incidents", h["channel"], "list")
+    header = [posted, *(u for u in slack.of("chat.update") if u.get("ts") == h["ts"])]
+    texts = [t for m in [*header, listed] for t in _mrkdwn(m)]
+    assert any("forged" in t for t in texts) and any("nobody" in t for t in texts)  # shown, as data
+    # the name and the note whole inside code (Slack formats nothing there): no emphasis, no row of their own
+    assert [t for t in texts if "forged" in _formatted(t) or "nobody" in _formatted(t)] == []
+    [row] = [line for t in _mrkdwn(listed) for line in t.split("\n") if h["id"] in line]
+    assert "forged" in row  # the whole name on the incident's one row
+
+    await ask(bot, slack, f"postmortem {h['id']}", h["channel"], "pm")
+    [pm] = [m for m in slack.of("chat.postMessage") if m.get("thread_ts") == h["ts"] and "Postmortem" in m["text"]]
+    assert "UOWNER2 took ownership, taken over from UOWNER1" in json.dumps(pm)
+    assert [t for t in _mrkdwn(pm) if "forged" in _formatted(t) or "nobody" in _formatted(t)] == []
+    [md] = [f["content"].decode() for f in slack.shared if f["filename"] == f"postmortem-{h['id']}.md"]
+    assert "UOWNER2 took ownership, taken over from UOWNER1" in md

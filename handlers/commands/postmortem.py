@@ -15,6 +15,7 @@ from handlers.context import CommandContext
 from handlers.deps import HandlerDeps
 from handlers.incident_lists import PAGE_ROWS, add_rows
 from handlers.registry import command
+from handlers.render_slack import inert
 from handlers.reply import FileOut, Reply
 from prompts import load as load_prompt
 from skills.audit import since as audit_since
@@ -24,6 +25,7 @@ from skills.incidents.investigation import changes_for, model_problem
 from skills.incidents.model import Incident, utcnow
 from skills.incidents.postmortem import (
     Facts,
+    Quote,
     cause_lines,
     facts_for_model,
     fix_lines,
@@ -33,7 +35,7 @@ from skills.incidents.postmortem import (
 )
 from skills.incidents.store import IncidentStore
 from skills.logs.redact import redact
-from skills.markdown import one_line
+from skills.markdown import one_line, plain_code
 from skills.ports import ModelAPIError
 from skills.text import shorten
 
@@ -81,12 +83,16 @@ async def model_prose(deps: HandlerDeps, facts: Facts) -> str:
     return redact(answer.content.strip())[:3000]
 
 
+# Outside text in the reply's lines: one line, and in a code span when it holds Slack's emphasis marks.
+_SLACK = Quote(text=lambda s: inert(s, 600), code=plain_code)
+
+
 def postmortem_reply(facts: Facts, markdown: str, prose: str) -> Reply:
     """The draft in the thread, from the facts (never parsed back out of the Markdown, where outside text sits):
     each item one line (outside text cannot add a line, a heading or a bullet), the renderer escapes the rest."""
     inc = facts.incident
-    name = shorten(one_line(redact(inc.lead.name)), 120)
-    r = Reply(title=f":memo: Postmortem draft: {name} on {one_line(redact(inc.service))} (`{inc.id}`)")
+    name, service = inert(redact(inc.lead.name), 120), inert(redact(inc.service), 80)
+    r = Reply(title=f":memo: Postmortem draft: {name} on {service} (`{inc.id}`)")
     if prose:
         r.add(heading="Summary (the model's words, from the facts below)", text=prose[:SECTION_MAX])
     impact = [one_line(line) for line in facts.impact.lines] or [f"Not measured: {one_line(facts.impact.unavailable)}"]
@@ -98,8 +104,8 @@ def postmortem_reply(facts: Facts, markdown: str, prose: str) -> Reply:
         code=timeline[:SECTION_MAX] + ("\n… (the file has all of it)" if len(timeline) > SECTION_MAX else ""),
     )
     for heading, items in (
-        ("Cause", cause_lines(facts)),
-        ("What fixed it", fix_lines(facts)),
+        ("Cause", cause_lines(facts, _SLACK)),
+        ("What fixed it", fix_lines(facts, _SLACK)),
         ("Follow-ups", follow_ups(facts) or ["none recorded"]),
     ):
         r.add(heading=heading, text=redact("\n".join(f"• {item}" for item in items))[:SECTION_MAX])

@@ -136,7 +136,7 @@ def _timeline(inc: Incident, audit: list[AuditEntry], changes: WhatChanged | Non
         note = _Out(rec.note)
         pieces: tuple[str, ...] = {
             "ack": ("acknowledged by ", who),
-            "own": (who, " took ownership"),
+            "own": (who, " took ownership", *((", taken over from ", _Out(rec.took_from)) if rec.took_from else ())),
             "snooze": ("snoozed by ", who, " (", _Out(rec.snooze), ")"),
             "woke": ("snooze ended: ", note),
             "reopened": ("manual resolve withdrawn: the condition fired again",),
