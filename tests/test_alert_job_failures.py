@@ -53,3 +53,28 @@ async def test_a_failing_job_is_retried_then_dead_lettered_and_announced(
     notices = [p for p in slack.posted if ":skull:" in text_of(p)]
     assert len(notices) == 1
     assert "vLLM p95 latency high" in text_of(notices[0]) and "after 3 attempts" in text_of(notices[0])
+
+
+async def test_a_dead_job_whose_record_cannot_be_read_is_announced_in_the_alerts_channel(
+    settings: Settings,
+    redis_client: Any,
+    slack: PostsSlack,  # noqa: F811
+    clock: ScaledClock,  # noqa: F811
+) -> None:
+    """The job dies of its own alert's record (here a key of the wrong type where the alert's incident id belongs),
+    and the announcement's lookup of the thread reads that same record: the notice goes to the alerts channel."""
+    s = tuned(settings, alert_max_attempts=2, alert_reclaim_idle_ms=200)
+    await redis_client.hset(f"{s.key_prefix}:incident:by-alert:gcp:0.record-bad", "not", "an id")
+    bot = await start(s, clock)
+    try:
+        r = await bot.client.post("/alerts/gcp", json=gcp_alert("0.record-bad"), headers=basic())
+        assert r.status_code == 202, r.text
+        assert await drained(bot, timeout=30)
+        dead = await bot.deps.redis.xrange(bot.queue.dead_stream)
+    finally:
+        await close(bot)
+    assert len(dead) == 1 and "WRONGTYPE" in dead[0][1]["error"]  # it died of the record
+    notices = [p for p in slack.posted if ":skull:" in text_of(p)]
+    assert len(notices) == 1, [text_of(p) for p in slack.posted]
+    assert notices[0]["channel"] == s.slack_alerts_channel and not notices[0].get("thread_ts")
+    assert "vLLM p95 latency high" in text_of(notices[0]) and "after 2 attempts" in text_of(notices[0])

@@ -85,10 +85,15 @@ class IncidentThreads:
             i += 1
 
     async def on_dead(self, entry_id: str, alert: Alert | None, error: str, attempts: int) -> None:
-        """A job that failed `attempts` times: say so in the alerts channel (its thread, if it has one)."""
+        """A job that failed `attempts` times: say so in the alerts channel (its thread, if it has one and its record
+        can be read: a job often dies of the very record the lookup reads)."""
         what = f"*{alert.name}* on `{alert.service or 'unknown'}`" if alert else f"queue entry {entry_id}"
         stream = self.publisher.outbox.dead_letter_stream
         notice = DeadNotice(what=what, error=redact(error)[:400], attempts=attempts, stream=stream, entry=entry_id)
-        inc_id = await self.store.find_id(alert) if alert else ""
-        pub = await self.store.pub(inc_id) if inc_id else {}
+        try:
+            inc_id = await self.store.find_id(alert) if alert else ""
+            pub = await self.store.pub(inc_id) if inc_id else {}
+        except Exception as exc:  # noqa: BLE001 - the notice matters more than its thread: the alerts channel then
+            log.warning("dead-lettered entry %s: its thread could not be looked up (%s)", entry_id, type(exc).__name__)
+            pub = {}
         await self.chat.post_dead(pub.get("channel") or self.s.slack_alerts_channel, pub.get("ts") or None, notice)
