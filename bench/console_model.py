@@ -145,7 +145,11 @@ def unexpressed(plan_text: str) -> list[str]:
         if " --" in field and ".args" in field:
             flag = field.split(" ", 1)[1]
             pairs = list(zip(arg_list, [*arg_list[1:], ""], strict=False))
-            ok = (flag not in arg_list) if sign == "-" else ((flag, new) in pairs or (new == "on" and flag in arg_list))
+            ok = (
+                (flag not in arg_list)
+                if sign == "-"
+                else ((flag, new) in pairs or (new in ("on", "true") and flag in arg_list))
+            )
         elif field.endswith("scaling.minInstanceCount"):
             ok = f"--min-instances={new}" in gcloud
         elif field.endswith("scaling.maxInstanceCount"):
@@ -205,7 +209,7 @@ class ConsoleModel(RuleBasedStateMachine):
         self.before: dict[str, Any] = {}  # plan id -> (kind, world before its confirm, healthy then)
         self.clicked: list[tuple[str, str]] = []  # (label, plan text) of the last fix click
         self.fitted: list[tuple[str, str]] = []  # (fit's reply, the plan its Plan deploy button made)
-        self.tpu_price = ""  # the TPU plan's $/h for the slice
+        self.tpu_price: tuple[str, str] | None = None  # the TPU plan's $/h for the slice, and its zone
         self.diffs_checked: set[str] = set()  # plan texts whose diff base was checked
         self.log: list[str] = []
 
@@ -326,9 +330,9 @@ class ConsoleModel(RuleBasedStateMachine):
             self._type(f"/gemma cost {TPU_SERVICE}")
             return
         self._type(f"/gemma deploy {TPU_PROFILE}")
-        quoted = TPU_PRICE.search(self.out)
-        if quoted:
-            self.tpu_price = quoted.group(1)
+        quoted, zone = TPU_PRICE.search(self.out), re.search(r"on-demand in ([a-z0-9-]+)", self.out)
+        if quoted and zone:
+            self.tpu_price = (quoted.group(1), zone.group(1))
         self._then(then)
 
     @rule()
@@ -526,9 +530,16 @@ class ConsoleModel(RuleBasedStateMachine):
 
     @invariant()
     def a_slice_costs_what_its_plan_said(self) -> None:
+        """In the zone the plan named (a zone out of capacity hands over to the next, at that zone's price, which
+        the plan's zone search lists)."""
         said = re.search(rf"^{TPU_SERVICE}: \$([\d,]+\.\d\d)/hour", self.out, re.M)
-        if said and self.tpu_price and said.group(1) != self.tpu_price:
-            self._fail(f"the TPU plan priced the slice ${self.tpu_price}/h; /gemma cost says ${said.group(1)}/hour")
+        where = re.search(r"Cloud TPU v6e-\d+ \(\d+ chips\), [a-z-]+, ([a-z0-9-]+)", self.out)
+        if said and where and self.tpu_price and where.group(1) == self.tpu_price[1]:
+            if said.group(1) != self.tpu_price[0]:
+                self._fail(
+                    f"the TPU plan priced the slice in {where.group(1)} ${self.tpu_price[0]}/h; /gemma cost says "
+                    f"${said.group(1)}/hour"
+                )
 
     @invariant()
     def fit_button_plans_what_fit_priced(self) -> None:
@@ -565,7 +576,7 @@ class ConsoleModel(RuleBasedStateMachine):
             info = self.session.sandbox.cloud_run.services.get(SERVICE) if self.session.sandbox else None
             serving = next((r for r, p in self.session.traffic().items() if p == 100), "")
             latest = str((info or {}).get("latestCreatedRevision", "")).rsplit("/", 1)[-1]
-            said = f"serving revision `{serving}`" in block or f"not that of `{serving}`, which serves" in block
+            said = f"serving revision `{serving}`" in block or f"`{serving}`, which serves" in block
             if serving and latest and serving != latest and not said:
                 self._fail(f"a plan's changes are against template `{latest}` while `{serving}` serves, unsaid")
 
