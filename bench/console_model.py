@@ -75,7 +75,7 @@ TPU_PRICE = re.compile(r"Cost while ACTIVE, serving or idle \(no scale to zero\)
 # The sandbox announces a scenario's failed, alerted revision; the incident header names the revision; each
 # investigation prints one findings summary line.
 ALERTED = re.compile(r"Revision `([\w-]+)` failed \([\w.-]+\); Cloud Monitoring alerts\.")
-INCIDENT_HEAD = re.compile(r"^Revision ([\w-]+) of [\w-]+ failed to become ready", re.M)
+INCIDENT_HEAD = re.compile(r"^\s*Revision ([\w-]+) of [\w-]+ failed to become ready", re.M)
 FINDINGS = re.compile(r"^  \| [\w-]+: (?:\d+ finding|no known failure)", re.M)
 
 
