@@ -63,3 +63,18 @@ async def test_a_scale_after_a_promote_moves_traffic_to_the_scaled_revision(deps
     text = to_text(scale)  # type: ignore[arg-type]
     assert f"~ traffic: {canary}=100% -> latest=100%" in text, text
     assert unexpressed(text) == [] and "--to-latest" in _section(text, "gcloud equivalent"), text
+
+
+async def test_a_canary_after_a_rollback_deploys_without_traffic_then_splits(console: ConsoleSession) -> None:
+    """After a rollback pins traffic, a canary's gcloud is the deploy (no traffic, tagged), then the split: the
+    canary's flags belong to `gcloud run deploy`, never to another command of the plan."""
+    await console.line("/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384")
+    await console.line("click Confirm")
+    await console.line("/gemma rollback")
+    await console.line("click Confirm")
+    plan = await console.line("/gemma deploy gemma4-12b-qat-l4 --max-model-len 8192 --canary 10")
+    gcloud = _section(plan, "gcloud equivalent")
+    deploy, _, split = gcloud.partition("gcloud run services update-traffic")
+    assert "gcloud run deploy" in deploy and "--no-traffic --tag=canary --revision-suffix=" in deploy, gcloud
+    assert "--no-traffic" not in split and "--to-revisions=" in split, gcloud
+    assert unexpressed(plan) == [], plan

@@ -41,7 +41,7 @@ from skills.ports import PreflightUnavailable, QuotaReader, Runtime, ServiceInfo
 from skills.serving.sizes import gib
 from skills.targets.canary import CANARY_TAG, DNS1035, MAX_LABEL, STABLE_TAG, CanaryInfo, PromoteParams
 from skills.targets.cloud_run.diff import diff_specs, fingerprint
-from skills.targets.cloud_run.gcloud import rollback_command, update_commands
+from skills.targets.cloud_run.gcloud import deploy_command, traffic_command, update_commands
 from skills.targets.cloud_run.plan_common import current_spec, validate_params
 from skills.targets.cloud_run.render import strip_output_only
 from skills.targets.env import DeployEnv
@@ -86,14 +86,13 @@ def split_traffic(baseline: str, canary: str, percent: int) -> list[dict[str, An
     ]
 
 
-def _canary_gcloud(
-    deploy: str, service: str, suffix: str, baseline: str, revision: str, pct: int, env: DeployEnv
-) -> str:
-    first = deploy + f" \\\n  --no-traffic --tag={CANARY_TAG} --revision-suffix={suffix}"
-    split = rollback_command(service, revision, env.region, env.project).replace(
-        f"--to-revisions={revision}=100", f"--to-revisions={revision}={pct},{baseline}={100 - pct}"
-    )
-    return f"{first}\n{split} \\\n  --set-tags={STABLE_TAG}={baseline}"
+def _canary_gcloud(service: str, current: dict[str, Any], spec: dict[str, Any], suffix: str, env: DeployEnv) -> str:
+    """The canary's revision deployed without traffic under its tag, then the split and the stable tag, each
+    derived from the plan's spec (not edited into another command's text)."""
+    first = deploy_command(service, spec, env.region, env.project, update=True)
+    first += f" \\\n  --no-traffic --tag={CANARY_TAG} --revision-suffix={suffix}"
+    split = traffic_command(service, current.get("traffic") or [], spec["traffic"], env.region, env.project)
+    return f"{first}\n{split}"
 
 
 async def apply_canary(
@@ -117,7 +116,7 @@ async def apply_canary(
     plan.changes = diff_specs(strip_output_only(current), spec)
     plan.base_fingerprint = fingerprint(current)
     suffix = revision.removeprefix(plan.service + "-")
-    plan.gcloud = _canary_gcloud(plan.gcloud, plan.service, suffix, baseline, revision, percent, env)
+    plan.gcloud = _canary_gcloud(plan.service, strip_output_only(current), spec, suffix, env)
     plan.summary = (
         f"Canary: {plan.summary}, {percent}% of traffic to `{revision}`, {100 - percent}% stays on `{baseline}`"
     )

@@ -135,17 +135,6 @@ def deploy_command(
     return _join(parts) + note
 
 
-def rollback_command(service: str, revision: str, region: str, project: str | None) -> str:
-    parts = [
-        f"gcloud run services update-traffic {_q(service)}",
-        f"--to-revisions={_q(revision)}=100",
-        f"--region={_q(region)}",
-    ]
-    if project:
-        parts.append(f"--project={_q(project)}")
-    return _join(parts)
-
-
 def destroy_command(service: str, region: str, project: str | None) -> str:
     parts = [f"gcloud run services delete {_q(service)}", f"--region={_q(region)}"]
     if project:
