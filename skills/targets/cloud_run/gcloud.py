@@ -153,8 +153,9 @@ def traffic_command(
     service: str, old: list[dict[str, Any]], new: list[dict[str, Any]], region: str, project: str | None
 ) -> str:
     """`gcloud run services update-traffic` that turns the traffic `old` into `new`: the split (to latest, or to
-    revisions by percent) and the tags, removed or set (gcloud run services update-traffic: --to-latest,
-    --to-revisions, --remove-tags, --update-tags)."""
+    revisions by percent) and the tags, removed or set. The flags as gcloud's reference lists them (--to-latest,
+    --to-revisions, --remove-tags, --update-tags):
+    https://docs.cloud.google.com/sdk/gcloud/reference/run/services/update-traffic"""
     parts = [f"gcloud run services update-traffic {_q(service)}"]
     if [(t.get("type"), t.get("revision"), t.get("percent")) for t in old] != [
         (t.get("type"), t.get("revision"), t.get("percent")) for t in new
