@@ -70,7 +70,7 @@ async def test_what_cost_and_a_canary_plan_say_for_one_service_agree(
     the same configuration) say the same size and price, and both differ from `32Gi`. Before, `/gemma cost` read
     29.8 GiB ($1.41/h) and the canary plan 32 GiB ($1.42/h) for the same `32G` service."""
     container: dict[str, Any] = sandbox.cloud_run.services[SERVICE]["template"]["containers"][0]
-    container["resources"]["limits"]["memory"] = memory
+    container["resources"]["limits"].update(memory=memory, cpu="8")
     cost, _ = await command(deps, "cost")
     assert cost is not None and cost.title == f":moneybag: {SERVICE}: {usd[:-2]}/hour per running instance"
     assert dict(cost.sections[0].fields)["Configuration"] == f"GPU 1 x nvidia-l4, 8 vCPU, {shown_gib}"

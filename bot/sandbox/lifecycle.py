@@ -142,6 +142,8 @@ def plan_startup(svc: dict[str, Any], service: str, revision: str) -> Startup:
             cpu_offload_gb=cfg["cpu_offload_gb"],
             enforce_eager=cfg["enforce_eager"],
             host_memory_gib=cfg["memory_gib"],
+            # a Hub id (not a mounted path) is downloaded onto the in-memory filesystem, as on Cloud Run
+            weights_from_hub=not cfg["model"].startswith("/"),
         )
     )
     cfg["max_model_len"] = cfg["max_model_len"] or check.max_len_that_fits

@@ -120,11 +120,19 @@ def compute_memory(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) 
     needed = kva.needed_bytes(groups, limits)
     bpt = math.ceil(needed / r.max_model_len)
     kv_tokens = kva.reported_tokens(kv, limits, assumed_release(r.gpu, r.vllm_image).accounting.kv_report)
-    # Loading stages the checkpoint through host RAM (page cache of the FUSE mount counts against the
-    # container); offloaded weights then stay pinned there.
-    host_need = p.host_runtime_gib + max(weights, r.cpu_offload_gb * r.gpu_count + 2.0)
+    # Loading stages the checkpoint through host RAM (estimate; field notes: a 26B QAT load peaked at 16.8 GiB
+    # with ~14.6 GB of weights and loaded in 32 GiB). From a GCS FUSE mount it is the page cache, and offloaded
+    # weights then stay pinned in its place. From the Hub the files themselves sit on Cloud Run's in-memory
+    # filesystem for the instance's life: safetensors maps those pages, so they are the staging, not a second
+    # copy, and offloaded weights are pinned beside them.
+    offload = r.cpu_offload_gb * r.gpu_count
+    files = m.approx_disk_gb * 1e9 / GIB if r.weights_from_hub else 0.0
+    if files:
+        host_need = p.host_runtime_gib + max(files, weights) + offload
+    else:
+        host_need = p.host_runtime_gib + max(weights, offload + 2.0)
     c = _Calc(weights, weights_gpu, overhead, budget, kv_free, bpt, kv_tokens, host_need)
-    c.files_gib = m.approx_disk_gb * 1e9 / GIB if r.weights_from_hub else 0.0
+    c.files_gib = files
     c.concurrency, c.kv, c.limits = kva.max_concurrency(kv, limits), kv, limits
 
     if free_per_gpu <= 0:
@@ -286,35 +294,22 @@ def _evaluate(cat: Catalog, req: FitRequest) -> _Outcome:
 # --- derived figures ---------------------------------------------------------------------------------------
 
 
-def _memory_with_files(g: GpuProfile, eff: FitRequest, c: _Calc, rec_gib: float, margin: float) -> tuple[float, str]:
-    """The instance's memory, and what to say of it, when the weights come from the Hub: the files sit on Cloud
-    Run's in-memory filesystem on top of the loading peak (estimate). A size given (a flag, the profile) stands,
-    with a warning when it leaves too little; otherwise the smallest Cloud Run size that holds both."""
+def _hub_note(g: GpuProfile, c: _Calc, memory: float) -> str:
+    """What to say of the instance's memory when the weights come from the Hub: the files sit on Cloud Run's
+    in-memory filesystem, inside the loading peak compute_memory counts (estimate)."""
     if not c.files_gib:
-        return eff.host_memory_gib or rec_gib, ""
+        return ""
     files = c.files_gib
-    if eff.host_memory_gib:
-        if eff.host_memory_gib < c.host_need_gib + files:
-            return eff.host_memory_gib, (
-                f":warning: No MODEL_BUCKET: the ~{files:.1f} GiB of weights pulled from the Hub sit in Cloud Run's "
-                f"in-memory filesystem; {eff.host_memory_gib:g} GiB leaves too little to load them (estimate). "
-                "Raise --memory or set MODEL_BUCKET."
-            )
-        return eff.host_memory_gib, ""
-    need = max((c.host_need_gib + files) * margin, rec_gib)
-    steps = g.cloud_run.memory_steps_gib if g.cloud_run else []
-    step = next((s for s in steps if s >= need), None)
-    if step is not None:
-        return float(step), (
-            f"No MODEL_BUCKET: the ~{files:.1f} GiB of weights pulled from the Hub sit in Cloud Run's in-memory "
-            f"filesystem, so memory is {step} GiB (estimate: ~{c.host_need_gib:.0f} GiB loading peak + the files, "
-            "with margin). A bucket (MODEL_BUCKET) avoids that and speeds up cold starts."
+    if c.host_impossible:
+        return (
+            f":warning: No MODEL_BUCKET: weights pulled from the Hub (~{files:.1f} GiB) land in Cloud Run's "
+            f"in-memory filesystem; loading then needs ~{c.host_need_gib:.0f} GiB (estimate), more than {g.name} "
+            f"allows ({memory:g} GiB). Set MODEL_BUCKET and serve the weights from GCS instead."
         )
-    top = float(g.cloud_run.max_memory_gib if g.cloud_run else math.ceil(need))
-    return top, (
-        f":warning: No MODEL_BUCKET: weights pulled from the Hub (~{files:.1f} GiB) land in Cloud Run's in-memory "
-        f"filesystem; with a ~{c.host_need_gib:.0f} GiB loading peak that needs ~{need:.0f} GiB (estimate), more "
-        f"than {g.name} allows ({top:g} GiB). Set MODEL_BUCKET and serve the weights from GCS instead."
+    return (
+        f"No MODEL_BUCKET: the ~{files:.1f} GiB of weights pulled from the Hub sit in Cloud Run's in-memory "
+        f"filesystem and count in the ~{c.host_need_gib:.0f} GiB loading peak (estimate). A bucket "
+        "(MODEL_BUCKET) avoids that and speeds up cold starts."
     )
 
 
@@ -325,7 +320,8 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
     assert eff.max_model_len is not None
     # The instance's resources, decided here once: fit shows them, the plan renders them, both price them.
     rec_mem, _ = _recommended_memory(g, c.host_need_gib, p.host_memory_margin)
-    memory, hub_note = _memory_with_files(g, eff, c, float(rec_mem), p.host_memory_margin)
+    memory = eff.host_memory_gib or float(rec_mem)
+    hub_note = _hub_note(g, c, memory)
     cpu = eff.cpu or cpu_for(cat, g, memory)
     # Sequences averaging a quarter of max-model-len; Cloud Run concurrency should equal this.
     concurrency = c.concurrency
