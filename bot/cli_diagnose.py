@@ -5,6 +5,9 @@ entry at a time), JSON lines of Cloud Logging entries (the API's / `--format=jso
 plain text lines. Malformed lines are counted and skipped; binary junk and very long lines do not stop the
 run. Input with no log entry at all (empty, `[]`, binary) says so and exits 1. No network, no model.
 
+Any of them may be UTF-8 or, as a Windows shell saves them, UTF-16 or UTF-8 with a byte order mark and CRLF line
+ends: the bytes are read as UTF-8 first (skills/logs/input_format.py utf8_chunks), so such a file is text.
+
 Streaming: the input is read in 1 MiB chunks and entries flow one at a time through a LogSieve
 (skills/logs/sieve.py), which redacts each in order and keeps a bounded sample per pattern, so memory stays
 bounded whatever the input size (figures for 1M and 10M lines: bench/diagnose_memory.py).
@@ -23,7 +26,7 @@ from bot.settings import Settings
 from skills.diagnosis.diagnose import diagnose
 from skills.diagnosis.findings import Diagnosis
 from skills.logs.fetch import Malformed, entry_from_api, iter_line_entries
-from skills.logs.input_format import sniff
+from skills.logs.input_format import decode_log_bytes, sniff, utf8_chunks
 from skills.logs.sieve import LogSieve
 from skills.ports import LogEntry
 
@@ -148,7 +151,9 @@ def render_text(d: Diagnosis) -> str:
 
 def _read(stream: BinaryIO) -> tuple[LogSieve, int, bytes]:
     first = stream.read(64 * 1024)
-    fmt, chunks = sniff(_chunks(first, stream))  # decided by parsing: `[rank0]:` text is not an array
+    # UTF-16 / a BOM (a Windows shell's redirect) read as UTF-8 text first; then the format is decided by parsing:
+    # `[rank0]:` text is not an array.
+    fmt, chunks = sniff(utf8_chunks(_chunks(first, stream)))
     malformed = Malformed()
     if fmt == "json-array":
         entries = _array_entries(chunks, malformed)
@@ -184,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     malformed += len(entries) - len(readable)
     entries = readable
     if not entries:
-        if not first.strip():
+        if not decode_log_bytes(first).strip():
             why = "it is empty"
         elif first.startswith(b"\x1f\x8b"):
             why = "it is gzip-compressed (zcat it first)"

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from bot.cli_diagnose import _read
 from skills.diagnosis.diagnose import diagnose
-from skills.logs.input_format import decide, sniff
+from skills.logs.input_format import decide, decode_log_bytes, sniff
 from skills.logs.redact_entries import redact_entries
 from skills.logs.sieve import LogSieve
 from skills.ports import LogEntry
@@ -48,7 +48,8 @@ class Chunked(io.RawIOBase):
 
 
 def _lines(path: Path) -> list[str]:
-    return [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    # A corpus log may be UTF-16 or carry a BOM, as a Windows shell saves it (tests/data/field_logs_issue52_*).
+    return [line for line in decode_log_bytes(path.read_bytes()).splitlines() if line.strip()]
 
 
 def render(path: Path, fmt: str) -> bytes:

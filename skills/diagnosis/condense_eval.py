@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from skills.diagnosis.diagnose import diagnose
 from skills.logs.condense import condense
+from skills.logs.input_format import decode_log_bytes
 from skills.logs.redact_entries import redact_entries
 from skills.ports import LogEntry
 from skills.tokens import estimate_tokens
@@ -38,7 +39,7 @@ class Survival(BaseModel):
 
 def corpus_entries(path: Path) -> list[LogEntry]:
     """A corpus file as the diagnosis reads it: every non-blank line one entry (as corpus_eval does)."""
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = decode_log_bytes(path.read_bytes())
     return [LogEntry(text=line) for line in text.splitlines() if line.strip()]
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from skills.diagnosis.diagnose import diagnose
 from skills.diagnosis.findings import Diagnosis
+from skills.logs.input_format import decode_log_bytes
 from skills.ports import LogEntry
 
 
@@ -66,7 +67,7 @@ def _roots_and_consequences(d: Diagnosis) -> tuple[list[str], list[str]]:
 def diagnose_file(path: Path) -> Diagnosis:
     """The corpus is text as users pasted it: every line is a log line (a pasted fragment of JSON is text here,
     not a Cloud Logging entry to parse)."""
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = decode_log_bytes(path.read_bytes())
     return diagnose([LogEntry(text=line) for line in text.splitlines() if line.strip()])
 
 

@@ -7,6 +7,8 @@ entries the same way.
 
 from __future__ import annotations
 
+import codecs
+import itertools
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -15,6 +17,7 @@ from typing import Any
 
 from skills.durations import parse_duration
 from skills.errors import InvalidInput
+from skills.logs import input_format
 from skills.logs.condense import Digest, condense
 from skills.logs.redact import redact
 from skills.logs.redact_entries import redact_entries
@@ -113,9 +116,34 @@ class Malformed:
         self.count = 0
 
 
+def _text_lines(lines: Iterable[str | bytes]) -> Iterator[str | bytes]:
+    """The lines as given, unless they are the raw lines of a UTF-16/32 file (a Windows shell's redirect: the
+    pieces a binary file splits into at each LF byte, which joined back are the file): then its lines, decoded.
+    A byte order mark at the start of the first line is dropped."""
+    it = iter(lines)
+    first = next(it, None)
+    if first is None:
+        return
+    if isinstance(first, bytes):
+        name, _ = input_format.encoding_of(first[:512])
+        if name not in (None, "utf-8"):
+            pending = b""
+            for chunk in input_format.utf8_chunks(itertools.chain([first], it)):  # type: ignore[arg-type]
+                *complete, pending = (pending + chunk).split(b"\n")
+                yield from complete
+            if pending:
+                yield pending
+            return
+        first = first.removeprefix(codecs.BOM_UTF8)
+    else:
+        first = first.removeprefix("\ufeff")
+    yield first
+    yield from it
+
+
 def iter_line_entries(lines: Iterable[str | bytes], malformed: Malformed) -> Iterator[LogEntry]:
     """`parse_lines` one entry at a time, NOT redacted (the caller redacts them, in order: LogSieve)."""
-    for raw in lines:
+    for raw in _text_lines(lines):
         line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         line = line.rstrip("\r\n")
         if not line.strip():

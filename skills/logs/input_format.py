@@ -9,10 +9,20 @@ mix freely there; skills/logs/fetch.py parse_lines).
 `sniff(chunks)` reads only as far as it needs to decide (at most one entry, MAX_PROBE bytes) and hands back the
 format with an iterator that replays what it read followed by the rest: the caller streams the whole input
 once, with bounded memory, whichever way it is read.
+
+Before any of that, `utf8_chunks(chunks)` turns the bytes into UTF-8 (issue 52): a log saved by a Windows shell is
+UTF-16LE with a byte order mark (Windows PowerShell 5.1's `>` and `Out-File` write "Unicode" by default, per the
+PowerShell docs' about_Character_Encoding) or UTF-8 with one (`Out-File -Encoding utf8`, Notepad), with CRLF line
+ends. The BOM decides (the Unicode standard's signatures: EF BB BF, FF FE, FE FF; UTF-32's FF FE 00 00 / 00 00 FE
+FF); without one, UTF-16 is taken only when its start is plainly text in it (a NUL beside every printable ASCII
+byte). Anything else passes through untouched, so binary stays binary and is still refused. CRLF needs no
+conversion: lines are split on LF and their CR is dropped (skills/logs/fetch.py iter_line_entries).
+`decode_log_bytes(data)` does the same for a whole file in memory.
 """
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import json
 from collections.abc import Iterable, Iterator
@@ -65,3 +75,63 @@ def sniff(chunks: Iterable[bytes]) -> tuple[Format, Iterator[bytes]]:
         if fmt is None and complete:
             fmt = "lines"
     return fmt, itertools.chain(read, it)
+
+
+# Byte order marks, longest first (UTF-32LE's starts with UTF-16LE's).
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+_SNIFF = 512  # bytes looked at to tell UTF-16 without a BOM
+_TEXT_BYTE = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D}
+
+
+def encoding_of(head: bytes) -> tuple[str | None, int]:
+    """(the encoding of a start `head`, the length of its BOM); None: UTF-8 (or binary), passed through as is."""
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            return name, len(bom)
+    pairs = [(head[i], head[i + 1]) for i in range(0, len(head) - 1, 2)]
+    if len(pairs) >= 8:  # UTF-16 without a BOM: ASCII text with a NUL beside every character
+        if sum(a in _TEXT_BYTE and b == 0 for a, b in pairs) >= 0.95 * len(pairs):
+            return "utf-16-le", 0
+        if sum(a == 0 and b in _TEXT_BYTE for a, b in pairs) >= 0.95 * len(pairs):
+            return "utf-16-be", 0
+    return None, 0
+
+
+def utf8_chunks(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The same input as UTF-8 bytes, chunk by chunk (bounded memory): a BOM is dropped and UTF-16/32 decoded.
+    Undecodable bytes become U+FFFD, as everywhere else logs are decoded."""
+    it = iter(chunks)
+    head = b""
+    for chunk in it:
+        head += chunk
+        if len(head) >= _SNIFF:
+            break
+    name, skip = encoding_of(head[:_SNIFF])
+    if name is None:
+        if head:
+            yield head
+        yield from it
+        return
+    if name == "utf-8":
+        yield head[skip:]
+        yield from it
+        return
+    decoder = codecs.getincrementaldecoder(name)("replace")
+    for chunk in itertools.chain([head[skip:]], it):
+        text = decoder.decode(chunk)
+        if text:
+            yield text.encode("utf-8")
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        yield tail.encode("utf-8")
+
+
+def decode_log_bytes(data: bytes) -> str:
+    """A whole log file's text, whatever `utf8_chunks` can read it as."""
+    return b"".join(utf8_chunks([data])).decode("utf-8", "replace")
