@@ -87,6 +87,18 @@ CASES: dict[str, list[list[str | tuple]]] = {
             "16384 tokens and your request has 15000 input tokens (2048 > 16384 - 15000)."
         ],
     ],
+    # Stopped from outside during start-up (issue 52): instructlab/instructlab#2092 (a worker killed by SIGTERM while
+    # vLLM started), vllm-project/vllm#45288 (the V1 engine's own shutdown line).
+    "startup_interrupted": [
+        [
+            "[rank0]: KeyboardInterrupt",
+            "ERROR 08-17 23:28:45 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 1221546 died, exit code: -15",
+            "INFO 08-17 23:28:45 multiproc_worker_utils.py:123] Killing local vLLM worker processes",
+        ],
+        [
+            "(EngineCore pid=98728) INFO 07-23 16:29:03 [core.py:1313] [shutdown] EngineCore: trigger received signal=SIGTERM"
+        ],
+    ],
     "startup_probe_timeout": [
         [
             (

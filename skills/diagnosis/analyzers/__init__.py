@@ -10,7 +10,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from skills.diagnosis.analyzers import access, container, cuda, engine, memory, platform, serving, startup, tpu  # noqa: F401  (registration)
+from skills.diagnosis.analyzers import (  # noqa: F401  (registration)
+    access,
+    container,
+    cuda,
+    engine,
+    interrupted,
+    memory,
+    platform,
+    serving,
+    startup,
+    tpu,
+)
 from skills.diagnosis.analyzers.base import REGISTRY, LogView
 from skills.diagnosis.analyzers.bounds import bound
 from skills.diagnosis.analyzers.causes import order_by_cause
@@ -37,6 +48,7 @@ KINDS = (
     "engine_hung",
     "engine_startup_failed",
     "startup_probe_timeout",
+    "startup_interrupted",
     "context_length_exceeded",
     "tool_parser_missing",
     "cpu_offload_slow",
@@ -60,8 +72,9 @@ def run_all(view: LogView) -> list[Finding]:
             findings.append(finding)
     # A fatal start no kind explains is still reported (fallback.py); a specific kind, when one applied, wins.
     # Any other finding already explains the log (a serving-time error means it was serving); only a probe that
-    # gave up is left for the fallback to explain.
-    unexplained = all(f.kind == "startup_probe_timeout" for f in findings)
+    # gave up, or a stop from outside (SIGTERM), is left for the fallback to explain: an error before either is
+    # their cause (causes.py).
+    unexplained = all(f.kind in ("startup_probe_timeout", "startup_interrupted") for f in findings)
     if unexplained and (fallback := startup_fatal(view)) is not None:
         bound(view, fallback)
         findings.append(fallback)

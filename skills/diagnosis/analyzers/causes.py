@@ -45,6 +45,9 @@ CAUSED_BY: dict[str, tuple[str, ...]] = {
     # An OOM (GPU or host) inside compilation shows torch.compile frames: the memory is the cause. So does a
     # kernel the image cannot run on this GPU ("device kernel image is invalid" under a compile wrapper).
     "torch_compile_failed": ("gpu_oom_at_load", "container_memory_exceeded", "cuda_incompatible"),
+    # A server stopped from outside during start-up (SIGTERM) was stopped because of what came before: a probe that
+    # gave up (its orchestrator sends the SIGTERM), or an error that kept it from ever being ready.
+    "startup_interrupted": ("startup_probe_timeout", *_STARTUP_FATAL, "engine_startup_failed"),
     # A stuck engine queues every request behind it.
     "request_queue_saturated": ("engine_hung",),
 }
@@ -53,6 +56,7 @@ CAUSED_BY: dict[str, tuple[str, ...]] = {
 # states only what happened.
 _NEUTRAL_TITLE = {
     "startup_probe_timeout": "Startup probe failed: the instance never became ready",
+    "startup_interrupted": "vLLM was stopped from outside during start-up (SIGTERM)",
     "engine_startup_failed": "vLLM engine failed to start",
 }
 # A cause may be printed just after what it explains (vLLM: "EngineCore failed to start." then the traceback).

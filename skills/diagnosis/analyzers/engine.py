@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 
 from skills.diagnosis.analyzers.base import Line, LogView, analyzer, evidence_of, first_seen, rx
+from skills.diagnosis.analyzers.fallback import kernel_shape, kernel_shape_steps
+from skills.diagnosis.analyzers.interrupted import stopped_at
 from skills.diagnosis.analyzers.lines import body
 from skills.diagnosis.findings import Finding, ProposedAction, Remediation
 from skills.text import shorten
@@ -79,25 +81,45 @@ def engine_hung(view: LogView) -> Finding | None:
     )
 
 
-# torch.compile failing: its exception types (torch/_dynamo/exc.py BackendCompilerFailed, torch/_inductor/exc.py
-# InductorError and the other torch._inductor.exc classes), or a traceback through the compile-time modules of
-# torch._inductor / torch._dynamo / vllm/compilation (not eval_frame, which any compiled forward pass shows).
-_COMPILE = rx(
+# torch.compile failing, decided by the exception and by what the engine was doing, never by a frame's path alone
+# (issue 52):
+# - the exception: torch's compile errors (torch/_dynamo/exc.py BackendCompilerFailed and the other torch._dynamo.exc
+#   classes; torch/_inductor/exc.py InductorError and the other torch._inductor.exc classes), wherever they occur;
+# - or, when that line is not in the log, the compiler at work: a frame of torch._inductor's or torch._dynamo's
+#   compile-time modules, or a vLLM compilation function that compiles (`compile*`, `call_module` of the piecewise
+#   backend), called from a running function, not an import (`in <module>`).
+# Not evidence: vllm/compilation's wrappers that *run* an already compiled graph (caching.py / cuda_graph.py
+# `__call__`, a decorator's `__call__`), or any frame on the import path of another error; and frames at all when
+# nothing was compiled (--enforce-eager: vllm/config/vllm.py warns "Enforce eager set, disabling torch.compile") or
+# when the process was stopped from outside while compiling (interrupted.py: the traceback is the interrupt's).
+_COMPILE_EXC_LINE = rx(
     r"BackendCompilerFailed",
     r"\bInductorError\b",
     r"torch\._inductor\.exc\.\w+",
-    r'File "[^"]*/torch/_inductor/(?:compile_fx|graph|scheduler|codegen|codecache|pattern_matcher|fx_passes|runtime/compile_tasks)[^"]*", line \d+',
-    r'File "[^"]*/torch/_dynamo/(?:output_graph|symbolic_convert|convert_frame)[^"]*", line \d+',
-    r'File "[^"]*/vllm/compilation/[^"]*", line \d+',
+    r"torch\._dynamo\.exc\.\w+",
+)
+_COMPILER_FRAME = rx(
+    r'File "[^"]*[/\\]torch[/\\]_inductor[/\\](?:compile_fx|graph|scheduler|codegen|pattern_matcher|fx_passes|runtime[/\\]compile_tasks)[^"]*", line \d+, in (?!<module>)',
+    r'File "[^"]*[/\\]torch[/\\]_inductor[/\\]codecache[^"]*", line \d+, in (?!<module>|__call__\b)',
+    r'File "[^"]*[/\\]torch[/\\]_dynamo[/\\](?:output_graph|symbolic_convert|convert_frame)[^"]*", line \d+, in (?!<module>)',
+    r'File "[^"]*[/\\]vllm[/\\]compilation[/\\][^"]*", line \d+, in (?:\w*compile\w*|call_module)\b',
 )
 _COMPILE_EXC = re.compile(
     r"(?:BackendCompilerFailed|InductorError|torch\._inductor\.exc\.\w+|torch\._dynamo\.exc\.\w+)[^\n]{0,200}"
 )
+_EAGER = re.compile(r"Enforce eager set, disabling torch\.compile")
+
+
+def _nothing_compiled(view: LogView) -> bool:
+    """--enforce-eager: the config vLLM logged says so, or its warning that torch.compile is off."""
+    return any(cfg.get("enforce_eager") is True for _, cfg in view.configs) or bool(view.grep(_EAGER))
 
 
 @analyzer("torch_compile_failed")
 def torch_compile(view: LogView) -> Finding | None:
-    hits = view.grep(*_COMPILE)
+    hits = view.grep(*_COMPILE_EXC_LINE)
+    if not hits and not _nothing_compiled(view) and stopped_at(view) is None:
+        hits = view.grep(*_COMPILER_FRAME)
     if not hits:
         return None
     exc = next((m.group(0).strip() for h, _ in hits if (m := _COMPILE_EXC.search(h.text))), "")
@@ -160,7 +182,12 @@ def engine_startup(view: LogView) -> Finding | None:
         None,
     )
     evidence = ([first_error.evidence()] if first_error else []) + evidence_of(hits, 1)
-    if first_error:
+    shape = kernel_shape(view.lines[start : min(end, failed_at + TRACEBACK_LINES)])
+    if shape is not None:  # a quantized layer's shape its kernel refuses (fallback.py): say what does not divide
+        title = f"vLLM engine failed to start: a quantized layer does not fit its kernel ({shape[1].group(0).strip()})"
+        steps = kernel_shape_steps(shape[1])
+        evidence = [shape[0].evidence(), *[e for e in evidence if e != shape[0].evidence()]][:3]
+    elif first_error:
         title = f"vLLM engine failed to start: {shorten(_body(first_error), 160)}"
         steps = [f"Fix the first error, which is the cause: {_body(first_error)[:300]}"]
     else:

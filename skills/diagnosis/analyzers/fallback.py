@@ -13,6 +13,14 @@ decisive line: `engine_startup_failed` when the engine had started (its lines or
 
 `run_all` calls this only when no start-up kind applied: a specific kind always wins, and what it explains
 stays its consequence (causes.py).
+
+Two refinements from issue 52's real logs:
+- A server stopped from outside during start-up (interrupted.py) prints its SIGTERM handler's traceback; that
+  traceback is not an error. Only the lines before it are read, and only a real exception line there counts: with
+  none, the stop itself is the finding (`startup_interrupted`).
+- A quantized layer whose size on each GPU does not divide by its kernel's tile or block fails while the engine
+  builds or loads the model, so it is `engine_startup_failed` even when the paste shows no engine line, and the
+  finding says what does not divide and what changes it (`kernel_shape`).
 """
 
 from __future__ import annotations
@@ -20,8 +28,10 @@ from __future__ import annotations
 import re
 
 from skills.diagnosis.analyzers.base import Line, LogView, first_seen
+from skills.diagnosis.analyzers.interrupted import stopped_at, traceback_start
 from skills.diagnosis.analyzers.lines import before_ready, body
 from skills.diagnosis.findings import Finding, Remediation
+from skills.text import shorten
 
 # A Python exception line: `RuntimeError: ...`, `torch.OutOfMemoryError: ...`, a bare `AssertionError`.
 _EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::\s|:?$)")
@@ -77,14 +87,53 @@ def _decisive(lines: list[Line]) -> tuple[Line | None, bool]:
     return None, False
 
 
+# Shape checks of quantized kernels: a layer's size on each GPU that does not divide by the kernel's tile or block.
+# Sources: vLLM's FP8 block quantization (vllm/model_executor/layers/quantization/fp8.py create_weights: "The
+# output_size of gate's and up's weight = N is not divisible by weight quantization block_n = M."; fp8_utils.py:
+# "Weight output_partition_size = N is not divisible by weight quantization block_n = M."), Marlin's
+# (quantization/utils/marlin_utils.py verify_marlin_supports_shape: "Weight input_size_per_partition = N is not
+# divisible by min_thread_k = M."), and the kernels' own TORCH_CHECKs (csrc/quantization/gptq_marlin/
+# gptq_marlin_repack.cu: "size_n = N is not divisible by tile_n_size = M"; csrc/moe/marlin_moe_wna16/ops.cu:
+# "size_k = N, is not divisible by b_scales.size(1) = M").
+_KERNEL_SHAPE = re.compile(
+    r"(?P<what>(?:[\w'.()\[\]]+ ){0,6}?[\w'.()\[\]]+) = (?P<size>\d+),? is not divisible by "
+    r"(?P<by>(?:[\w.()\[\]]+ ){0,3}?[\w.()\[\]]+) = (?P<tile>\d+)"
+)
+
+
+def kernel_shape(lines: list[Line]) -> tuple[Line, re.Match[str]] | None:
+    """The first line where a quantized kernel refuses a layer's shape, with its match."""
+    for line in lines:
+        if m := _KERNEL_SHAPE.search(line.text):
+            return line, m
+    return None
+
+
+def kernel_shape_steps(m: re.Match[str]) -> list[str]:
+    """What changes a layer's size on each GPU: the parallelism, or the checkpoint."""
+    return [
+        f"A quantized layer's size on each GPU is not a multiple of what its kernel works in: {m.group(0).strip()}. "
+        f"That size is the layer's size divided by --tensor-parallel-size: choose a --tensor-parallel-size that leaves a multiple of {m.group('tile')} "
+        "(vLLM's Marlin check itself advises reducing tensor_parallel_size).",
+        "For a mixture-of-experts model, --enable-expert-parallel keeps each expert whole on one GPU instead of splitting it "
+        "(the vLLM recipes' fix for FP8 MoE checkpoints at tensor-parallel-size 8).",
+        "Or serve a checkpoint quantized another way (another method or block size) that divides at this parallelism.",
+    ]
+
+
 def startup_fatal(view: LogView) -> Finding | None:
     lines = before_ready(view)
+    stopped = stopped_at(view)
+    if stopped is not None:
+        # Stopped from outside (SIGTERM): its traceback is not an error; read what came before it, exceptions only.
+        lines = lines[: traceback_start(view, stopped)]
     texts = [body(line) for line in lines]
     traceback = any(_TRACEBACK.match(t) for t in texts) or any(_WORKER.search(line.text) for line in lines)
     line, is_exception = _decisive(lines)
-    if line is None:
+    if line is None or (stopped is not None and not is_exception):
         return None
-    if not traceback and not (is_exception and _BUILTIN.match(body(line))):
+    shape = kernel_shape(lines)
+    if not traceback and not (is_exception and _BUILTIN.match(body(line))) and shape is None:
         return None
     joined = "\n".join(line.text for line in lines)
     if not is_exception and not any(_VLLM_ERROR.search(t) for t in [*texts, *(x.text for x in lines)]):
@@ -92,6 +141,21 @@ def startup_fatal(view: LogView) -> Finding | None:
     if _STEP.search(joined) and not _START.search(joined.replace(", in __init__", "")):
         return None  # a worker crashed while serving a step: not a start-up failure
     quote = body(line)
+    if shape is not None:
+        shape_line, m = shape
+        evidence = list(dict.fromkeys([shape_line.evidence(), line.evidence()]))
+        return Finding(
+            kind="engine_startup_failed",
+            title=f"vLLM engine failed to start: a quantized layer does not fit its kernel ({shorten(m.group(0).strip(), 160)})",
+            severity="critical",
+            evidence=evidence,
+            remediation=Remediation(
+                summary="vLLM's engine refused a quantized layer's shape while it built or loaded the model, so it never listened.",
+                steps=kernel_shape_steps(m),
+            ),
+            first_seen=first_seen([(shape_line, None)]),
+            count=1,
+        )
     engine = bool(_ENGINE.search(joined))
     what = quote if is_exception else "its own error line is not in these logs; the first error line is quoted"
     if engine:

@@ -29,12 +29,18 @@ READY = re.compile(
 )
 
 
-def body(line: Line | str) -> str:
-    """The message without compose / rank / process / vLLM logger prefixes."""
+def unprefixed(line: Line | str) -> str:
+    """The message without compose / rank / process / vLLM logger prefixes, its indentation kept (a traceback's
+    frame and code lines are indented under their prefix)."""
     text = line.text if isinstance(line, Line) else line
     for rx in (_COMPOSE, _RANK, _PROC, _VLLM):
         text = rx.sub("", text, count=1)
-    return text.strip()
+    return text
+
+
+def body(line: Line | str) -> str:
+    """The message without compose / rank / process / vLLM logger prefixes."""
+    return unprefixed(line).strip()
 
 
 def ready_at(view: LogView) -> int | None:
