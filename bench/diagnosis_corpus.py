@@ -4,7 +4,9 @@
 
 With no argument it scores every labelled set in tests/data, each on its own: the frozen corpus the rules were
 tuned on (field_logs), the first held-out batch (field_logs_heldout), and issue 31's new logs, its tuning half
-(field_logs_tuning) and its held-out half (field_logs_heldout2). For each set it prints the exact-match rate on
+(field_logs_tuning) and its held-out half (field_logs_heldout2), and issue 52's (field_logs_issue52_tuning and
+field_logs_issue52_heldout: logs written by a Windows shell, SIGTERM during start-up, quantized kernel tiles, frames
+under vllm/compilation that compiled nothing). For each set it prints the exact-match rate on
 root-cause kinds, recall per kind, consequences placed under their cause, false positives on healthy logs, failures
 no kind covers that were given a cause anyway, and every log the diagnosis gets wrong.
 """
@@ -19,7 +21,14 @@ sys.path.insert(0, str(REPO))
 
 from skills.diagnosis.corpus_eval import render, score_corpus  # noqa: E402
 
-SETS = ("field_logs", "field_logs_heldout", "field_logs_tuning", "field_logs_heldout2")
+SETS = (
+    "field_logs",
+    "field_logs_heldout",
+    "field_logs_tuning",
+    "field_logs_heldout2",
+    "field_logs_issue52_tuning",
+    "field_logs_issue52_heldout",
+)
 
 
 def main(argv: list[str]) -> int:

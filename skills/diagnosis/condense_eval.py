@@ -22,7 +22,14 @@ from skills.logs.redact_entries import redact_entries
 from skills.ports import LogEntry
 from skills.tokens import estimate_tokens
 
-CORPUS_SETS = ("field_logs", "field_logs_heldout", "field_logs_tuning", "field_logs_heldout2")
+CORPUS_SETS = (
+    "field_logs",
+    "field_logs_heldout",
+    "field_logs_tuning",
+    "field_logs_heldout2",
+    "field_logs_issue52_tuning",
+    "field_logs_issue52_heldout",
+)
 
 
 class Survival(BaseModel):
