@@ -143,11 +143,13 @@ class PlanPoster:
         return f"Confirmed by {caller} in the client; the write is running."
 
     async def _run(self, plan: Plan, lock: Any, caller: str) -> None:
+        stages = self.deps.targets.for_kind(plan.target).progress_stages(plan)
+
         async def on_progress(p: Progress) -> None:
             if self.chat is None or not plan.message_ts:
                 return
             try:
-                reply = progress_reply(plan, caller, p)
+                reply = progress_reply(plan, caller, p, stages)
                 from handlers.render_slack import to_blocks
 
                 text, blocks = to_blocks(reply)

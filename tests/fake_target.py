@@ -23,7 +23,7 @@ from skills.serving.changes import FieldChange
 from skills.targets.env import DeployEnv
 from skills.targets.plan import Plan
 from skills.targets.plan_inputs import ActionKind, validate_params
-from skills.targets.port import ExportedSpec, TargetCapabilities
+from skills.targets.port import ExportedSpec, ProgressStages, Stage, TargetCapabilities
 from skills.targets.preflight_check import PreflightTarget
 
 KIND = "fake-queued"
@@ -182,6 +182,12 @@ class NoRevisionsTarget:
 
     def sendable(self, spec: dict[str, Any]) -> dict[str, Any]:
         return copy.deepcopy(spec)
+
+    def progress_stages(self, plan: Plan) -> ProgressStages:
+        labels = (
+            ("submitted", "QUEUED", "PROVISIONING", "ready") if plan.kind != "destroy" else ("submitted", "deleted")
+        )
+        return ProgressStages(stages=tuple(Stage(label=x) for x in labels))
 
 
 def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[FieldChange]:

@@ -33,6 +33,7 @@ from skills.durations import format_duration
 from skills.errors import InvalidInput
 from skills.logs.redact import redact
 from skills.targets.plan import Plan
+from skills.targets.port import ProgressStages
 from skills.targets.preflight_check import UNKNOWN_NOTE
 from skills.text import shorten
 
@@ -140,15 +141,17 @@ def _plan_id(value: str) -> str:
     return value
 
 
-def progress_reply(plan: Plan, user_id: str, p: Progress) -> Reply:
+def progress_reply(plan: Plan, user_id: str, p: Progress, stages: ProgressStages) -> Reply:
+    """`stages`: the plan's target's own (ServingTarget.progress_stages): a revision's on Cloud Run, a queued
+    resource's states on Cloud TPU."""
     if p.done:
         icon = ":white_check_mark:" if p.ok else ":x:"
     else:
         icon = ":hourglass_flowing_sand:"
     reply = Reply(title=f"{icon} {plan.kind} `{plan.service}`: {p.phase} ({format_duration(p.elapsed_s)})")
-    steps = _steps(plan)
-    if steps and p.phase in steps:
-        idx = steps.index(p.phase)
+    steps = stages.labels()
+    idx = stages.index(p.phase)
+    if steps and idx is not None:
         reply.add(
             text="  →  ".join(f"*{s}*" if i == idx else (s if i < idx else f"_{s}_") for i, s in enumerate(steps))
         )
@@ -156,22 +159,12 @@ def progress_reply(plan: Plan, user_id: str, p: Progress) -> Reply:
         reply.add(text=redact(p.detail))
     if p.log_lines:
         reply.add(heading="First error lines", code="\n".join(p.log_lines))
-    if plan.kind in ("deploy", "redeploy") and not p.done and plan.cold_start_s:
-        reply.add(
-            text=f"Expected cold start ~{format_duration(plan.cold_start_s, 'approx')}; traffic moves only when ready."
-        )
+    if stages.note and not p.done:
+        reply.add(text=stages.note)
     reply.context = f"confirmed by {reply.mention(user_id)} · plan `{plan.id}`" + (
         f" · revision `{p.revision}`" if p.revision else ""
     )
     return reply
-
-
-def _steps(plan: Plan) -> list[str]:
-    if plan.kind in ("rollback", "promote"):
-        return ["submitted", "moving traffic", "ready"]
-    if plan.kind == "destroy":
-        return ["submitted", "deleting", "deleted"]
-    return ["submitted", "revision created", "instance starting", "weights loading", "ready"]
 
 
 async def _safe_update(responder: Responder, ts: str, reply: Reply) -> None:
@@ -230,13 +223,14 @@ async def confirm(ctx: ActionContext, plan_id: str, typed_name: str | None = Non
     first = Progress(phase="submitted", elapsed_s=0.0, detail=plan.summary)
     t0 = time.monotonic()
     try:
-        ts = await ctx.responder.post(progress_reply(plan, ctx.user_id, first), thread_ts=thread)
+        stages = deps.targets.for_kind(plan.target).progress_stages(plan)  # the target's own words for its stages
+        ts = await ctx.responder.post(progress_reply(plan, ctx.user_id, first, stages), thread_ts=thread)
     except BaseException:
         await writes.release_unrun(plan, lock)  # nothing ran: the plan may be confirmed again
         raise
 
     async def on_progress(p: Progress) -> None:
-        await _safe_update(ctx.responder, ts, progress_reply(plan, ctx.user_id, p))
+        await _safe_update(ctx.responder, ts, progress_reply(plan, ctx.user_id, p, stages))
 
     started = datetime.now(UTC) - timedelta(seconds=30)
 
@@ -304,10 +298,9 @@ def destroy_modal(plan: Plan, channel_id: str, thread_ts: str = "") -> dict[str,
                 "type": "section",
                 "text": {
                     "type": "mrkdwn",
-                    "text": (
-                        f":warning: This deletes Cloud Run service *{plan.service}* and all its revisions. "
-                        "Type its name to confirm."
-                    ),
+                    # the target's own words for what goes (a Cloud Run service and its revisions; a Cloud TPU
+                    # queued resource and its node)
+                    "text": f":warning: {plan.summary}. Type its name to confirm.",
                 },
             },
             {

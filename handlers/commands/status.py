@@ -31,7 +31,8 @@ def cloud_metrics_section(m: ServiceMetrics) -> dict[str, Any]:
 def render_status(r: StatusReport) -> Reply:
     s = r.service
     icon = ":large_green_circle:" if s.ready else (":hourglass:" if s.ready is None else ":red_circle:")
-    state = "ready" if s.ready else ("rolling out" if s.ready is None else "NOT ready")
+    # not ready yet: a revision rolling out (Cloud Run), or a target without revisions starting (a TPU slice)
+    state = "ready" if s.ready else (("rolling out" if r.revisions else "starting") if s.ready is None else "NOT ready")
     if r.cold:
         icon, state = ":zzz:", "scaled to zero / cold"
     reply = Reply(title=f"{icon} {s.name}: {state}")

@@ -33,10 +33,24 @@ async def tpu(ctx: CommandContext) -> Reply:
     usable = [o for o in options if o.usable]
     title = f":mag: {ctx.opts.type} {ctx.opts.provisioning}: {len(usable)} of {len(options)} zones usable"
     reply = Reply(title=title).add(text="\n".join(o.line() for o in options))
-    if not usable:
+    if not usable:  # another provisioning model is suggested only where its own quota holds
+        other = await target.other_provisioning(ctx.opts.type, ctx.opts.provisioning)
+        held = {tier: [o.zone for o in found if o.usable] for tier, found in other.items()}
+        lines = [
+            f"`--provisioning {tier}` has quota in {', '.join(zones)}."
+            if zones
+            else f"Tried {tier} too: {tier} has no quota in any zone searched"
+            + (f" ({other[tier][0].quota_id})." if other[tier] else ".")
+            for tier, zones in held.items()
+        ]
+        first = "Otherwise nothing the bot can do" if any(held.values()) else "Nothing the bot can do"
         reply.add(
-            text="Nothing the bot can do: no zone has quota for this slice. Request TPU quota (Console > IAM & Admin > "
-            "Quotas, service tpu.googleapis.com), or try another provisioning model (`--provisioning spot`)."
+            text=" ".join(
+                [
+                    *lines,
+                    f"{first}: request TPU quota (Console > IAM & Admin > Quotas, service tpu.googleapis.com).",
+                ]
+            )
         )
     reply.context = "Capacity is not known in advance: a queued resource finds out, and a deploy moves on to the next."
     return reply

@@ -38,13 +38,20 @@ async def probe_model(model_server: ModelServer, base_url: str) -> ModelProbe:
     return ModelProbe(base_url=base_url, health=health, models=ids, models_probe=models_probe)
 
 
-def status_notes(info: ServiceInfo, model: ModelProbe | None, where: str = "Cloud Run") -> tuple[bool, list[str]]:
-    """`where`: the serving target, as people name it."""
+def status_notes(
+    info: ServiceInfo, model: ModelProbe | None, where: str = "Cloud Run", revisions: bool = True
+) -> tuple[bool, list[str]]:
+    """`where`: the serving target, as people name it; `revisions`: it has revisions (without them, the service's
+    own condition says why it is not ready yet, e.g. a TPU slice's vLLM still compiling)."""
     notes: list[str] = []
     cold = False
     if info.ready is False and info.terminal_condition is not None:
         tc = info.terminal_condition
         notes.append(f"Not ready: {tc.reason or tc.state}: {tc.message}".rstrip(": "))
+    elif (
+        info.ready is None and info.terminal_condition is not None and info.terminal_condition.message and not revisions
+    ):
+        notes.append(f"Not ready yet: {info.terminal_condition.message}.")  # a target without revisions says why
     elif info.ready is None:
         notes.append(f"{where} is still rolling out a change (reconciling).")
     if info.latest_created_revision and info.latest_created_revision != info.latest_ready_revision:
@@ -86,7 +93,7 @@ async def collect_status(
         if cloud is not None:
             cloud.cancel()
         raise
-    cold, notes = status_notes(info, model, where)
+    cold, notes = status_notes(info, model, where, revisions)
     report = StatusReport(
         service=info, model=model, cold=cold, notes=notes, fetched_at=datetime.now(UTC), revisions=revisions
     )

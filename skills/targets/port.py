@@ -66,6 +66,35 @@ class ExportedSpec(BaseModel):
     command: str  # the equivalent CLI command
 
 
+class Stage(BaseModel):
+    """One stage of a running write as its progress shows it: `label`, and the prefixes of the phases the target
+    reports (`wait_operation`, the deploy watch) that belong to it (the label itself always does)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    label: str
+    phases: tuple[str, ...] = ()
+
+
+class ProgressStages(BaseModel):
+    """The stages a write goes through on a target, in order, and a line shown while it runs (what to expect)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stages: tuple[Stage, ...]
+    note: str = ""
+
+    def labels(self) -> list[str]:
+        return [s.label for s in self.stages]
+
+    def index(self, phase: str) -> int | None:
+        """The stage `phase` belongs to (None: none, e.g. "failed")."""
+        for i, s in enumerate(self.stages):
+            if phase == s.label or any(phase.startswith(p) for p in s.phases):
+                return i
+        return None
+
+
 class ServingTarget(Runtime, Protocol):
     """A place the model is served. The Runtime operations (status, apply, wait, delete, revisions) speak the
     target's own spec document; `list_revisions`/`get_revision` are called only when capabilities.revisions.
@@ -127,6 +156,11 @@ class ServingTarget(Runtime, Protocol):
         ...
 
     def export(self, service: str, spec: dict[str, Any], env: DeployEnv) -> ExportedSpec: ...
+
+    def progress_stages(self, plan: Plan) -> ProgressStages:
+        """The stages `plan`'s write goes through on this target, in its own words (Cloud Run: a revision's;
+        a TPU queued resource: its states), and what to expect while it runs."""
+        ...
 
     async def hourly_cost(self, info: ServiceInfo, region: str | None) -> CostReport:
         """What one running instance of the service costs per hour, from the same price function its plans and

@@ -14,6 +14,7 @@ import yaml
 
 from skills.capacity.cost import CostReport, hourly_cost
 from skills.capacity.fit_types import ServingSummary
+from skills.durations import format_duration
 from skills.errors import InvalidInput
 from skills.ports import Logs, Metrics, OperationProgress, QuotaReader, RevisionInfo, Runtime, ServiceInfo
 from skills.serving.changes import FieldChange
@@ -30,7 +31,7 @@ from skills.targets.cloud_run.serving import serving_of
 from skills.targets.env import DeployEnv
 from skills.targets.plan import Plan
 from skills.targets.plan_inputs import ActionKind
-from skills.targets.port import ExportedSpec, TargetCapabilities
+from skills.targets.port import ExportedSpec, ProgressStages, Stage, TargetCapabilities
 from skills.targets.preflight_check import PreflightTarget
 
 KIND = "cloud-run"
@@ -146,3 +147,19 @@ class CloudRunTarget:
 
     def sendable(self, spec: dict[str, Any]) -> dict[str, Any]:
         return strip_output_only(spec)
+
+    def progress_stages(self, plan: Plan) -> ProgressStages:
+        """A revision's stages (the deploy watch's phases, skills/deploy/execute.py), traffic's, or a delete's."""
+        labels: tuple[str, ...]
+        if plan.kind in ("rollback", "promote"):
+            labels = ("submitted", "moving traffic", "ready")
+        elif plan.kind == "destroy":
+            labels = ("submitted", "deleting", "deleted")
+        else:
+            labels = ("submitted", "revision created", "instance starting", "weights loading", "ready")
+        note = ""
+        if plan.kind in ("deploy", "redeploy") and plan.cold_start_s:
+            note = (
+                f"Expected cold start ~{format_duration(plan.cold_start_s, 'approx')}; traffic moves only when ready."
+            )
+        return ProgressStages(stages=tuple(Stage(label=x) for x in labels), note=note)

@@ -28,7 +28,7 @@ from skills.capacity.catalog import load_catalog
 from skills.capacity.cost import CostReport, slice_cost
 from skills.capacity.fit_types import ServingSummary
 from skills.capacity.prices import format_usd
-from skills.capacity.tpu_catalog import TpuCatalog, load_tpu_catalog
+from skills.capacity.tpu_catalog import Provisioning, TpuCatalog, load_tpu_catalog
 from skills.capacity.tpu_fit import TpuFitRequest, check_tpu_fit, refuse_gpu_only
 from skills.errors import InvalidInput, NotFound
 from skills.ports import (
@@ -46,16 +46,16 @@ from skills.serving.profiles import get_profile
 from skills.targets.env import DeployEnv
 from skills.targets.plan import Plan
 from skills.targets.plan_inputs import ActionKind, validate_params
-from skills.targets.port import ExportedSpec, TargetCapabilities
+from skills.targets.port import ExportedSpec, ProgressStages, TargetCapabilities
 from skills.targets.preflight_check import PreflightTarget
 from skills.targets.tpu.api import CreateRequest, QueuedInfo, QuotaExhausted, TpuApi
 from skills.targets.tpu.names import check_node_id, valid_node_id
 from skills.targets.tpu.spec import DEFAULT_IMAGE, VLLM_PORT, gcloud_create, metadata_of, spec_from_metadata
-from skills.targets.tpu.zones import ZoneOption, search_zones
+from skills.targets.tpu.states import SUSPENDED, WAITING, deploy_stages, what_deleting_ends
+from skills.targets.tpu.zones import ZoneOption, no_zone_text, search_zones
 
 KIND = "cloud-tpu"
 _NO_CAPACITY = re.compile(r"no more capacity", re.IGNORECASE)
-_WAITING = ("CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING")
 # Cloud Run settings a deploy may carry (skills/actions/params.py Overrides) that a slice has no use for: refused at
 # plan time beside the GPU-only ones (skills/capacity/tpu_fit.py GPU_ONLY), rather than silently ignored.
 _CLOUD_RUN_ONLY: dict[str, tuple[str, str]] = {
@@ -65,10 +65,26 @@ _CLOUD_RUN_ONLY: dict[str, tuple[str, str]] = {
     "min_instances": ("--min-instances", "a slice is one node, always on"),
     "max_instances": ("--max-instances", "a slice is one node, always on"),
 }
+# A provisioning model with no zone: the other one that draws on its own quota (spot: preemptible; on-demand and
+# reserved: on-demand), asked before it is suggested (zones.py no_zone_text).
+_OTHER_PROVISIONING: dict[str, tuple[Provisioning, ...]] = {
+    "on-demand": ("spot",),
+    "reserved": ("spot",),
+    "spot": ("on-demand",),
+}
 _TPU_FLAGS = (
     "A Cloud TPU deploy takes `--accelerator-type`, `--zone`, `--provisioning`, `--max-model-len`, "
     "`--gpu-memory-utilization` (the HBM share), `--max-num-seqs` and `--service`."
 )
+
+
+# What a queued resource waiting for its node is doing, as status says it (states.py cites the states).
+_QUEUED_WHY = {
+    "CREATING": "the queued resource is being admitted to the queue",
+    "ACCEPTED": "the queued resource waits in the queue",
+    "WAITING_FOR_RESOURCES": "the queued resource waits in the queue for capacity",
+    "PROVISIONING": "the node is being provisioned",
+}
 
 
 @dataclass
@@ -150,6 +166,13 @@ class TpuTarget:
         zones = zones if also is None or also in zones else [*zones, also]
         return await search_zones(self.api, self.quotas, self.tpu, accelerator_type, provisioning, zones)  # type: ignore[arg-type]
 
+    async def other_provisioning(self, accelerator_type: str, provisioning: str) -> dict[str, list[ZoneOption]]:
+        """For a slice no zone takes under `provisioning`: the zone search under the other model that draws on its
+        own quota, so that it is suggested only where it holds."""
+        return {
+            tier: await self.zone_search(accelerator_type, tier) for tier in _OTHER_PROVISIONING.get(provisioning, ())
+        }
+
     def _check_args(self, p: DeployParams) -> None:
         """Every argument of a TPU deploy that cannot work, refused before anything is asked of the cloud: the
         node id, settings for a GPU or Cloud Run, and a zone outside skills/data/tpu.yaml."""
@@ -176,17 +199,39 @@ class TpuTarget:
         if info is None:
             raise NotFound(f"Service `{name}` does not exist (no Cloud TPU queued resource of that name).")
         spec = spec_from_metadata(info.metadata) or {}
-        active = info.state == "ACTIVE" and info.node_state == "READY"
-        ready: bool | None = True if active else (None if info.state in _WAITING else False)
-        cond = Condition(type="Ready", state="CONDITION_SUCCEEDED" if active else "CONDITION_PENDING")
+        uri = self.endpoint_of(info.ip) if info.ip else ""
+        ready: bool | None = None if info.state in WAITING else False
+        cond = Condition(
+            type="Ready", state="CONDITION_PENDING", reason=info.state, message=_QUEUED_WHY.get(info.state, "")
+        )
+        if info.state == "ACTIVE" and info.node_state == "READY":
+            # READY is the node's state ("TPU node has been created"), not vLLM's: it serves once /health answers.
+            health = await self.model_server.health(uri) if uri else None
+            if health is not None and health.ok:
+                ready, cond = True, Condition(type="Ready", state="CONDITION_SUCCEEDED")
+            else:
+                why = (health.error or "no answer") if health is not None else "no internal IP to reach"
+                cond = Condition(
+                    type="Ready",
+                    state="CONDITION_PENDING",
+                    reason="ACTIVE",
+                    message=f"the node is READY but vLLM's /health does not answer ({why}): vLLM is loading and "
+                    f"compiling (XLA), or it stopped (`/gemma logs {name}`, `/gemma diagnose {name}`)",
+                )
+        elif info.state == "ACTIVE":
+            ready = False
+            node = info.node_state or "not found"
+            cond = Condition(
+                type="Ready", state="CONDITION_FAILED", reason="ACTIVE", message=f"the queued resource's node is {node}"
+            )
         if info.state == "FAILED":
             cond = Condition(type="Ready", state="CONDITION_FAILED", reason="FAILED", message=info.error)
-        elif info.state in ("SUSPENDING", "SUSPENDED"):
+        elif info.state in SUSPENDED:
             why = "preempted (spot)" if info.state_initiator == "SERVICE" else "suspended"
             cond = Condition(type="Ready", state="CONDITION_FAILED", reason=info.state, message=f"node {why}")
         return ServiceInfo(
             name=name,
-            uri=self.endpoint_of(info.ip) if info.ip else "",
+            uri=uri,
             ready=ready,
             terminal_condition=cond,
             conditions=[cond],
@@ -274,7 +319,7 @@ class TpuTarget:
         if info is None:
             return OperationProgress(done=True, phase="gone", error=f"the queued resource left {op.zone}")
         where = f" in {op.zone}"
-        if info.state in _WAITING:
+        if info.state in WAITING:
             return OperationProgress(done=False, phase=info.state + where)
         if info.state == "FAILED":
             if _NO_CAPACITY.search(info.error) and op.remaining:
@@ -287,7 +332,7 @@ class TpuTarget:
             return OperationProgress(
                 done=True, phase="FAILED" + where, error=info.error or "the queued resource failed"
             )
-        if info.state in ("SUSPENDING", "SUSPENDED"):
+        if info.state in SUSPENDED:
             return OperationProgress(done=True, phase=info.state + where, error="the spot node was preempted")
         if info.state == "ACTIVE":
             url = self.endpoint_of(info.ip) if info.ip else ""
@@ -343,7 +388,10 @@ class TpuTarget:
         existing = None if offline else await self._find(service)
         options = await self.zone_search(accel, provisioning, also=p.zone) if not offline else []
         usable = [o.zone for o in options if o.usable]
-        zone = p.zone or (usable[0] if usable else (self._zones()[0]))
+        # No zone can take it: the plan names none as the place (priced in the cheapest zone searched, which the
+        # search sorts first, and saying so).
+        nowhere = not offline and not usable and p.zone is None
+        zone = p.zone or (usable[0] if usable else (options[0].zone if options else self._zones()[0]))
         zones = [zone, *[z for z in usable if z != zone]]
         # Priced where it will be created: the zone's region (the slice's rate differs by region), as /gemma cost
         # prices it once it runs.
@@ -367,6 +415,7 @@ class TpuTarget:
             "queueWaitS": self.options.queue_wait_s,
         }
         refusal = ""
+        offers: list[tuple[dict[str, Any], str]] = []
         named = next((o for o in options if o.zone == p.zone), None)  # the zone asked for, as the search found it
         if existing is not None:
             refusal = (
@@ -378,46 +427,60 @@ class TpuTarget:
                 "(`/gemma tpu zones`), or leave out `--zone`."
             )
         elif named is not None and not named.usable:
-            refusal = (
-                f"{named.zone} has no TPU quota for this slice: {named.line()}. Request quota there, or leave out "
-                "`--zone` and the zone search picks a zone with quota."
+            others = [z for z in usable if z != named.zone]
+            refusal = f"{named.zone} has no TPU quota for this slice: {named.line()}. Request quota there" + (
+                f", or leave out `--zone`: the zone search found quota in {', '.join(others)}."
+                if others
+                else f"; no other zone of the {len(options)} searched has quota for it either."
             )
         elif fit.verdict != "fits":
             refusal = "; ".join([*fit.unsupported, *fit.problems]) or fit.verdict
-        elif not offline and not usable:
-            refusal = (
-                "No zone offers this slice with quota for it: "
-                + "; ".join(o.line() for o in options[:3])
-                + ". Nothing the bot can do: request TPU quota (Console > IAM & Admin > Quotas, service "
-                f"{self.tpu.quota.service}), or try another provisioning model (spot draws on preemptible quota)."
-            )
+        elif nowhere:
+            alternatives = await self.other_provisioning(accel, provisioning)
+            refusal = no_zone_text(options, fit.accelerator_type, provisioning, alternatives, self.tpu.quota.service)
+            offers = [
+                ({**p.model_dump(exclude_none=True), "provisioning": tier}, "")
+                for tier, found in alternatives.items()
+                if any(o.usable for o in found)
+            ]
         cost = format_usd(fit.hourly_usd, "h")
         if fit.monthly_idle_usd is not None:
             cost += ", " + format_usd(fit.monthly_idle_usd, "month", approx=True, places=0)
+        if nowhere:
+            cost += f" (in {zone}, the cheapest zone searched)"
         lines = [
             f"{fit.model} on {fit.accelerator_type} ({fit.chips} chips, {provisioning}): "
-            + fit.verdict.replace("_", " "),
+            + fit.verdict.replace("_", " ")
+            + (" in HBM" if nowhere and fit.verdict == "fits" else ""),
             f"KV cache {fit.kv_free_gib:g} GiB = {fit.kv_cache_tokens:,} tokens; {fit.max_concurrency:g} x "
             f"{fit.max_model_len:,}-token sequences",
             f"Cost while ACTIVE, serving or idle (no scale to zero): {cost}",
         ]
+        if nowhere:  # quota is capacity too: no zone has it, so the capacity check does not pass
+            lines.insert(1, f"Quota: none of the {len(options)} zones searched has {fit.chips} {provisioning} chips")
         notes = [*fit.unsupported, *fit.problems, *fit.notes]
         notes += ["Zone search: " + o.line() for o in options]
         notes.append(
             f"The bot reaches the node at its internal IP over its VPC egress, with vLLM's --api-key "
             f"(secret `{self.options.api_key_secret}`); no Cloud Run IAM is in front of it."
         )
+        what = f"Cloud TPU queued resource `{service}`: {fit.accelerator_type} {provisioning}"
+        # Refused for want of a zone: the header says so and names no zone; the fields and gcloud leave it open.
+        shown = {k: v for k, v in spec.items() if k not in ("zone", "zones")} if nowhere else spec
         return Plan(
             kind="deploy",
             service=service,
-            summary=f"Create Cloud TPU queued resource `{service}`: {fit.accelerator_type} {provisioning} in {zone}",
+            summary=f"Create {what} in {zone}"
+            if not nowhere
+            else f"Cannot create {what}: none of the {len(options)} zones searched has quota for it",
             params=p.model_dump(exclude_none=True),
-            verdict="does_not_fit" if fit.verdict != "fits" else "fits",
+            verdict="does_not_fit" if fit.verdict != "fits" or nowhere else "fits",
             fit_lines=lines,
             notes=notes,
-            gcloud=gcloud_create(service, spec),
+            gcloud=gcloud_create(service, {**spec, "zone": "ZONE"} if nowhere else spec),
             create=True,
-            changes=self.diff(None, spec),  # a new queued resource: every field of it is new
+            changes=self.diff(None, shown),  # a new queued resource: every field of it is new
+            offers=offers,
             target=KIND,
             spec=spec,
             base_fingerprint=self.fingerprint(None),
@@ -434,14 +497,16 @@ class TpuTarget:
             raise NotFound(f"Service `{service}` does not exist (no Cloud TPU queued resource of that name).")
         spec = spec_from_metadata(info.metadata)
         usd = self.tpu.slice_hour_usd(info.accelerator_type, info.tier, self.tpu.region_of(info.zone))[0]
-        cost = f", {format_usd(usd, 'h')}" if info.accelerator_type else ""
+        # Priced only while it has its node (ACTIVE): a queued or suspended one has none to bill by the hour.
+        cost = f", {format_usd(usd, 'h')}" if info.accelerator_type and info.state == "ACTIVE" else ""
+        node = " and its node" if info.node_state and info.state not in SUSPENDED else ""
         return Plan(
             kind="destroy",
             service=service,
             summary=f"Delete Cloud TPU queued resource `{service}` ({info.state}, {info.accelerator_type} "
-            f"{info.tier} in {info.zone}{cost}) and its node",
+            f"{info.tier} in {info.zone}{cost}){node}",
             params=d.model_dump(exclude_none=True),
-            notes=["An ACTIVE slice serves until it is deleted; deleting it also frees its quota."],
+            notes=[what_deleting_ends(info.state, info.state_initiator)],
             gcloud=f"gcloud compute tpus queued-resources delete {service} --zone {info.zone} --force",
             target=KIND,
             base_fingerprint=self.fingerprint(spec),
@@ -496,6 +561,10 @@ class TpuTarget:
 
     def sendable(self, spec: dict[str, Any]) -> dict[str, Any]:
         return copy.deepcopy(spec)
+
+    def progress_stages(self, plan: Plan) -> ProgressStages:
+        """The queued resource's states as stages (states.py, from the tpu_v2 reference), not a revision's."""
+        return deploy_stages(plan, self.options.queue_wait_s)
 
 
 def _slice_text(tpu: TpuCatalog, accelerator_type: str) -> str:

@@ -32,6 +32,14 @@ class ZoneOption(BaseModel):
         quota_ok = self.quota is None or self.quota == -1 or self.quota >= self.chips
         return self.offered is not False and quota_ok and self.quota != 0
 
+    def why_not(self) -> str:
+        """Why the zone cannot take the slice ('' when it can, as far as was asked)."""
+        if self.offered is False:
+            return "does not offer it"
+        if self.quota is not None and self.quota != -1 and self.quota < self.chips:
+            return f"quota {self.quota} chips"
+        return ""
+
     def line(self) -> str:
         price = format_usd(self.hour_usd, "h")
         offered = {True: "offers it", False: "does not offer it", None: "not asked"}[self.offered]
@@ -88,4 +96,41 @@ async def search_zones(
     return sorted(
         options,
         key=lambda o: (not o.usable, o.chip_hour_usd if o.chip_hour_usd is not None else 1e9, order[o.zone]),
+    )
+
+
+def no_zone_text(
+    options: list[ZoneOption],
+    accelerator_type: str,
+    provisioning: str,
+    alternatives: dict[str, list[ZoneOption]],
+    quota_service: str,
+) -> str:
+    """Why no zone can take the slice, naming every zone searched, and the other provisioning models: offered only
+    where their own zone search found a zone (spot draws on preemptible quota, on-demand on on-demand quota)."""
+    chips = options[0].chips if options else 0
+    quota_id = options[0].quota_id if options else ""
+    text = (
+        f"No zone offers this slice with quota for it: none of the {len(options)} zones searched can take "
+        f"{chips} {provisioning} chips of {accelerator_type}"
+        + (f" ({quota_id})" if quota_id else "")
+        + ": "
+        + "; ".join(f"{o.zone}: {o.why_not() or 'not usable'}" for o in options)
+        + "."
+    )
+    held = False
+    for tier, found in alternatives.items():
+        usable = [o.zone for o in found if o.usable]
+        if usable:
+            held = True
+            text += (
+                f" `--provisioning {tier}` has quota in {len(usable)} of them ({', '.join(usable)}): its plan is "
+                "one click below."
+            )
+        else:
+            qid = found[0].quota_id if found else ""
+            text += f" And {tier} has no quota in any of them either" + (f" ({qid})." if qid else ".")
+    return text + (
+        f" {'Otherwise' if held else 'Nothing the bot can do'}: request TPU quota (Console > IAM & Admin > Quotas, "
+        f"service {quota_service})."
     )
