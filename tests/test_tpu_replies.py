@@ -2,7 +2,7 @@
 types it (the real google-cloud-tpu and Cloud Quotas clients against the stand-ins on 127.0.0.1, Redis real).
 
 - a TPU deploy's progress shows the queued resource's own stages (QueuedResourceState names), never Cloud Run's
-  revision stages or its "traffic moves only when ready";
+  revision stages or its "traffic moves only when ready"; the cost of the slice speaks of no instances;
 - a plan refused because no zone has quota names no zone in its header, shows no ✓, names every zone it searched,
   and offers another provisioning model only when that model has quota somewhere;
 - the destroy plan of a SUSPENDED queued resource says what a SUSPENDED one is, not what an ACTIVE one is;
@@ -46,6 +46,9 @@ async def test_a_tpu_deploy_shows_the_queued_resources_stages_not_cloud_runs(con
     stages = next(line for line in out.splitlines() if line.lstrip(" |").startswith("submitted  →"))
     assert stages.split("  →  ")[1:4] == ["queued", "PROVISIONING", "ACTIVE: vLLM loading and compiling (XLA)"], stages
     assert re.search(r"deploy `[\w-]+`: PROVISIONING in [a-z0-9-]+", out), out  # the state, and the zone it is in
+    cost = await console.line(f"/gemma cost {SERVICE}")
+    assert re.search(rf"^{SERVICE}: \$[\d,.]+/hour", cost, re.M), cost
+    assert "instance" not in cost, cost  # a slice has no instances, min- or max-
     console.modal_answer = SERVICE
     await console.line(f"/gemma destroy {SERVICE}")
     out = await console.line("click Destroy…")

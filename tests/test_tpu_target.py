@@ -237,7 +237,7 @@ async def test_one_price_for_a_running_slice_in_every_reply(sandbox: Sandbox, de
     destroy, _ = await command(deps, f"destroy {SERVICE}")
     assert price in text(fit), text(fit)
     assert next(line for line in text(zones).splitlines() if f" {zone}:" in line).endswith(price)
-    assert price.removesuffix("/h") + "/hour per running instance" in text(cost), text(cost)
+    assert price.removesuffix("/h") + "/hour while the slice exists" in text(cost), text(cost)
     assert "vCPU" not in text(cost) and "v6e-4" in text(cost)
     amounts = {float(m.replace(",", "")) for m in re.findall(r"\$([\d,]+\.\d\d)/h(?:our)?\b", text(cost))}
     assert amounts == {round(usd, 2)}, text(cost)  # idle and busy alike: a slice bills while it exists
