@@ -46,6 +46,9 @@ async def test_a_tpu_deploy_shows_the_queued_resources_stages_not_cloud_runs(con
     stages = next(line for line in out.splitlines() if line.lstrip(" |").startswith("submitted  →"))
     assert stages.split("  →  ")[1:4] == ["queued", "PROVISIONING", "ACTIVE: vLLM loading and compiling (XLA)"], stages
     assert re.search(r"deploy `[\w-]+`: PROVISIONING in [a-z0-9-]+", out), out  # the state, and the zone it is in
+    status = await console.line(f"/gemma status {SERVICE} --fresh")
+    assert status.startswith(f"● {SERVICE}: ready"), status  # vLLM answers now
+    assert "concurrency" not in status and "CPU / memory" not in status, status  # Cloud Run's fields
     cost = await console.line(f"/gemma cost {SERVICE}")
     assert re.search(rf"^{SERVICE}: \$[\d,.]+/hour", cost, re.M), cost
     assert "instance" not in cost, cost  # a slice has no instances, min- or max-

@@ -40,13 +40,18 @@ def render_status(r: StatusReport) -> Reply:
         reply.add(text="\n".join(f"• {n}" for n in r.notes))
     gpu = f"{s.gpu_count} x {s.gpu_type}" if s.gpu_type else "none"
     revisions = f"latest created `{s.latest_created_revision or '—'}`\nlatest ready `{s.latest_ready_revision or '—'}`"
+    scaling = f"min {s.min_instances} / max {s.max_instances}, concurrency {s.concurrency or '—'}"
+    resources = [("CPU / memory", f"{s.cpu or '—'} / {s.memory or '—'}")]
+    if s.accelerator:  # a target's own accelerator (a TPU slice): one node, its CPUs come with its type
+        scaling = "one node, always on (no scale to zero)" if s.min_instances == s.max_instances == 1 else scaling
+        resources = [] if not (s.cpu or s.memory) else resources
     reply.add(
         fields=[
             ("URL", s.uri or "—"),
             *([("Revisions", revisions)] if r.revisions else []),  # a target without revisions has none to show
-            ("Scaling", f"min {s.min_instances} / max {s.max_instances}, concurrency {s.concurrency or '—'}"),
+            ("Scaling", scaling),
             *([("Accelerator", s.accelerator)] if s.accelerator else [("GPU", gpu)]),
-            ("CPU / memory", f"{s.cpu or '—'} / {s.memory or '—'}"),
+            *resources,
             ("Image", f"`{s.image or '—'}`"),
         ]
     )
