@@ -63,10 +63,13 @@ def deploy_stages(plan: Plan, queue_wait_s: int) -> ProgressStages:
     """A TPU deploy's stages (the queued resource's states, then vLLM's compile) and what to expect."""
     if plan.kind == "destroy":
         return ProgressStages(stages=_DESTROY, note="The queued resource and its node are deleted (DELETING).")
+    zones = len((plan.spec or {}).get("zones") or [])
     note = (
-        f"Each zone may keep it queued up to {format_duration(queue_wait_s, 'approx')} (WAITING_FOR_RESOURCES) "
-        "before the next zone is tried; from ACTIVE the slice bills"
-    )
+        f"Each of the {zones} zones found may keep it queued up to {format_duration(queue_wait_s, 'approx')} "
+        "(WAITING_FOR_RESOURCES) before the next is tried"
+        if zones > 1
+        else "It waits in the queue (WAITING_FOR_RESOURCES) until its zone has capacity"
+    ) + "; from ACTIVE the slice bills"
     if plan.cold_start_s:
         note += f", and vLLM needs ~{format_duration(plan.cold_start_s, 'approx')} to load and compile (XLA)"
     return ProgressStages(stages=_DEPLOY, note=note + " before /health answers.")
