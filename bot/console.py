@@ -4,15 +4,18 @@ Buttons are numbered; `click N` presses one (so plan -> confirm flows work here 
 inputs on the same input stream. `reply TEXT` continues the latest conversation thread (a `/gemma ask`),
 `reply N TEXT` the thread of message #N, as a reply in the Slack thread would.
 
-At a terminal: line editing and history (readline; history in ~/.gemma_sre_history or $GEMMA_SRE_HISTORY),
-Ctrl-C interrupts a running command and leaves at the prompt, Ctrl-D leaves. Errors are an id and one
-sentence, as in Slack; details go to the log file, never a traceback on the screen.
+At a terminal: line editing and history (prompt_toolkit's Emacs keys, as readline's; history in
+~/.gemma_sre_history or $GEMMA_SRE_HISTORY), Ctrl-C interrupts a running command and leaves at the prompt, Ctrl-D
+leaves. The prompt is read without stopping the event loop, so what goes on in the background (a watch a Ctrl-C
+left running, the outbox, leases, alerts) goes on while you read, and prints above the prompt, as in Slack.
+Errors are an id and one sentence, as in Slack; details go to the log file, never a traceback on the screen.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import itertools
 import logging
 import os
@@ -23,8 +26,9 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
+from bot.console_terminal import AbovePrompt, LineReader
 from bot.deps import Deps
 from bot.log_format import JsonFormatter
 from bot.wiring import reconcile_writes, resume_canary_watches
@@ -75,7 +79,7 @@ def plain_markup(line: str) -> str:
 
 
 class ConsoleResponder:
-    def __init__(self, out: TextIO, ask: Callable[[str], str | None]) -> None:
+    def __init__(self, out: TextIO, ask: Callable[[str], str | Awaitable[str | None] | None]) -> None:
         self.channel = CONSOLE_CHANNEL
         self.out = out
         self.ask = ask
@@ -169,7 +173,8 @@ class ConsoleResponder:
             if block.get("type") != "input":
                 continue
             label = (block.get("label") or {}).get("text", block.get("block_id", "value"))
-            answer = self.ask(f"{label}: ")
+            asked = self.ask(f"{label}: ")
+            answer = await asked if inspect.isawaitable(asked) else asked
             form[str(block.get("block_id", ""))] = (answer or "").strip()
         self.modal_actions.append(
             ActionContext(
@@ -275,71 +280,6 @@ async def _deliver(responder: ConsoleResponder, reply: Reply | None) -> None:
         await responder.reply(reply)
 
 
-class LineReader:
-    """Lines from the terminal (readline: editing, history) or from a pipe.
-
-    At a terminal the prompt is read on the main thread with Python's default SIGINT handler in place, so
-    Ctrl-C at the prompt is a KeyboardInterrupt right there (readline defers signals on other threads). The
-    event loop waits meanwhile; nothing runs between commands (each line drains its background work)."""
-
-    def __init__(self, stdin: TextIO, out: TextIO) -> None:
-        self.stdin, self.out = stdin, out
-        self.interactive = stdin.isatty() and stdin is sys.stdin
-        self.history = os.environ.get("GEMMA_SRE_HISTORY") or os.path.expanduser("~/.gemma_sre_history")
-        self._termios: Any = None
-        if self.interactive:
-            self._setup_terminal()
-
-    def _setup_terminal(self) -> None:
-        with contextlib.suppress(ImportError, OSError):
-            import termios
-
-            self._termios = termios.tcgetattr(self.stdin.fileno())  # restored on exit, whatever happened
-        with contextlib.suppress(ImportError):
-            import readline  # importing it gives input() line editing and history
-
-            readline.set_history_length(1000)
-            with contextlib.suppress(OSError):
-                readline.read_history_file(self.history)
-
-    def read_sync(self, prompt: str) -> str | None:
-        if self.interactive:
-            try:
-                return input(prompt)
-            except EOFError:
-                return None
-        line = self.stdin.readline()
-        return line.rstrip("\n") if line else None
-
-    async def read(self, prompt: str) -> str | None:
-        """The next line; None at end of input, or when Ctrl-C is pressed at the prompt."""
-        if self.interactive:
-            previous = signal.getsignal(signal.SIGINT)
-            with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-            try:
-                return self.read_sync(prompt)
-            except KeyboardInterrupt:
-                return None
-            finally:
-                with contextlib.suppress(ValueError, TypeError):
-                    signal.signal(signal.SIGINT, previous)
-        return await asyncio.to_thread(self.read_sync, prompt)
-
-    def close(self) -> None:
-        if not self.interactive:
-            return
-        with contextlib.suppress(ImportError, OSError):
-            import readline
-
-            readline.write_history_file(self.history)
-        if self._termios is not None:
-            with contextlib.suppress(ImportError, OSError):
-                import termios
-
-                termios.tcsetattr(self.stdin.fileno(), termios.TCSADRAIN, self._termios)
-
-
 def _log_to_file() -> str:
     """The console's logs go to a file: the screen shows an error id and a sentence, never a traceback."""
     path = os.path.join(tempfile.gettempdir(), "gemma-sre-console.log")
@@ -382,8 +322,8 @@ async def interact(deps: Deps, responder: ConsoleResponder, reader: LineReader, 
             if not await task:
                 break
             if deps.sandbox is not None and deps.sandbox.settle is not None:
-                # At a terminal the prompt blocks the loop: let the command's incident updates (a fix's close
-                # notification, its follow-up line) show before it, as Slack would show them meanwhile.
+                # The command's incident updates (a fix's close notification, its follow-up line) show before
+                # the next prompt, in the order Slack shows them; later ones print above the waiting prompt.
                 await deps.sandbox.settle(30.0)
         except asyncio.CancelledError:
             if not task.cancelled():
@@ -416,10 +356,11 @@ async def run_console(
     log_path = _log_to_file()
     deps.log_location = f"the console's log, {log_path}"
     reader = LineReader(stdin, out)
-    responder = ConsoleResponder(out, reader.read_sync)
+    # At a terminal, what the loop prints while the prompt waits goes above it, the line being typed kept whole.
+    responder = ConsoleResponder(cast(TextIO, AbovePrompt(out)) if reader.interactive else out, reader.ask)
     if on_start is not None:
         await on_start(responder)
     await reconcile_writes(deps)  # writes a Ctrl-C'd or killed console left pending get their outcome
     deps.spawn(resume_canary_watches(deps, lambda channel: responder))  # canary watches a stopped console left
-    print(BANNER, file=out)
+    print(BANNER, file=responder.out)
     return await interact(deps, responder, reader, log_path)

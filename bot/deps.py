@@ -110,6 +110,7 @@ class Deps:
                 deployers=st.deployers,
                 deployer_usergroup=st.deployer_usergroup_id,
                 usergroup_members=self._usergroup_members(),
+                clock=self.clock.now,  # a watch's durations on the time its service's logs are on
             ),
             incidents=IncidentStore(self.redis, st.key_prefix),
             status_cache_prefix=st.key("status"),

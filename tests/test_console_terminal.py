@@ -6,42 +6,35 @@ from __future__ import annotations
 
 import io
 import socket
-import sys
 from pathlib import Path
 
 import pexpect
 import pytest
 
-from bot.console import ConsoleResponder, LineReader, handle_line, interact, plain_markup
+from bot.console import ConsoleResponder, handle_line, interact, plain_markup
+from bot.console_terminal import LineReader
 from bot.deps import Deps
 from handlers.reply import Reply
-from tests.test_foundation_console import _env
+from tests.terminal import PROMPT, spawn_console
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _spawn(tmp_path: Path, **extra: str) -> pexpect.spawn:
-    env = _env(
-        GEMMA_SRE_HISTORY=str(tmp_path / "history"), TERM="xterm", PYTHONPATH=str(ROOT), HOME=str(tmp_path), **extra
-    )
-    child = pexpect.spawn(
-        sys.executable, ["-m", "bot.cli", "console"], env=env, cwd=str(tmp_path), timeout=60, encoding="utf-8"
-    )
-    child.expect_exact("gemma> ")
-    return child
+    return spawn_console(tmp_path, **extra)
 
 
 def test_history_line_editing_and_ctrl_c_at_the_prompt(tmp_path: Path) -> None:
     child = _spawn(tmp_path)
     child.sendline("/gemma nosuch")
     child.expect_exact("Unknown command `nosuch`")
-    child.expect_exact("gemma> ")
+    child.expect(PROMPT)
     child.send("\x1b[A")  # Up: the previous line comes back from history...
     child.send("\x01")  # ...Ctrl-A to its start...
     child.send("x")  # ...and an edit there
     child.send("\r")
     child.expect_exact("Unknown command `x/gemma`")
-    child.expect_exact("gemma> ")
+    child.expect(PROMPT)
     child.sendintr()  # Ctrl-C at the prompt leaves
     child.expect(pexpect.EOF)
     child.close()
@@ -71,7 +64,7 @@ def test_ctrl_c_interrupts_a_running_command(tmp_path: Path) -> None:
     conn, _ = hole.accept()  # the command is now waiting on the silent server
     child.sendintr()
     child.expect_exact("(interrupted; `quit` or Ctrl-D leaves)")
-    child.expect_exact("gemma> ")  # still there
+    child.expect(PROMPT)  # still there
     child.sendline("quit")
     child.expect(pexpect.EOF)
     child.close()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pexpect
 
 from bot.sandbox.scenarios import SCENARIOS
+from tests.terminal import PROMPT, plain
 from tests.test_sandbox_console import _env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,12 +56,12 @@ def test_the_readme_tour_in_one_console_run(tmp_path: Path) -> None:
     child = pexpect.spawn(
         sys.executable, ["-m", "bot.cli", "console"], env=env, cwd=str(tmp_path), timeout=120, encoding="utf-8"
     )
-    child.expect_exact("gemma> ")
+    child.expect(PROMPT)
     seen: dict[str, str] = {}
     for line in lines:
         child.sendline(line)
-        child.expect_exact("gemma> ")
-        out = child.before or ""
+        child.expect(PROMPT)
+        out = plain(child.before)
         assert "failed unexpectedly" not in out and "Traceback" not in out, (line, out)
         assert "No such button" not in out and "Unknown command" not in out, (line, out)
         seen[line] = seen.get(line, "") + out

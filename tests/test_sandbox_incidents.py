@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pexpect
 
+from tests.terminal import PROMPT, plain
 from tests.test_sandbox_console import _env
 
 ROOT = Path(__file__).resolve().parent.parent
-PROMPT = "gemma> "
 # scenario -> the finding its own diagnosis must lead with (bot/sandbox/scenarios.py)
 SIX = {
     "kv-cache-too-small": "kv_cache_insufficient",
@@ -33,15 +33,15 @@ def _spawn(tmp_path: Path) -> pexpect.spawn:
     child = pexpect.spawn(
         sys.executable, ["-m", "bot.cli", "console"], env=env, cwd=str(tmp_path), timeout=120, encoding="utf-8"
     )
-    child.expect_exact(PROMPT)
+    child.expect(PROMPT)
     return child
 
 
 def _run(child: pexpect.spawn, line: str) -> str:
     """Type a line; what the console printed before its next prompt."""
     child.sendline(line)
-    child.expect_exact(PROMPT)
-    return str(child.before)
+    child.expect(PROMPT)
+    return plain(child.before)
 
 
 def _quit(child: pexpect.spawn) -> str:
@@ -56,10 +56,10 @@ def _destroy_and_deploy_afresh(child: pexpect.spawn) -> None:
     """The issue's user did this between scenarios: the service gone (its open incidents resolve), a new one."""
     _run(child, "/gemma destroy")
     child.sendline("click Destroy…")
-    child.expect_exact("Service name: ")
+    child.expect_exact("Service name:")
     child.sendline("vllm-gemma4")
     child.expect_exact("service `vllm-gemma4` deleted")
-    child.expect_exact(PROMPT)
+    child.expect(PROMPT)
     _run(child, "/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384")
     out = _run(child, "click Confirm")
     assert "is ready and serving 100% of traffic" in out, out
@@ -97,7 +97,7 @@ def test_a_confirmed_fix_resolves_its_incident_with_a_follow_up_and_a_refire_ope
         rf"fixed by redeploy `vllm-gemma4` at {when}: revision `(vllm-gemma4-\d+-\w+)` ready, condition cleared"
     )
     fixed_revision = child.match.group(1)
-    child.expect_exact(PROMPT)
+    child.expect(PROMPT)
     status = _run(child, "/gemma status")
     assert f"latest ready `{fixed_revision}`" in status
     # The same failure deployed again after the resolve: a new deploy, a new incident, its own diagnosis.

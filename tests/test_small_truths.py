@@ -26,6 +26,7 @@ from handlers.render_slack import to_blocks
 from skills.audit import latest
 from tests.deploy_helpers import command
 from tests.observe_fixtures import running_sim
+from tests.terminal import PROMPT
 from tests.test_canary import _deps, canary_thread
 from tests.test_foundation_console import _env
 from tests.test_truthful_writes import console
@@ -149,13 +150,13 @@ def test_ctrl_c_on_a_watch_says_once_that_it_goes_on(tmp_path: Path) -> None:
         sys.executable, ["-m", "bot.cli", "console"], env=env, cwd=str(tmp_path), timeout=90, encoding="utf-8"
     )
     try:
-        child.expect_exact("gemma> ")
+        child.expect(PROMPT)
         child.sendline("/gemma deploy gemma4-12b-qat-l4 --max-model-len 8192")
-        child.expect_exact("gemma> ")
+        child.expect(PROMPT)
         child.sendline("click Confirm")
         child.expect_exact("revision created")  # the watch is following the revision now
         child.sendintr()
-        child.expect_exact("gemma> ")
+        child.expect(PROMPT)
         said = child.before or ""
         assert "Traceback" not in said
         assert said.count("^C") == 1, said  # the terminal's echo; the console adds none

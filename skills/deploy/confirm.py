@@ -46,7 +46,8 @@ class WriteGate:
     deployers: frozenset[str]
     deployer_usergroup: str = ""
     usergroup_members: UsergroupMembers | None = None  # a chat-side port (Slack usergroups.users.list)
-    clock: Callable[[], float] = time.monotonic  # times a write for its audit record (tests pass a fake one)
+    # times a write, for its audit record and its watch's deadline (deps: the sandbox's clock in the sandbox)
+    clock: Callable[[], float] = time.monotonic
 
     def lock(self, service: str) -> ServiceLock:
         return ServiceLock(self.store, f"{self.lock_prefix}:{service}", self.lock_ttl_s)
@@ -226,7 +227,7 @@ async def run_claimed(
     result = ExecResult(ok=False, detail="did not start")
     cancelled = False
     try:
-        result = await execute(runtime, plan, logs=logs, progress=progress, poll_s=poll_s)
+        result = await execute(runtime, plan, logs=logs, progress=progress, poll_s=poll_s, now=gate.clock)
         return result
     except asyncio.CancelledError:
         cancelled = True

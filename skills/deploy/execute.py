@@ -86,15 +86,18 @@ async def _loading_seen(logs: Logs | None, service: str, revision: str, since: d
 class _Reporter:
     """Emits a Progress on each phase change, and at most every `every_s` otherwise (Slack edit limits)."""
 
-    def __init__(self, progress: ProgressFn | None, every_s: float) -> None:
+    def __init__(self, progress: ProgressFn | None, every_s: float, now: Callable[[], float]) -> None:
         self._progress = progress
         self._every_s = every_s
         self._last_phase = ""
         self._last_at = 0.0
-        self.start = time.monotonic()
+        # The watch's one time base: elapsed times and deadlines (the sandbox's clock in the sandbox, so a
+        # revision's "ready after" is on the time its vLLM logged); the edit pacing above stays on the wall clock.
+        self.now = now
+        self.start = now()
 
     def elapsed(self) -> float:
-        return time.monotonic() - self.start
+        return self.now() - self.start
 
     async def __call__(self, p: Progress, force: bool = False) -> None:
         now = time.monotonic()
@@ -135,8 +138,10 @@ async def execute(
     progress: ProgressFn | None = None,
     poll_s: float = 5.0,
     progress_every_s: float = 15.0,
+    now: Callable[[], float] = time.monotonic,
 ) -> ExecResult:
-    rep = _Reporter(progress, progress_every_s)
+    """`now`: the clock the watch's durations and deadline are on (WriteGate.clock: the audit's too)."""
+    rep = _Reporter(progress, progress_every_s, now)
     since = datetime.now(UTC) - timedelta(seconds=30)
     try:
         await check_unchanged(runtime, plan)
@@ -164,6 +169,7 @@ async def execute(
 async def _ride_out(
     what: str,
     deadline: float,
+    now: Callable[[], float],
     poll_s: float,
     call: Callable[[], Awaitable[T]],
     on_error: Callable[[TransientCloudError], Awaitable[None]],
@@ -179,7 +185,7 @@ async def _ride_out(
     policy = RetryPolicy(
         what=f"deploy watch ({what})",
         transient=lambda exc: isinstance(exc, TransientCloudError),
-        budget_s=max(0.0, deadline - time.monotonic()),
+        budget_s=max(0.0, deadline - now()),
         initial_s=poll_s,
         max_s=poll_s,
         jitter_s=0.0,
@@ -198,7 +204,7 @@ async def _wait_revision(
     logs: Logs | None,
     since: datetime,
 ) -> ExecResult:
-    deadline = time.monotonic() + max(plan.wait_budget_s, 60.0)
+    deadline = rep.now() + max(plan.wait_budget_s, 60.0)
     revision = ""
     created_at = 0.0
     op_done = False
@@ -214,7 +220,7 @@ async def _wait_revision(
             await asyncio.sleep(poll_s)
         info = await runtime.get_service(plan.service)
         if not revision and info.latest_created_revision and info.latest_created_revision != before:
-            revision, created_at = info.latest_created_revision, time.monotonic()
+            revision, created_at = info.latest_created_revision, rep.now()
             await rep(Progress(phase="revision created", elapsed_s=rep.elapsed(), revision=revision))
         return await runtime.get_revision(plan.service, revision) if revision else None
 
@@ -224,7 +230,7 @@ async def _wait_revision(
     while True:
         raise_if_cancelled()  # a cancel a Redis write swallowed (skills/cancellation.py)
         try:
-            rev = await _ride_out("revision", deadline, poll_s, poll, still_watching)
+            rev = await _ride_out("revision", deadline, rep.now, poll_s, poll, still_watching)
         except TransientCloudError as exc:
             raise UserFacingError(
                 f"{runtime.display}'s API kept failing until the watch's deadline ({exc.message}); the revision may "
@@ -265,7 +271,7 @@ async def _wait_revision(
                 True,
             )
             return ExecResult(ok=False, detail=detail, revision=revision, duration_s=elapsed, log_lines=lines)
-        if time.monotonic() >= deadline:
+        if rep.now() >= deadline:
             detail = (
                 f"revision `{revision or '?'}` was still not ready after {elapsed:.0f} s; {runtime.display} keeps "
                 "trying until its startup probe gives up. Check `/gemma status`."
@@ -287,7 +293,7 @@ async def _wait_revision(
         else:
             seen = await _loading_seen(logs, plan.service, revision, since)
             if seen is None:
-                seen = time.monotonic() - created_at >= _CONTAINER_START_S
+                seen = rep.now() - created_at >= _CONTAINER_START_S
             phase = "weights loading" if seen else "instance starting"
         await rep(Progress(phase=phase, elapsed_s=elapsed, revision=revision))
 
@@ -303,7 +309,7 @@ async def _wait_ready(
 ) -> ExecResult:
     """A target without revisions: the operation's own phases are the progress (a queued resource may wait a
     long time before it is provisioned), then the service's readiness is the outcome."""
-    deadline = time.monotonic() + max(plan.wait_budget_s, 60.0)
+    deadline = rep.now() + max(plan.wait_budget_s, 60.0)
     phase = "submitted"
 
     async def still_waiting(exc: TransientCloudError) -> None:
@@ -313,7 +319,12 @@ async def _wait_ready(
         raise_if_cancelled()
         try:
             status = await _ride_out(
-                "deployment", deadline, poll_s, lambda: runtime.wait_operation(op, timeout_s=poll_s), still_waiting
+                "deployment",
+                deadline,
+                rep.now,
+                poll_s,
+                lambda: runtime.wait_operation(op, timeout_s=poll_s),
+                still_waiting,
             )
         except TransientCloudError as exc:
             raise UserFacingError(
@@ -338,7 +349,7 @@ async def _wait_ready(
                     True,
                 )
                 return ExecResult(ok=False, detail=detail, duration_s=elapsed, log_lines=lines)
-        if time.monotonic() >= deadline:
+        if rep.now() >= deadline:
             detail = f"`{plan.service}` was still not ready after {elapsed:.0f} s. Check `/gemma status`."
             await rep(Progress(phase="timed out", elapsed_s=elapsed, done=True, ok=False, detail=detail), True)
             return ExecResult(ok=False, detail=detail, duration_s=elapsed)
@@ -349,7 +360,7 @@ async def _wait_ready(
 
 
 async def _wait_traffic(runtime: ServingTarget, plan: Plan, op: str, rep: _Reporter, poll_s: float) -> ExecResult:
-    deadline = time.monotonic() + max(plan.wait_budget_s, 60.0)
+    deadline = rep.now() + max(plan.wait_budget_s, 60.0)
 
     async def still_moving(exc: TransientCloudError) -> None:
         await rep(Progress(phase="moving traffic", elapsed_s=rep.elapsed(), detail=exc.message))
@@ -357,7 +368,7 @@ async def _wait_traffic(runtime: ServingTarget, plan: Plan, op: str, rep: _Repor
     while True:
         raise_if_cancelled()
         status = await _ride_out(
-            "traffic", deadline, poll_s, lambda: runtime.wait_operation(op, timeout_s=poll_s), still_moving
+            "traffic", deadline, rep.now, poll_s, lambda: runtime.wait_operation(op, timeout_s=poll_s), still_moving
         )
         elapsed = rep.elapsed()
         if status.done and status.error:
@@ -383,7 +394,7 @@ async def _wait_traffic(runtime: ServingTarget, plan: Plan, op: str, rep: _Repor
                 True,
             )
             return ExecResult(ok=True, detail=detail, revision=plan.target_revision, duration_s=elapsed)
-        if time.monotonic() >= deadline:
+        if rep.now() >= deadline:
             return ExecResult(
                 ok=False, detail="traffic change still running; check `/gemma revisions`", duration_s=elapsed
             )
@@ -393,7 +404,7 @@ async def _wait_traffic(runtime: ServingTarget, plan: Plan, op: str, rep: _Repor
 async def _destroy(runtime: ServingTarget, plan: Plan, rep: _Reporter, poll_s: float) -> ExecResult:
     op = await runtime.delete_service(plan.service)
     await rep(Progress(phase="submitted", elapsed_s=rep.elapsed()))
-    deadline = time.monotonic() + max(plan.wait_budget_s, 60.0)
+    deadline = rep.now() + max(plan.wait_budget_s, 60.0)
     while True:
         raise_if_cancelled()
         status = await runtime.wait_operation(op, timeout_s=poll_s)
@@ -406,6 +417,6 @@ async def _destroy(runtime: ServingTarget, plan: Plan, rep: _Reporter, poll_s: f
                 True,
             )
             return ExecResult(ok=ok, detail=detail, duration_s=elapsed)
-        if time.monotonic() >= deadline:
+        if rep.now() >= deadline:
             return ExecResult(ok=False, detail="delete still running; check `/gemma status`", duration_s=elapsed)
         await rep(Progress(phase="deleting", elapsed_s=elapsed))
