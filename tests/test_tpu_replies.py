@@ -104,6 +104,16 @@ async def test_spot_is_offered_only_where_spot_quota_holds(console: ConsoleSessi
     assert "[" in out and "] Confirm" in out, out  # the alternative holds: its own plan may be confirmed
 
 
+async def test_a_zone_asked_for_without_quota_heads_its_plan_with_the_refusal(console: ConsoleSession) -> None:
+    await console.line("/gemma sandbox tpu-quota-zero")
+    zone = next(iter(load_tpu_catalog().zones))
+    out = await console.line(f"/gemma deploy {TPU_PROFILE} --zone {zone}")
+    header = _plan_header(out)
+    assert header.startswith("Plan: Cannot create Cloud TPU queued resource") and zone in header, header
+    assert "✓ fits" not in out and "] Confirm" not in out, out
+    assert "leave out `--zone`" not in out, out  # no other zone has quota: not an alternative that holds
+
+
 async def test_the_destroy_plan_of_a_suspended_queued_resource_speaks_of_a_suspended_one(
     console: ConsoleSession,
 ) -> None:

@@ -414,28 +414,46 @@ class TpuTarget:
             "hfTokenSecret": self.options.hf_token_secret,
             "queueWaitS": self.options.queue_wait_s,
         }
-        refusal = ""
+        refusal = why = ""  # why: the plan's header, in a few words
+        no_room = ""  # a zone or quota refusal: the capacity check does not pass, and says why in one line
         offers: list[tuple[dict[str, Any], str]] = []
         named = next((o for o in options if o.zone == p.zone), None)  # the zone asked for, as the search found it
         if existing is not None:
+            why = f"`{service}` already exists ({existing.state} in {existing.zone})"
             refusal = (
                 f"`{service}` already has a queued resource ({existing.state} in {existing.zone}); destroy it first."
             )
         elif named is not None and named.offered is False:
-            refusal = (
-                f"The Cloud TPU API does not list {fit.accelerator_type} in {named.zone}. Pick a zone that offers it "
-                "(`/gemma tpu zones`), or leave out `--zone`."
+            why = no_room = f"the Cloud TPU API does not list {fit.accelerator_type} in {named.zone}"
+            others = [z for z in usable if z != named.zone]
+            refusal = f"The Cloud TPU API does not list {fit.accelerator_type} in {named.zone}. " + (
+                f"Leave out `--zone`: the zone search found it with quota in {', '.join(others)}."
+                if others
+                else f"No other zone of the {len(options)} searched offers it with quota either."
             )
         elif named is not None and not named.usable:
+            why = no_room = f"{named.zone} has {named.why_not() or 'no quota'} of the {fit.chips} it needs"
             others = [z for z in usable if z != named.zone]
             refusal = f"{named.zone} has no TPU quota for this slice: {named.line()}. Request quota there" + (
                 f", or leave out `--zone`: the zone search found quota in {', '.join(others)}."
                 if others
                 else f"; no other zone of the {len(options)} searched has quota for it either."
             )
+            if not others:  # the other provisioning model, offered only where its own quota holds
+                for tier, found in (await self.other_provisioning(accel, provisioning)).items():
+                    held = [o.zone for o in found if o.usable]
+                    if held:
+                        refusal += (
+                            f" `--provisioning {tier}` has quota in {', '.join(held)}: its plan is one click below."
+                        )
+                        anywhere = {k: v for k, v in p.model_dump(exclude_none=True).items() if k != "zone"}
+                        offers.append(({**anywhere, "provisioning": tier}, ""))
         elif fit.verdict != "fits":
+            why = f"{fit.verdict.replace('_', ' ')}"
             refusal = "; ".join([*fit.unsupported, *fit.problems]) or fit.verdict
         elif nowhere:
+            why = f"none of the {len(options)} zones searched has quota for it"
+            no_room = f"none of the {len(options)} zones searched has {fit.chips} {provisioning} chips"
             alternatives = await self.other_provisioning(accel, provisioning)
             refusal = no_zone_text(options, fit.accelerator_type, provisioning, alternatives, self.tpu.quota.service)
             offers = [
@@ -451,13 +469,13 @@ class TpuTarget:
         lines = [
             f"{fit.model} on {fit.accelerator_type} ({fit.chips} chips, {provisioning}): "
             + fit.verdict.replace("_", " ")
-            + (" in HBM" if nowhere and fit.verdict == "fits" else ""),
+            + (" in HBM" if no_room and fit.verdict == "fits" else ""),
             f"KV cache {fit.kv_free_gib:g} GiB = {fit.kv_cache_tokens:,} tokens; {fit.max_concurrency:g} x "
             f"{fit.max_model_len:,}-token sequences",
             f"Cost while ACTIVE, serving or idle (no scale to zero): {cost}",
         ]
-        if nowhere:  # quota is capacity too: no zone has it, so the capacity check does not pass
-            lines.insert(1, f"Quota: none of the {len(options)} zones searched has {fit.chips} {provisioning} chips")
+        if no_room:  # a zone and its quota are capacity too: without them the capacity check does not pass
+            lines.insert(1, f"Zone: {no_room}")
         notes = [*fit.unsupported, *fit.problems, *fit.notes]
         notes += ["Zone search: " + o.line() for o in options]
         notes.append(
@@ -471,10 +489,10 @@ class TpuTarget:
             kind="deploy",
             service=service,
             summary=f"Create {what} in {zone}"
-            if not nowhere
-            else f"Cannot create {what}: none of the {len(options)} zones searched has quota for it",
+            if not refusal
+            else f"Cannot create {what}" + ("" if nowhere else f" in {zone}") + f": {why}",
             params=p.model_dump(exclude_none=True),
-            verdict="does_not_fit" if fit.verdict != "fits" or nowhere else "fits",
+            verdict="does_not_fit" if fit.verdict != "fits" or no_room else "fits",
             fit_lines=lines,
             notes=notes,
             gcloud=gcloud_create(service, {**spec, "zone": "ZONE"} if nowhere else spec),
