@@ -42,6 +42,15 @@ ENFORCE_EAGER = (
     "(EngineCore_DP0 pid=5906) WARNING 06-17 04:09:33 [vllm.py:1090] Enforce eager set, disabling torch.compile and "
     "CUDAGraphs. This is equivalent to setting -cc.mode=none -cc.cudagraph_mode=none"
 )
+# vllm-project/vllm#17386 (vLLM 0.8.5, gemma-3-1b-it on Kubernetes, stopped by its startup probe: the thread that led
+# to vLLM's docs naming this case): the last lines before the stop, the engine compiling.
+COMPILING = [
+    "INFO 05-08 00:41:42 [loader.py:458] Loading weights took 6.71 seconds",
+    "INFO 05-08 00:41:43 [gpu_model_runner.py:1347] Model loading took 14.9596 GiB and 8.705854 seconds",
+    "DEBUG 05-08 00:41:43 [decorators.py:203] Start compiling function <code object forward at 0xcdef740, file "
+    '"/usr/local/lib/python3.12/dist-packages/vllm/model_executor/models/llama.py", line 343>',
+    "DEBUG 05-08 00:41:45 [core.py:392] EngineCore exiting.",
+]
 # tests/data/field_logs/codelab1550_port_8000_timeout.log: Cloud Run's startup probe gave up.
 PROBE = (DATA / "field_logs" / "codelab1550_port_8000_timeout.log").read_text().splitlines()
 # tests/data/field_logs/healthy_vllm8719_a100_busy_systemd.log: a server that was up and serving.
@@ -160,6 +169,13 @@ def test_a_sigterm_during_start_up_is_said_as_such() -> None:
     assert "startup probe" in steps and "kubectl get events" in steps
     # The traceback the interrupt printed is not the error: no finding quotes it as the cause.
     assert not any(e.endswith("KeyboardInterrupt") for x in d.findings for e in x.evidence)
+
+
+def test_stopped_while_compiling_says_so_and_is_no_compile_failure() -> None:
+    d = diagnose(_entries(*COMPILING, *_lines(SIGTERM)))
+    assert d.root_kinds() == ["startup_interrupted"]
+    assert "while compiling the model (torch.compile)" in d.findings[0].title
+    assert "torch_compile_failed" not in d.kinds()
 
 
 def test_a_probe_that_gave_up_is_why_it_was_stopped() -> None:
