@@ -114,6 +114,16 @@ async def test_a_zone_asked_for_without_quota_heads_its_plan_with_the_refusal(co
     assert "leave out `--zone`" not in out, out  # no other zone has quota: not an alternative that holds
 
 
+async def test_a_slice_too_small_offers_the_one_that_fits_only_where_it_has_quota(console: ConsoleSession) -> None:
+    out = await console.line(f"/gemma deploy {TPU_PROFILE} --accelerator-type v6e-1")
+    assert _plan_header(out).startswith("Plan: Cannot create") and "needs more chips" in _plan_header(out), out
+    assert re.search(r"\[\d+\] .*accelerator_type=v6e-4", out), out  # the slice that fits, one click away
+    await console.line("/gemma sandbox tpu-quota-zero")
+    out = await console.line(f"/gemma deploy {TPU_PROFILE} --accelerator-type v6e-1")
+    assert "accelerator_type=v6e-4" not in out, out  # no quota for it anywhere: not offered
+    assert "v6e-4 would fit, but no zone searched has on-demand quota for it" in out, out
+
+
 async def test_the_destroy_plan_of_a_suspended_queued_resource_speaks_of_a_suspended_one(
     console: ConsoleSession,
 ) -> None:

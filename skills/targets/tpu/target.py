@@ -451,6 +451,18 @@ class TpuTarget:
         elif fit.verdict != "fits":
             why = f"{fit.verdict.replace('_', ' ')}"
             refusal = "; ".join([*fit.unsupported, *fit.problems]) or fit.verdict
+            bigger = fit.smallest_that_fits
+            if bigger and not offline:  # the slice that fits, offered only where the zone search finds quota for it
+                held = [o.zone for o in await self.zone_search(bigger, provisioning) if o.usable]
+                if held:
+                    refusal += (
+                        f". {bigger} fits, with {provisioning} quota in {', '.join(held)}: its plan is one click "
+                    )
+                    refusal += "below."
+                    anywhere = {k: v for k, v in p.model_dump(exclude_none=True).items() if k != "zone"}
+                    offers.append(({**anywhere, "accelerator_type": bigger}, ""))
+                else:
+                    refusal += f". {bigger} would fit, but no zone searched has {provisioning} quota for it."
         elif nowhere:
             why = f"none of the {len(options)} zones searched has quota for it"
             no_room = f"none of the {len(options)} zones searched has {fit.chips} {provisioning} chips"
