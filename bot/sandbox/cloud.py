@@ -89,7 +89,10 @@ class Sandbox:
         assert flags.model and flags.max_model_len, "the seeded service names its model and context"
         self.vllm = VllmSim(SimConfig(model_id=flags.model, max_model_len=flags.max_model_len))
         # While traffic is split (a canary), simulated users reach each revision at its tagged URL's own server.
-        self.fleet = RevisionFleet(self.clock, self.cloud_run, self.monitoring, service, self.vllm.config)
+        self.fleet = RevisionFleet(
+            self.clock, self.cloud_run, self.monitoring, service, self.vllm.config, served_of=self._served_by
+        )
+        self._serving = ""  # the revision whose configuration the service's vLLM answers with
         self.lifecycle = RevisionLifecycle(
             self.clock, self.logging, PROJECT, LOCATION, self.cloud_run.complete_revision
         )
@@ -225,8 +228,26 @@ class Sandbox:
             self.monitoring.add(metric, self.service, values, labels=labels, int_values=ints)
 
     # --- time ---------------------------------------------------------------------------------------------
+    def _served_by(self, revision: str) -> SimConfig | None:
+        startup = self.lifecycle.finished.get(revision)
+        return startup.served if startup is not None else None
+
+    def _follow_serving(self) -> None:
+        """The service's vLLM answers as the revision that takes the most traffic was started (its model, context
+        and KV cache, from its deployed configuration through the planner): a new revision is a new process."""
+        svc = self.cloud_run.services.get(self.service) or {}
+        shares = [t for t in svc.get("trafficStatuses") or [] if t.get("percent") and t.get("revision")]
+        if not shares:
+            return
+        revision = str(max(shares, key=lambda t: t["percent"])["revision"]).rsplit("/", 1)[-1]
+        served = self._served_by(revision)
+        if revision != self._serving and served is not None:
+            self._serving = revision
+            self.vllm.serve(served)
+
     def tick(self) -> None:
         self.lifecycle.tick()
+        self._follow_serving()
         self.fleet.tick()
         if not self.saturated:  # the simulator's own load (a bench) shows in its gauges
             busy = self.vllm.state.in_flight

@@ -25,6 +25,7 @@ from typing import Any
 from bot.sandbox import startup_lines as sl
 from bot.sandbox.clock import SandboxClock
 from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
+from bot.sandbox.vllm_sim import SimConfig
 from skills.capacity.catalog import load_catalog
 from skills.capacity.deployed import check_as_deployed
 from skills.capacity.fit_types import FitRequest
@@ -52,6 +53,7 @@ class Startup:
     wall_start: float = field(default_factory=time.time)
     written: int = 0
     backdated: bool = False  # seeded: it started long ago in real time too
+    served: SimConfig | None = None  # ready: what its vLLM reports (model, context, KV cache)
 
 
 def _container(template: dict[str, Any]) -> dict[str, Any]:
@@ -230,7 +232,17 @@ def plan_startup(svc: dict[str, Any], service: str, revision: str) -> Startup:
     if ready_at > probe_end:
         return probe_timeout()
     lines += sl.ready_lines(ready_at - 2.5, check.kv_free_gib, check.kv_tokens)
-    return Startup(service, revision, lines, ready_at, "ready")
+    # What this revision's vLLM answers once it serves: the figures its start-up lines printed.
+    served = SimConfig(
+        model_id=cfg["model"],
+        max_model_len=cfg["max_model_len"],
+        num_gpu_blocks=check.kv_blocks,
+        kv_cache_size_tokens=check.kv_tokens,
+        cache_dtype=cfg["kv_cache_dtype"],
+        gpu_memory_utilization=cfg["gpu_memory_utilization"],
+        uptime_s=0.0,
+    )
+    return Startup(service, revision, lines, ready_at, "ready", served=served)
 
 
 class RevisionLifecycle:

@@ -53,12 +53,14 @@ class RevisionFleet:
         service: str,
         config: SimConfig,
         rate_per_s: float = 2.0,
+        served_of: Callable[[str], SimConfig | None] = lambda revision: None,
     ) -> None:
         self.clock = clock
         self.cloud_run = cloud_run
         self.monitoring = monitoring
         self.service = service
         self.config = config
+        self.served_of = served_of  # what a ready revision's vLLM reports (its deployed configuration)
         self.rate_per_s = rate_per_s
         self.sims: dict[str, VllmSim] = {}
         self.behaviour: dict[str, Behaviour] = {}
@@ -80,8 +82,9 @@ class RevisionFleet:
     def sim(self, revision: str) -> VllmSim:
         with self._lock:
             if revision not in self.sims:
+                served = self.served_of(revision)
                 self.sims[revision] = VllmSim(
-                    SimConfig(model_id=self.config.model_id, max_model_len=self.config.max_model_len)
+                    served or SimConfig(model_id=self.config.model_id, max_model_len=self.config.max_model_len)
                 )
             return self.sims[revision]
 

@@ -71,6 +71,7 @@ class SimConfig:
     # max-model-len 8192 (6 KV-cache groups share the pool; skills/capacity/kv_accounting.py). None: an older server.
     kv_cache_size_tokens: int | None = 31240
     cache_dtype: str = "fp8"
+    gpu_memory_utilization: float = 0.9
     fail_status: int | None = None  # answer every completion with this HTTP status
     fail_every: int = 0  # >0: every Nth completion fails with HTTP 500
     stream_error_after: int = 0  # >0: streams fail after this many tokens with vLLM's in-stream error event
@@ -116,25 +117,12 @@ class VllmSim:
             "enable_prefix_caching",
         ]
         c = self.config
-        values = [str(c.block_size), c.cache_dtype, "0.9", str(c.num_gpu_blocks), "True"]
         if c.kv_cache_size_tokens is not None:
             cache_labels.append("kv_cache_size_tokens")
-            values.append(str(c.kv_cache_size_tokens))
+        self._cache_labels = cache_labels
         self.cache_info = Gauge("vllm:cache_config_info", "Cache config", cache_labels, registry=r)
-        self.cache_info.labels(*values).set(1)
-        self.process_start = time.time() - c.uptime_s
-        Gauge("process_start_time_seconds", "Start time", registry=r).set(self.process_start)
-        self._lab = {"model_name": c.model_id, "engine": "0"}
-        for g in (self.running, self.waiting, self.kv_usage):
-            g.labels(**self._lab).set(0)
-        for m in (
-            self.preemptions,
-            self.prompt_tokens,
-            self.generation_tokens,
-            self.prefix_queries,
-            self.prefix_hits,
-        ):
-            m.labels(**self._lab)  # present (at 0) from the start, as in vLLM
+        self.start_time = Gauge("process_start_time_seconds", "Start time", registry=r)
+        self._reset(c)
         self.app = Starlette(
             routes=[
                 Route("/health", self._health),
@@ -149,6 +137,39 @@ class VllmSim:
         )
 
     # --- test controls -------------------------------------------------------------------------------
+    def serve(self, config: SimConfig) -> None:
+        """Answer as a server just started with `config` (the sandbox: the revision that now serves is a new vLLM
+        process): its model id and context on /v1/models, its KV-cache figures on cache_config_info, counters and
+        histograms from zero, a new process start time."""
+        self.config = config
+        self._reset(config)
+
+    def _reset(self, c: SimConfig) -> None:
+        values = [str(c.block_size), c.cache_dtype, f"{c.gpu_memory_utilization:g}", str(c.num_gpu_blocks), "True"]
+        if "kv_cache_size_tokens" in self._cache_labels:  # the label set is fixed when the gauge is made
+            values.append(str(c.kv_cache_size_tokens or 0))
+        self.cache_info.clear()
+        self.cache_info.labels(*values).set(1)
+        self.process_start = time.time() - c.uptime_s
+        self.start_time.set(self.process_start)
+        self._lab = {"model_name": c.model_id, "engine": "0"}
+        for g in (self.running, self.waiting, self.kv_usage):
+            g.clear()
+            g.labels(**self._lab).set(0)
+        for m in (
+            self.preemptions,
+            self.prompt_tokens,
+            self.generation_tokens,
+            self.prefix_queries,
+            self.prefix_hits,
+            self.ttft,
+            self.itl,
+            self.e2e,
+        ):
+            m.clear()
+        for m in (self.preemptions, self.prompt_tokens, self.generation_tokens, self.prefix_queries, self.prefix_hits):
+            m.labels(**self._lab)  # present (at 0) from the start, as in vLLM
+
     def set_gauges(self, *, running: float = 0, waiting: float = 0, kv_usage: float = 0) -> None:
         self.running.labels(**self._lab).set(running)
         self.waiting.labels(**self._lab).set(waiting)

@@ -37,6 +37,7 @@ def check_as_deployed(req: FitRequest, catalog: Catalog | None = None) -> Deploy
         kv_free_gib=round(c.kv_free_gib, 2),
         kv_needed_gib=round(c.bpt * mml / GIB, 2),
         kv_tokens=c.kv_tokens,
+        kv_blocks=c.kv.num_blocks if c.kv is not None else 0,
         max_len_that_fits=largest_len(cat, m, g, eff),
         graph_warmup_gib=m.graph_warmup_gib,
         host_need_gib=round(c.host_need_gib, 1),

@@ -94,6 +94,7 @@ class DeployedCheck(BaseModel):
     kv_free_gib: float
     kv_needed_gib: float  # one full sequence at max-model-len
     kv_tokens: int
+    kv_blocks: int = 0  # the KV-cache blocks vLLM allocates (its cache_config_info's num_gpu_blocks)
     max_len_that_fits: int
     graph_warmup_gib: float
     host_need_gib: float
