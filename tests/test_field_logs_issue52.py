@@ -171,6 +171,15 @@ def test_a_sigterm_during_start_up_is_said_as_such() -> None:
     assert not any(e.endswith("KeyboardInterrupt") for x in d.findings for e in x.evidence)
 
 
+def test_the_engine_exiting_while_compiling_is_a_stop_from_outside() -> None:
+    """vllm/v1/engine/core.py run_engine_core: its SIGTERM/SIGINT handler raises SystemExit, logged at DEBUG as
+    "EngineCore exiting."; here, all vllm#17386's log shows of the probe's SIGTERM."""
+    d = diagnose(_entries(*COMPILING))
+    assert d.root_kinds() == ["startup_interrupted"]
+    assert "stopped from outside during start-up, while compiling the model (torch.compile)" in d.findings[0].title
+    assert "torch_compile_failed" not in d.kinds()
+
+
 def test_stopped_while_compiling_says_so_and_is_no_compile_failure() -> None:
     d = diagnose(_entries(*COMPILING, *_lines(SIGTERM)))
     assert d.root_kinds() == ["startup_interrupted"]

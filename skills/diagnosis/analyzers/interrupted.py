@@ -10,7 +10,10 @@ Sources of the lines (issue 52):
 - The older engine's worker monitor: "Worker %s pid %s died, exit code: %s" (vllm/executor/multiproc_worker_utils.py);
   a negative exit code -N is death by signal N (Python's multiprocessing.Process.exitcode), and 15 is SIGTERM
   (signal(7)).
-- The V1 engine's shutdown log: "[shutdown] EngineCore: trigger received signal=SIGTERM" (vllm/v1/engine/core.py).
+- The V1 engine's shutdown log: "[shutdown] EngineCore: trigger received signal=SIGTERM" (vllm/v1/engine/core.py);
+  before that, run_engine_core's own handler ("Either SIGTERM or SIGINT will terminate the engine_core") raised
+  SystemExit, logged at DEBUG as "EngineCore exiting." (only a stop signal raises it; an error logs "EngineCore failed
+  to start." instead).
 - Docker's "exited with code 143": 128 + 15, a process ended by SIGTERM.
 
 What stops a server that is still starting is its orchestrator: a startup probe that gave up (Kubernetes restarts the
@@ -35,7 +38,10 @@ MARKERS = rx(
     r"\bdied, exit code:? -15\b",
     r"received signal=SIGTERM\b",
     r"exited with code 143\b",
+    r"\bEngineCore exiting\.",
 )
+# Markers that name SIGTERM itself (the others: SIGTERM or SIGINT, both a stop from outside).
+_SIGTERM = re.compile(r"terminated|-15\b|SIGTERM|code 143|signal_handler|_interrupt_init")
 # Lines that belong to the traceback the interrupt printed: its header, frames and their code lines, the
 # interrupt itself.
 _TRACEBACK_PART = re.compile(
@@ -109,13 +115,14 @@ def startup_interrupted(view: LogView) -> Finding | None:
     hits = [(line, None) for line in view.lines[at : at + 200] if any(m.search(line.text) for m in MARKERS)]
     phase = _phase(view.lines[:at])
     doing = f", while {phase}" if phase else ""
+    signal = "SIGTERM" if any(_SIGTERM.search(h.text) for h, _ in hits) else "SIGTERM or SIGINT"
     return Finding(
         kind="startup_interrupted",
-        title=f"vLLM was stopped from outside during start-up{doing} (SIGTERM): it never got to serve",
+        title=f"vLLM was stopped from outside during start-up{doing} ({signal}): it never got to serve",
         severity="critical",
         evidence=evidence_of(hits, 2),
         remediation=Remediation(
-            summary="Nothing in these lines failed: the process was sent SIGTERM before it was ready, and the traceback that follows is the interrupt, not an error.",
+            summary=f"Nothing in these lines failed: the process was sent {signal} before it was ready, and any traceback that follows is the interrupt, not an error.",
             steps=[
                 "Find what stopped it, usually the orchestrator's startup probe or start timeout. Kubernetes: `kubectl get events` shows 'failed startup probe, will be restarted'; give the startupProbe a failureThreshold x periodSeconds above the measured start time (vLLM docs, Using Kubernetes > Troubleshooting). Cloud Run: the startup probe's failure threshold x period. systemd: TimeoutStartSec; a wrapper script or `docker stop`: its own timeout.",
                 "Measure one start without the probe (load, compile, warm-up) and set the budget above it"
