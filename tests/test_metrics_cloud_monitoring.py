@@ -51,7 +51,7 @@ async def test_series_over_grpc_with_the_librarys_messages(monitoring, settings:
     assert len(series) == 1
     s = series[0]
     assert [p.value for p in s.points] == [0.2, 0.9, 0.75]  # oldest first
-    assert s.labels["service_name"] == SERVICE
+    assert s.labels == {}  # a cross-series reducer keeps only the group-by labels (none here), as the API does
     req = standin.requests[-1]
     assert req.name == "projects/test-proj"
     assert 'metric.type = "run.googleapis.com/container/gpu/utilizations"' in req.filter
@@ -140,9 +140,8 @@ async def test_series_of_one_revision_filter_on_its_revision_name(monitoring, se
         standin.add("request_count", SERVICE, [errors], labels={"response_code_class": "5xx"}, revision=rev)
     metrics = CloudMonitoringMetrics(settings.model_copy(update={"cloud_monitoring_api_endpoint": addr}))
     series = await metrics.series(SERVICE, "request_count", 10, revision="vllm-gemma4-canary-123456")
-    assert {(s.labels["revision_name"], s.labels["response_code_class"], s.points[0].value) for s in series} == {
-        ("vllm-gemma4-canary-123456", "2xx", 10.0),
-        ("vllm-gemma4-canary-123456", "5xx", 2.0),
-    }
+    assert {(s.labels["response_code_class"], s.points[0].value) for s in series} == {("2xx", 10.0), ("5xx", 2.0)}
     assert 'resource.labels.revision_name = "vllm-gemma4-canary-123456"' in standin.requests[-1].filter
-    assert len(await metrics.series(SERVICE, "request_count", 10)) == 4  # without a revision: every revision's
+    # Without a revision: every revision's, summed per response code class (the reducer's group-by)
+    both = await metrics.series(SERVICE, "request_count", 10)
+    assert {(s.labels["response_code_class"], s.points[0].value) for s in both} == {("2xx", 20.0), ("5xx", 2.1)}

@@ -33,7 +33,7 @@ from bot.sandbox.lifecycle import RevisionLifecycle, Startup
 from bot.sandbox.monitoring_grpc import MonitoringStandIn, serve_monitoring
 from bot.sandbox.preflight_standins import SCENARIOS as PREFLIGHT_SCENARIOS
 from bot.sandbox.preflight_standins import PreflightStandIns
-from bot.sandbox.revision_traffic import CANARY_SCENARIOS, RevisionFleet
+from bot.sandbox.revision_traffic import CANARY_SCENARIOS, LOAD_METRICS, SERVICE_RATE_PER_S, RevisionFleet
 from bot.sandbox.server import serve
 from bot.sandbox.tpu_api import TpuStandIn, serve_tpu
 from bot.sandbox.tpu_nodes import TpuNodeSim
@@ -90,7 +90,13 @@ class Sandbox:
         self.vllm = VllmSim(SimConfig(model_id=flags.model, max_model_len=flags.max_model_len))
         # While traffic is split (a canary), simulated users reach each revision at its tagged URL's own server.
         self.fleet = RevisionFleet(
-            self.clock, self.cloud_run, self.monitoring, service, self.vllm.config, served_of=self._served_by
+            self.clock,
+            self.cloud_run,
+            self.monitoring,
+            service,
+            self.vllm.config,
+            rate_per_s=SERVICE_RATE_PER_S,
+            served_of=self._served_by,
         )
         self._serving = ""  # the revision whose configuration the service's vLLM answers with
         self.lifecycle = RevisionLifecycle(
@@ -221,11 +227,13 @@ class Sandbox:
             ("container/memory/utilizations", [0.48] * 5, None, False),
             ("container/cpu/utilizations", [0.22, 0.25, 0.31, 0.27, 0.24], None, False),
             ("container/instance_count", [1.0] * 5, {"state": "active"}, True),
-            ("request_count", [12.0, 15.0, 18.0, 14.0, 16.0], {"response_code_class": "2xx"}, True),
+            ("request_count", [12.0, 15.0, 18.0, 14.0, SERVICE_RATE_PER_S], {"response_code_class": "2xx"}, True),
             ("request_latencies", [2100.0, 2300.0, 2650.0, 2400.0, 2200.0], None, False),
         )
         for metric, values, labels, ints in series:
-            self.monitoring.add(metric, self.service, values, labels=labels, int_values=ints)
+            # Requests and instances from now on are the simulated load's (RevisionFleet): history ends a minute ago.
+            ago = 60 if metric in LOAD_METRICS else 0
+            self.monitoring.add(metric, self.service, values, labels=labels, int_values=ints, ago_s=ago)
 
     # --- time ---------------------------------------------------------------------------------------------
     def _served_by(self, revision: str) -> SimConfig | None:

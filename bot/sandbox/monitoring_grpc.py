@@ -18,6 +18,7 @@ from google.cloud import monitoring_v3
 from google.cloud.monitoring_v3.types import metric_service
 
 from bot.sandbox.grpc_server import serve_grpc_services
+from bot.sandbox.monitoring_aggregation import aggregate
 from bot.sandbox.monitoring_alerting import AlertingStandIn, alerting_services
 
 
@@ -54,11 +55,13 @@ class MonitoringStandIn:
         int_values: bool = False,
         revision: str = "",
         replace: bool = False,
+        ago_s: int = 0,
     ) -> None:
         """One series of points ending now, `step_s` apart, for run.googleapis.com/<metric>; `revision` sets the
         cloud_run_revision resource's revision_name label; `replace` drops the series of that metric with the same
-        labels and revision first (a simulated load keeps one series per revision up to date)."""
-        now = datetime.now(UTC).replace(microsecond=0)
+        labels and revision first (a simulated load keeps one series per revision up to date); `ago_s` ends it that
+        long before now (history that a simulated load then carries on)."""
+        now = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=ago_s)
         points: list[monitoring_v3.Point] = []
         for i, v in enumerate(values):
             end = now - timedelta(seconds=step_s * (len(values) - 1 - i))
@@ -116,12 +119,15 @@ class MonitoringStandIn:
         if not m or not request.name.startswith("projects/"):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "filter must name metric.type; name must be projects/...")
             raise AssertionError("unreachable: abort raises")
-        found = [
-            ts
-            for ts in self.series.get(m.group(1), [])
-            if (s is None or ts.resource.labels["service_name"] == s.group(1))
-            and (r is None or ts.resource.labels.get("revision_name", "") == r.group(1))
-        ]
+        with self._lock:
+            found = [
+                ts
+                for ts in self.series.get(m.group(1), [])
+                if (s is None or ts.resource.labels["service_name"] == s.group(1))
+                and (r is None or ts.resource.labels.get("revision_name", "") == r.group(1))
+            ]
+        if request.aggregation.alignment_period:
+            found = aggregate(found, request.aggregation, request.interval.start_time, request.interval.end_time)
         return metric_service.ListTimeSeriesResponse(time_series=found)
 
 

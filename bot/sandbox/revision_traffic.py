@@ -40,8 +40,10 @@ CANARY_SCENARIOS: dict[str, tuple[str, Behaviour]] = {
     "canary-regresses": ("the next canary is slower (TTFT x6, latency x3) and fails 8% of requests", REGRESSING),
     "canary-holds": ("the next canary serves like the revision it is compared with", STEADY),
 }
+SERVICE_RATE_PER_S = 16.0  # the sandbox's users: requests per second to the service, however traffic is split
+LOAD_METRICS = ("request_count", "container/instance_count")  # what the simulated load writes, per revision
 _SPREAD = (0.7, 0.85, 0.95, 1.0, 1.05, 1.1, 1.2, 1.35, 0.9, 1.0)  # deterministic jitter around the typical value
-_MAX_PER_TICK = 400  # a long jump of the clock still costs little real time
+_MAX_PER_TICK = 400  # observed into a simulator's histograms per tick: a long jump of the clock costs little
 
 
 class RevisionFleet:
@@ -68,6 +70,7 @@ class RevisionFleet:
         self._served: dict[str, list[float]] = {}  # revision -> [ok, errors] since the split began
         self._carry: dict[str, float] = {}
         self._since: float | None = None  # when the current split began (sandbox seconds)
+        self._counted: set[str] = set()  # revisions with an instance_count series
         self._last = clock.now()
         self._lock = threading.Lock()
 
@@ -101,9 +104,11 @@ class RevisionFleet:
         dt, self._last = now - self._last, now
         svc = self.cloud_run.services.get(self.service)
         split = [s for s in (svc or {}).get("trafficStatuses") or [] if s.get("percent") and s.get("revision")]
+        self._instances(split)
         if len(split) < 2:  # no canary: the service's own simulator carries the load (bot/sandbox/cloud.py)
             self._since = None
             self._served.clear()
+            self._steady(split)
             return
         if self._since is None:
             self._since = now
@@ -113,13 +118,13 @@ class RevisionFleet:
             rev, share = status["revision"], status["percent"] / 100
             b = self._behaviour(rev, status.get("tag", ""))
             due = self.rate_per_s * dt * share + self._carry.get(rev, 0.0)
-            n = min(int(due), _MAX_PER_TICK)
+            n = int(due)  # every request counts in Cloud Monitoring
             self._carry[rev] = due - int(due)
             served = self._served.setdefault(rev, [0.0, 0.0])
             errors = round((served[0] + served[1] + n) * b.error_share) - round(sum(served) * b.error_share)
             ok = max(0, n - errors)
             sim = self.sim(rev)
-            spread = [_SPREAD[(int(sum(served)) + i) % len(_SPREAD)] for i in range(ok)]
+            spread = [_SPREAD[(int(sum(served)) + i) % len(_SPREAD)] for i in range(min(ok, _MAX_PER_TICK))]
             sim.observe(ttft=[b.ttft_s * f for f in spread], e2e=[b.e2e_s * f for f in spread])
             busy = self.rate_per_s * share * b.e2e_s  # Little's law: requests in flight at this rate
             sim.set_gauges(running=busy, waiting=b.waiting, kv_usage=b.kv_usage)
@@ -135,6 +140,28 @@ class RevisionFleet:
                     revision=rev,
                     replace=True,
                 )
+
+    def _instances(self, serving: list[dict[str, Any]]) -> None:
+        """One active instance per revision that takes traffic (each is a GPU instance: a canary's split runs
+        two), none for the others; written to Cloud Monitoring's instance_count as Cloud Run reports it."""
+        with_traffic = {str(s["revision"]) for s in serving}
+        for rev in with_traffic | self._counted:
+            n = 1.0 if rev in with_traffic else 0.0
+            self.monitoring.add(
+                "container/instance_count", self.service, [n], labels={"state": "active"}, revision=rev, replace=True,
+                int_values=True,
+            )  # fmt: skip
+        self._counted = with_traffic
+
+    def _steady(self, serving: list[dict[str, Any]]) -> None:
+        """The one revision that serves takes the whole rate, with a steady revision's errors."""
+        for status in serving:
+            rate, e = self.rate_per_s * status["percent"] / 100, STEADY.error_share
+            for cls, value in (("2xx", rate * (1 - e)), ("5xx", rate * e)):
+                self.monitoring.add(
+                    "request_count", self.service, [value], labels={"response_code_class": cls},
+                    revision=str(status["revision"]), replace=True,
+                )  # fmt: skip
 
     @property
     def app(self) -> ASGIApp:

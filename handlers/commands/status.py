@@ -40,6 +40,9 @@ def render_status(r: StatusReport) -> Reply:
         reply.add(text="\n".join(f"• {n}" for n in r.notes))
     gpu = f"{s.gpu_count} x {s.gpu_type}" if s.gpu_type else "none"
     revisions = f"latest created `{s.latest_created_revision or '—'}`\nlatest ready `{s.latest_ready_revision or '—'}`"
+    # Where requests go when more than one revision takes them (a canary): each share, its tag, one instance each.
+    shares = [t for t in s.traffic if t.percent]
+    split = " · ".join(f"{t.percent}% `{t.revision or 'latest'}`" + (f" ({t.tag})" if t.tag else "") for t in shares)
     scaling = f"min {s.min_instances} / max {s.max_instances}, concurrency {s.concurrency or '—'}"
     resources = [("CPU / memory", f"{s.cpu or '—'} / {s.memory or '—'}")]
     if s.accelerator:  # a target's own accelerator (a TPU slice): one node, its CPUs come with its type
@@ -49,6 +52,7 @@ def render_status(r: StatusReport) -> Reply:
         fields=[
             ("URL", s.uri or "—"),
             *([("Revisions", revisions)] if r.revisions else []),  # a target without revisions has none to show
+            *([("Traffic", f"split: {split}")] if len(shares) > 1 else []),
             ("Scaling", scaling),
             *([("Accelerator", s.accelerator)] if s.accelerator else [("GPU", gpu)]),
             *resources,
