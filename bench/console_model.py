@@ -11,8 +11,8 @@ types into the console, against the sandbox, and after every step checks what th
 simulated project shows.
 
 Rules: deploy (and a canary deploy), confirm, scale, rollback, promote, destroy, sandbox scenarios, fix buttons,
-diagnose, fit of a profile and its Plan deploy button, cost, the Cloud TPU profile and its cost, and Ctrl-C during
-a confirmed write. Invariants,
+diagnose, fit of a profile and its Plan deploy button, cost, metrics, status, the Cloud TPU profile and its cost, and
+Ctrl-C during a confirmed write. Invariants,
 after every step (the world first settled: background watches done, starting revisions decided):
 - a reply saying a revision is ready and serving N% (or holds 100% after a rollback) matches the stand-in;
 - every confirmed write has one audit record, not pending once settled, whose outcome matches the stand-in
@@ -31,7 +31,11 @@ after every step (the world first settled: background watches done, starting rev
 - every diff's base is the serving revision, or the plan names it: when the template is not what serves, a plan's
   change list says which revision it is against;
 - the gcloud equivalent changes exactly what the plan changes: every line of the change list is expressed by the
-  commands it prints (`unexpressed`).
+  commands it prints (`unexpressed`);
+- sandbox metrics agree with the plan of what serves: `/gemma metrics`' KV capacity is what the plan that made the
+  serving revision predicted;
+- status says what the stand-in shows: ready only with a ready revision taking traffic, a split with its shares, an
+  instance per revision taking traffic.
 
 Rules take no preconditions: those would read the world, which timing can change (where a Ctrl-C lands), and
 Hypothesis replays its choices; a rule that does not apply does nothing. One sandbox serves many examples (its
@@ -77,6 +81,11 @@ TPU_PRICE = re.compile(r"Cost while ACTIVE, serving or idle \(no scale to zero\)
 ALERTED = re.compile(r"Revision `([\w-]+)` failed \([\w.-]+\); Cloud Monitoring alerts\.")
 INCIDENT_HEAD = re.compile(r"^\s*Revision ([\w-]+) of [\w-]+ failed to become ready", re.M)
 FINDINGS = re.compile(r"^  \| [\w-]+: (?:\d+ finding|no known failure)", re.M)
+PLANNED_KV = re.compile(r"^• KV cache ([\d,]+) tokens", re.M)  # a plan's capacity check
+METRICS_KV = re.compile(r"KV cache capacity\s+([\d,]+) tokens")
+STATUS_HEAD = re.compile(rf"^. {SERVICE}: (\S.*)$", re.M)
+STATUS_SPLIT = re.compile(r"Traffic\s+split: (.*)$", re.M)
+STATUS_INSTANCES = re.compile(r"Instances\s+(\d+) now")
 
 
 def reset(sandbox: Sandbox) -> None:
@@ -170,8 +179,9 @@ def unexpressed(plan_text: str) -> list[str]:
             ok = (old - now) <= set(removed.group(1).split(",") if removed else [])
         elif field == "template.revision":
             suffix = re.search(r"--revision-suffix=(\S+)", gcloud)
-            if sign == "-":  # a new revision, named by Cloud Run: any command that makes one
-                ok = "gcloud run deploy" in gcloud or "gcloud run services update " in gcloud
+            if sign == "-":  # a new revision, named by Cloud Run: any command that makes one, or traffic moved to
+                # the latest revision when the template already runs the configuration (it was made before)
+                ok = any(c in gcloud for c in ("gcloud run deploy", "gcloud run services update ", "--to-latest"))
             else:  # gcloud names a revision `<service>-<suffix>`
                 ok = suffix is not None and new.endswith("-" + suffix.group(1))
         elif field.startswith("annotations."):
@@ -211,6 +221,7 @@ class ConsoleModel(RuleBasedStateMachine):
         self.fitted: list[tuple[str, str]] = []  # (fit's reply, the plan its Plan deploy button made)
         self.tpu_price: tuple[str, str] | None = None  # the TPU plan's $/h for the slice, and its zone
         self.diffs_checked: set[str] = set()  # plan texts whose diff base was checked
+        self.planned_kv: dict[str, int] = {}  # revision -> the KV capacity the plan that made it predicted
         self.log: list[str] = []
 
     def teardown(self) -> None:
@@ -340,7 +351,22 @@ class ConsoleModel(RuleBasedStateMachine):
         if not self._pending_confirm():
             return
         self._note_confirm()
+        plans = [b for b in re.split(r"(?=^Plan: )", self.session.text, flags=re.M) if b.startswith("Plan: ")]
+        predicted = PLANNED_KV.search(plans[-1]) if plans else None
         self._type("click Confirm")
+        made = READY_SERVING.search(self.out) or READY_IDLE.search(self.out)
+        if predicted and made:
+            self.planned_kv[made.group(1)] = int(predicted.group(1).replace(",", ""))
+
+    @rule()
+    def metrics(self) -> None:
+        if self._exists():
+            self._type("/gemma metrics")
+
+    @rule()
+    def status(self) -> None:
+        if self._exists():
+            self._type("/gemma status --fresh")
 
     @rule(low=st.integers(0, 1), high=st.integers(1, 3), then=THEN)
     def scale(self, low: int, high: int, then: str) -> None:
@@ -604,6 +630,37 @@ class ConsoleModel(RuleBasedStateMachine):
         findings = len(FINDINGS.findall(text))
         if len(alerted) > findings:
             self._fail(f"{len(alerted)} failed revisions alerted, {findings} investigations with findings")
+
+    @invariant()
+    def sandbox_metrics_agree_with_the_plan_of_what_serves(self) -> None:
+        """`/gemma metrics`' KV capacity is what the plan that made the serving revision predicted (the sandbox's
+        vLLM derives its figures from what was deployed, never a constant)."""
+        said = METRICS_KV.search(self.out) if self.log and self.log[-1] == "/gemma metrics" else None
+        serving = [r for r, p in self.session.traffic().items() if p == 100]
+        if said is None or not serving or serving[0] not in self.planned_kv:
+            return
+        shown, planned = int(said.group(1).replace(",", "")), self.planned_kv[serving[0]]
+        if shown != planned:
+            self._fail(f"metrics say a KV capacity of {shown:,} tokens; the plan of `{serving[0]}` said {planned:,}")
+
+    @invariant()
+    def status_says_what_the_stand_in_shows(self) -> None:
+        """Status says ready only when a ready revision takes traffic; a split is shown with the stand-in's shares;
+        one instance per revision with traffic."""
+        if not self.log or not self.log[-1].startswith("/gemma status"):
+            return
+        head = STATUS_HEAD.search(self.out)
+        traffic = {r: p for r, p in self.session.traffic().items() if p}
+        if head and head.group(1).startswith("ready"):
+            if not any(self.session.revision_state(r) is True for r in traffic):
+                self._fail(f"status says ready; the stand-in routes {traffic} to no ready revision")
+        split = STATUS_SPLIT.search(self.out)
+        shown = {r: int(p) for p, r in re.findall(r"(\d+)% `([\w-]+)`", split.group(1))} if split else {}
+        if len(traffic) > 1 and shown != traffic:
+            self._fail(f"status shows the split {shown or 'not at all'}; the stand-in routes {traffic}")
+        instances = STATUS_INSTANCES.search(self.out)
+        if instances and len(traffic) > 1 and int(instances.group(1)) != len(traffic):
+            self._fail(f"status says {instances.group(1)} instance(s) now; {len(traffic)} revisions take traffic")
 
 
 def main() -> int:

@@ -78,3 +78,12 @@ async def test_a_canary_after_a_rollback_deploys_without_traffic_then_splits(con
     assert "gcloud run deploy" in deploy and "--no-traffic --tag=canary --revision-suffix=" in deploy, gcloud
     assert "--no-traffic" not in split and "--to-revisions=" in split, gcloud
     assert unexpressed(plan) == [], plan
+
+
+async def test_a_canary_of_another_profile_says_which_annotations_no_flag_sets(console: ConsoleSession) -> None:
+    """A canary of another profile changes the bot's own annotations (model, profile): no gcloud flag sets them,
+    so its gcloud says so, as every other plan's does (found by the console model's long run)."""
+    plan = await console.line("/gemma deploy gemma4-26b-qat-l4 --canary 10")
+    assert "annotations.gemma-sre/profile" in _section(plan, "Changes to the running service"), plan
+    assert "no gcloud flag sets them" in _section(plan, "gcloud equivalent"), plan
+    assert unexpressed(plan) == [], plan

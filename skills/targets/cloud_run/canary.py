@@ -41,7 +41,7 @@ from skills.ports import PreflightUnavailable, QuotaReader, Runtime, ServiceInfo
 from skills.serving.sizes import gib
 from skills.targets.canary import CANARY_TAG, DNS1035, MAX_LABEL, STABLE_TAG, CanaryInfo, PromoteParams
 from skills.targets.cloud_run.diff import diff_specs, fingerprint
-from skills.targets.cloud_run.gcloud import deploy_command, traffic_command, update_commands
+from skills.targets.cloud_run.gcloud import annotations_note, deploy_command, traffic_command, update_commands
 from skills.targets.cloud_run.plan_common import current_spec, validate_params
 from skills.targets.cloud_run.render import strip_output_only
 from skills.targets.env import DeployEnv
@@ -92,7 +92,7 @@ def _canary_gcloud(service: str, current: dict[str, Any], spec: dict[str, Any], 
     first = deploy_command(service, spec, env.region, env.project, update=True)
     first += f" \\\n  --no-traffic --tag={CANARY_TAG} --revision-suffix={suffix}"
     split = traffic_command(service, current.get("traffic") or [], spec["traffic"], env.region, env.project)
-    return f"{first}\n{split}"
+    return "\n".join(x for x in (first, split, annotations_note(current, spec)) if x)
 
 
 async def apply_canary(

@@ -207,13 +207,19 @@ def update_commands(service: str, old: dict[str, Any], new: dict[str, Any], regi
     traffic = traffic_command(service, old.get("traffic") or [], new.get("traffic") or [], region, project)
     if traffic:
         out.append(traffic)
+    note = annotations_note(old, new)
+    if note:
+        out.append(note)
+    return "\n".join(out)
+
+
+def annotations_note(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """The bot's own annotations that change, said in a comment: no gcloud flag sets them ('' if none)."""
     bookkeeping = sorted(
         k
         for k in set(old.get("annotations") or {}) | set(new.get("annotations") or {})
         if (old.get("annotations") or {}).get(k) != (new.get("annotations") or {}).get(k)
     )
-    if bookkeeping:
-        out.append(
-            "# and annotations " + ", ".join(bookkeeping) + ": no gcloud flag sets them; the plan's spec has them"
-        )
-    return "\n".join(out)
+    if not bookkeeping:
+        return ""
+    return "# and annotations " + ", ".join(bookkeeping) + ": no gcloud flag sets them; the plan's spec has them"
