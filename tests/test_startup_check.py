@@ -114,5 +114,12 @@ async def test_deploy_thread_gets_predicted_vs_actual_and_fit_shows_it(
         assert fit_reply is not None
         measured = next(s for s in fit_reply.sections if (s.heading or "").startswith("Last measured on"))
         assert "1,050,170 tokens" in (measured.text or "")
+        # A fit of other KV settings says the measurement is of another configuration, and predicts nothing for it
+        other, _ = await command(deps, "fit gemma4-12b-qat-l4 --max-model-len 4096 --kv-cache-dtype fp8")
+        assert other is not None
+        measured = next(s for s in other.sections if (s.heading or "").startswith("Last measured on"))
+        text = measured.text or ""
+        assert "1,050,170 tokens with `--max-model-len" in text and "not comparable" in text, text
+        assert "tokens (predicted" not in text, text
     finally:
         await close_deps(deps)

@@ -11,7 +11,7 @@ from handlers.reply import Button, Reply, plan_button
 from handlers.tpu_fit_render import render_tpu_fit, tpu_request
 from skills.capacity.catalog import Catalog
 from skills.capacity.fit import FitReport, check_fit, load_catalog
-from skills.capacity.startup_log import StartupFigures, last_figures
+from skills.capacity.startup_log import StartupFigures, kv_settings, last_figures
 from skills.capacity.tpu_fit import check_tpu_fit
 from skills.durations import format_duration
 from skills.serving.profiles import DeployProfile, load_profiles
@@ -37,8 +37,15 @@ def _measured(r: FitReport, service: str, seen: StartupFigures) -> tuple[str, st
     lines = []
     if seen.weights_gib is not None:
         lines.append(f"weights {seen.weights_gib:g} GiB (predicted {r.weights_gib:g})")
-    if seen.kv_cache_tokens is not None:
+    # KV figures compare only like with like: measured with other settings, they are said as such.
+    same_kv = not seen.kv_settings or seen.kv_settings == kv_settings(r.request)
+    if seen.kv_cache_tokens is not None and same_kv:
         lines.append(f"GPU KV cache size {seen.kv_cache_tokens:,} tokens (predicted {r.kv_cache_tokens:,})")
+    elif seen.kv_cache_tokens is not None:
+        lines.append(
+            f"GPU KV cache size {seen.kv_cache_tokens:,} tokens with `{seen.kv_settings}`, not this fit's "
+            f"`{kv_settings(r.request)}`: not comparable"
+        )
     if seen.max_concurrency is not None and seen.max_model_len:
         lines.append(f"max concurrency {seen.max_concurrency:g}x at {seen.max_model_len:,} tokens")
     if seen.ready_after_s is not None:

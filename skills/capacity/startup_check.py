@@ -13,7 +13,14 @@ from pydantic import BaseModel, Field
 
 from skills.capacity.fit import check_fit
 from skills.capacity.fit_types import ServingSummary
-from skills.capacity.startup_log import StartupFigures, cold_start_lines, comparison_lines, parse_startup, save_figures
+from skills.capacity.startup_log import (
+    StartupFigures,
+    cold_start_lines,
+    comparison_lines,
+    kv_settings,
+    parse_startup,
+    save_figures,
+)
 from skills.errors import UserFacingError
 from skills.ports import LogQuery, Logs, Store
 
@@ -62,6 +69,7 @@ async def check_startup(
         return check
     seen = parse_startup(e.text for e in batch.entries)
     seen.ready_after_s = ready_after_s
+    seen.kv_settings = kv_settings(report.request)
     check.figures = seen
     if not seen.complete:
         check.missing = "vLLM's start-up lines (model loading, GPU KV cache size) were not in the logs"

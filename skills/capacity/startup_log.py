@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from pydantic import BaseModel
 
 from skills.capacity.fit import FitReport
+from skills.capacity.fit_types import FitRequest
 from skills.ports import Store
 
 _NUM = r"(\d[\d,]*(?:\.\d+)?)"
@@ -59,6 +60,9 @@ class StartupFigures(BaseModel):
     engine_init_s: float | None = None  # profile + KV cache + compile + graphs + warm-up, after the load
     ready_after_s: float | None = None  # container start to ready, when the caller knows it
     measured_at: float = 0.0  # epoch seconds
+    # The KV settings it ran with (the deployed flags as the planner read them): figures measured with others are
+    # not this configuration's, and a comparison says so.
+    kv_settings: str = ""
     model: str = ""
     gpu: str = ""
     image: str = ""
@@ -140,6 +144,16 @@ def cold_start_lines(report: FitReport, seen: StartupFigures, probe_budget_s: in
         if share > 80:
             out.append(":warning: less than 20% headroom: raise the probe's failure threshold before the next deploy")
     return out
+
+
+def kv_settings(request: FitRequest) -> str:
+    """The settings a KV-cache figure depends on besides model and GPU, as flags (one wording for save and compare)."""
+    return (
+        f"--max-model-len {request.max_model_len} --kv-cache-dtype {request.kv_cache_dtype} "
+        f"--gpu-memory-utilization {request.gpu_memory_utilization:g}"
+        + (f" --cpu-offload-gb {request.cpu_offload_gb:g}" if request.cpu_offload_gb else "")
+        + (" --enforce-eager" if request.enforce_eager else "")
+    )
 
 
 def _key(prefix: str, service: str, model: str, gpu: str, image: str) -> str:
