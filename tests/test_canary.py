@@ -302,3 +302,16 @@ async def test_revisions_show_the_canarys_traffic_tags(deps: Deps, sandbox: Sand
     assert f"{canary}: ready, 20% traffic, tags: canary" in result.text
     listed = {r["name"]: r for r in result.structured["revisions"]}
     assert set(listed[baseline]["tags"]) == {"stable"} and listed[canary]["tags"]["canary"].startswith("http")
+
+
+async def test_no_error_share_is_shown_before_the_window_holds_a_request(deps: Deps, sandbox: Sandbox) -> None:
+    """The comparison's first row opens the window: no request in it yet, so no error share either (Cloud
+    Monitoring's share over the minutes before it would sit beside vLLM's count of 0)."""
+    sandbox.fleet.arm("canary-regresses")  # a canary that fails requests: an error share would show at once
+    responder, _ = await canary_thread(deps, sandbox)
+    tables = [s.code or "" for _, r, _ in responder.posts for s in r.sections if r.title.startswith("Canary `")]
+    tables += [s.code or "" for _, r in responder.updates for s in r.sections if r.title.startswith("Canary `")]
+    rows = [line.split() for t in tables for line in t.splitlines()[1:] if line.strip()]
+    assert rows, tables
+    for row in rows:  # role, revision, requests, errors, ...
+        assert row[2] != "0" or row[3] == "—", rows

@@ -156,7 +156,9 @@ async def gather(
     ev = evidence(revision, role, first if first is not None else latest, latest)
     if problem:
         ev.problems = [problem]
-    if metrics is not None:
+    # The window opens with this first scrape: no request in it yet, so no error share either (Cloud Monitoring's
+    # over the minutes before would sit beside a count of 0).
+    if metrics is not None and first is not None:
         try:
             ev.served, ev.error_rate = await cloud_run_error_rate(metrics, service, revision, window_minutes)
         except UserFacingError as exc:
