@@ -35,7 +35,8 @@ after every step (the world first settled: background watches done, starting rev
 - sandbox metrics agree with the plan of what serves: `/gemma metrics`' KV capacity is what the plan that made the
   serving revision predicted;
 - status says what the stand-in shows: ready only with a ready revision taking traffic, a split with its shares, an
-  instance per revision taking traffic.
+  instance per revision taking traffic;
+- TPU replies speak TPU: a slice's deploy progress uses none of Cloud Run's revision stages.
 
 Rules take no preconditions: those would read the world, which timing can change (where a Ctrl-C lands), and
 Hypothesis replays its choices; a rule that does not apply does nothing. One sandbox serves many examples (its
@@ -81,6 +82,8 @@ TPU_PRICE = re.compile(r"Cost while ACTIVE, serving or idle \(no scale to zero\)
 ALERTED = re.compile(r"Revision `([\w-]+)` failed \([\w.-]+\); Cloud Monitoring alerts\.")
 INCIDENT_HEAD = re.compile(r"^\s*Revision ([\w-]+) of [\w-]+ failed to become ready", re.M)
 FINDINGS = re.compile(r"^  \| [\w-]+: (?:\d+ finding|no known failure)", re.M)
+# Cloud Run's own stages and words, which a TPU deploy's replies must not use (a slice has no revisions)
+CLOUD_RUN_WORDS = ("revision created", "instance starting", "weights loading", "traffic moves only when ready")
 PLANNED_KV = re.compile(r"^• KV cache ([\d,]+) tokens", re.M)  # a plan's capacity check
 METRICS_KV = re.compile(r"KV cache capacity\s+([\d,]+) tokens")
 STATUS_HEAD = re.compile(rf"^. {SERVICE}: (\S.*)$", re.M)
@@ -661,6 +664,15 @@ class ConsoleModel(RuleBasedStateMachine):
         instances = STATUS_INSTANCES.search(self.out)
         if instances and len(traffic) > 1 and int(instances.group(1)) != len(traffic):
             self._fail(f"status says {instances.group(1)} instance(s) now; {len(traffic)} revisions take traffic")
+
+    @invariant()
+    def tpu_replies_speak_tpu(self) -> None:
+        """A TPU deploy's progress speaks of its queued resource's states, never of Cloud Run's revisions."""
+        if f"deploy `{TPU_SERVICE}`" not in self.out or f"deploy `{SERVICE}`" in self.out:
+            return
+        said = [w for w in CLOUD_RUN_WORDS if w in self.out]
+        if said:
+            self._fail(f"a TPU deploy's replies speak Cloud Run: {', '.join(said)}")
 
 
 def main() -> int:
