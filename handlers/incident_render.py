@@ -15,7 +15,7 @@ from handlers.incident_lifecycle_render import add_lifecycle, life_line
 from handlers.render_slack import inert, inert_bold
 from handlers.reply import Reply
 from skills.durations import format_duration
-from skills.incidents.model import SEVERITIES, Event, Incident
+from skills.incidents.model import SEVERITIES, Event, Fix, Incident
 from skills.logs.redact import redact
 from skills.markdown import plain_code
 from skills.text import shorten
@@ -68,7 +68,11 @@ def header_reply(inc: Incident, known_service_name: str) -> Reply:
         firing = sum(1 for m in inc.members.values() if m.state == "firing")
         fields.append(("Alerts", f"{len(inc.members)} grouped ({firing} firing)"))
     if inc.fix is not None:
-        fields.append(("Fix", f"{inc.fix.action} at {_when(inc.fix.at)}"))
+        # Fixed only when its revision served before the condition cleared (Incident.fixed_by); else it says which.
+        late = state == "resolved" and inc.fixed_by() is None
+        fields.append(
+            ("Fix", f"{inc.fix.action} at {_when(inc.fix.at)}" + (" (after the alert closed)" if late else ""))
+        )
     r.add(fields=fields)
     add_lifecycle(r, inc)
     if lead.summary:  # the sender's text, lines and all: in a code block, where Slack formats nothing
@@ -102,13 +106,30 @@ def _truncated(n: int) -> str:
     )
 
 
+def _serves(fix: Fix) -> str:
+    """What the service showed of the fix's revision when it landed (skills/incidents/model.py `Fix`)."""
+    if not fix.revision:
+        return "no revision"
+    rev = f"revision {plain_code(shorten(redact(fix.revision), 80))}"
+    if fix.serving is None:
+        return f"{rev} ready (its share of traffic could not be read)"
+    if not fix.serving:
+        return f"{rev} is ready but serves no traffic"
+    return f"{rev} serving {fix.serving}% of traffic"
+
+
 def _fix_line(ev: Event) -> str:
     fix = ev.fix
     if fix is None:
         return ""
     if ev.kind == "fixed":
-        ready = f"revision {plain_code(shorten(redact(fix.revision), 80))} ready, " if fix.revision else ""
-        return f":white_check_mark: fixed by {fix.action} at {_when(fix.at)}: {ready}condition cleared"
+        closed = f" (alert closed at {_when(ev.closed_at)})" if ev.closed_at else ""
+        return f":white_check_mark: fixed by {fix.action} at {_when(fix.at)}: {_serves(fix)}, condition cleared{closed}"
+    if ev.kind == "fix_landed":
+        landed = f":information_source: {fix.action} landed at {_when(fix.at)}: {_serves(fix)}"
+        if ev.closed_at is not None:  # the close came first: the incident resolved then, not by this fix
+            return f"{landed}, after the incident resolved: its alert closed at {_when(ev.closed_at)}, before it served"
+        return f"{landed}: it fixes nothing yet; the incident stays open until its alert closes or someone resolves it"
     minutes = max(1, round((ev.waited_s or 0.0) / 60))
     return (
         f":hourglass: fix applied ({fix.action} at {_when(fix.at)}); condition still firing after {minutes} min: "
@@ -118,7 +139,7 @@ def _fix_line(ev: Event) -> str:
 
 def event_line(ev: Event, service: str) -> str:
     name = inert_bold(redact(ev.name), 200)
-    if ev.kind in ("fixed", "fix_pending"):
+    if ev.kind in ("fixed", "fix_pending", "fix_landed"):
         return _fix_line(ev)
     if ev.kind == "life" and ev.life is not None:
         return life_line(ev.life)

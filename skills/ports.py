@@ -62,6 +62,7 @@ class RevisionInfo(BaseModel):
     reason: str = ""
     message: str = ""
     create_time: datetime | None = None
+    ready_at: datetime | None = None  # a ready revision: when its Ready condition last changed (it became ready)
     image: str = ""
     traffic_percent: int = 0
     # Traffic tags naming this revision (a canary's `stable` / `canary`), each with the URL it answers at ('' when

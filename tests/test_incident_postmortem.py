@@ -61,7 +61,7 @@ async def _record_incident(deps: Any) -> tuple[str, datetime]:
         detail=f"revision ready; token {SECRET}", plan_id="p1", revision="vllm-gemma4-00003-fix",
     ))  # fmt: skip
     await store.record_fix(inc.id, Fix(action="redeploy `vllm-gemma4`", revision="vllm-gemma4-00003-fix", by="UBOB",
-                                       at=fixed_at), fixed_at)  # fmt: skip
+                                       at=fixed_at, serving=100, serving_since=fixed_at), fixed_at)  # fmt: skip
     closed = alert.model_copy(update={"state": "resolved", "ended_at": end})
     await store.record("2-0", closed, end, channel="C1", known=frozenset({"vllm-gemma4"}), window_s=1800)
     return inc.id, start
@@ -94,7 +94,7 @@ async def test_a_postmortem_from_records_without_a_model(
     # In time order, each from its record: the alert, the thread's lifecycle, the audited fix, the close.
     assert whats[0] == "alert fired: vLLM revision failed to start (critical)"
     order = ["acknowledged by UALICE", "UBOB took ownership", "redeploy ok (UBOB, revision vllm-gemma4-00003-fix)",
-             "fix completed: redeploy `vllm-gemma4`: revision vllm-gemma4-00003-fix ready",
+             "fix landed: redeploy `vllm-gemma4`: revision vllm-gemma4-00003-fix serving 100% of traffic",
              "alert resolved: vLLM revision failed to start"]  # fmt: skip
     seen = [next(i for i, w in enumerate(whats) if w.startswith(o)) for o in order]
     assert seen == sorted(seen), whats

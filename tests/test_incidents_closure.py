@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -116,8 +117,10 @@ async def test_a_fix_that_does_not_clear_the_condition_is_followed_up_then_its_r
         found = re.search(r"incident (inc-[0-9-]+)", text_of(h))
         assert found
         inc_id = found.group(1)
-        # What the write flow records when a redeploy confirmed from this thread completes (skills/deploy/flow.py).
-        fix = Fix(action="redeploy `vllm-gemma4`", revision="vllm-gemma4-00007-abc", by="U1", at=utcnow())
+        # What the write flow records when a redeploy confirmed from this thread completes (skills/deploy/flow.py):
+        # its revision serves all traffic, since before the alert closes (started_at + 600 below).
+        fix = Fix(action="redeploy `vllm-gemma4`", revision="vllm-gemma4-00007-abc", by="U1", at=utcnow(),
+                  serving=100, serving_since=_at(1795183200 + 300))  # fmt: skip
         assert await store.record_fix(inc_id, fix, fix.at)
         assert await drained(bot)
         assert not [m for m in replies(slack, h["ts"]) if "fix applied" in text_of(m)]  # not before its time
@@ -133,7 +136,8 @@ async def test_a_fix_that_does_not_clear_the_condition_is_followed_up_then_its_r
     assert sum("fix applied" in t for t in texts) == 1  # once per fix
     assert any("Incident resolved" in t for t in texts)
     assert any(
-        "fixed by redeploy `vllm-gemma4` at" in t and "revision `vllm-gemma4-00007-abc` ready, condition cleared" in t
+        "fixed by redeploy `vllm-gemma4` at" in t
+        and "revision `vllm-gemma4-00007-abc` serving 100% of traffic, condition cleared" in t
         for t in texts
     )
     assert "RESOLVED" in _shown(slack, h) and "Fix" in _shown(slack, h)
@@ -156,10 +160,58 @@ async def test_a_fix_recorded_after_the_condition_cleared_is_credited_at_once(
         assert await eventually(lambda: [m for m in replies(slack, h["ts"]) if "Incident resolved" in text_of(m)])
         found = re.search(r"incident (inc-[0-9-]+)", text_of(h))
         assert found
-        fix = Fix(action="redeploy `vllm-gemma4`", revision="vllm-gemma4-00008-def", at=utcnow())
+        # Its revision began serving before the close (whole seconds: the close's own second counts).
+        fix = Fix(action="redeploy `vllm-gemma4`", revision="vllm-gemma4-00008-def", at=utcnow(), serving=100,
+                  serving_since=_at(1795183200 + 600, 0.5))  # fmt: skip
         assert await store.record_fix(found.group(1), fix, fix.at)
         assert await drained(bot, timeout=5)  # no clock advance: the line is not held for the interval
     finally:
         await close(bot)
     last = text_of(replies(slack, h["ts"])[-1])
-    assert "fixed by redeploy `vllm-gemma4` at" in last and "`vllm-gemma4-00008-def` ready, condition cleared" in last
+    assert "fixed by redeploy `vllm-gemma4` at" in last
+    assert "`vllm-gemma4-00008-def` serving 100% of traffic, condition cleared" in last
+
+
+async def test_a_fix_serving_only_after_the_close_or_serving_no_traffic_is_not_what_fixed_it(
+    settings: Settings, redis_client: Any, slack: PostsSlack, clock: ScaledClock
+) -> None:
+    """Resolution follows the alert's close when the fix's revision served only after it (another revision cleared
+    the condition), and a fix whose revision takes no traffic fixes nothing: neither says "fixed by"."""
+    # Two failures of one condition, each its own incident (no grouping window), as two revisions' failures are.
+    s = tuned(settings, alert_coalesce_interval_s=0, alert_group_window_s=0)
+    bot = await start(s, clock)
+    store = IncidentStore(bot.deps.redis, s.key_prefix)
+    try:
+        await _gcp(bot, "0.late")
+        await _gcp(bot, "0.idle", started_at=1795183200 + 60)
+        assert await drained(bot)
+        late_h, idle_h = incident_headers(slack)
+        ids = [re.search(r"incident (inc-[0-9-]+)", text_of(h)) for h in (late_h, idle_h)]
+        assert all(ids)
+        await _gcp(bot, "0.late", "closed")  # closed at started_at + 600
+        assert await drained(bot)
+        late = Fix(action="redeploy `vllm-gemma4`", revision="vllm-gemma4-00009-aaa", at=utcnow(), serving=100,
+                   serving_since=_at(1795183200 + 900))  # fmt: skip
+        idle = Fix(action="redeploy `vllm-gemma4`", revision="vllm-gemma4-00010-bbb", at=utcnow(), serving=0,
+                   serving_since=_at(1795183200 + 120))  # fmt: skip
+        assert await store.record_fix(ids[0].group(1), late, late.at)  # type: ignore[union-attr]
+        assert await store.record_fix(ids[1].group(1), idle, idle.at)  # type: ignore[union-attr]
+        assert await drained(bot, timeout=5)
+        await _gcp(bot, "0.idle", "closed", started_at=1795183200 + 60)  # the alert closes anyway
+        assert await drained(bot)
+    finally:
+        await close(bot)
+    late_lines = [text_of(m) for m in replies(slack, late_h["ts"])]
+    idle_lines = [text_of(m) for m in replies(slack, idle_h["ts"])]
+    assert not any("fixed by" in t for t in late_lines + idle_lines), late_lines + idle_lines
+    assert any(
+        "`vllm-gemma4-00009-aaa` serving 100% of traffic, after the incident resolved: its alert closed at" in t
+        for t in late_lines
+    ), late_lines
+    assert any("`vllm-gemma4-00010-bbb` is ready but serves no traffic: it fixes nothing yet" in t for t in idle_lines)
+    assert any("Incident resolved" in t for t in idle_lines)
+    assert "(after the alert closed)" in _shown(slack, late_h)
+
+
+def _at(epoch: float, minus_s: float = 0.0) -> datetime:
+    return datetime.fromtimestamp(epoch - minus_s, UTC)

@@ -192,6 +192,7 @@ def revision_to_info(
         reason=reason,
         message=message,
         create_time=rev.create_time if rev.create_time else None,
+        ready_at=ready_cond.last_transition_time if ready and ready_cond and ready_cond.last_transition_time else None,
         image=rev.containers[0].image if rev.containers else "",
         traffic_percent=(traffic or {}).get(short, 0),
         tags=(tags or {}).get(short, {}),

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from skills.audit import AuditEntry
@@ -41,8 +42,19 @@ class IncidentLink(Protocol):
         """The id of the incident whose thread this is ('' for any other thread)."""
         ...
 
-    async def fix_landed(self, inc_id: str, action: str, revision: str, by: str) -> bool:
-        """A write confirmed from the incident's thread completed; False: no such incident."""
+    async def fix_landed(
+        self,
+        inc_id: str,
+        action: str,
+        revision: str,
+        by: str,
+        *,
+        serving: int | None = None,
+        serving_since: datetime | None = None,
+    ) -> bool:
+        """A write confirmed from the incident's thread completed; False: no such incident. `serving`: the percent
+        of traffic `revision` takes as the service shows it right after (None: it could not be read);
+        `serving_since`: when it began serving (its Ready condition's time, else when the write began)."""
         ...
 
 
@@ -125,6 +137,7 @@ class WriteFlow:
 
         await self._record(plan.id, user_id, Progress(phase="submitted", elapsed_s=0.0, detail=plan.summary))
         await self._forget_status(plan.service)
+        began = datetime.now(UTC)
         try:
             result = await run_claimed(
                 self.gate, plan, lock, user_id, target, logs=target.logs, progress=recorded, poll_s=self.poll_s
@@ -147,8 +160,14 @@ class WriteFlow:
         if result.ok and plan.incident_id:
             # A fix confirmed from an incident's thread: the incident follows it up (condition cleared, or not).
             try:
+                serving, since = await _serving(target, plan.service, result.revision, began)
                 await self.incidents.fix_landed(
-                    plan.incident_id, f"{plan.kind} `{plan.service}`", result.revision, user_id
+                    plan.incident_id,
+                    f"{plan.kind} `{plan.service}`",
+                    result.revision,
+                    user_id,
+                    serving=serving,
+                    serving_since=since,
                 )
             except Exception:
                 log.warning(
@@ -175,6 +194,32 @@ class WriteFlow:
             await self.plans.set_progress(plan_id, record)
         except Exception:  # following a write is a convenience: the write goes on
             log.warning("could not record the progress of plan %s", plan_id, exc_info=True)
+
+
+async def _serving(
+    target: ServingTarget, service: str, revision: str, began: datetime
+) -> tuple[int | None, datetime | None]:
+    """What the service shows of a write's revision right after it: the percent of traffic it takes (the traffic
+    statuses `/gemma status` shows; a share routed to "latest" counts for the latest ready revision) and since when
+    it serves (its Ready condition's time, else `began`, when the write began). (None, None) when it cannot be
+    read, or the write made no revision."""
+    if not revision:
+        return None, None
+    try:
+        info = await target.get_service(service)
+        rev = await target.get_revision(service, revision) if target.capabilities.revisions else None
+    except Exception:  # the incident then says the share could not be read
+        log.warning("could not read whether revision %s serves", revision, exc_info=True)
+        return None, None
+    if rev is None:  # a target without revisions (a TPU slice) serves what it runs once it is ready
+        return (100 if info.ready else 0), began
+    share = sum(
+        t.percent
+        for t in info.traffic
+        if t.revision == revision or (t.latest and info.latest_ready_revision == revision)
+    )
+    ready = rev.ready
+    return (share if ready else 0), rev.ready_at or began
 
 
 # Watches that go on after whoever confirmed stopped waiting (Ctrl-C in the console): referenced here so they

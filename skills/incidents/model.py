@@ -110,12 +110,20 @@ class Member(BaseModel):
 
 
 class Fix(BaseModel):
-    """A write confirmed from the incident's thread that completed (skills/deploy/flow.py records it)."""
+    """A write confirmed from the incident's thread that completed (skills/deploy/flow.py records it), with what
+    the service showed of its revision right after: whether it serves, and since when.
+
+    "Serves" is what `/gemma status` reads: the revision is Ready (Cloud Run's Ready condition, which its startup
+    probe on vLLM's /health gates) and takes a share of the traffic (the service's traffic statuses). A fix whose
+    revision takes no traffic (traffic pinned elsewhere) fixes nothing yet, whatever the alert does."""
 
     action: str  # e.g. "redeploy `vllm-gemma4`"
     revision: str = ""  # the revision it made ready, when it made one
     by: str = ""  # who confirmed it
     at: datetime  # wall time it completed (the follow-up check counts on the publisher's clock from when it sees it)
+    serving: int | None = None  # percent of traffic its revision took when it completed (None: not known)
+    # When its revision began serving (its Ready condition's time; the write's start when the target does not say)
+    serving_since: datetime | None = None
 
 
 class Change(StrEnum):
@@ -127,7 +135,12 @@ class Change(StrEnum):
     STALE = "stale"  # older than what we know (out-of-order delivery): nothing to show
 
 
-EventKind = Literal["joined", "repeated", "refired", "resolved", "truncated", "fixed", "fix_pending", "life"]
+EventKind = Literal[
+    "joined", "repeated", "refired", "resolved", "truncated", "fixed", "fix_pending", "fix_landed", "life"
+]
+# Cloud Monitoring's times are whole seconds (started_at, ended_at): a close this much before a revision's ready time
+# may still be that revision's doing.
+CLOSE_GRACE = timedelta(seconds=1)
 
 
 class Event(BaseModel):
@@ -148,7 +161,8 @@ class Event(BaseModel):
     took_s: float | None = None  # a resolved alert's own duration
     incident_duration_s: float | None = None  # set when this resolve resolved the whole incident
     condition: str = ""  # joined alerts of one condition coalesce into one line
-    fix: Fix | None = None  # "fixed" / "fix_pending": the fix it follows up
+    fix: Fix | None = None  # "fixed" / "fix_pending" / "fix_landed": the fix it follows up
+    closed_at: datetime | None = None  # "fixed" / "fix_landed": when the incident's alerts closed, if they had
     waited_s: float | None = None  # "fix_pending": how long after the fix the condition still fired
     life: LifeRecord | None = None  # "life": an acknowledge, ownership, snooze, wake-up or resolve from the thread
 
@@ -334,22 +348,47 @@ class Incident(BaseModel):
             d = self.duration
             whole = d.total_seconds() if self.state == "resolved" and d is not None else None
             self._add_event("resolved", alert, now, took_s=took, incident_duration_s=whole)
-            if whole is not None and self.fix is not None:  # the fix confirmed from the thread did it
-                self._add_event("fixed", alert, now, fix=self.fix)
+            if whole is not None and self.fixed_by() is not None:  # the fix confirmed from the thread did it
+                self._add_event("fixed", alert, now, fix=self.fix, closed_at=self.ended_at)
+
+    def fixed_by(self) -> Fix | None:
+        """The fix that fixed this incident, if one did: a fix marks an incident fixed only when its revision serves
+        and the condition cleared after it served.
+
+        - Its revision serves: `Fix.serving` (> 0% of traffic, its revision Ready: what `/gemma status` reads).
+        - The condition cleared: every alert of the incident closed (Cloud Monitoring's `closed`, Alertmanager's
+          `resolved`). The bot keeps no record of the alert's condition but the alerting system's own judgement,
+          so the close is that record; a manual Resolve is a human's word, not the condition clearing.
+        - After it served: the close's time (the alert's `ended_at`) is no earlier than when the fix's revision began
+          serving (`Fix.serving_since`, with CLOSE_GRACE for whole seconds). A close before that (another revision
+          served first, or the service was destroyed) resolved the incident; the fix came after it.
+        Otherwise resolution follows the alert's close or a human's Resolve (README "Incidents", the lifecycle)."""
+        fix, closed = self.fix, self.ended_at
+        if fix is None or self.state != "resolved" or closed is None or not fix.serving:
+            return None
+        if fix.serving_since is not None and closed < fix.serving_since - CLOSE_GRACE:
+            return None
+        return fix
 
     def record_fix(self, fix: Fix, now: datetime) -> None:
         """A fix confirmed from the thread completed. If the condition already cleared (the close can arrive
-        before the write reports back), the follow-up line says so at once; otherwise the resolve will, or the
-        publisher's check says the condition still fires (skills/incidents/publisher.py)."""
+        before the write reports back) the follow-up line says at once whether this fix is what cleared it
+        (`fixed_by`) or came after the close; a fix whose revision serves no traffic says so at once; otherwise
+        the close will credit it, or the publisher's check says the condition still fires
+        (skills/incidents/publisher.py)."""
         self.fix = fix
         self.rev += 1
-        if self.state == "resolved":
-            lead = self.lead
-            self.event_seq += 1
-            self.events.append(
-                Event(seq=self.event_seq, kind="fixed", key=lead.source + ":" + lead.fingerprint, name=lead.name,
-                      severity=lead.severity, first_at=now, last_at=now, fix=fix)
-            )  # fmt: skip
+        resolved = self.state == "resolved"
+        if not resolved and fix.serving:
+            return
+        kind: EventKind = "fixed" if self.fixed_by() is not None else "fix_landed"
+        lead = self.lead
+        self.event_seq += 1
+        self.events.append(
+            Event(seq=self.event_seq, kind=kind, key=lead.source + ":" + lead.fingerprint, name=lead.name,
+                  severity=lead.severity, first_at=now, last_at=now, fix=fix,
+                  closed_at=self.ended_at if resolved else None)
+        )  # fmt: skip
 
     def _fold(self, alert: Alert) -> Change:
         new = Member(

@@ -29,7 +29,7 @@ from skills.diagnosis.analyzers import KINDS
 from skills.durations import format_duration
 from skills.errors import UserFacingError
 from skills.incidents.changes import WhatChanged
-from skills.incidents.model import Incident
+from skills.incidents.model import Fix, Incident
 from skills.incidents.runbooks import runbook_ref
 from skills.logs.redact import redact
 from skills.markdown import block, code, inline, one_line, plain_code
@@ -159,8 +159,14 @@ def _timeline(inc: Incident, audit: list[AuditEntry], changes: WhatChanged | Non
                     item(c.created_at, "Cloud Run", "revision ", _Out(c.revision), " created (", *who_made, ")")
                 )
     if inc.fix is not None:
-        ready = (": revision ", _Out(inc.fix.revision), " ready") if inc.fix.revision else ()
-        items.append(item(inc.fix.at, "incident", f"fix completed: {inc.fix.action}", *ready))
+        fix = inc.fix
+        serves = (
+            (": revision ", _Out(fix.revision), f" serving {fix.serving}% of traffic" if fix.serving else " ready")
+            if fix.revision
+            else ()
+        )
+        late = " (after the alert closed)" if inc.state == "resolved" and inc.fixed_by() is None else ""
+        items.append(item(fix.at, "incident", f"fix landed: {fix.action}", *serves, late))
     return sorted(items, key=lambda i: i.at)
 
 
@@ -233,23 +239,53 @@ def cause_lines(f: Facts, q: Quote = PLAIN) -> list[str]:
     return out or ["No finding was recorded for this incident."]
 
 
+def _serves(fix: Fix, q: Quote) -> str:
+    if not fix.revision:
+        return "no revision"
+    rev = f"revision {q.code(fix.revision)}"
+    if fix.serving is None:
+        return f"{rev} ready (its share of traffic could not be read)"
+    return f"{rev} serving {fix.serving}% of traffic" if fix.serving else f"{rev} ready but serving no traffic"
+
+
+def _is_the_fix(e: AuditEntry, fix: Fix | None) -> bool:
+    """The audit record of the write the incident recorded as its fix (the same write: listed once)."""
+    if fix is None or e.result != "ok":
+        return False
+    if fix.revision:
+        return e.revision == fix.revision
+    return fix.action.split(" ", 1)[0] == e.action and abs(e.at - fix.at.timestamp()) < 120
+
+
 def fix_lines(f: Facts, q: Quote = PLAIN) -> list[str]:
-    """What fixed it, one line each, outside text quoted by `q`."""
+    """What fixed it, one line each, outside text quoted by `q`: the fix confirmed from the thread (credited only
+    when its revision served before the alert closed: skills/incidents/model.py `Incident.fixed_by`), the other
+    writes through the bot during the incident, each once, and how it resolved otherwise (the close, a Resolve)."""
     inc = f.incident
     out = []
-    if inc.fix is not None:
-        out.append(f"{inc.fix.action} at {_t(inc.fix.at)} by {q.text(inc.fix.by) if inc.fix.by else '?'}" +
-                   (f": revision {q.code(inc.fix.revision)} ready" if inc.fix.revision else ""))  # fmt: skip
+    fix, fixed = inc.fix, inc.fixed_by()
+    closed = inc.ended_at if inc.state == "resolved" else None
+    if fix is not None:
+        line = f"{fix.action} at {_t(fix.at)} by {q.text(fix.by) if fix.by else '?'}: {_serves(fix, q)}"
+        if fixed is not None and closed is not None:
+            line += f"; then the alert closed at {_t(closed)}: condition cleared"
+        elif closed is not None:
+            line += f", after the alert closed at {_t(closed)}: the close was not this fix's doing"
+        else:
+            line += "; the alert still fires"
+        out.append(line)
     for e in f.audit:
-        if e.result == "ok" and e.at >= inc.started_at.timestamp():
+        if e.result == "ok" and e.at >= inc.started_at.timestamp() and not _is_the_fix(e, fix):
+            made = f", revision {q.code(e.revision)}" if e.revision else ""
             out.append(
                 f"{e.action} by {q.text(e.user_id)} at "
-                f"{datetime.fromtimestamp(e.at, inc.opened_at.tzinfo):%H:%M:%S} UTC: ok"
+                f"{datetime.fromtimestamp(e.at, inc.opened_at.tzinfo):%H:%M:%S} UTC: ok{made}"
             )
     if inc.life.resolved_by:
         out.append(f"Resolved by hand by {q.text(inc.life.resolved_by)}: {q.text(inc.life.note)}")
-    if inc.state == "resolved" and not out:
-        out.append("The alert closed with no write recorded from the bot.")
+    if closed is not None and fixed is None:
+        wrote = "" if out else " (no write recorded from the bot)"
+        out.append(f"The incident resolved when its alert closed at {_t(closed)}{wrote}")
     return out or ["Not fixed yet: the alert still fires."]
 
 

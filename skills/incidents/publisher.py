@@ -248,7 +248,7 @@ class IncidentPublisher(SlackEffects):
         else:
             through = int(pub.get("through", 0))
             events = [e for e in inc.events if e.seq > through]
-            urgent = any(e.kind in ("resolved", "refired", "fixed", "life") for e in events)
+            urgent = any(e.kind in ("resolved", "refired", "fixed", "fix_landed", "life") for e in events)
             if events and not urgent and inc.life.held(not resolved):
                 events = []  # snoozed (or resolved by hand while firing): repeats coalesce silently until it wakes
             if events:
@@ -256,7 +256,9 @@ class IncidentPublisher(SlackEffects):
                 due = now if urgent or not last else float(last) + self.s.alert_coalesce_interval_s
                 out.append(Effect((2 if urgent else 3, sev, opened, 1), due, "lines", "post", inc, pub, events))
         fix_due = pub.get("fixcheck_due")
-        if inc.fix is not None and not resolved and fix_due and pub.get("fixcheck_done") != pub.get("fix"):
+        # A fix whose revision serves no traffic said so when it landed: "still firing after N min" would blame it.
+        serving_fix = inc.fix is not None and bool(inc.fix.serving)
+        if serving_fix and not resolved and fix_due and pub.get("fixcheck_done") != pub.get("fix"):
             if now >= float(fix_due):  # not yet due: not kept dirty (outbox:fixchecks marks it again then)
                 out.append(Effect((3, sev, opened, 2), now, "fixcheck", "post", inc, pub))
         if int(pub.get("rev", 0)) < inc.rev:

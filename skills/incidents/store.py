@@ -161,10 +161,21 @@ class IncidentStore:
             await self.mark(inc.id, inc.channel)
         return inc, change
 
-    async def fix_landed(self, inc_id: str, action: str, revision: str, by: str) -> bool:
+    async def fix_landed(
+        self,
+        inc_id: str,
+        action: str,
+        revision: str,
+        by: str,
+        *,
+        serving: int | None = None,
+        serving_since: datetime | None = None,
+    ) -> bool:
         """The write flow's word that a fix confirmed from this incident's thread completed
-        (skills/deploy/flow.py IncidentLink): recorded as a Fix, now."""
-        fix = Fix(action=action, revision=revision, by=by, at=utcnow())
+        (skills/deploy/flow.py IncidentLink), with what the service showed of its revision: the share of traffic it
+        takes and since when it serves. Recorded as a Fix, now; whether it fixed the incident is
+        skills/incidents/model.py `Incident.fixed_by`."""
+        fix = Fix(action=action, revision=revision, by=by, at=utcnow(), serving=serving, serving_since=serving_since)
         return await self.record_fix(inc_id, fix, fix.at)
 
     async def record_fix(self, inc_id: str, fix: Fix, now: datetime) -> bool:
