@@ -6,6 +6,7 @@ and lists each fix once; `/gemma incidents` tells incidents of one alert apart (
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 
@@ -62,6 +63,7 @@ async def test_a_fix_landing_after_the_close_is_not_what_fixed_it(console: Conso
     assert credited == [("redeploy", ready.group(1), "100")], console.text  # the OOM incident's fix, once
     # Then the kv-cache incident's own fix: its alert closed before this revision existed.
     mark = len(console.text)
+    await asyncio.sleep(1.5)  # a user reads before the next click: the alert's times are whole seconds
     await console.line("click Plan redeploy: max_model_len=88064")
     second = await console.line("click Confirm")
     late = READY_SERVING.search(second)
@@ -80,3 +82,30 @@ async def test_a_fix_landing_after_the_close_is_not_what_fixed_it(console: Conso
     draft = await console.line(f"/gemma postmortem {kv}")
     fixed_it = draft[draft.index("What fixed it") : draft.index("Follow-ups")]
     assert "its alert closed" in fixed_it and "after the alert closed" in fixed_it, fixed_it
+
+
+def _section(text: str, heading: str, following: str) -> str:
+    return text[text.index(heading) : text.index(following)]
+
+
+async def test_the_postmortem_reads_the_request_rate_status_reads_and_lists_its_fix_once(
+    console: ConsoleSession,
+) -> None:
+    inc = _incident(await console.line("/gemma sandbox kv-cache-too-small"))
+    during = await console.line("/gemma status --fresh")  # what the user saw while it fired
+    [rate] = re.findall(r"Requests +(\d+\.\d\d)/s now", during)
+    await console.line("click Plan redeploy: max_model_len=88064")
+    fixed = READY_SERVING.search(await console.line("click Confirm"))
+    assert fixed, console.text
+    await console.settle()
+    await _resolved(console, inc)
+    await asyncio.sleep(2.5)  # the user reads the thread first: the postmortem is drafted seconds after the close
+    draft = await console.line(f"/gemma postmortem {inc}")
+    impact = _section(draft, "Impact", "Timeline")
+    # Status's figure, over the incident's window: the users' rate went on while the revision failed to start.
+    assert "Not measured" not in impact, impact
+    said = re.search(r"Requests: (\d+\.\d\d)/s (?:at its end|now), peak (\d+\.\d\d)/s.* during the incident", impact)
+    assert said and float(said.group(2)) >= float(rate) > 0, impact
+    fixes = _section(draft, "What fixed it", "Follow-ups")
+    assert fixes.count(f"`{fixed.group(1)}`") == 1, fixes  # the fix, once (not again as its audit record)
+    assert "condition cleared" in fixes, fixes

@@ -102,8 +102,9 @@ async def test_a_postmortem_from_records_without_a_model(
     assert rows[0].split("|")[1].strip() == f"{start:%H:%M:%S}"
     assert "Finding `kv_cache_insufficient`: KV cache too small for --max-model-len" in md
     assert "duration 9m" in md  # fired 10 min ago, closed 1 min ago
-    assert "requests 5xx: peak 4.50/s during the incident" in md  # points inside it only (16 and 12 min ago: before)
-    assert "request latency p95: peak 5100 ms during the incident" in md
+    # Status's figures over the window: points whose minute overlaps it (16 and 12 min ago: before; now: after)
+    assert "Requests: 1.00/s at its end, peak 4.50/s during the incident" in md
+    assert "Request latency p95: 3000 ms at its end, peak 5100 ms during the incident" in md
     assert "Review `runbooks/kv_cache_insufficient.md`" in md
     assert "## Summary" not in md  # no model: no prose, the same facts
     shown = reply_text(reply) + md

@@ -162,7 +162,7 @@ async def test_a_fix_recorded_after_the_condition_cleared_is_credited_at_once(
         assert found
         # Its revision began serving before the close (whole seconds: the close's own second counts).
         fix = Fix(action="redeploy `vllm-gemma4`", revision="vllm-gemma4-00008-def", at=utcnow(), serving=100,
-                  serving_since=_at(1795183200 + 600, 0.5))  # fmt: skip
+                  serving_since=_at(1795183200 + 600, -0.5))  # fmt: skip
         assert await store.record_fix(found.group(1), fix, fix.at)
         assert await drained(bot, timeout=5)  # no clock advance: the line is not held for the interval
     finally:

@@ -22,6 +22,7 @@ from bot.adapters.blocking import BlockingPool
 from bot.adapters.google_auth import cloud_credentials
 from bot.settings import Settings
 from skills.errors import UserFacingError
+from skills.observe.service_metrics import alignment_period_s
 from skills.ports import MetricPoint, MetricSeries
 from skills.retrying import Clock, RetryPolicy, Sleep, retry_call
 
@@ -134,7 +135,7 @@ class CloudMonitoringMetrics:
         aligner_name, reducer_name, group_by = ALIGNMENT.get(metric, ("ALIGN_MEAN", "REDUCE_MEAN", []))
         aligner = getattr(monitoring_v3.Aggregation.Aligner, aligner_name)
         reducer = getattr(monitoring_v3.Aggregation.Reducer, reducer_name)
-        period = max(60, (minutes * 60) // 30 // 60 * 60)  # at most ~30 points, whole minutes
+        period = alignment_period_s(minutes)  # at most ~30 points, whole minutes
         aggregation = monitoring_v3.Aggregation(
             alignment_period=duration_pb2.Duration(seconds=period),
             per_series_aligner=aligner,

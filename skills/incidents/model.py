@@ -138,9 +138,6 @@ class Change(StrEnum):
 EventKind = Literal[
     "joined", "repeated", "refired", "resolved", "truncated", "fixed", "fix_pending", "fix_landed", "life"
 ]
-# Cloud Monitoring's times are whole seconds (started_at, ended_at): a close this much before a revision's ready time
-# may still be that revision's doing.
-CLOSE_GRACE = timedelta(seconds=1)
 
 
 class Event(BaseModel):
@@ -360,13 +357,15 @@ class Incident(BaseModel):
           `resolved`). The bot keeps no record of the alert's condition but the alerting system's own judgement,
           so the close is that record; a manual Resolve is a human's word, not the condition clearing.
         - After it served: the close's time (the alert's `ended_at`) is no earlier than when the fix's revision began
-          serving (`Fix.serving_since`, with CLOSE_GRACE for whole seconds). A close before that (another revision
-          served first, or the service was destroyed) resolved the incident; the fix came after it.
+          serving (`Fix.serving_since`, to the whole second: Cloud Monitoring's times are whole seconds). A close
+          before that (another revision served first, or the service was destroyed) resolved the incident; the fix
+          came after it.
         Otherwise resolution follows the alert's close or a human's Resolve (README "Incidents", the lifecycle)."""
         fix, closed = self.fix, self.ended_at
         if fix is None or self.state != "resolved" or closed is None or not fix.serving:
             return None
-        if fix.serving_since is not None and closed < fix.serving_since - CLOSE_GRACE:
+        # Whole seconds: a close in the second the revision became ready may be its doing.
+        if fix.serving_since is not None and closed < fix.serving_since.replace(microsecond=0):
             return None
         return fix
 

@@ -15,6 +15,7 @@ handlers/render_slack.py, escapes Slack's own markup). The lines below are built
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Callable
@@ -27,14 +28,15 @@ from skills.audit import AuditEntry
 from skills.audit import since as audit_since
 from skills.diagnosis.analyzers import KINDS
 from skills.durations import format_duration
-from skills.errors import UserFacingError
 from skills.incidents.changes import WhatChanged
 from skills.incidents.model import Fix, Incident
 from skills.incidents.runbooks import runbook_ref
 from skills.logs.redact import redact
 from skills.markdown import block, code, inline, one_line, plain_code
+from skills.observe.service_metrics import read_figure
 from skills.ports import Metrics, Store
 
+IMPACT_TIMEOUT_S = 10.0
 AUDIT_BEFORE_S = 6 * 3600  # writes this long before the start are part of the story (the changes window)
 _KIND = re.compile(r"`([a-z0-9_]+)`")
 
@@ -170,31 +172,26 @@ def _timeline(inc: Incident, audit: list[AuditEntry], changes: WhatChanged | Non
     return sorted(items, key=lambda i: i.at)
 
 
+IMPACT_METRICS = ("request_count", "request_latencies")
+
+
 async def impact_of(metrics: Metrics | None, inc: Incident, start: datetime, end: datetime, now: datetime) -> Impact:
-    """Requests by response class and p95 latency during the incident, from Cloud Monitoring's series."""
+    """Requests (by response class) and p95 latency during the incident: the figures `/gemma status` shows, read by
+    the same function (skills/observe/service_metrics.py `read_figure`) over the incident's window."""
     if metrics is None:
         return Impact(unavailable="no Cloud Monitoring source is wired")
     minutes = max(5, min(7 * 24 * 60, int((now - start).total_seconds() // 60) + 10))
-    lines = []
-    try:
-        counts = await metrics.series(inc.service, "request_count", minutes)
-        latency = await metrics.series(inc.service, "request_latencies", minutes)
-    except UserFacingError as exc:
-        return Impact(unavailable=exc.message)
-    by_class: dict[str, float] = {}
-    for s in counts:
-        pts = [p.value for p in s.points if start <= p.at <= end]
-        if pts:
-            cls = s.labels.get("response_code_class", "all")
-            by_class[cls] = max(by_class.get(cls, 0.0), max(pts))
-    for cls, peak in sorted(by_class.items()):
-        lines.append(f"requests {cls}: peak {peak:.2f}/s during the incident")
-    lat = [p.value for s in latency for p in s.points if start <= p.at <= end]
-    if lat:
-        lines.append(f"request latency p95: peak {max(lat):.0f} ms during the incident")
-    if not lines:
-        return Impact(unavailable="Cloud Monitoring has no request data points inside the incident's window")
-    return Impact(lines=lines)
+    figures = await asyncio.gather(
+        *(read_figure(metrics, inc.service, m, minutes, IMPACT_TIMEOUT_S, start, end) for m in IMPACT_METRICS)
+    )
+    latest = "now" if inc.state == "firing" and not inc.life.resolved_by else "at its end"
+    lines = [f"{f.label}: {f.text(latest)} during the incident" for f in figures if f.latest is not None]
+    if lines:
+        return Impact(lines=lines)
+    errors = [f"{f.label}: {f.error}" for f in figures if f.error]
+    if errors:
+        return Impact(unavailable="; ".join(errors))
+    return Impact(unavailable="Cloud Monitoring has no request data points for the incident's window")
 
 
 async def gather(
