@@ -110,3 +110,17 @@ async def test_the_postmortem_reads_the_request_rate_status_reads_and_lists_its_
     writes = [line for line in fixes.splitlines() if "• redeploy" in line]
     assert len(writes) == 1 and f"`{fixed.group(1)}`" in writes[0], fixes  # once, not again as its audit record
     assert "condition cleared" in fixes, fixes
+
+
+async def test_incidents_of_one_alert_are_told_apart_by_revision_finding_and_start(console: ConsoleSession) -> None:
+    kv, oom = await _two_failures(console)
+    listed = await console.line("/gemma incidents")
+    rows = {i: next(line for line in listed.splitlines() if f"`{i}`" in line) for i in (kv, oom)}
+    assert rows[kv] != rows[oom]
+    failed = {kv: "kv_cache_insufficient", oom: "gpu_oom_at_load"}
+    for inc, row in rows.items():
+        revision = re.search(r"revision `(vllm-gemma4-\d+-\w+)`", row)
+        assert revision and console.revision_state(revision.group(1)) is False, row  # the revision it is about
+        assert f"`{failed[inc]}`" in row, row  # its diagnosis's lead finding
+        assert re.search(r"started \d\d:\d\d:\d\d UTC", row), row
+    assert re.search(r"revision `([\w-]+)`", rows[kv]).group(1) != re.search(r"revision `([\w-]+)`", rows[oom]).group(1)  # type: ignore[union-attr]

@@ -23,7 +23,7 @@ from skills.durations import format_duration
 from skills.errors import InvalidInput
 from skills.incidents.lifecycle import NOTE_MAX, SNOOZES
 from skills.incidents.lifecycle_store import ActionRefused, IncidentLifecycle, Listed
-from skills.incidents.model import utcnow
+from skills.incidents.model import Incident, utcnow
 from skills.incidents.runbooks import read_runbook
 from skills.incidents.store import IncidentStore
 from skills.logs.redact import redact
@@ -59,13 +59,21 @@ def _incidents_args(p: CommandParser) -> None:
     p.add_argument("--page", metavar="N", type=count(1), default=1, help=f"page N ({PAGE_ROWS} incidents a page)")
 
 
-def incident_row(r: Reply, item: Listed, who: Audience = PUBLIC) -> str:
-    """One line per incident: its outside text (alert name, service) cannot add a line or markup."""
+def incident_row(r: Reply, item: Listed, who: Audience = PUBLIC, finding: str = "") -> str:
+    """One line per incident: its outside text (alert name, service, revision) cannot add a line or markup. What
+    tells incidents of one alert apart follows the severity: the revision it is about, its leading finding
+    (`finding`, a kind of ours) and when it started."""
     inc, life = item.incident, item.incident.life
     age = format_duration(max((utcnow() - inc.started_at).total_seconds(), 0.0))
     name = inert_bold(redact(inc.lead.name), 80)
     row = f"{_ICON[item.status]} `{inc.id}` {name} on {plain_code(shorten(redact(inc.service), 60))}"
-    row += f" · {inc.severity} · {age} ago"
+    row += f" · {inc.severity}"
+    if inc.revision:
+        row += f" · revision {plain_code(shorten(redact(inc.revision), 80))}"
+    if finding:
+        row += f" · `{finding}`"
+    started = f"{inc.started_at:%H:%M:%S} UTC" if age_s(inc) < 86400 else f"{inc.started_at:%Y-%m-%d %H:%M} UTC"
+    row += f" · started {started} ({age} ago)"
     if life.owner:
         row += f" · owner {who.name(r, life.owner)}"
     elif life.acked_by:
@@ -94,14 +102,21 @@ async def incidents(ctx: CommandContext) -> Reply:
         raise InvalidInput(f"There is no page {page}: {len(chosen)} incident(s) fill {last}.", f"`{cmd} --page {last}`")
     shown = chosen[(page - 1) * PAGE_ROWS : page * PAGE_ROWS]
     r = Reply(title=":rotating_light: Incidents" + (f" ({want})" if want else ""))
+    findings = await lifecycle(ctx.deps.redis, ctx.deps.settings.key_prefix).lead_findings(
+        [i.incident.id for i in shown]
+    )
     for status in STATUSES:
-        rows = [incident_row(r, i, who) for i in shown if i.status == status]
+        rows = [incident_row(r, i, who, findings.get(i.incident.id, "")) for i in shown if i.status == status]
         if (rows or page == 1) and want in (None, status):
             add_rows(r, f"{status.capitalize()} ({counts[status]})", rows)
     r.context = _page_note(cmd, page, last, len(shown), len(chosen)) + (
         "buttons in each incident's thread acknowledge, own, snooze or resolve it; `/gemma postmortem INCIDENT`"
     )
     return who.address(r)
+
+
+def age_s(inc: Incident) -> float:
+    return max((utcnow() - inc.started_at).total_seconds(), 0.0)
 
 
 def _page_note(cmd: str, page: int, last: int, shown: int, total: int) -> str:

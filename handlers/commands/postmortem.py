@@ -168,9 +168,12 @@ async def handoff(ctx: CommandContext) -> Reply:
     # Opened in the span, or still open whenever it opened.
     items = [i for i in items if i.incident.opened_at >= start or i.status != "resolved"]
     r = Reply(title=f":handshake: Hand-off: the last {ctx.opts.since}")
+    life = lifecycle(deps.redis, deps.settings.key_prefix)
+    shown = [i for status in STATUSES for i in [j for j in items if j.status == status][:PAGE_ROWS]]
+    findings = await life.lead_findings([i.incident.id for i in shown])
     for status in STATUSES:
         of_status = [i for i in items if i.status == status]
-        rows = [incident_row(r, i, who) for i in of_status[:PAGE_ROWS]]
+        rows = [incident_row(r, i, who, findings.get(i.incident.id, "")) for i in of_status[:PAGE_ROWS]]
         if len(of_status) > PAGE_ROWS:  # the rest is `/gemma incidents STATUS`'s next pages (same order and size)
             rows.append(_more(status, len(of_status) - PAGE_ROWS))
         if rows:

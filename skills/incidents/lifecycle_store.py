@@ -165,6 +165,22 @@ class IncidentLifecycle:
                     out.append(Listed(incident=inc, status=inc.life.status(inc.state == "firing")))
         return out
 
+    async def lead_findings(self, ids: list[str]) -> dict[str, str]:
+        """Each incident's leading finding kind, from its stored investigation replies (the thread's first finding
+        that is no consequence; '' when it has none yet): what tells incidents of one alert apart in a list."""
+        from skills.incidents.postmortem import findings_of  # the one reader of the thread's findings
+
+        async with self.r.pipeline(transaction=False) as p:
+            for inc_id in ids:
+                p.hgetall(self.store.k_replies(inc_id))
+            raws = await p.execute()
+        out = {}
+        for inc_id, raw in zip(ids, raws, strict=True):
+            replies = [_text(raw[k]) for k in sorted(raw or {}, key=lambda x: int(x))]
+            roots = [f.kind for f in findings_of(replies) if not f.consequence]
+            out[inc_id] = roots[0] if roots else ""
+        return out
+
     async def find(self, ref: str) -> Incident | None:
         """An incident by id ('inc-…' or without the prefix)."""
         ref = ref.strip()

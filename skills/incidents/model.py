@@ -107,6 +107,7 @@ class Member(BaseModel):
     started_at: datetime | None = None
     ended_at: datetime | None = None
     condition: str = ""  # Alert.condition_key
+    revision: str = ""  # the revision the alert is about, when it names one (Cloud Run's revision_name)
 
 
 class Fix(BaseModel):
@@ -213,6 +214,12 @@ class Incident(BaseModel):
     def duration(self) -> timedelta | None:
         end = self.ended_at
         return None if end is None else max(end - self.started_at, timedelta(0))
+
+    @property
+    def revision(self) -> str:
+        """The revision the incident is about: its first alert's, else any of its alerts' ('' when none names one)."""
+        named = [m.revision for m in self.members.values() if m.revision]
+        return (self.lead.revision if self.members else "") or (named[0] if named else "")
 
     @property
     def lead(self) -> Member:
@@ -401,6 +408,7 @@ class Incident(BaseModel):
             started_at=alert.started_at,
             ended_at=alert.ended_at if alert.state == "resolved" else None,
             condition=alert.condition_key,
+            revision=alert.revision,
         )
         old = self.members.get(alert.key)
         if old is None:
