@@ -94,7 +94,8 @@ def test_a_confirmed_fix_resolves_its_incident_with_a_follow_up_and_a_refire_ope
     child.expect_exact("RESOLVED: vLLM revision failed to start on vllm-gemma4")
     when = r"[0-9-]+ [0-9:]+ UTC"
     child.expect(
-        rf"fixed by redeploy `vllm-gemma4` at {when}: revision `(vllm-gemma4-\d+-\w+)` ready, condition cleared"
+        rf"fixed by redeploy `vllm-gemma4` at {when}: revision `(vllm-gemma4-\d+-\w+)` serving 100% of traffic, "
+        "condition cleared"
     )
     fixed_revision = child.match.group(1)
     child.expect(PROMPT)
