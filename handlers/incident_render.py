@@ -69,10 +69,11 @@ def header_reply(inc: Incident, known_service_name: str) -> Reply:
         fields.append(("Alerts", f"{len(inc.members)} grouped ({firing} firing)"))
     if inc.fix is not None:
         # Fixed only when its revision served before the condition cleared (Incident.fixed_by); else it says which.
-        late = state == "resolved" and inc.fixed_by() is None
-        fields.append(
-            ("Fix", f"{inc.fix.action} at {_when(inc.fix.at)}" + (" (after the alert closed)" if late else ""))
-        )
+        if not inc.fix.serving:
+            note = " (its revision serves no traffic)" if inc.fix.serving == 0 else ""
+        else:
+            note = " (after the alert closed)" if state == "resolved" and inc.fixed_by() is None else ""
+        fields.append(("Fix", f"{inc.fix.action} at {_when(inc.fix.at)}{note}"))
     r.add(fields=fields)
     add_lifecycle(r, inc)
     if lead.summary:  # the sender's text, lines and all: in a code block, where Slack formats nothing

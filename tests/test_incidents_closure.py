@@ -211,6 +211,7 @@ async def test_a_fix_serving_only_after_the_close_or_serving_no_traffic_is_not_w
     assert any("`vllm-gemma4-00010-bbb` is ready but serves no traffic: it fixes nothing yet" in t for t in idle_lines)
     assert any("Incident resolved" in t for t in idle_lines)
     assert "(after the alert closed)" in _shown(slack, late_h)
+    assert "(its revision serves no traffic)" in _shown(slack, idle_h)
 
 
 def _at(epoch: float, minus_s: float = 0.0) -> datetime:
