@@ -107,6 +107,9 @@ async def test_the_postmortem_reads_the_request_rate_status_reads_and_lists_its_
     said = re.search(r"Requests: (\d+\.\d\d)/s (?:at its end|now), peak (\d+\.\d\d)/s.* during the incident", impact)
     assert said and float(said.group(2)) >= float(rate) > 0, impact
     fixes = _section(draft, "What fixed it", "Follow-ups")
+    timeline = _section(draft, "Timeline", "Cause")
+    rows = [line for line in timeline.splitlines() if f"{fixed.group(1)}" in line]
+    assert len(rows) == 1 and "the incident's fix" in rows[0], timeline  # one row for one write
     writes = [line for line in fixes.splitlines() if "• redeploy" in line]
     assert len(writes) == 1 and f"`{fixed.group(1)}`" in writes[0], fixes  # once, not again as its audit record
     assert "condition cleared" in fixes, fixes

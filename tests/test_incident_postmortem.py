@@ -94,9 +94,11 @@ async def test_a_postmortem_from_records_without_a_model(
     # In time order, each from its record: the alert, the thread's lifecycle, the audited fix, the close.
     assert whats[0] == "alert fired: vLLM revision failed to start (critical)"
     order = ["acknowledged by UALICE", "UBOB took ownership", "redeploy ok (UBOB, revision vllm-gemma4-00003-fix)",
-             "fix landed: redeploy `vllm-gemma4`: revision vllm-gemma4-00003-fix serving 100% of traffic",
              "alert resolved: vLLM revision failed to start"]  # fmt: skip
     seen = [next(i for i, w in enumerate(whats) if w.startswith(o)) for o in order]
+    # The fix's write is one row, its audit record's, marked as the incident's fix (not a second "fix landed" row).
+    assert [w for w in whats if "vllm-gemma4-00003-fix" in w][0].endswith("; the incident's fix"), whats
+    assert not [w for w in whats if w.startswith("fix landed")], whats
     assert seen == sorted(seen), whats
     assert rows[0].split("|")[3].strip() == "alert"
     assert rows[0].split("|")[1].strip() == f"{start:%H:%M:%S}"

@@ -145,6 +145,9 @@ def _timeline(inc: Incident, audit: list[AuditEntry], changes: WhatChanged | Non
             "resolve": ("resolved by ", who, ": ", note, " (the alert still fired)" if rec.firing else ""),
         }[rec.action]
         items.append(item(rec.at, "thread", *pieces))
+    fix = inc.fix
+    late = " (after the alert closed)" if fix is not None and inc.state == "resolved" and inc.fixed_by() is None else ""
+    audited = False  # the fix's write has its audit record: one row for one write
     for e in audit:
         at = datetime.fromtimestamp(e.at, inc.opened_at.tzinfo)
         if e.result == "pending":
@@ -152,7 +155,10 @@ def _timeline(inc: Incident, audit: list[AuditEntry], changes: WhatChanged | Non
             continue
         made = (", revision ", _Out(e.revision)) if e.revision else ()
         detail = (": ", _Out(e.detail[:200])) if e.detail else ()
-        items.append(item(at, "audit", f"{e.action} {e.result} (", _Out(e.user_id), *made, ")", *detail))
+        mine = _is_the_fix(e, fix)
+        audited = audited or mine
+        ours = (f"; the incident's fix{late}",) if mine else ()
+        items.append(item(at, "audit", f"{e.action} {e.result} (", _Out(e.user_id), *made, ")", *detail, *ours))
     if changes is not None:
         for c in changes.changes:
             if c.created_at is not None:
@@ -160,14 +166,12 @@ def _timeline(inc: Incident, audit: list[AuditEntry], changes: WhatChanged | Non
                 items.append(
                     item(c.created_at, "Cloud Run", "revision ", _Out(c.revision), " created (", *who_made, ")")
                 )
-    if inc.fix is not None:
-        fix = inc.fix
+    if fix is not None and not audited:
         serves = (
             (": revision ", _Out(fix.revision), f" serving {fix.serving}% of traffic" if fix.serving else " ready")
             if fix.revision
             else ()
         )
-        late = " (after the alert closed)" if inc.state == "resolved" and inc.fixed_by() is None else ""
         items.append(item(fix.at, "incident", f"fix landed: {fix.action}", *serves, late))
     return sorted(items, key=lambda i: i.at)
 
