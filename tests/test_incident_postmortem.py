@@ -97,7 +97,7 @@ async def test_a_postmortem_from_records_without_a_model(
              "alert resolved: vLLM revision failed to start"]  # fmt: skip
     seen = [next(i for i, w in enumerate(whats) if w.startswith(o)) for o in order]
     # The fix's write is one row, its audit record's, marked as the incident's fix (not a second "fix landed" row).
-    assert [w for w in whats if "vllm-gemma4-00003-fix" in w][0].endswith("; the incident's fix"), whats
+    assert next(w for w in whats if "vllm-gemma4-00003-fix" in w).endswith("; the incident's fix"), whats
     assert not [w for w in whats if w.startswith("fix landed")], whats
     assert seen == sorted(seen), whats
     assert rows[0].split("|")[3].strip() == "alert"
