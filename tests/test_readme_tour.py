@@ -12,7 +12,7 @@ from pathlib import Path
 import pexpect
 
 from bot.sandbox.scenarios import SCENARIOS
-from tests.terminal import PROMPT, plain
+from tests.terminal import PROMPT, plain, until_quiet
 from tests.test_sandbox_console import _env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +33,17 @@ def tour() -> list[str]:
     return lines
 
 
+def tpu_tour() -> list[str]:
+    """The lines of the README's Cloud TPU paragraph (its destroy asks for a typed name: left out here)."""
+    text = (ROOT / "README.md").read_text()
+    paragraph = text.split("Cloud TPU in the sandbox:", 1)[1].split("\n## ", 1)[0]
+    return [
+        token
+        for token in re.findall(r"`([^`]+)`", paragraph)
+        if token.startswith(("/gemma", "click ")) and not token.startswith("/gemma destroy")
+    ]
+
+
 def test_the_readme_tour_in_one_console_run(tmp_path: Path) -> None:
     lines = tour()
     assert lines[:3] == ["/gemma status", "/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384", "click Confirm"]
@@ -43,6 +54,8 @@ def test_the_readme_tour_in_one_console_run(tmp_path: Path) -> None:
         "click Roll back",
         "click Confirm",
     ]
+    tpu = tpu_tour()
+    assert tpu[:2] == ["/gemma deploy gemma4-31b-tpu-v6e4", "click Confirm"] and "/gemma status vllm-gemma4-tpu" in tpu
     env = _env(
         GEMMA_SRE_HISTORY=str(tmp_path / "history"),
         TERM="xterm",
@@ -58,13 +71,25 @@ def test_the_readme_tour_in_one_console_run(tmp_path: Path) -> None:
     )
     child.expect(PROMPT)
     seen: dict[str, str] = {}
-    for line in lines:
+    tpu_said: list[str] = []  # what the TPU paragraph's lines printed
+    for n, line in enumerate(lines + tpu):
         child.sendline(line)
-        child.expect(PROMPT)
-        out = plain(child.before)
+        if n == 2:  # the first deploy's Confirm: Ctrl-C during its watch, which finishes while the prompt waits
+            child.expect_exact("revision created")
+            child.sendintr()
+            child.expect(PROMPT)
+            out = plain(child.before)
+            assert "goes on in the background" in out, out
+            child.expect_exact("deploy `vllm-gemma4`: ready")  # nothing typed meanwhile
+            out += plain(child.before) + "deploy `vllm-gemma4`: ready" + until_quiet(child)
+        else:
+            child.expect(PROMPT)
+            out = plain(child.before)
         assert "failed unexpectedly" not in out and "Traceback" not in out, (line, out)
         assert "No such button" not in out and "Unknown command" not in out, (line, out)
         seen[line] = seen.get(line, "") + out
+        if n >= len(lines):
+            tpu_said.append(out)
     child.sendline("quit")
     child.expect(pexpect.EOF)
     at_exit = child.before or ""
@@ -92,3 +117,7 @@ def test_the_readme_tour_in_one_console_run(tmp_path: Path) -> None:
     assert "Canary cost: a second GPU instance" in everything
     assert "the canary regresses" in everything and "regresses: roll it back?" in everything
     assert "rollback `vllm-gemma4`: ready" in everything
+    # The Cloud TPU paragraph, in the same run: the slice's own stages, and status ready once vLLM answers.
+    said = "".join(tpu_said)
+    assert "deploy `vllm-gemma4-tpu`: ready" in said and "revision created" not in said, said
+    assert "vllm-gemma4-tpu: ready" in seen["/gemma status vllm-gemma4-tpu"]
