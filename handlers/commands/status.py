@@ -35,6 +35,9 @@ def render_status(r: StatusReport) -> Reply:
     state = "ready" if s.ready else (("rolling out" if r.revisions else "starting") if s.ready is None else "NOT ready")
     if r.cold:
         icon, state = ":zzz:", "scaled to zero / cold"
+    elif s.ready and r.model is not None and not r.model.health.ok:
+        # Ready means vLLM answers: the platform's condition alone (a revision it counts as started) is not that.
+        icon, state = ":red_circle:", f"NOT serving: {r.where} counts it ready, vLLM's /health does not answer"
     reply = Reply(title=f"{icon} {s.name}: {state}")
     if r.notes:
         reply.add(text="\n".join(f"• {n}" for n in r.notes))

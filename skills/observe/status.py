@@ -28,6 +28,7 @@ class StatusReport(BaseModel):
     fetched_at: datetime
     from_cache: bool = False
     revisions: bool = True  # the target has revisions (skills/targets/port.py): there are some to show
+    where: str = "Cloud Run"  # the serving target, as people name it
 
     def age_s(self, now: datetime | None = None) -> float:
         return max(0.0, ((now or datetime.now(UTC)) - self.fetched_at).total_seconds())
@@ -95,7 +96,13 @@ async def collect_status(
         raise
     cold, notes = status_notes(info, model, where, revisions)
     report = StatusReport(
-        service=info, model=model, cold=cold, notes=notes, fetched_at=datetime.now(UTC), revisions=revisions
+        service=info,
+        model=model,
+        cold=cold,
+        notes=notes,
+        fetched_at=datetime.now(UTC),
+        revisions=revisions,
+        where=where,
     )
     if cloud is not None:
         report.cloud_metrics = await cloud
