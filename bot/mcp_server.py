@@ -244,6 +244,7 @@ class McpApp:
         rest = [i for i in open_ if after is None or _order(i.incident) < after]
         page = rest[:INCIDENTS_PAGE]
         more = len(rest) - len(page)
+        findings = await lifecycle.lead_findings([i.incident.id for i in page])
         return {
             "incidents": [
                 {
@@ -251,6 +252,10 @@ class McpApp:
                     "status": i.status,
                     "service": i.incident.service,
                     "severity": i.incident.severity,
+                    # What tells incidents of one alert apart (as /gemma incidents shows them).
+                    "revision": i.incident.revision,
+                    "started_at": i.incident.started_at.isoformat(),
+                    "finding": findings.get(i.incident.id, ""),
                     "opened_at": i.incident.opened_at.isoformat(),
                     "last_event_at": i.incident.last_event_at.isoformat(),
                     "alerts": [m.model_dump(mode="json", include=_ALERT_FIELDS) for m in i.incident.members.values()],

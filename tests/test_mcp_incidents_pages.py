@@ -26,7 +26,15 @@ NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
 def _alert(n: int, state: str = "firing", test: bool = False) -> Alert:
-    return Alert(source="alertmanager", fingerprint=f"fp{n:03d}", state=state, name=f"Cond{n}", test=test)  # type: ignore[arg-type]
+    return Alert(  # type: ignore[arg-type]
+        source="alertmanager",
+        fingerprint=f"fp{n:03d}",
+        state=state,
+        name=f"Cond{n}",
+        test=test,
+        revision=f"rev-{n}",
+        started_at=NOW + timedelta(seconds=n),
+    )
 
 
 async def test_open_incidents_page_and_say_how_many(
@@ -58,6 +66,13 @@ async def test_open_incidents_page_and_say_how_many(
         first = json.loads(_resource_text(await session.read_resource(URI)))
         assert (first["total"], first["shown"], first["more"]) == (57, 50, 7)
         assert [i["id"] for i in first["incidents"]] == open_ids[:50]
+        # What tells incidents of one alert apart: the revision it is about, when it started, its leading finding.
+        newest = first["incidents"][0]
+        assert (newest["revision"], newest["started_at"], newest["finding"]) == (
+            "rev-58",
+            (NOW + timedelta(seconds=58)).isoformat(),
+            "",
+        )
         assert first["next"].startswith(URI + "?cursor=")
 
         # Between two reads one incident of the first page resolves and a new one opens: the next page goes on
