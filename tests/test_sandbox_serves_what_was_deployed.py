@@ -36,3 +36,13 @@ async def test_metrics_report_the_kv_capacity_the_plan_predicted(console: Consol
         assert card["max_model_len"] == int(flags.split()[1]) and card["id"].endswith("qat-w4a16-ct")
         seen.add(predicted)
     assert len(seen) == 2  # two configurations, two capacities
+
+
+async def test_a_deploys_durations_are_on_one_clock(console: ConsoleSession) -> None:
+    """The watch's "ready after" and the self-check's cold start are on the time the revision's vLLM logged its
+    weights load in (the sandbox's clock, there): the whole holds its part."""
+    await console.line("/gemma deploy gemma4-12b-qat-l4 --max-model-len 8192")
+    done = await console.line("click Confirm")
+    load = _tokens(r"weights load: (\d+) s", done)
+    cold = _tokens(r"cold start (\d+) s \(predicted", done)
+    assert cold > load, done
