@@ -102,17 +102,19 @@ class LineReader:
 
     async def read(self, prompt: str) -> str | None:
         """The next line; None at end of input, or when Ctrl-C is pressed at the prompt."""
-        return await self._prompt(self._lines, prompt)
+        return await self._prompt(self._lines, prompt, sigint=True)
 
     async def ask(self, prompt: str) -> str | None:
-        """A form field's answer (a modal's input), outside the command history; None on Ctrl-C or Ctrl-D."""
-        return await self._prompt(self._answers, prompt)
+        """A form field's answer (a modal's input), outside the command history; None on Ctrl-C or Ctrl-D.
+        Asked while a command runs: the console's own SIGINT handler (cancel that command) stays in place, where
+        prompt_toolkit's would remove it on the way out."""
+        return await self._prompt(self._answers, prompt, sigint=False)
 
-    async def _prompt(self, session: Any, prompt: str) -> str | None:
+    async def _prompt(self, session: Any, prompt: str, *, sigint: bool) -> str | None:
         if session is None:
             return await asyncio.to_thread(self.read_sync, prompt)
         try:
-            return str(await session.prompt_async(prompt))
+            return str(await session.prompt_async(prompt, handle_sigint=sigint))
         except (EOFError, KeyboardInterrupt):
             return None
 
