@@ -11,8 +11,8 @@ types into the console, against the sandbox, and after every step checks what th
 simulated project shows.
 
 Rules: deploy (and a canary deploy), confirm, scale, rollback, promote, destroy, sandbox scenarios, fix buttons,
-diagnose, fit of a profile and its Plan deploy button, cost, metrics, status, the Cloud TPU profile and its cost, and
-Ctrl-C during a confirmed write. Invariants,
+diagnose, fit of a profile and its Plan deploy button, cost, metrics, status, the Cloud TPU profile and its cost,
+Ctrl-C during a confirmed write, and idle spells at the prompt (the world goes on). Invariants,
 after every step (the world first settled: background watches done, starting revisions decided):
 - a reply saying a revision is ready and serving N% (or holds 100% after a rollback) matches the stand-in;
 - every confirmed write has one audit record, not pending once settled, whose outcome matches the stand-in
@@ -360,6 +360,15 @@ class ConsoleModel(RuleBasedStateMachine):
         made = READY_SERVING.search(self.out) or READY_IDLE.search(self.out)
         if predicted and made:
             self.planned_kv[made.group(1)] = int(predicted.group(1).replace(",", ""))
+
+    @rule(seconds=st.sampled_from([0.2, 1.0]))
+    def idle(self, seconds: float) -> None:
+        """Nothing typed for a while at the prompt: the world goes on (watches, alerts and their closes)."""
+        self.log.append(f"(idle {seconds:g} s)")
+        type(self).rules_run["(idle)"] += 1
+        mark = len(self.session.text)
+        self._run(asyncio.sleep(seconds, result=""))
+        self.out = self.session.text[mark:]
 
     @rule()
     def metrics(self) -> None:
