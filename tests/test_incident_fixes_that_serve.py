@@ -52,6 +52,7 @@ async def _resolved(console: ConsoleSession, *ids: str) -> None:
 
 async def test_a_fix_landing_after_the_close_is_not_what_fixed_it(console: ConsoleSession) -> None:
     kv, oom = await _two_failures(console)
+    await asyncio.sleep(1.5)  # the user reads the diagnosis first (what changed compares at whole seconds)
     # The OOM incident's fix serves; the sandbox's Cloud Monitoring sees both failed rollouts clear.
     await console.line("click Plan redeploy: enforce_eager=True")
     first = await console.line("click Confirm")
@@ -82,6 +83,13 @@ async def test_a_fix_landing_after_the_close_is_not_what_fixed_it(console: Conso
     draft = await console.line(f"/gemma postmortem {kv}")
     fixed_it = draft[draft.index("What fixed it") : draft.index("Follow-ups")]
     assert "its alert closed" in fixed_it and "after the alert closed" in fixed_it, fixed_it
+    # Its cause is the revision its alert is about, not a fix made after it started; and no write after the close
+    # is listed as what fixed it.
+    failed = re.search(r"Revision `([\w-]+)` failed \(kv_cache_insufficient\)", console.text)
+    assert failed and f"Likely triggering change: revision `{failed.group(1)}`" in draft, draft
+    oom_draft = await console.line(f"/gemma postmortem {oom}")
+    oom_fixed = oom_draft[oom_draft.index("What fixed it") : oom_draft.index("Follow-ups")]
+    assert late.group(1) not in oom_fixed, oom_fixed  # the kv-cache fix came after the OOM incident closed
 
 
 def _section(text: str, heading: str, following: str) -> str:

@@ -121,7 +121,7 @@ async def postmortem(ctx: CommandContext) -> Reply | None:
     store = IncidentStore(deps.redis, deps.settings.key_prefix)
     now = utcnow()
     try:
-        changes = await changes_for(deps, inc, now)
+        changes = await changes_for(deps, inc, now, alert_revision=inc.revision)  # the cause its alert names
     except UserFacingError as exc:  # the runtime is away: the draft says less, and says so
         log.warning("postmortem: what changed could not be read: %s", exc.message)
         changes = None

@@ -275,8 +275,10 @@ def fix_lines(f: Facts, q: Quote = PLAIN) -> list[str]:
         else:
             line += "; the alert still fires"
         out.append(line)
+    # Writes after the close fixed nothing of this incident (whole seconds: the close's own second counts).
+    until = closed.timestamp() + 1 if closed is not None else float("inf")
     for e in f.audit:
-        if e.result == "ok" and e.at >= inc.started_at.timestamp() and not _is_the_fix(e, fix):
+        if e.result == "ok" and inc.started_at.timestamp() <= e.at < until and not _is_the_fix(e, fix):
             made = f", revision {q.code(e.revision)}" if e.revision else ""
             out.append(
                 f"{e.action} by {q.text(e.user_id)} at "
