@@ -104,8 +104,10 @@ async def test_a_postmortem_from_records_without_a_model(
     assert rows[0].split("|")[1].strip() == f"{start:%H:%M:%S}"
     assert "Finding `kv_cache_insufficient`: KV cache too small for --max-model-len" in md
     assert "duration 9m" in md  # fired 10 min ago, closed 1 min ago
-    # Status's figures over the window: points whose minute overlaps it (16 and 12 min ago: before; now: after)
-    assert "Requests: 1.00/s at its end, peak 4.50/s during the incident" in md
+    # Status's figures over the window, as Cloud Monitoring aligns them by the minute: a request rate counts over
+    # its point's interval (the 240 s before it: 4.5, 1 and 8 per second during the window, 8 at its end), a
+    # latency percentile at its point's time (16 and 12 min ago: before; now: after)
+    assert "Requests: 8.00/s at its end, peak 8.00/s during the incident" in md
     assert "Request latency p95: 3000 ms at its end, peak 5100 ms during the incident" in md
     assert "Review `runbooks/kv_cache_insufficient.md`" in md
     assert "## Summary" not in md  # no model: no prose, the same facts

@@ -34,3 +34,21 @@ async def test_status_shows_the_split_its_instances_and_rates_that_add_up(consol
     assert re.search(r"Instances\s+2 now", status), status  # a GPU instance per revision that takes traffic
     total, ok, errors = _rates(status)
     assert abs(ok + errors - total) <= 0.02, status  # the parts are the total, to the rounding of two decimals
+
+
+async def test_after_a_redeploy_the_rate_is_the_services_not_each_revisions_last(console: ConsoleSession) -> None:
+    """A revision that stops taking traffic has a rate of 0 from then on in its request history, so the service's
+    rate after a redeploy is its users' (16 req/s in the sandbox), not the old revision's last point added on."""
+    before, _, _ = _rates_or_total(await console.line("/gemma status --fresh"))
+    await console.line("/gemma deploy gemma4-12b-qat-l4 --max-model-len 8192")
+    await console.line("click Confirm")
+    assert console.sandbox is not None
+    console.sandbox.tick()
+    after, _, _ = _rates_or_total(await console.line("/gemma status --fresh"))
+    assert abs(after - before) < 1.0, (before, after)
+
+
+def _rates_or_total(status: str) -> tuple[float, float, float]:
+    found = re.search(r"Requests\s+([\d.]+)/s now", status)
+    assert found, status
+    return float(found.group(1)), 0.0, 0.0

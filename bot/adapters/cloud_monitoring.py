@@ -129,7 +129,7 @@ class CloudMonitoringMetrics:
         client = self._get_client()
         now = time.time()
         interval = monitoring_v3.TimeInterval(
-            end_time=timestamp_pb2.Timestamp(seconds=int(now)),
+            end_time=timestamp_pb2.Timestamp(seconds=int(now), nanos=int(now % 1 * 1e9)),  # up to this moment
             start_time=timestamp_pb2.Timestamp(seconds=int(now - minutes * 60)),
         )
         aligner_name, reducer_name, group_by = ALIGNMENT.get(metric, ("ALIGN_MEAN", "REDUCE_MEAN", []))

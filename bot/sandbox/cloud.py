@@ -33,7 +33,7 @@ from bot.sandbox.lifecycle import RevisionLifecycle, Startup
 from bot.sandbox.monitoring_grpc import MonitoringStandIn, serve_monitoring
 from bot.sandbox.preflight_standins import SCENARIOS as PREFLIGHT_SCENARIOS
 from bot.sandbox.preflight_standins import PreflightStandIns
-from bot.sandbox.revision_traffic import CANARY_SCENARIOS, LOAD_METRICS, SERVICE_RATE_PER_S, RevisionFleet
+from bot.sandbox.revision_traffic import CANARY_SCENARIOS, LOAD_METRICS, SERVICE_RATE_PER_S, STEADY, RevisionFleet
 from bot.sandbox.server import serve
 from bot.sandbox.tpu_api import TpuStandIn, serve_tpu
 from bot.sandbox.tpu_nodes import TpuNodeSim
@@ -221,19 +221,24 @@ class Sandbox:
             self.lifecycle.tick()
         finally:
             self.lifecycle.backdate = False
+        rates = [12.0, 15.0, 18.0, 14.0, SERVICE_RATE_PER_S]
         series: tuple[tuple[str, list[float], dict[str, str] | None, bool], ...] = (
             ("container/gpu/utilizations", [0.35, 0.42, 0.51, 0.47, 0.44], None, False),
             ("container/gpu/memory_utilizations", [0.91] * 5, None, False),
             ("container/memory/utilizations", [0.48] * 5, None, False),
             ("container/cpu/utilizations", [0.22, 0.25, 0.31, 0.27, 0.24], None, False),
             ("container/instance_count", [1.0] * 5, {"state": "active"}, True),
-            ("request_count", [12.0, 15.0, 18.0, 14.0, SERVICE_RATE_PER_S], {"response_code_class": "2xx"}, True),
+            # the users' requests, answered as a steady revision answers them (its share of 5xx)
+            ("request_count", [r * (1 - STEADY.error_share) for r in rates], {"response_code_class": "2xx"}, False),
+            ("request_count", [r * STEADY.error_share for r in rates], {"response_code_class": "5xx"}, False),
             ("request_latencies", [2100.0, 2300.0, 2650.0, 2400.0, 2200.0], None, False),
         )
+        serving = self.latest_revision()
         for metric, values, labels, ints in series:
-            # Requests and instances from now on are the simulated load's (RevisionFleet): history ends a minute ago.
-            ago = 60 if metric in LOAD_METRICS else 0
-            self.monitoring.add(metric, self.service, values, labels=labels, int_values=ints, ago_s=ago)
+            # Requests and instances are the seeded revision's history, which the simulated load (RevisionFleet)
+            # carries on point by point, each covering the time since the one before.
+            revision = serving if metric in LOAD_METRICS else ""
+            self.monitoring.add(metric, self.service, values, labels=labels, int_values=ints, revision=revision)
 
     # --- time ---------------------------------------------------------------------------------------------
     def _served_by(self, revision: str) -> SimConfig | None:

@@ -4,8 +4,10 @@ series per value of its group-by fields (https://cloud.google.com/monitoring/api
 "Aggregation"; https://cloud.google.com/monitoring/api/v3/aggregation).
 
 The stand-in keeps the values its simulations write already in the unit the aligner produces (a request rate per
-second, a 95th-percentile latency), so ALIGN_RATE and ALIGN_PERCENTILE_* align by the mean and the maximum of the
-points in a period; ALIGN_MEAN, ALIGN_MAX, ALIGN_MIN and ALIGN_SUM do what they say. A period that holds no point
+second over each point's interval, a 95th-percentile latency), so ALIGN_RATE weighs each point's rate by how much
+of its interval falls in the period (a revision that served half a period counts half its rate), and
+ALIGN_PERCENTILE_* takes the maximum of the points in a period; ALIGN_MEAN, ALIGN_MAX, ALIGN_MIN and ALIGN_SUM do
+what they say. A period that holds no point
 of a series has no value for it, and the reducer combines the series that have one, as the real API does.
 """
 
@@ -44,6 +46,33 @@ def _value(point: monitoring_v3.Point) -> float:
     return float(v.double_value or v.int64_value)
 
 
+def _spread(
+    point: monitoring_v3.Point, step: timedelta, start: datetime, end: datetime, buckets: dict[datetime, list[float]]
+) -> None:
+    """A rate point's share of each alignment period its interval overlaps: rate x overlap / period (a point no
+    longer than a period counts in the period of its end, as a delta is reported when its interval ends)."""
+    p_end = point.interval.end_time
+    p_start = point.interval.start_time or p_end
+    if not p_end - timedelta(days=1) < p_start < p_end:  # no start given (the epoch, or the end): one period
+        p_start = p_end - step
+    value = _value(point)
+    if p_end - p_start <= step:  # within one period: all of it in the period of its end, for the time it covers
+        if start < p_end <= end:
+            k = (end - p_end) // step
+            buckets[end - k * step].append(value * (p_end - p_start).total_seconds() / step.total_seconds())
+        return
+    k = max(0, (end - p_end) // step)
+    while True:
+        b_end = end - k * step
+        b_start = b_end - step
+        if b_end <= start or b_end <= p_start:
+            return
+        overlap = (min(p_end, b_end) - max(p_start, b_start)).total_seconds()
+        if overlap > 0:
+            buckets[b_end].append(value * overlap / step.total_seconds())
+        k += 1
+
+
 def _label(ts: monitoring_v3.TimeSeries, field: str) -> str:
     scope, _, name = field.rpartition(".")
     labels = ts.resource.labels if scope.startswith("resource") else ts.metric.labels
@@ -64,15 +93,20 @@ def aggregate(
         return [ts for ts in found]
     # Each series: period end -> its aligned value. Periods end at `end`, `end - step`, ... back to `start`.
     aligned: list[tuple[monitoring_v3.TimeSeries, dict[datetime, float]]] = []
+    rate = aggregation.per_series_aligner == Aligner.ALIGN_RATE
     for ts in found:
         buckets: dict[datetime, list[float]] = defaultdict(list)
         for p in ts.points:
             at = p.interval.end_time
+            if rate:
+                _spread(p, step, start, end, buckets)
+                continue
             if not start < at <= end:
                 continue
             k = (end - at) // step
             buckets[end - k * step].append(_value(p))
-        aligned.append((ts, {when: align(vs) for when, vs in buckets.items()}))
+        values = {w: sum(vs) for w, vs in buckets.items()} if rate else {w: align(vs) for w, vs in buckets.items()}
+        aligned.append((ts, values))
     reduce = _REDUCE.get(aggregation.cross_series_reducer)
     if reduce is None:  # REDUCE_NONE: the aligned series themselves
         return [_series(ts, ts.metric.labels, ts.resource.labels, values) for ts, values in aligned]

@@ -21,6 +21,8 @@ from bot.sandbox.grpc_server import serve_grpc_services
 from bot.sandbox.monitoring_aggregation import aggregate
 from bot.sandbox.monitoring_alerting import AlertingStandIn, alerting_services
 
+_HISTORY_S = 3600  # how much of a simulated load's history a series keeps
+
 
 class MonitoringStandIn:
     def __init__(self) -> None:
@@ -56,19 +58,29 @@ class MonitoringStandIn:
         revision: str = "",
         replace: bool = False,
         ago_s: int = 0,
+        append: bool = False,
+        covers_s: float | None = None,
     ) -> None:
         """One series of points ending now, `step_s` apart, for run.googleapis.com/<metric>; `revision` sets the
         cloud_run_revision resource's revision_name label; `replace` drops the series of that metric with the same
-        labels and revision first (a simulated load keeps one series per revision up to date); `ago_s` ends it that
-        long before now (history that a simulated load then carries on)."""
-        now = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=ago_s)
+        labels and revision first; `ago_s` ends it that long before now (history that a simulated load then carries
+        on); `append` adds the points to the series of those labels and revision (a simulated load's history, an
+        hour of it kept), making it if there is none, its first point covering `covers_s` seconds."""
+        # A load's points keep their microseconds, so a change of traffic within one second still tiles in time
+        now = datetime.now(UTC) - timedelta(seconds=ago_s)
+        if not append:
+            now = now.replace(microsecond=0)
         points: list[monitoring_v3.Point] = []
         for i, v in enumerate(values):
             end = now - timedelta(seconds=step_s * (len(values) - 1 - i))
             value = (
                 monitoring_v3.TypedValue(int64_value=int(v)) if int_values else monitoring_v3.TypedValue(double_value=v)
             )
-            points.insert(0, monitoring_v3.Point(interval=monitoring_v3.TimeInterval(end_time=end), value=value))
+            # Each point covers the time since the one before (a DELTA metric's interval has both ends); a load's
+            # first point, the time since it last wrote (`covers_s`)
+            span = timedelta(seconds=covers_s if covers_s is not None else step_s)
+            interval = monitoring_v3.TimeInterval(start_time=end - span, end_time=end)
+            points.insert(0, monitoring_v3.Point(interval=interval, value=value))
         ts = monitoring_v3.TimeSeries(
             metric={"type": f"run.googleapis.com/{metric}", "labels": labels or {}},
             resource={
@@ -79,6 +91,26 @@ class MonitoringStandIn:
         )
         with self._lock:
             kept = self.series.setdefault(f"run.googleapis.com/{metric}", [])
+            same = [
+                t
+                for t in kept
+                if dict(t.metric.labels) == (labels or {})
+                and t.resource.labels["service_name"] == service
+                and t.resource.labels.get("revision_name", "") == revision
+            ]
+            if append and same:
+                oldest = now - timedelta(seconds=_HISTORY_S)
+                older = [p for p in same[0].points if p.interval.end_time > oldest]
+                if older and points:  # the new point covers the time since the series' newest
+                    last = older[0].interval
+                    first = points[-1].interval
+                    if last.end_time < first.end_time:
+                        first.start_time = last.end_time
+                    else:  # the same second: the new point replaces it, over its interval too
+                        first.start_time = last.start_time
+                        older = older[1:]
+                same[0].points = [*points, *older]  # newest first
+                return
             if replace:
                 kept[:] = [
                     t

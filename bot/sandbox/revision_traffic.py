@@ -12,6 +12,7 @@ The figures are the sandbox's own inventions, shaped like a small model on one L
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,7 @@ CANARY_SCENARIOS: dict[str, tuple[str, Behaviour]] = {
 SERVICE_RATE_PER_S = 16.0  # the sandbox's users: requests per second to the service, however traffic is split
 LOAD_METRICS = ("request_count", "container/instance_count")  # what the simulated load writes, per revision
 _SPREAD = (0.7, 0.85, 0.95, 1.0, 1.05, 1.1, 1.2, 1.35, 0.9, 1.0)  # deterministic jitter around the typical value
+RECORD_EVERY_S = 2.0  # real seconds between points of the load's Cloud Monitoring history (a tick is 0.25 s)
 _MAX_PER_TICK = 400  # observed into a simulator's histograms per tick: a long jump of the clock costs little
 
 
@@ -71,6 +73,10 @@ class RevisionFleet:
         self._carry: dict[str, float] = {}
         self._since: float | None = None  # when the current split began (sandbox seconds)
         self._counted: set[str] = set()  # revisions with an instance_count series
+        self._requested: set[str] = set()  # revisions whose request_count history is not at 0
+        self._recorded_at = 0.0  # time.monotonic() of the last points written to Cloud Monitoring
+        self._recorded_shares: list[tuple[str, int]] = []  # the traffic they were written for
+        self._covers_s = RECORD_EVERY_S  # the real seconds the points being written stand for
         self._last = clock.now()
         self._lock = threading.Lock()
 
@@ -104,11 +110,18 @@ class RevisionFleet:
         dt, self._last = now - self._last, now
         svc = self.cloud_run.services.get(self.service)
         split = [s for s in (svc or {}).get("trafficStatuses") or [] if s.get("percent") and s.get("revision")]
-        self._instances(split)
+        shares = sorted((str(s["revision"]), int(s["percent"])) for s in split)
+        # A point every few seconds, and at once when traffic moves (status right after a write shows it)
+        record = shares != self._recorded_shares or time.monotonic() - self._recorded_at >= RECORD_EVERY_S
+        if record:
+            self._covers_s = min(time.monotonic() - self._recorded_at, RECORD_EVERY_S)
+            self._recorded_at, self._recorded_shares = time.monotonic(), shares
+            self._instances(split)
         if len(split) < 2:  # no canary: the service's own simulator carries the load (bot/sandbox/cloud.py)
             self._since = None
             self._served.clear()
-            self._steady(split)
+            if record:
+                self._steady(split)
             return
         if self._since is None:
             self._since = now
@@ -130,38 +143,45 @@ class RevisionFleet:
             sim.set_gauges(running=busy, waiting=b.waiting, kv_usage=b.kv_usage)
             served[0] += ok
             served[1] += errors
-            elapsed = max(now - self._since, 1.0)
-            for cls, count in (("2xx", served[0]), ("5xx", served[1])):
-                self.monitoring.add(
-                    "request_count",
-                    self.service,
-                    [count / elapsed],
-                    labels={"response_code_class": cls},
-                    revision=rev,
-                    replace=True,
-                )
+            if record:  # the rate since the split began, each class
+                elapsed = max(now - self._since, 1.0)
+                self._requests(rev, served[0] / elapsed, served[1] / elapsed)
+        if record:
+            self._stopped({str(s["revision"]) for s in split})
 
     def _instances(self, serving: list[dict[str, Any]]) -> None:
         """One active instance per revision that takes traffic (each is a GPU instance: a canary's split runs
-        two), none for the others; written to Cloud Monitoring's instance_count as Cloud Run reports it."""
+        two), none for the others; appended to Cloud Monitoring's instance_count history as Cloud Run reports it."""
         with_traffic = {str(s["revision"]) for s in serving}
         for rev in with_traffic | self._counted:
             n = 1.0 if rev in with_traffic else 0.0
             self.monitoring.add(
-                "container/instance_count", self.service, [n], labels={"state": "active"}, revision=rev, replace=True,
-                int_values=True,
+                "container/instance_count", self.service, [n], labels={"state": "active"}, revision=rev, append=True,
+                int_values=True, covers_s=self._covers_s,
             )  # fmt: skip
         self._counted = with_traffic
+
+    def _requests(self, revision: str, ok_per_s: float, errors_per_s: float) -> None:
+        """One point of a revision's request rate per response code class, appended to its history."""
+        for cls, value in (("2xx", ok_per_s), ("5xx", errors_per_s)):
+            self.monitoring.add(
+                "request_count", self.service, [value], labels={"response_code_class": cls}, revision=revision,
+                append=True, covers_s=self._covers_s,
+            )  # fmt: skip
+        self._requested.add(revision)
+
+    def _stopped(self, serving: set[str]) -> None:
+        """Revisions that took requests and take none now: their rate is 0 from here on, not their last point."""
+        for revision in self._requested - serving:
+            self._requests(revision, 0.0, 0.0)
+        self._requested &= serving
 
     def _steady(self, serving: list[dict[str, Any]]) -> None:
         """The one revision that serves takes the whole rate, with a steady revision's errors."""
         for status in serving:
             rate, e = self.rate_per_s * status["percent"] / 100, STEADY.error_share
-            for cls, value in (("2xx", rate * (1 - e)), ("5xx", rate * e)):
-                self.monitoring.add(
-                    "request_count", self.service, [value], labels={"response_code_class": cls},
-                    revision=str(status["revision"]), replace=True,
-                )  # fmt: skip
+            self._requests(str(status["revision"]), rate * (1 - e), rate * e)
+        self._stopped({str(s["revision"]) for s in serving})
 
     @property
     def app(self) -> ASGIApp:

@@ -159,9 +159,11 @@ def _timeline(inc: Incident, audit: list[AuditEntry], changes: WhatChanged | Non
         audited = audited or mine
         ours = (f"; the incident's fix{late}",) if mine else ()
         items.append(item(at, "audit", f"{e.action} {e.result} (", _Out(e.user_id), *made, ")", *detail, *ours))
+    written = {e.revision for e in audit if e.revision and e.result != "pending"}
     if changes is not None:
         for c in changes.changes:
-            if c.created_at is not None:
+            # A revision a write of the bot made has that write's audit row: one row for one write
+            if c.created_at is not None and c.revision not in written:
                 who_made = ("outside the bot",) if c.outside_bot else (f"{c.action} by ", _Out(c.by))
                 items.append(
                     item(c.created_at, "Cloud Run", "revision ", _Out(c.revision), " created (", *who_made, ")")
