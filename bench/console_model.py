@@ -102,6 +102,10 @@ def reset(sandbox: Sandbox) -> None:
     sandbox.lifecycle.finished.clear()
     sandbox.logging.entries.clear()
     sandbox.saturated = False
+    with sandbox.monitoring._lock:  # the last example's revisions' series would add to this one's
+        sandbox.monitoring.series.clear()
+    sandbox.fleet.reset()
+    sandbox._serving = ""  # the seeded revision is served anew
     with sandbox.tpu._lock:  # no TPU slice: each example deploys its own
         sandbox.tpu.queued.clear()
         sandbox.tpu.ops.clear()

@@ -31,7 +31,7 @@ from skills.capacity.deployed import check_as_deployed
 from skills.capacity.fit_types import FitRequest
 from skills.capacity.image_compat import load_image_data, parse_image, version
 from skills.serving.sizes import gib
-from skills.serving.vllm_flags import VllmFlags, planner_kv
+from skills.serving.vllm_flags import VllmFlags, planner_dtype, planner_kv
 from skills.targets.cloud_run.render import ANNOTATION_MODEL
 
 PULL_S = 60.0  # estimate: image pull and container start before vLLM prints anything (simulated seconds)
@@ -100,6 +100,9 @@ def deployed_config(svc: dict[str, Any]) -> dict[str, Any]:
         "kv_cache_dtype": planner_kv(flags),
         "enforce_eager": flags.enforce_eager,
         "cpu_offload_gb": flags.cpu_offload_gb,
+        "max_num_seqs": flags.max_num_seqs,
+        "max_num_batched_tokens": flags.max_num_batched_tokens,
+        "dtype": planner_dtype(flags),
         # Without one, Cloud Run's default TCP startup probe: timeoutSeconds 240, periodSeconds 240,
         # failureThreshold 1 (https://cloud.google.com/run/docs/configuring/healthchecks, "The default TCP
         # startup probe").
@@ -144,6 +147,12 @@ def plan_startup(svc: dict[str, Any], service: str, revision: str) -> Startup:
             cpu_offload_gb=cfg["cpu_offload_gb"],
             enforce_eager=cfg["enforce_eager"],
             host_memory_gib=cfg["memory_gib"],
+            # the KV accounting of the image's vLLM release, with the batch the flags set (sliding-window layers
+            # reserve --max-num-batched-tokens per request), as the plan of this spec counted it
+            vllm_image=cfg["image"] or None,
+            max_num_seqs=cfg["max_num_seqs"],
+            max_num_batched_tokens=cfg["max_num_batched_tokens"],
+            dtype=cfg["dtype"],
             # a Hub id (not a mounted path) is downloaded onto the in-memory filesystem, as on Cloud Run
             weights_from_hub=not cfg["model"].startswith("/"),
         )

@@ -80,6 +80,19 @@ class RevisionFleet:
         self._last = clock.now()
         self._lock = threading.Lock()
 
+    def reset(self) -> None:
+        """Forget every revision (a project reset to its first state: the bench's next example)."""
+        with self._lock:
+            self.sims.clear()
+        self.behaviour.clear()
+        self.next_canary = None
+        self._served.clear()
+        self._carry.clear()
+        self._since = None
+        self._counted.clear()
+        self._requested.clear()
+        self._recorded_shares = []
+
     def arm(self, name: str) -> str:
         what, behaviour = CANARY_SCENARIOS[name]
         self.next_canary = behaviour
