@@ -34,8 +34,8 @@ after every step (the world first settled: background watches done, starting rev
   commands it prints (`unexpressed`);
 - sandbox metrics agree with the plan of what serves: `/gemma metrics`' KV capacity is what the plan that made the
   serving revision predicted;
-- status says what the stand-in shows: ready only with a ready revision taking traffic, a split with its shares, an
-  instance per revision taking traffic;
+- status says what the stand-in shows: ready only with a ready revision taking traffic, a split with its shares, at
+  least an instance per revision taking traffic;
 - TPU replies speak TPU: a slice's deploy progress uses none of Cloud Run's revision stages.
 
 Rules take no preconditions: those would read the world, which timing can change (where a Ctrl-C lands), and
@@ -674,8 +674,10 @@ class ConsoleModel(RuleBasedStateMachine):
         shown = {r: int(p) for p, r in re.findall(r"(\d+)% `([\w-]+)`", split.group(1))} if split else {}
         if len(traffic) > 1 and shown != traffic:
             self._fail(f"status shows the split {shown or 'not at all'}; the stand-in routes {traffic}")
+        # At least one instance per revision taking traffic; more when a revision that served within the last
+        # alignment period (a minute of wall clock, hours of sandbox time here) had one (ALIGN_MAX)
         instances = STATUS_INSTANCES.search(self.out)
-        if instances and len(traffic) > 1 and int(instances.group(1)) != len(traffic):
+        if instances and len(traffic) > 1 and int(instances.group(1)) < len(traffic):
             self._fail(f"status says {instances.group(1)} instance(s) now; {len(traffic)} revisions take traffic")
 
     @invariant()
