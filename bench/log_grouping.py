@@ -5,6 +5,12 @@
     python bench/log_grouping.py --heldout              (also the held-out outside systems: not while tuning)
     python bench/log_grouping.py DATASET_DIR            (a folder of Loghub systems, e.g. the other 8)
     python bench/log_grouping.py --speed                (lines per CPU-second only, cold and warm, small and large)
+    python bench/log_grouping.py --vllm [--heldout]     (only the vLLM lines labelled by call site, issue 53)
+
+vLLM lines labelled by call site (tests/data/vllm_call_sites/README.md): the project's own real vLLM logs
+(tests/data/field_logs*), each line that prints vLLM's header labelled by the call site it names (one logging
+statement), the header cut before the grouper sees the message. Each log is grouped on its own; pooled GA is over
+all labelled lines of a half, macro GA the mean of the logs'. Always run (the logs are in the repository).
 
 Network OSes labelled by the message tag their lines carry (manifest "message_id_systems") join the outside
 tables when bench/build_message_id_logs.py (napalm-logs) and bench/build_vendor_logs.py (elastic/integrations)
@@ -28,6 +34,7 @@ Two figures per system:
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import re
 import sys
@@ -39,6 +46,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from skills.logs.input_format import decode_log_bytes  # noqa: E402
 from skills.logs.templates import TemplateMiner  # noqa: E402
 
 # One shared set of variable masks for drain3 (the usual Loghub preprocessing: IPs, block ids, hex, numbers).
@@ -58,6 +66,13 @@ REPEAT = 3  # lines/s: median of three passes, a fresh grouper each pass (what o
 MESSAGE_ID_DIR = REPO / "bench" / "out" / "message_id_logs"
 OUTSIDE_MANIFEST = REPO / "tests" / "data" / "logs_outside_loghub" / "manifest.json"
 OUTSIDE_DIR = REPO / "bench" / "out" / "logs_outside_loghub"  # built by bench/build_hybrid_logs.py
+VLLM_DIR = REPO / "tests" / "data" / "vllm_call_sites"
+# vLLM's logging header: any prefix (syslog, docker compose, Cloud Logging, the process prefix "(EngineCore_DP0
+# pid=7) "), level, MM-DD, time, call site ("[core.py:77]"; older releases print no opening bracket), message.
+VLLM_HEADER = re.compile(
+    r"^(?P<head>(?P<prefix>.*?)(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:[.,]\d+)?\s+"
+    r"\[?(?P<site>[\w./-]+\.py:\d+)\])\s?(?P<msg>.*)$"
+)
 
 
 def load(folder: Path) -> tuple[list[str], list[str]] | None:
@@ -110,6 +125,93 @@ def load_message_ids(root: Path, split: str) -> list[tuple[str, tuple[list[str],
             continue
         out.append((system["name"], data))
     return out
+
+
+def vllm_labelled(text: str) -> list[tuple[str, str]]:
+    """(message, call site) of each labelled line of one log (tests/data/vllm_call_sites/README.md): a line with
+    vLLM's header, not continuing the record above (the same whole header on the labelled line directly above)."""
+    out: list[tuple[str, str]] = []
+    above = None
+    for line in text.splitlines():
+        m = VLLM_HEADER.match(line)
+        if m is None:
+            above = None
+            continue
+        if m["head"] != above:
+            out.append((" ".join(m["msg"].split()), m["site"]))
+        above = m["head"]
+    return out
+
+
+def vllm_logs() -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """(file under tests/data, source, labelled lines) of every log with a labelled line, a re-encoded copy once."""
+    by_source: dict[str, tuple[str, str, list[tuple[str, str]]]] = {}
+    for manifest in sorted((REPO / "tests" / "data").glob("field_logs*/manifest.json")):
+        for entry in json.loads(manifest.read_text(encoding="utf-8"))["logs"]:
+            path = manifest.parent / entry["file"]
+            labelled = vllm_labelled(decode_log_bytes(path.read_bytes()))
+            name = f"{manifest.parent.name}/{entry['file']}"
+            kept = by_source.get(entry["source"])
+            if labelled and (kept is None or len(name.split("/")[1]) < len(kept[0].split("/")[1])):
+                by_source[entry["source"]] = (name, entry["source"], labelled)
+    return list(by_source.values())
+
+
+def vllm_split() -> dict[str, str]:
+    """file -> "tuning" / "heldout": sorted by the sha256 of the source, alternately (the README's rule)."""
+    logs = sorted(vllm_logs(), key=lambda log: hashlib.sha256(log[1].encode()).hexdigest())
+    return {name: ("tuning", "heldout")[i % 2] for i, (name, _, _) in enumerate(logs)}
+
+
+def load_vllm(split: str) -> list[tuple[str, list[str], list[str]]]:
+    """(log, messages, call sites) of one half, checked against the manifest written when the rule was applied."""
+    manifest = json.loads((VLLM_DIR / "manifest.json").read_text(encoding="utf-8"))
+    recorded = {log["file"]: log["split"] for log in manifest["logs"]}
+    if recorded != vllm_split():
+        raise SystemExit("tests/data/vllm_call_sites/manifest.json no longer matches its split rule")
+    return [
+        (name.split("/")[1].removesuffix(".log"), [m for m, _ in lab], [s for _, s in lab])
+        for name, _, lab in vllm_logs()
+        if recorded[name] == split
+    ]
+
+
+def score_vllm(title: str, logs: list[tuple[str, list[str], list[str]]]) -> None:
+    """Per log, pooled and macro GA of ours (blind to the call site), drain3, and ours split by call site."""
+    print(f"\n{title}")
+    print(f"{'log':<44} {'lines':>5} {'sites':>5} {'GA ours':>8} {'GA drain3':>10} {'ours+site':>10}")
+    runs = {"ours": run_ours, "drain3": run_drain3}
+    correct: dict[str, float] = defaultdict(float)
+    macro: dict[str, float] = defaultdict(float)
+    n_lines = 0
+    for name, lines, sites in logs:
+        preds = {k: fn(lines) for k, fn in runs.items()}
+        preds["ours+site"] = [f"{p}|{s}" for p, s in zip(preds["ours"], sites, strict=True)]
+        ga = {k: grouping_accuracy(p, sites) for k, p in preds.items()}
+        for k, v in ga.items():
+            correct[k] += v * len(lines)
+            macro[k] += v
+        n_lines += len(lines)
+        print(
+            f"{name[:44]:<44} {len(lines):>5} {len(set(sites)):>5} {ga['ours']:>8.3f} {ga['drain3']:>10.3f}"
+            f" {ga['ours+site']:>10.3f}"
+        )
+    n = len(logs)
+    pooled = {k: v / n_lines for k, v in correct.items()}
+    mean = {k: v / n for k, v in macro.items()}
+    n_sites = sum(len(set(s)) for _, _, s in logs)
+    print(
+        f"{'pooled GA':<44} {n_lines:>5} {n_sites:>5} {pooled['ours']:>8.3f} {pooled['drain3']:>10.3f}"
+        f" {pooled['ours+site']:>10.3f}"
+    )
+    print(
+        f"{f'macro GA ({n} logs)':<44} {'':>5} {'':>5} {mean['ours']:>8.3f} {mean['drain3']:>10.3f}"
+        f" {mean['ours+site']:>10.3f}"
+    )
+    print(
+        f"ours vs drain3: pooled GA {pooled['ours'] - pooled['drain3']:+.3f},"
+        f" macro GA {mean['ours'] - mean['drain3']:+.3f}"
+    )
 
 
 def group_accuracy(pred: list[int | str], truth: list[str]) -> float:
@@ -172,9 +274,13 @@ def timed(fn: Callable[[list[str]], list[int | str]], lines: list[str]) -> tuple
     return pred, len(lines) / max(sorted(times)[len(times) // 2], 1e-9)
 
 
-def score(title: str, systems: list[tuple[str, tuple[list[str], list[str]]]]) -> tuple[float, float]:
-    """Print one table (per system and average); return the average GA of ours and of drain3."""
+def score(title: str, systems: list[tuple[str, tuple[list[str], list[str]]]]) -> tuple[float, float] | None:
+    """Print one table (per system and average); return the average GA of ours and of drain3 (None: no system
+    of the table is built, said in one line)."""
     print(f"\n{title}")
+    if not systems:
+        print("(skipped: none of its systems is built here; see the builders named above)")
+        return None
     print(
         f"{'system':<16} {'lines':>6} {'GA ours':>8} {'GA drain3':>10} {'groups ours':>12} {'groups drain3':>14}"
         f" {'ours l/s':>10} {'drain3 l/s':>11}"
@@ -254,6 +360,15 @@ def main(argv: list[str]) -> int:
             return 2
         score(f"Loghub systems under {root}", systems)
         return 0
+    if "--vllm" not in argv:
+        _score_loghub_and_outside(heldout)
+    score_vllm("vLLM lines labelled by call site, tuning half (tests/data/vllm_call_sites)", load_vllm("tuning"))
+    if heldout:
+        score_vllm("vLLM lines labelled by call site, HELD-OUT half", load_vllm("heldout"))
+    return 0
+
+
+def _score_loghub_and_outside(heldout: bool) -> None:
     root = REPO / "tests" / "data" / "loghub"
     score(
         f"Loghub, the 8 systems in the repository ({root})",
@@ -273,7 +388,6 @@ def main(argv: list[str]) -> int:
                 f"Outside Loghub, HELD-OUT half of batch {b} ({state})",
                 [s for s in held if batch.get(s[0], 1) == b],
             )
-    return 0
 
 
 def _batches() -> dict[str, int]:
