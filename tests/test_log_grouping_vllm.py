@@ -69,3 +69,22 @@ def test_the_split_is_by_log_and_still_the_recorded_one() -> None:
 def test_a_table_with_no_system_built_is_skipped(capsys) -> None:  # type: ignore[no-untyped-def]
     assert _bench().score("Outside Loghub, tuning half", []) is None
     assert "skipped" in capsys.readouterr().out
+
+
+def test_a_line_cut_at_its_end_is_the_event_of_its_whole_form() -> None:
+    # Two ranks print one OOM message; the paste (as a collector may) cut the second inside its last word, a URL.
+    path = REPO / "tests" / "data" / "field_logs" / "vllm15105_oom_generic_cuda_graphs_advice.log"
+    messages = [m for m, _ in _bench().vllm_labelled(path.read_text(encoding="utf-8"))]
+    last = [m.split()[-1] for m in messages]
+    assert len(messages) == 2 and last[0] != last[1] and last[0].startswith(last[1])
+    g = _groups(messages)
+    assert g[0] == g[1]
+
+
+def test_a_different_last_word_is_still_another_event() -> None:
+    # The cut rule is for a long word cut short, not for short words that begin alike (kinds, states).
+    path = REPO / "tests" / "data" / "field_logs" / "vllm15105_oom_generic_cuda_graphs_advice.log"
+    whole = _bench().vllm_labelled(path.read_text(encoding="utf-8"))[0][0]
+    head = whole.rsplit(" ", 1)[0]
+    g = _groups([f"{head} Management (cuda)", f"{head} Management (cu)", f"{head} Management (started)"])
+    assert g[0] != g[1] and g[0] != g[2]

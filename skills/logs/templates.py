@@ -305,6 +305,17 @@ def _named_value(tpl: list[str], i: int, a: str, b: str) -> bool:
     return not _STATE_WORDS.isdisjoint(tpl[max(0, i - 4) : i])
 
 
+# A line cut inside its last word (a paste, or a collector that truncates long lines) keeps at least this many of
+# its characters: a long word (a URL, a path) cut short, not two short words that begin alike (cu / cuda).
+_CUT_MIN = 12
+
+
+def _cut(a: str, b: str) -> bool:
+    """Two last words of one event, one cut short: the shorter, of _CUT_MIN characters or more, begins the other."""
+    short, whole = (a, b) if len(a) < len(b) else (b, a)
+    return len(short) >= _CUT_MIN and whole.startswith(short)
+
+
 def _differ(a: list[str], b: list[str]) -> compress[int]:
     """The positions where two token lists differ (up to the shorter's length). The comparison runs in C: most
     positions agree, and a Python loop over every position is most of the cost of comparing a line with a
@@ -414,6 +425,7 @@ class TemplateMiner:
     def _best(self, bucket: list[int], tokens: list[str]) -> tuple[int, float]:
         best, best_score = -1, -1.0
         n = len(tokens) or 1
+        last = len(tokens) - 1
         templates = self._templates
         for gid in bucket:
             tpl = templates[gid]
@@ -425,6 +437,8 @@ class TemplateMiner:
                 same -= 1
                 b = tokens[i]
                 if WILDCARD not in a and WILDCARD not in b and not _named_value(tpl, i, a, b):
+                    if i == last and _cut(a, b):
+                        continue  # the line was cut inside its last word: the same event (see _cut)
                     break  # a word differs: another event, unless many groups differ there (see _note_variant)
             else:
                 score = same / n
