@@ -247,7 +247,7 @@ async def test_a_canary_the_gpu_quota_cannot_hold_is_refused(deps: Deps, sandbox
     assert plan is not None
     text = shown(plan)
     assert "Canary refused: it needs 2 nvidia-l4 GPU(s) at once in us-central1" in text
-    assert "quota `NvidiaL4GpuAllocNoZonalRedundancyPerProjectRegion` is 1" in text
+    assert "quota `NvidiaL4GpuAllocNoZonalRedundancyPerProjectRegion` is 1 GPU(s)" in text
     assert not any(b.action_id == CONFIRM_ACTION for b in plan.buttons)
     # Without --canary the same deploy fits the quota.
     plain, _ = await command(deps, DEPLOY.replace(" --canary 20", ""))
@@ -315,3 +315,16 @@ async def test_no_error_share_is_shown_before_the_window_holds_a_request(deps: D
     assert rows, tables
     for row in rows:  # role, revision, requests, errors, ...
         assert row[2] != "0" or row[3] == "—", rows
+
+
+async def test_the_rtx_quota_in_milli_gpus_holds_one_instance_not_a_canary_beside_it(
+    deps: Deps, sandbox: Sandbox
+) -> None:
+    # `quotas info` reads 1000 for one RTX Pro 6000 (milli-GPUs): one instance, not the serving one and a canary.
+    sandbox.preflight.quotas.set(QUOTA_SERVICE, GPU_QUOTA_IDS["nvidia-rtx-pro-6000"], "us-central1", 1000)
+    plan, _ = await command(deps, "deploy gemma4-31b-qat-rtx --canary 20")
+    assert plan is not None
+    text = shown(plan)
+    assert "Canary refused: it needs 2 nvidia-rtx-pro-6000 GPU(s) at once in us-central1" in text, text
+    assert "quota `NvidiaRtxPro6000GpuAllocNoZonalRedundancyPerProjectRegion` is 1 GPU(s)" in text, text
+    assert not any(b.action_id == CONFIRM_ACTION for b in plan.buttons)

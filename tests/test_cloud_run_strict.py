@@ -112,3 +112,27 @@ async def test_a_misspelled_field_is_an_error_not_a_silent_default(deps: Any, cl
     assert "maxInstanceRequestConcurency" in exc.value.message
     assert "vllm-gemma4" not in cloud_run.services  # nothing sent
     assert not [r for r in cloud_run.requests if r[0] != "GET"]
+
+
+async def test_max_instances_above_the_gpu_quota_is_refused_as_cloud_run_refuses_it(
+    deps: Any, cloud_run: CloudRunStandIn
+) -> None:
+    """Cloud Run refuses a GPU service whose max instances exceed the region's GPU quota, naming the most it
+    allows (field reports quoted in bot/sandbox/cloud_run_api.py)."""
+    qid = "NvidiaRtxPro6000GpuAllocNoZonalRedundancyPerProjectRegion"
+    cloud_run.gpu_quota = lambda accelerator: (qid, 1) if accelerator == "nvidia-rtx-pro-6000" else None
+    body = spec()
+    body["template"]["scaling"]["maxInstanceCount"] = 3
+    with pytest.raises(UserFacingError) as exc:
+        await create(deps, body)
+    msg = exc.value.message
+    assert "Max instances must be set to 1 or fewer in order to set GPU requirements" in msg, msg
+    assert f"{qid} requested: 3 allowed: 1" in msg, msg
+    assert "vllm-gemma4" not in cloud_run.services
+    body["template"]["scaling"]["maxInstanceCount"] = 1
+    await create(deps, body)  # within the quota: accepted
+    raised = copy.deepcopy(cloud_run.services["vllm-gemma4"])
+    raised["template"]["scaling"]["maxInstanceCount"] = 2
+    with pytest.raises(UserFacingError) as exc:
+        await deps.runtime.apply_service("vllm-gemma4", raised, create=False)
+    assert "Max instances must be set to 1 or fewer" in exc.value.message

@@ -194,3 +194,48 @@ async def test_quota_command_shows_increase_requests(deps: Deps, standins: Prefl
         "• `europe-west1` (deploys go here): :x: 0 GPU(s) · request for 3, granted 0 (pending Google's review)"
     )
     assert "• `us-east4`: :white_check_mark: 3 GPU(s) · request for 3, granted 3 (decided)" in lines
+
+
+# --- GPU quota in its unit, max instances against it (issue 50) -----------------------------------------------
+
+
+@pytest.fixture
+async def rtx_deps(settings: Settings, standins: PreflightStandIns, redis_client: Any) -> AsyncIterator[Deps]:
+    """A project in europe-west4, where Cloud Run offers the RTX Pro 6000 (prices.yaml)."""
+    standins.seed()
+    st = settings.model_copy(update={**standins.settings_update(), "google_cloud_location": "europe-west4"})
+    d = build_deps(st)
+    yield d
+    await close_deps(d)
+
+
+RTX_QUOTA = GPU_QUOTA_IDS["nvidia-rtx-pro-6000"]
+
+
+async def test_rtx_quota_reads_in_milli_gpus_and_max_instances_above_it_is_refused(
+    rtx_deps: Deps, standins: PreflightStandIns
+) -> None:
+    """`quotas info` gives 1000 for one RTX Pro 6000 (milli-GPUs); max instances 3 is a deploy Cloud Run refuses
+    ("Max instances must be set to 1 or fewer in order to set GPU requirements"): ✗ with both fixes."""
+    standins.quotas.set(QUOTA_SERVICE, RTX_QUOTA, "europe-west4", 1000)
+    reply, _ = await command(rtx_deps, "deploy gemma4-31b-qat-rtx --max-instances 3")
+    assert reply is not None
+    text = _preflight_text(reply)
+    assert "1000 GPU" not in text, text
+    assert "✗" in text and "1 GPU" in text and "max instances 3" in text, text
+    assert "--max-instances 1" in text and RTX_QUOTA in text, text  # lower max instances, or request quota
+    assert not any(b.action_id == CONFIRM_ACTION for b in reply.buttons)
+    # the same quota holds one instance: the default profile (max instances 1) passes
+    reply, _ = await command(rtx_deps, "deploy gemma4-31b-qat-rtx")
+    text = _preflight_text(reply)
+    assert "✓ `NvidiaRtxPro6000GpuAllocNoZonalRedundancyPerProjectRegion` in europe-west4: 1 GPU" in text, text
+    assert plan_id_of(reply)
+
+
+async def test_l4_quota_below_max_instances_is_refused_not_noted(deps: Deps, standins: PreflightStandIns) -> None:
+    standins.quotas.set(QUOTA_SERVICE, GPU_QUOTA_IDS["nvidia-l4"], "europe-west1", 2)
+    reply, _ = await command(deps, "deploy gemma4-12b-qat-l4 --max-instances 3")
+    assert reply is not None
+    text = _preflight_text(reply)
+    assert "✗" in text and "2 GPU(s)" in text and "--max-instances 2" in text, text
+    assert not any(b.action_id == CONFIRM_ACTION for b in reply.buttons)

@@ -78,6 +78,8 @@ class Sandbox:
         self.logging = CloudLoggingStandIn()
         self.monitoring = MonitoringStandIn()
         self.preflight = PreflightStandIns()  # the Hub, the registry, Cloud Storage, Cloud Quotas
+        # Cloud Run refuses a GPU service whose max instances exceed the region's GPU quota, read from Cloud Quotas.
+        self.cloud_run.gpu_quota = lambda accelerator: self.preflight.gpu_allowed(accelerator, LOCATION)
         # Cloud TPU: the API stand-in (every v6e zone of skills/data/tpu.yaml with capacity and quota) and the
         # nodes' simulated vLLM; the quota lives in the Cloud Quotas stand-in, per zone, as the real one.
         self.tpu = TpuStandIn(PROJECT, now=self.clock.now)

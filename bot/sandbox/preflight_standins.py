@@ -22,7 +22,12 @@ from skills.capacity.prices import load_prices
 from skills.targets.tpu.spec import DEFAULT_IMAGE as TPU_IMAGE
 
 HF_TOKEN = "hf_sandboxTokenWithTheGemmaLicenceAccepted"
-DEFAULT_QUOTA = 3
+DEFAULT_QUOTA = 3  # GPUs per region; seeded in each quota's own unit (QUOTA_UNIT_AS_READ)
+# What one GPU counts as in the Cloud Quotas API's value, as the real API answers: the L4 quota counts GPUs, the
+# RTX Pro 6000 quota milli-GPUs (a public deploy script: `REQUIRED_QUOTA=1000`, "RTX PRO 6000 quota is expressed
+# in milliGPUs"; a codelab write-up: `quotas info` value 1000 where Cloud Run allowed 1). The stand-in's own
+# table, not read from the bot's skills/capacity/gpu_quota.py (tests check the two agree).
+QUOTA_UNIT_AS_READ = {"nvidia-l4": 1, "nvidia-rtx-pro-6000": 1000}
 # (name, what happens): each makes the next deploy plan of the default L4 profile fail one check.
 SCENARIOS = {
     "checkpoint-missing": "the Hub no longer has the default profile's checkpoint (a wrong catalog repo id)",
@@ -62,9 +67,21 @@ class PreflightStandIns:
         for name, region in load_prices().regions.items():
             for gpu in region.gpus:
                 if gpu in GPU_QUOTA_IDS:
-                    self.quotas.set(QUOTA_SERVICE, GPU_QUOTA_IDS[gpu], name, DEFAULT_QUOTA)
+                    self.quotas.set(QUOTA_SERVICE, GPU_QUOTA_IDS[gpu], name, DEFAULT_QUOTA * QUOTA_UNIT_AS_READ[gpu])
         for qid in GPU_QUOTA_IDS.values():  # regions without their own value: none
             self.quotas.set(QUOTA_SERVICE, qid, "", 0)
+
+    def gpu_allowed(self, accelerator: str, region: str) -> tuple[str, int] | None:
+        """The Cloud Run GPU quota Cloud Run enforces in `region`: (quota id, whole GPUs), None when no quota id is
+        known for the accelerator or the value is unlimited (for the Cloud Run stand-in's max-instances check)."""
+        qid = GPU_QUOTA_IDS.get(accelerator)
+        if qid is None:
+            return None
+        by_region = self.quotas.values.get((QUOTA_SERVICE, qid), {})
+        raw = by_region.get(region, by_region.get("", 0))
+        if raw < 0:
+            return None
+        return qid, raw // QUOTA_UNIT_AS_READ.get(accelerator, 1)
 
     def stock_bucket(self, bucket: str) -> None:
         """A bucket holding every catalog checkpoint as `hf download REPO --local-dir FOLDER` lays it out (the

@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from skills.capacity.fit import load_catalog
-from skills.capacity.gpu_quota import read_gpu_quota
-from skills.capacity.image_compat import check_image
+from skills.capacity.gpu_quota import read_gpu_quota, unit_note
+from skills.capacity.image_compat import check_image, check_tpu_image
 from skills.capacity.prices import load_prices, regions_offering
 from skills.errors import UserFacingError
 from skills.ports import ImageRegistry, ModelHub, PreflightUnavailable, QuotaReader, WeightStore
@@ -188,6 +188,16 @@ async def _image(src: PreflightSources, t: PreflightTarget) -> PreflightCheck:
                 fix=f"use `{compat.suggestion}`." if compat.suggestion else "no recorded image fits.",
             )
         compat_note = " and passes the vLLM/CUDA compatibility check"
+    elif t.platform == "cloud-tpu":  # vLLM's TPU image: a release tag that serves the model (check_tpu_image)
+        tpu = check_tpu_image(t.image, t.family)
+        if not tpu.ok:
+            return PreflightCheck(
+                name="image",
+                status="fail",
+                text=f"image `{t.image}` cannot serve {t.family or 'the model'} on TPU: " + " ".join(tpu.problems),
+                fix=f"use `{tpu.suggestion}`." if tpu.suggestion else "no recorded image fits.",
+            )
+        compat_note = f" and its release serves {t.family}" if t.family else ""
     if src.registry is None:
         return _not_wired("image", "the image registry")
     found = await src.registry.lookup(t.image)
@@ -255,10 +265,21 @@ async def _quota(src: PreflightSources, t: PreflightTarget) -> PreflightCheck:
             "revision.",
             fix=q.request_fix(t.project),
         )
-    text = f"`{q.quota_id}` in {t.region}: {q.value} GPU(s)"
+    text = f"`{q.quota_id}` in {t.region}: {q.value} GPU(s)" + unit_note(t.gpu, q.raw if q.raw is not None else -1)
     if q.value < t.max_instances:
-        text += (
-            f", fewer than max instances {t.max_instances}: at most {q.value} instance(s) can run (GPUs used by "
-            "other services in the region count against it too)"
+        # Cloud Run refuses the service outright ("Max instances must be set to N or fewer in order to set GPU
+        # requirements. ... Quota violated: <quota id> requested: M allowed: N"; field reports in gpu_quota.py).
+        return PreflightCheck(
+            name="quota",
+            status="fail",
+            text=text + f", fewer than max instances {t.max_instances} (one GPU per instance): Cloud Run refuses "
+            f'a GPU service whose max instances exceed the quota ("Max instances must be set to {q.value} or fewer '
+            'in order to set GPU requirements").',
+            fix=f"lower max instances to {q.value} (`--max-instances {q.value}`), or "
+            + q.request_fix(t.project, need_gpus=t.max_instances),
         )
-    return PreflightCheck(name="quota", status="ok", text=text + ".")
+    return PreflightCheck(
+        name="quota",
+        status="ok",
+        text=text + " (GPUs used by other services in the region count against it too).",
+    )

@@ -34,7 +34,7 @@ from typing import Any
 from skills.capacity.cost import parse_cpu
 from skills.capacity.estimates import hourly_usd
 from skills.capacity.fit import load_catalog
-from skills.capacity.gpu_quota import read_gpu_quota
+from skills.capacity.gpu_quota import read_gpu_quota, unit_note
 from skills.durations import format_duration
 from skills.errors import InvalidInput
 from skills.ports import PreflightUnavailable, QuotaReader, Runtime, ServiceInfo
@@ -179,7 +179,9 @@ async def _check_quota(
         plan.notes.append(f":warning: no GPU quota value for {gpu} in {env.region}: the canary needs {needed} GPU(s).")
         return
     if q.value == -1 or q.value >= needed:
-        held = "unlimited" if q.value == -1 else f"{q.value}"
+        held = (
+            "unlimited" if q.value == -1 else f"{q.value} GPU(s)" + unit_note(gpu, q.raw if q.raw is not None else -1)
+        )
         plan.notes.append(
             f"GPU quota `{q.quota_id}` in {env.region}: {held}; the canary needs {needed} (the serving revision's max "
             f"{serving_max} + the canary's {canary_instances}). GPUs of other services in the region count too."
@@ -187,8 +189,9 @@ async def _check_quota(
         return
     plan.refusal = (
         f"Canary refused: it needs {needed} {gpu} GPU(s) at once in {env.region} (the serving revision's max "
-        f"instances {serving_max} + the canary's {canary_instances}), and quota `{q.quota_id}` is {q.value}. "
-        f"To go ahead: {q.request_fix(env.project)} Or deploy without --canary."
+        f"instances {serving_max} + the canary's {canary_instances}), and quota `{q.quota_id}` is {q.value} GPU(s)"
+        f"{unit_note(gpu, q.raw if q.raw is not None else -1)}. "
+        f"To go ahead: {q.request_fix(env.project, need_gpus=needed)} Or deploy without --canary."
     )
 
 
