@@ -14,7 +14,7 @@ _VERDICT = {
     "fits": (":white_check_mark:", "fits"),
     "needs_more_chips": (":large_yellow_circle:", "needs more chips than"),
     "does_not_fit": (":x:", "does NOT fit"),
-    "unsupported": (":no_entry:", "is unsupported (yet) by vLLM's TPU backend on"),
+    "unsupported": (":no_entry:", "is known to fail in vLLM's TPU backend on"),
 }
 
 
@@ -42,6 +42,8 @@ def render_tpu_fit(r: TpuFitReport) -> Reply:
     reply = Reply(title=f"{icon} {r.model} {word} {r.accelerator_type} ({r.chips} chip{'s' if r.chips > 1 else ''})")
     if r.unsupported:
         reply.add(heading="Not served on TPU (yet)", text="\n".join(f"• {u}" for u in r.unsupported))
+    elif r.support_lines:  # every part's state as its sources state it (tpu.yaml `support`)
+        reply.add(heading="TPU support", text="\n".join(f"• {u}" for u in r.support_lines))
     if r.smallest_that_fits:
         reply.add(text=f"Smallest slice that fits: `{r.smallest_that_fits}`.")
     hourly = format_usd(r.hourly_usd, "h")

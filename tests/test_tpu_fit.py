@@ -120,15 +120,15 @@ def test_31b_needs_more_chips_than_one_and_fits_four() -> None:
     assert check_tpu_fit(TpuFitRequest(model="gemma-4-31b", accelerator_type="v6e-4")).verdict == "fits"
 
 
-def test_unsupported_model_and_quantizations_name_their_source() -> None:
+def test_support_states_short_of_known_to_fail_warn_with_their_source() -> None:
+    # issue 51: upstream's v6e CI skips 26B (no failure) and a field report ran it; w4a16 ran in that report; FP8 is
+    # untested upstream. None is refused; each warns with its state and source (known_to_fail: test_tpu_field_data).
     moe = check_tpu_fit(TpuFitRequest(model="gemma-4-26b-a4b", accelerator_type="v6e-8"))
-    assert moe.verdict == "unsupported" and "#2333" in moe.unsupported[0]
+    assert moe.verdict == "fits" and any("runs in a field report" in n and "#2333" in n for n in moe.notes)
     qat = check_tpu_fit(TpuFitRequest(model="gemma-4-12b-qat", accelerator_type="v6e-4"))
-    assert qat.verdict == "unsupported" and qat.unsupported[0].startswith("w4a16:")
+    assert not qat.unsupported and any(n.startswith("TPU support of w4a16: runs in a field report") for n in qat.notes)
     fp8 = check_tpu_fit(TpuFitRequest(model="gemma-4-31b-fp8", accelerator_type="v6e-8"))
-    assert fp8.verdict == "unsupported" and "v7" in fp8.unsupported[0]
-    untested = check_tpu_fit(TpuFitRequest(model="gemma-4-12b", accelerator_type="v6e-4"))
-    assert untested.verdict == "fits" and any("untested" in n for n in untested.notes)
+    assert not fp8.unsupported and any("fp8: untested upstream" in n and "v7" in n for n in fp8.notes)
 
 
 def test_a_context_too_long_for_the_slice_names_the_longest_that_fits() -> None:

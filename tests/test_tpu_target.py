@@ -19,6 +19,7 @@ from skills.deploy.execute import execute as execute_plan
 from skills.deploy.plan_builder import build_plan
 from skills.diagnosis.diagnose import diagnose_service
 from skills.ports import LogQuery
+from skills.targets.tpu.spec import DEFAULT_IMAGE
 from skills.targets.tpu.target import TpuTarget
 from tests.eventually import eventually
 
@@ -80,7 +81,7 @@ async def test_a_tpu_profile_deploys_end_to_end_and_is_destroyed(sandbox: Sandbo
     assert info.gpu_type == "v6e-4" and "--tensor-parallel-size" in info.args
     node = next(q.node for q in sandbox.tpu.queued.values())
     script = node.metadata["startup-script"]
-    assert "--privileged --net=host" in script and "vllm/vllm-tpu:latest" in script and "--log-driver=gcplogs" in script
+    assert "--privileged --net=host" in script and DEFAULT_IMAGE in script and "--log-driver=gcplogs" in script
     assert "--api-key" not in script or "$KEY" in script  # the key comes from Secret Manager, never the metadata
     assert await _kinds(deps) == []  # a clean start diagnoses clean
     destroy = await build_plan("destroy", {"service": SERVICE}, target, deps.writes.env)

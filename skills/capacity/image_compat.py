@@ -95,8 +95,20 @@ class Accounting(BaseModel):
         return self.max_concurrent_batches_async
 
 
+class TpuImage(BaseModel):
+    """vLLM's TPU image (vllm/vllm-tpu): the pinned release and the oldest one that serves Gemma 4."""
+
+    repository: str
+    default: str
+    source: str
+    min_release: str
+    min_release_source: str
+    families_apply: bool  # the families' min_vllm applies to the image's release (estimate, see the data file)
+
+
 class ImageData(BaseModel):
     sources: dict[str, str]
+    tpu: TpuImage
     accounting: list[Accounting] = Field(default_factory=list)
     families: dict[str, Family]
     tag_conventions: list[TagConvention]
@@ -248,6 +260,40 @@ def check_image(image: str, family: str, gpu: str) -> Compat:
         notes=notes,
         suggestion=None if not problems else newest_compatible(family, gpu, data),
     )
+
+
+_TPU_TAG = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:\.post\d+)?$")
+
+
+def check_tpu_image(image: str, family: str | None) -> Compat:
+    """Can this vllm/vllm-tpu image serve `family` on a Cloud TPU? A release tag at or above the first release that
+    serves Gemma 4 and the family's own minimum passes; a floating or one-off tag (latest, nightly-*, gemma4) or
+    another repository cannot be placed and is refused, as a GPU image's is."""
+    data = load_image_data()
+    tpu = data.tpu
+    name = image.strip().split("@", 1)[0]
+    repo, _, tag = name.rpartition(":") if ":" in name.rsplit("/", 1)[-1] else (name, "", "")
+    m = _TPU_TAG.match(tag)
+    ref = ImageRef(image=image, tag=tag)
+    problems: list[str] = []
+    if not repo.endswith(tpu.repository) or not m:
+        problems.append(
+            f"Cannot tell which vLLM TPU release `{image}` is: pin a {tpu.repository} release tag (e.g. "
+            f"`{tpu.default}`), not a floating or custom tag ({data.url(tpu.source)})."
+        )
+    else:
+        release: Version = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        ref = ImageRef(image=image, tag=tag, vllm=release)
+        need, why = version(tpu.min_release), data.url(tpu.min_release_source)
+        fam = data.families.get(family or "")
+        if fam is not None and tpu.families_apply and version(fam.min_vllm) > need:
+            need, why = version(fam.min_vllm), f"{fam.architecture}: {data.url(fam.source)}"
+        if release < need:
+            problems.append(
+                f"{tpu.repository} {vstr(release)} cannot serve {family or 'Gemma 4'}: it needs release "
+                f"{vstr(need)} or later ({why})."
+            )
+    return Compat(image=ref, ok=not problems, problems=problems, suggestion=tpu.default if problems else None)
 
 
 def require_compatible(image: str, family: str, gpu: str, origin: str) -> Compat:

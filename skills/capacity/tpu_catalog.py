@@ -15,7 +15,14 @@ from skills.errors import InvalidInput
 
 Provisioning = Literal["on-demand", "spot", "flex-start", "reserved"]
 PROVISIONING: tuple[Provisioning, ...] = ("on-demand", "spot", "flex-start", "reserved")
-SupportStatus = Literal["supported", "untested", "unsupported"]
+SupportStatus = Literal["tested_upstream", "untested_upstream", "field_report", "known_to_fail"]
+# How each state reads in a reply (skills/data/tpu.yaml `support` says what each rests on).
+SUPPORT_LABEL: dict[str, str] = {
+    "tested_upstream": "tested upstream",
+    "untested_upstream": "untested upstream",
+    "field_report": "runs in a field report",
+    "known_to_fail": "known to fail",
+}
 
 
 class _Strict(BaseModel):
@@ -95,6 +102,10 @@ class Support(_Strict):
     detail: str = ""
     source: str
 
+    @property
+    def label(self) -> str:
+        return SUPPORT_LABEL[self.status]
+
 
 class SupportTable(_Strict):
     models: dict[str, Support]  # catalog model family -> support
@@ -160,10 +171,10 @@ class TpuCatalog(_Strict):
     def support_of(self, family: str, quantization: str) -> list[tuple[str, Support]]:
         """(what, support) for the model family and its quantization; a family not listed is untested."""
         model = self.support.models.get(
-            family, Support(status="untested", detail="not in the support table", source="tpu.yaml")
+            family, Support(status="untested_upstream", detail="not in the support table", source="tpu.yaml")
         )
         quant = self.support.quantizations.get(
-            quantization, Support(status="untested", detail=f"{quantization} not listed", source="tpu.yaml")
+            quantization, Support(status="untested_upstream", detail=f"{quantization} not listed", source="tpu.yaml")
         )
         return [(family, model), (quantization, quant)]
 

@@ -17,8 +17,10 @@ differently from CUDA, and the planner follows it:
 
 Outside the budget, XLA's compiled programs need the (1 - utilization) share; a program that does not fit is
 "Ran out of memory in memory space hbm" at compile time (skills/diagnosis/analyzers/tpu.py).
-Whether the backend serves the model and its quantization at all comes first: "unsupported on TPU (yet)" names
-its source. A slice bills while its node is READY and cannot scale to zero: the idle cost is shown.
+Whether the backend serves the model and its quantization comes first, in the state its sources state (tested
+upstream, untested upstream, runs in a field report, known to fail; tpu.yaml `support`): only "known to fail" is
+refused; the others are warnings with their source. A slice bills while its node is READY and cannot scale to zero:
+the idle cost is shown.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ class TpuFitReport(BaseModel):
     longest_context: int  # the longest max-model-len one request fits (0: none)
     startup_lines: list[str] = Field(default_factory=list)
     support: list[tuple[str, Support]] = Field(default_factory=list)
-    unsupported: list[str] = Field(default_factory=list)  # "X: detail (source)" per unsupported part
+    unsupported: list[str] = Field(default_factory=list)  # support_line per part known to fail (refused)
+    support_lines: list[str] = Field(default_factory=list)  # support_line per part: its state and source
     problems: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     smallest_that_fits: str | None = None
@@ -221,12 +224,14 @@ def _memory(cat: Catalog, tpu: TpuCatalog, m: ModelProfile, chips: int, mml: int
     return mem
 
 
+def support_line(tpu: TpuCatalog, what: str, s: Support) -> str:
+    """'X: <state>: <detail> (source: ...)': the one wording fit, the TPU plan and the sandbox show."""
+    return f"{what}: {s.label}" + (f": {s.detail}" if s.detail else "") + f" (source: {tpu.cite(s.source)})"
+
+
 def _unsupported(tpu: TpuCatalog, support: list[tuple[str, Support]]) -> list[str]:
-    return [
-        f"{what}: {s.detail or 'not served'} (source: {tpu.cite(s.source)})"
-        for what, s in support
-        if s.status == "unsupported"
-    ]
+    """Only what a source shows failing is refused; untested or field-reported parts warn (notes)."""
+    return [support_line(tpu, what, s) for what, s in support if s.status == "known_to_fail"]
 
 
 def _price(tpu: TpuCatalog, req: TpuFitRequest) -> tuple[float | None, float | None, str, str]:
@@ -256,8 +261,10 @@ def check_tpu_fit(req: TpuFitRequest, catalog: Catalog | None = None, tpu: TpuCa
     support = tpu.support_of(m.family, m.quantization)
     unsupported = _unsupported(tpu, support)
     for what, s in support:
-        if s.status == "untested":
-            notes.append(f"{what} is untested on vLLM's TPU backend: {s.detail} (source: {tpu.cite(s.source)}).")
+        if s.status in ("untested_upstream", "field_report"):
+            notes.append(
+                f"TPU support of {support_line(tpu, what, s)}: not tested by vLLM's TPU CI; the start may fail."
+            )
     mem = _memory(cat, tpu, m, chips, mml, util, mnbt)
     problems = mem.problems
     smallest = None
@@ -303,6 +310,7 @@ def check_tpu_fit(req: TpuFitRequest, catalog: Catalog | None = None, tpu: TpuCa
         startup_lines=mem.lines,
         support=support,
         unsupported=unsupported,
+        support_lines=[support_line(tpu, what, s) for what, s in support],
         problems=problems,
         notes=notes,
         smallest_that_fits=smallest,

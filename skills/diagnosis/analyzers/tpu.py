@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from skills.capacity.image_compat import load_image_data
 from skills.diagnosis.analyzers.base import Line, LogView, analyzer, evidence_of, first_seen, rx
 from skills.diagnosis.analyzers.lines import READY
 from skills.diagnosis.findings import Finding, Remediation
@@ -194,7 +195,7 @@ def tpu_unsupported(view: LogView) -> Finding | None:
             summary=f"Nothing the bot can change in flags fixes this: the backend does not serve it ({source}).",
             steps=[
                 "Serve a model the TPU backend passes on v6e (skills/data/tpu.yaml: E2B, E4B, 31B in bf16) with "
-                "a release image (vllm/vllm-tpu:latest), or this model on a GPU target.",
+                f"the pinned release image ({load_image_data().tpu.default}), or this model on a GPU target.",
                 "`/gemma fit MODEL --tpu v6e-4` says what is supported and why.",
             ],
         ),

@@ -18,10 +18,14 @@ import json
 import shlex
 from typing import Any
 
+from skills.capacity.image_compat import load_image_data
+
 SPEC_KEY = "gemma-sre-spec"
 LOG_NAME = "gcplogs-docker-driver"
 VLLM_PORT = 8000
-DEFAULT_IMAGE = "vllm/vllm-tpu:latest"  # the release image the guide names (not the `gemma4` tag of vllm#43239)
+# A pinned vLLM TPU release (skills/data/vllm_images.yaml `tpu`, with its source), never a floating tag: preflight
+# checks it as it checks a GPU image (skills/capacity/image_compat.py check_tpu_image).
+DEFAULT_IMAGE = load_image_data().tpu.default
 
 
 def startup_script(spec: dict[str, Any]) -> str:

@@ -488,7 +488,12 @@ class TpuTarget:
         ]
         if no_room:  # a zone and its quota are capacity too: without them the capacity check does not pass
             lines.insert(1, f"Zone: {no_room}")
-        notes = [*fit.unsupported, *fit.problems, *fit.notes]
+        tested = [
+            f"TPU support of {line}."
+            for line, (_, s) in zip(fit.support_lines, fit.support, strict=True)
+            if s.status == "tested_upstream"
+        ]  # the warned states are in fit.notes
+        notes = [*fit.unsupported, *fit.problems, *tested, *fit.notes]
         notes += ["Zone search: " + o.line() for o in options]
         notes.append(
             f"The bot reaches the node at its internal IP over its VPC egress, with vLLM's --api-key "
@@ -561,6 +566,7 @@ class TpuTarget:
         return PreflightTarget(
             image=spec.get("image", DEFAULT_IMAGE),
             model=spec.get("model"),
+            family=load_catalog().model(spec["model"]).family if spec.get("model") else None,
             hf_repo=spec.get("hfRepo"),
             gpu=spec.get("acceleratorType", ""),
             region=self.tpu.region_of(spec.get("zone", "")),

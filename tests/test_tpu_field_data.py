@@ -1,0 +1,121 @@
+"""Field data IV (TPU), issue 51, through the commands a user types (console on the sandbox: the real
+google-cloud-tpu and Cloud Quotas clients against the stand-ins on 127.0.0.1, Redis real):
+
+- a TPU plan's image is a pinned vllm/vllm-tpu release that preflight checked (exists, and its release serves the
+  model); a floating tag is refused by preflight as on GPU;
+- TPU support is labelled as the sources state it (tested upstream / untested upstream / runs in a field report /
+  known to fail), each with its source; `/gemma fit --tpu` shows the state and its source; only "known to fail" is
+  refused; the others warn and keep Confirm, and the sandbox's slice then starts."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator
+from importlib import resources
+from typing import Any
+
+import pytest
+import yaml
+
+from bot.sandbox.console_session import ConsoleSession
+from bot.sandbox.tpu_scenarios import SERVICE, TPU_PROFILE
+from skills.capacity.image_compat import check_tpu_image, load_image_data
+from skills.capacity.tpu_catalog import load_tpu_catalog, parse_tpu_catalog
+from skills.capacity.tpu_fit import TpuFitRequest, check_tpu_fit
+from skills.targets.tpu.spec import DEFAULT_IMAGE
+from tests.conftest import REDIS_URL
+
+RAW: dict[str, Any] = yaml.safe_load(resources.files("skills").joinpath("data/tpu.yaml").read_text())
+
+
+@pytest.fixture
+async def console() -> AsyncIterator[ConsoleSession]:
+    session = await ConsoleSession(REDIS_URL).start()
+    try:
+        yield session
+    finally:
+        await session.close()
+
+
+# --- item 1: a pinned TPU image, checked in preflight -------------------------------------------------------------
+
+
+def test_the_tpu_image_is_a_pinned_release_named_in_the_image_data() -> None:
+    data = load_image_data()
+    assert DEFAULT_IMAGE == data.tpu.default
+    repo, _, tag = DEFAULT_IMAGE.partition(":")
+    assert repo == "vllm/vllm-tpu" and tag.startswith("v") and tag != "latest", DEFAULT_IMAGE
+    assert data.tpu.source in data.sources and data.tpu.min_release_source in data.sources
+    assert check_tpu_image(DEFAULT_IMAGE, "gemma-4-31b").ok
+    latest = check_tpu_image("vllm/vllm-tpu:latest", "gemma-4-31b")
+    assert not latest.ok and "floating" in latest.problems[0]
+    old = check_tpu_image("vllm/vllm-tpu:v0.18.0", "gemma-4-31b")
+    assert not old.ok and "0.19" in old.problems[0] and old.suggestion == DEFAULT_IMAGE
+    # the 12B is a later architecture: the image's vLLM release must be new enough for it too
+    assert not check_tpu_image("vllm/vllm-tpu:v0.19.0", "gemma-4-12b").ok
+
+
+async def test_a_tpu_plan_runs_the_pinned_image_and_preflight_checks_it(console: ConsoleSession) -> None:
+    plan = await console.line(f"/gemma deploy {TPU_PROFILE}")
+    assert DEFAULT_IMAGE in plan, plan
+    image_line = next(line for line in plan.splitlines() if "image `" in line and DEFAULT_IMAGE in line)
+    assert image_line.lstrip(" |").startswith("✓"), image_line
+    assert "serves gemma-4-31b" in image_line, image_line
+
+
+def test_the_analyzer_recommends_the_pinned_image() -> None:
+    text = resources.files("skills").joinpath("diagnosis/analyzers/tpu.py").read_text()
+    assert "vllm/vllm-tpu:latest" not in text
+
+
+# --- item 2: support as the sources state it ----------------------------------------------------------------------
+
+
+def test_every_support_state_is_one_the_sources_can_state_and_names_its_source() -> None:
+    tpu = load_tpu_catalog()
+    states = {"tested_upstream", "untested_upstream", "field_report", "known_to_fail"}
+    for table in (tpu.support.models, tpu.support.quantizations):
+        for name, s in table.items():
+            assert s.status in states, (name, s.status)
+            assert all(k.strip().split(" ")[0] in tpu.sources for k in s.source.split(",")), (name, s.source)
+            if s.status == "field_report":
+                assert s.detail, name  # with what it ran
+    assert tpu.support.models["gemma-4-26b-a4b"].status == "field_report"
+    assert tpu.support.models["gemma-4-12b"].status == "field_report"
+    assert tpu.support.quantizations["w4a16"].status == "field_report"
+    assert tpu.support.quantizations["fp8"].status == "untested_upstream"
+    assert tpu.support.models["gemma-4-31b"].status == "tested_upstream"
+
+
+def test_only_known_to_fail_is_refused() -> None:
+    moe = check_tpu_fit(TpuFitRequest(model="gemma-4-26b-a4b", accelerator_type="v6e-4"))
+    assert moe.verdict == "fits" and not moe.unsupported, moe
+    assert any("runs in a field report" in n and "v6e-4" in n for n in moe.notes), moe.notes
+    raw = copy.deepcopy(RAW)
+    raw["support"]["models"]["gemma-4-26b-a4b"] = {
+        "status": "known_to_fail",
+        "detail": "EngineCore fails to start",
+        "source": "issue_26b_v5e",
+    }
+    failing = check_tpu_fit(
+        TpuFitRequest(model="gemma-4-26b-a4b", accelerator_type="v6e-4"), tpu=parse_tpu_catalog(raw)
+    )
+    assert failing.verdict == "unsupported" and "known to fail" in failing.unsupported[0], failing.unsupported
+
+
+async def test_fit_on_a_tpu_shows_the_support_state_and_its_source(console: ConsoleSession) -> None:
+    tested = await console.line("/gemma fit gemma-4-31b --tpu v6e-4")
+    assert "tested upstream" in tested and "model_support_matrix.csv" in tested, tested
+    moe = await console.line("/gemma fit gemma-4-26b-a4b --tpu v6e-4")
+    assert "unsupported" not in moe.splitlines()[0], moe
+    assert "runs in a field report" in moe and "xbill9/sagemaker-gemma" in moe, moe
+    fp8 = await console.line("/gemma fit gemma-4-31b-fp8 --tpu v6e-8")
+    assert "untested upstream" in fp8 and "quantization_support_matrix.csv" in fp8, fp8
+
+
+async def test_a_field_report_model_warns_keeps_confirm_and_the_slice_starts(console: ConsoleSession) -> None:
+    plan = await console.line("/gemma deploy gemma4-26b-tpu-v6e4 --service " + SERVICE)
+    assert "runs in a field report" in plan, plan
+    assert "Confirm" in plan and "Refused" not in plan.splitlines()[0], plan
+    out = await console.line("click Confirm")
+    assert f"deploy `{SERVICE}`: ready" in out, out
