@@ -358,8 +358,10 @@ class ConsoleModel(RuleBasedStateMachine):
         if not self._pending_confirm():
             return
         self._note_confirm()
-        plans = [b for b in re.split(r"(?=^Plan: )", self.session.text, flags=re.M) if b.startswith("Plan: ")]
-        predicted = PLANNED_KV.search(plans[-1]) if plans else None
+        assert self.session.deps is not None
+        # The plan this Confirm presses (not the last one printed: a button may belong to an earlier message)
+        plan = self.loop.run_until_complete(self.session.deps.writes.plan(self._confirm_plan()))
+        predicted = PLANNED_KV.search("\n".join(f"• {line}" for line in plan.fit_lines)) if plan else None
         self._type("click Confirm")
         made = READY_SERVING.search(self.out) or READY_IDLE.search(self.out)
         if predicted and made:

@@ -87,3 +87,15 @@ async def test_a_canary_of_another_profile_says_which_annotations_no_flag_sets(c
     assert "annotations.gemma-sre/profile" in _section(plan, "Changes to the running service"), plan
     assert "no gcloud flag sets them" in _section(plan, "gcloud equivalent"), plan
     assert unexpressed(plan) == [], plan
+
+
+async def test_a_scale_after_a_failed_hand_deploy_says_what_it_builds_on(console: ConsoleSession) -> None:
+    """Traffic to LATEST serves the latest ready revision once the latest created one failed: a scale then builds
+    on that one, and says so, rather than diffing against the failed template unsaid (found by the console model)."""
+    await console.line("/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384")
+    await console.line("click Confirm")
+    await console.line("/gemma sandbox kv-cache-too-small")  # a failed revision: the template is not what serves
+    serving = next(r for r, p in console.traffic().items() if p == 100)
+    plan = await console.line("/gemma scale 0 2")
+    assert f"serving revision `{serving}`" in plan, plan
+    assert unexpressed(plan) == [], plan

@@ -28,7 +28,7 @@ async def test_metrics_report_the_kv_capacity_the_plan_predicted(console: Consol
         predicted = _tokens(r"KV cache ([\d,]+) tokens", plan)
         done = await console.line("click Confirm")
         assert "is ready and serving 100% of traffic" in done, done
-        console.sandbox.tick()  # the ticker's next beat: the serving revision's server answers
+
         metrics = await console.line("/gemma metrics")
         assert _tokens(r"KV cache capacity\s+([\d,]+) tokens", metrics) == predicted, (plan, metrics)
         async with httpx.AsyncClient() as client:

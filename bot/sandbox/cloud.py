@@ -101,10 +101,13 @@ class Sandbox:
             served_of=self._served_by,
         )
         self._serving = ""  # the revision whose configuration the service's vLLM answers with
+        self._serving_lock = threading.Lock()
+        self.vllm.before_answer = self._follow_serving  # traffic moved by a write: the next answer is the new one's
         self.lifecycle = RevisionLifecycle(
             self.clock, self.logging, PROJECT, LOCATION, self.cloud_run.complete_revision
         )
         self.cloud_run.lifecycle = self.lifecycle
+        self.lifecycle.gated = self.preflight.hub.is_gated  # a pull without HF_TOKEN fails only for a gated repo
         self.logging.before_list = self._tick_logs
         self.alert_token = secrets.token_urlsafe(16)
         # Set by whoever wires the bot: the ASGI app with the alert webhooks, and a wait for the queue.
@@ -256,9 +259,10 @@ class Sandbox:
             return
         revision = str(max(shares, key=lambda t: t["percent"])["revision"]).rsplit("/", 1)[-1]
         served = self._served_by(revision)
-        if revision != self._serving and served is not None:
-            self._serving = revision
-            self.vllm.serve(served)
+        with self._serving_lock:  # the ticker and the simulator's own requests both call this
+            if revision != self._serving and served is not None:
+                self._serving = revision
+                self.vllm.serve(served)
 
     def tick(self) -> None:
         self.lifecycle.tick()

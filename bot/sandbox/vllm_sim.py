@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,6 +94,8 @@ class VllmSim:
     def __init__(self, config: SimConfig | None = None) -> None:
         self.config = config or SimConfig()
         self.state = SimState()
+        # Called before /v1/models and /metrics answer: the sandbox makes the server the one that serves now
+        self.before_answer: Callable[[], None] = lambda: None
         self.registry = CollectorRegistry()
         labels = ["model_name", "engine"]
         r = self.registry
@@ -210,11 +212,13 @@ class VllmSim:
         return Response(status_code=200)
 
     async def _models(self, request: Request) -> JSONResponse:
+        self.before_answer()
         c = self.config
         card = {"id": c.model_id, "object": "model", "owned_by": "vllm", "max_model_len": c.max_model_len}
         return JSONResponse({"object": "list", "data": [card]})
 
     async def _metrics(self, request: Request) -> Response:
+        self.before_answer()
         return Response(generate_latest(self.registry), media_type="text/plain; version=0.0.4")
 
     @staticmethod

@@ -113,7 +113,10 @@ async def serving_base(runtime: Runtime, service: str, current: dict[str, Any]) 
     the failed (or rolled-back) configuration along. Then the plan starts from the serving revision's own
     configuration (Cloud Run's Revision carries its template's fields), and says so."""
     info = await runtime.get_service(service)
-    serving = next((t.revision for t in info.traffic if t.percent == 100 and t.revision), "")
+    # 100% to LATEST serves the latest *ready* revision: after a failed one, not the template's
+    serving = next(
+        (t.revision or (info.latest_ready_revision if t.latest else "") for t in info.traffic if t.percent == 100), ""
+    )
     latest = info.latest_created_revision
     if not serving or not latest or serving == latest:
         return Base(current, serving)
