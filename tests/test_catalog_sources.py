@@ -18,7 +18,7 @@ RAW: dict[str, Any] = yaml.safe_load(resources.files("skills").joinpath("data/ca
 NOT_NUMBERS = {
     "hf_repo", "config", "aliases", "base", "quantization", "vllm_args", "notes", "sources", "checked", "checked_fields"
 }  # fmt: skip
-TODAY = dt.date(2026, 11, 27)
+TODAY = dt.date(2026, 12, 5)  # the latest day a source was read (issue 50)
 FITTED = re.compile(r"\b(fitted|set so|calibrat|tuned|chosen to match|reproduces? .* exactly)", re.IGNORECASE)
 
 

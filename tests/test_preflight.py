@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from bot.adapters.preflight import make_preflight
-from bot.sandbox.preflight_standins import DEFAULT_QUOTA, HF_TOKEN, QUOTA_UNIT_AS_READ, PreflightStandIns
+from bot.sandbox.preflight_standins import (
+    DEFAULT_QUOTA,
+    GATED_REPO,
+    HF_TOKEN,
+    QUOTA_UNIT_AS_READ,
+    PreflightStandIns,
+)
 from bot.settings import Settings, load_settings
 from skills.capacity.fit import load_catalog
 from skills.capacity.gpu_quota import (
@@ -102,12 +108,24 @@ def _closed_port() -> str:
 async def test_checkpoint_present_gated_with_licence_accepted(
     stand: PreflightStandIns, key_prefix: str, redis_client: Any
 ) -> None:
-    c = await _check(_sources(stand, key_prefix, redis_client), "checkpoint")
+    c = await _check(_sources(stand, key_prefix, redis_client), "checkpoint", hf_repo=GATED_REPO)
     assert c.status == "ok", c
-    assert "licence" in c.text and REPO in c.text
+    assert "licence" in c.text and GATED_REPO in c.text
     # asked with the bot's token, metadata first, then access
-    assert (f"/api/models/{REPO}", HF_TOKEN) in stand.hub.requests
-    assert (f"/api/models/{REPO}/auth-check", HF_TOKEN) in stand.hub.requests
+    assert (f"/api/models/{GATED_REPO}", HF_TOKEN) in stand.hub.requests
+    assert (f"/api/models/{GATED_REPO}/auth-check", HF_TOKEN) in stand.hub.requests
+
+
+async def test_a_gemma4_checkpoint_is_not_gated_and_needs_no_token(
+    stand: PreflightStandIns, key_prefix: str, redis_client: Any
+) -> None:
+    """Gemma 4 is Apache-2.0 and not gated (catalog.yaml, hub_gated): no token on the service, none on the bot."""
+    for src in (_sources(stand, key_prefix, redis_client), _sources(stand, key_prefix, redis_client, hf_token=None)):
+        c = await _check(src, "checkpoint", hf_token_secret="")
+        assert c.status == "ok" and "not gated" in c.text and "without an HF token" in c.text, c
+    # the same check of a gated checkpoint for a service without HF_TOKEN: refused with the fix
+    c = await _check(_sources(stand, key_prefix, redis_client), "checkpoint", hf_repo=GATED_REPO, hf_token_secret="")
+    assert c.status == "fail" and "no HF_TOKEN" in c.text and "hf_token_from_secret=True" in c.fix, c
 
 
 async def test_checkpoint_missing_fails_with_the_fix(
@@ -133,17 +151,17 @@ async def test_a_checkpoint_id_in_another_letter_case_is_found_as_on_the_hub(
 async def test_gated_checkpoint_whose_licence_the_token_has_not_accepted(
     stand: PreflightStandIns, key_prefix: str, redis_client: Any
 ) -> None:
-    stand.hub.tokens[HF_TOKEN].discard(REPO)
-    c = await _check(_sources(stand, key_prefix, redis_client), "checkpoint")
+    stand.hub.tokens[HF_TOKEN].discard(GATED_REPO)
+    c = await _check(_sources(stand, key_prefix, redis_client), "checkpoint", hf_repo=GATED_REPO)
     assert c.status == "fail" and "has not accepted its licence" in c.text and "`hf-token`" in c.text
-    assert f"{stand.urls['hub']}/{REPO}" in c.fix
+    assert f"{stand.urls['hub']}/{GATED_REPO}" in c.fix
 
 
 async def test_token_without_gated_scope_is_forbidden(
     stand: PreflightStandIns, key_prefix: str, redis_client: Any
 ) -> None:
     stand.hub.no_gated_scope.add(HF_TOKEN)
-    c = await _check(_sources(stand, key_prefix, redis_client), "checkpoint")
+    c = await _check(_sources(stand, key_prefix, redis_client), "checkpoint", hf_repo=GATED_REPO)
     assert c.status == "fail" and "may not read" in c.text and "fine-grained" in c.text
     assert "public gated repos" in c.fix
 
@@ -158,7 +176,7 @@ async def test_a_token_the_hub_rejects(stand: PreflightStandIns, key_prefix: str
 async def test_without_a_token_a_gated_checkpoint_cannot_be_checked(
     stand: PreflightStandIns, key_prefix: str, redis_client: Any
 ) -> None:
-    c = await _check(_sources(stand, key_prefix, redis_client, hf_token=None), "checkpoint")
+    c = await _check(_sources(stand, key_prefix, redis_client, hf_token=None), "checkpoint", hf_repo=GATED_REPO)
     assert c.status == "unknown" and "no HF_TOKEN" in c.text
     assert all(tok == "" for _, tok in stand.hub.requests[-1:])  # asked anonymously
 

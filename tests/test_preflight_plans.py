@@ -239,3 +239,29 @@ async def test_l4_quota_below_max_instances_is_refused_not_noted(deps: Deps, sta
     text = _preflight_text(reply)
     assert "✗" in text and "2 GPU(s)" in text and "--max-instances 2" in text, text
     assert not any(b.action_id == CONFIRM_ACTION for b in reply.buttons)
+
+
+# --- the HF token: optional for Gemma 4, needed for a gated or private checkpoint (issue 50) --------------------
+
+
+async def test_a_gemma4_checkpoint_is_pulled_without_an_hf_token(deps: Deps, standins: PreflightStandIns) -> None:
+    """Gemma 4 checkpoints are Apache-2.0 and not gated: the plan pulls them with no HF_TOKEN (no secret to
+    create), preflight says so, and a token is named as needed only for a gated or private checkpoint."""
+    plan = await deps.writes.propose("deploy", {"profile": "gemma4-12b-qat-l4"}, user_id="UDEPLOYER", channel_id="C1")
+    container = (plan.spec or {})["template"]["containers"][0]
+    assert all(e.get("name") != "HF_TOKEN" for e in container.get("env") or []), container.get("env")
+    checks = {c.name: c for c in plan.preflight}
+    assert checks["checkpoint"].status == "ok" and "not gated" in checks["checkpoint"].text, checks["checkpoint"]
+    note = next(n for n in plan.notes if "Hub" in n and "token" in n)
+    assert "without an HF token" in note and "gated or private" in note, note
+
+
+async def test_a_gated_checkpoint_without_a_token_is_refused_with_the_fix(
+    deps: Deps, standins: PreflightStandIns
+) -> None:
+    # Should the Hub gate a catalog checkpoint (as it gates Gemma 3), a service with no HF_TOKEN could not pull it.
+    standins.hub.add(PROFILE_REPO, gated="manual")
+    plan = await deps.writes.propose("deploy", {"profile": "gemma4-12b-qat-l4"}, user_id="UDEPLOYER", channel_id="C1")
+    c = {c.name: c for c in plan.preflight}["checkpoint"]
+    assert c.status == "fail" and "gated" in c.text and "no HF_TOKEN" in c.text, c
+    assert "hf_token_from_secret=True" in c.fix, c.fix

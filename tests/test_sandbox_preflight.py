@@ -38,14 +38,14 @@ def test_sandbox_refuses_a_missing_checkpoint_or_tag_at_plan_time() -> None:
     assert "Traceback" not in err
 
 
-def test_sandbox_licence_quota_and_a_check_timing_out() -> None:
-    """The other preflight scenarios: a licence not accepted and zero quota block Confirm with their fixes; a Hub
-    that holds its answer past the time limit is 'could not check', a warning that leaves Confirm."""
+def test_sandbox_quota_max_instances_and_a_check_timing_out() -> None:
+    """The other preflight checks in the sandbox: max instances above the GPU quota (3 L4s) and zero quota block
+    Confirm with their fixes; a Hub that holds its answer past the time limit is 'could not check', a warning that
+    leaves Confirm. The retired `licence-not-accepted` scenario is no scenario (Gemma 4 is not gated)."""
     script = "\n".join(
         [
+            "/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384 --max-instances 5",
             "/gemma sandbox licence-not-accepted",
-            "/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384",
-            "/gemma sandbox preflight-healthy",
             "/gemma sandbox quota-zero",
             "/gemma deploy gemma4-12b-qat-l4 --max-model-len 16384",
             "/gemma sandbox preflight-healthy",
@@ -60,9 +60,11 @@ def test_sandbox_licence_quota_and_a_check_timing_out() -> None:
     assert result.returncode == 0, err
     plans = out.split("Plan: Deploy")
     assert len(plans) == 4, out
-    licence, quota, slow = plans[1], plans[2], plans[3]
-    assert "has not accepted its licence" in licence and "Fix: accept the licence at" in licence
-    assert "Preflight failed" in licence
+    above, quota, slow = plans[1], plans[2], plans[3]
+    assert "fewer than max instances 5" in above and "Max instances must be set to 3 or fewer" in above, above
+    assert "Fix: lower max instances to 3 (`--max-instances 3`), or request quota" in above
+    assert "Preflight failed" in above
+    assert "Unknown scenario `licence-not-accepted`" in out  # retired: no catalog checkpoint is gated
     assert "✗ the project has no nvidia-l4 quota" in quota and "Preflight failed" in quota
     assert "? could not check: no answer within 1 s (checkpoint)" in slow
     assert "Preflight failed" not in slow and "do not block Confirm" in slow

@@ -49,4 +49,5 @@ def make_preflight(settings: Settings, store: Store) -> PreflightSources:
         cache=ShortCache(store, st.key, "preflight", st.preflight_cache_s) if st.preflight_cache_s else None,
         timeout_s=st.preflight_timeout_s,
         hub_url=st.hf_endpoint,
+        hf_token_secret=st.hf_token_secret,
     )

@@ -48,6 +48,11 @@ class HubStandIn:
     def add(self, repo: str, gated: str | bool = "manual") -> None:
         self.repos[repo] = gated
 
+    def is_gated(self, repo: str) -> bool:
+        """Whether the Hub gates `repo` (case-insensitive, as the Hub's ids are); False when it does not know it."""
+        known = self._canonical(repo)
+        return bool(self.repos[known]) if known is not None else False
+
     def _canonical(self, asked: str) -> str | None:
         """The repo's own spelling of an id asked in any letter case (None: no such repo)."""
         if asked in self.repos:

@@ -133,7 +133,11 @@ def _image_problem(cfg: dict[str, Any]) -> str | None:
     return None
 
 
-def plan_startup(svc: dict[str, Any], service: str, revision: str) -> Startup:
+def plan_startup(
+    svc: dict[str, Any], service: str, revision: str, gated: Callable[[str], bool] = lambda _repo: False
+) -> Startup:
+    """`gated`: whether the Hub gates a repo (the sandbox asks its Hub stand-in); only such a pull without
+    HF_TOKEN fails (Gemma 4 is not gated: skills/data/catalog.yaml, hub_gated)."""
     """The revision's start-up as a timeline of log lines and its outcome."""
     cfg = deployed_config(svc)
     check = check_as_deployed(
@@ -203,7 +207,7 @@ def plan_startup(svc: dict[str, Any], service: str, revision: str) -> Startup:
         return fail("cuda_incompatible", sl.driver_too_old_lines(t + 0.5, image_problem))
     if cfg["fuse"] and not cfg["fuse_uid_ok"]:
         return fail("gcs_fuse_permission_denied", sl.fuse_denied_lines(t + 0.5, cfg["model"]))
-    if not cfg["fuse"] and not cfg["hf_token"]:
+    if not cfg["fuse"] and not cfg["hf_token"] and gated(cfg["model"]):
         return fail("hf_auth_failed", sl.gated_lines(t + 1.5, cfg["model"]))
     if check.failure == "host_memory":
         half = shards // 2 or 1
@@ -271,10 +275,11 @@ class RevisionLifecycle:
         self.backdate = False  # seeding: the revision started long ago and is ready now
         self.uri = ""  # every simulated service is answered by the one vLLM simulator on 127.0.0.1
         self._lock = threading.RLock()
+        self.gated: Callable[[str], bool] = lambda _repo: False  # the sandbox points it at its Hub stand-in
 
     def started(self, svc: dict[str, Any], service: str, revision: str) -> None:
         """Cloud Run made a new revision (called by the simulator, under its lock: no callbacks here)."""
-        s = plan_startup(svc, service, revision)
+        s = plan_startup(svc, service, revision, self.gated)
         s.started = self.clock.now()
         if self.uri:
             svc["uri"] = self.uri

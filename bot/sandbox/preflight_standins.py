@@ -1,7 +1,8 @@
 """The four preflight stand-ins served together (Hub, registry, Cloud Storage, Cloud Quotas), seeded with what a
-healthy project has: every catalog checkpoint (gated, as Google's Gemma repos are, with the licence accepted by
-the bot's token), every image in skills/data/vllm_images.yaml, GPU quota in every region that offers the GPU.
-Scenarios (`scenario()`) take one of them away. Used by the sandbox and by the tests."""
+healthy project has: every catalog checkpoint (public and not gated, as Google's Gemma 4 repos are: Apache-2.0),
+one gated checkpoint (GATED_REPO, whose licence the bot's token has accepted), every image in
+skills/data/vllm_images.yaml, GPU quota in every region that offers the GPU. Scenarios (`scenario()`) take one
+of them away. Used by the sandbox and by the tests."""
 
 from __future__ import annotations
 
@@ -22,6 +23,11 @@ from skills.capacity.prices import load_prices
 from skills.targets.tpu.spec import DEFAULT_IMAGE as TPU_IMAGE
 
 HF_TOKEN = "hf_sandboxTokenWithTheGemmaLicenceAccepted"
+# A checkpoint the Hub really gates: Gemma 3 and earlier are under the Gemma Terms of Use, behind "Access Gemma on
+# Hugging Face ... you have to accept the conditions to access its files" (the Hub pages of Gemma 3n repos, e.g.
+# https://huggingface.co/google/gemma-3n-E2B/tree/main: "Gated model"; "Gemma 3 required a logged-in account and an
+# explicit agreement to Google's terms", public-code index file id 65727075224). Gemma 4 is not gated.
+GATED_REPO = "google/gemma-3n-E2B"
 DEFAULT_QUOTA = 3  # GPUs per region; seeded in each quota's own unit (QUOTA_UNIT_AS_READ)
 # What one GPU counts as in the Cloud Quotas API's value, as the real API answers: the L4 quota counts GPUs, the
 # RTX Pro 6000 quota milli-GPUs (a public deploy script: `REQUIRED_QUOTA=1000`, "RTX PRO 6000 quota is expressed
@@ -31,7 +37,6 @@ QUOTA_UNIT_AS_READ = {"nvidia-l4": 1, "nvidia-rtx-pro-6000": 1000}
 # (name, what happens): each makes the next deploy plan of the default L4 profile fail one check.
 SCENARIOS = {
     "checkpoint-missing": "the Hub no longer has the default profile's checkpoint (a wrong catalog repo id)",
-    "licence-not-accepted": "the bot's HF token has not accepted the Gemma licence of the default checkpoint",
     "tag-missing": "the registry no longer has the L4 default vLLM image tag",
     "quota-zero": "the project has no L4 GPU quota in the region",
     "hub-slow": "the Hub holds every answer past preflight's time limit (the check says it could not check)",
@@ -56,7 +61,8 @@ class PreflightStandIns:
         self.hub.hold_s = self.registry.hold_s = self.gcs.hold_s = self.quotas.hold_s = 0.0
         self.quotas.denied = False
         for m in load_catalog().models.values():
-            self.hub.add(m.hf_repo, gated="manual")
+            self.hub.add(m.hf_repo, gated="manual" if m.hub_gated else False)
+        self.hub.add(GATED_REPO, gated="manual")
         self.hub.tokens[HF_TOKEN] = set(self.hub.repos)
         self.registry.tags.clear()
         for image in load_image_data().images:
@@ -119,8 +125,6 @@ class PreflightStandIns:
             return "Preflight stand-ins are healthy again."
         if name == "checkpoint-missing":
             self.hub.repos.pop(profile_repo, None)
-        elif name == "licence-not-accepted":
-            self.hub.tokens[HF_TOKEN].discard(profile_repo)
         elif name == "tag-missing":
             self.registry.remove(default_image("nvidia-l4"))
         elif name == "quota-zero":

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.sandbox.examples import ALERTS
+from bot.sandbox.preflight_standins import GATED_REPO
 from skills.serving.vllm_flags import VllmFlags
 from skills.targets.cloud_run.render import CONTAINER, MOUNT_PATH, VOLUME
 
@@ -93,7 +94,9 @@ def _fuse(t: dict[str, Any]) -> None:
 
 
 def _gated(t: dict[str, Any]) -> None:
-    # Pulling a gated model from the Hub with no HF_TOKEN.
+    # A teammate tries a gated checkpoint by hand, pulled from the Hub with no HF_TOKEN. Gemma 4 is not gated
+    # (catalog.yaml, hub_gated), so it is a Gemma 3n one, gated behind the Gemma Terms of Use (GATED_REPO's source).
+    _args(t, model=GATED_REPO)
     c = _main(t)
     c["env"] = [e for e in c.get("env") or [] if e.get("name") != "HF_TOKEN"]
     c.pop("volumeMounts", None)
@@ -124,7 +127,7 @@ SCENARIOS: dict[str, Scenario] = {
                  "vLLM revision failed to start", _probe),
         Scenario("fuse-permission", "weights on GCS FUSE without uid=1001;gid=1001", "gcs_fuse_permission_denied",
                  "vLLM revision failed to start", _fuse),
-        Scenario("gated-model", "a gated model pulled from the Hub without HF_TOKEN", "hf_auth_failed",
+        Scenario("gated-model", f"a gated checkpoint ({GATED_REPO}) pulled without HF_TOKEN", "hf_auth_failed",
                  "vLLM revision failed to start", _gated),
         Scenario("image-too-old", "vllm/vllm-openai:v0.12.0: its Transformers does not know Gemma 4",
                  "container_exited_at_start", "vLLM revision failed to start", _old_image),

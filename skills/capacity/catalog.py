@@ -127,6 +127,12 @@ class ModelProfile(BaseModel):
 
     name: str  # canonical catalog name, e.g. "gemma-4-26b-a4b-qat"
     hf_repo: str  # Hub id (also the folder name expected under the GCS FUSE mount)
+    # The Hub gates the checkpoint (a licence its account must accept), so the service needs HF_TOKEN. Gemma 4 is
+    # Apache-2.0 and not gated (catalog.yaml, `models:` header): False for every catalog entry today.
+    hub_gated: bool = False
+    # The build stores lm_head.weight although its config ties it to embed_tokens, and vLLM loads that copy onto the
+    # GPU too (Google's E2B/E4B QAT builds: catalog.yaml sources.loads_stored_lm_head).
+    loads_stored_lm_head: bool = False
     config: str = ""  # the config.json the architecture numbers come from
     aliases: list[str] = Field(default_factory=list)
     base: str | None = None  # the bf16 model this variant is built from
@@ -301,7 +307,8 @@ class Catalog(BaseModel):
         q = self.quantizations[m.quantization]
         quantised = max(m.params_b - m.unquantized_params_b, 0.0)
         towers = sum(m.loaded_towers(limit_mm_per_prompt).values())
-        return quantised * q.bytes_per_param + (m.embedding_params_b + towers) * 2.0
+        head = m.vocab_size * m.hidden_size / 1e9 if m.loads_stored_lm_head else 0.0  # bf16, loaded as stored
+        return quantised * q.bytes_per_param + (m.embedding_params_b + towers + head) * 2.0
 
     @property
     def gcs_fuse_mb_s(self) -> float:
@@ -316,7 +323,8 @@ class Catalog(BaseModel):
     def checkpoint_gb(self, m: ModelProfile) -> float:
         """The checkpoint's size (GB): every tower, plus an LM-head copy where the build stores one."""
         q = self.quantizations[m.quantization]
-        head = m.vocab_size * m.hidden_size / 1e9 * 2.0 if q.checkpoint_stores_lm_head else 0.0
+        stored = q.checkpoint_stores_lm_head and not m.loads_stored_lm_head  # else weights_gb counts it already
+        head = m.vocab_size * m.hidden_size / 1e9 * 2.0 if stored else 0.0
         return self.weights_gb(m) + head
 
 

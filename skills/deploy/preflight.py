@@ -38,6 +38,7 @@ class PreflightSources:
     cache: ShortCache | None = None
     timeout_s: float = 5.0
     hub_url: str = "https://huggingface.co"  # where a user accepts a licence (HF_ENDPOINT)
+    hf_token_secret: str = "hf-token"  # the secret a gated checkpoint's HF_TOKEN would come from (HF_TOKEN_SECRET)
 
 
 async def run_preflight(src: PreflightSources, t: PreflightTarget) -> list[PreflightCheck]:
@@ -51,7 +52,7 @@ async def run_preflight(src: PreflightSources, t: PreflightTarget) -> list[Prefl
     if t.bucket:
         checks.insert(0, ("weights", f"weights:{t.bucket}/{t.prefix}", lambda: _weights(src, t)))
     elif t.hf_repo:
-        checks.insert(0, ("checkpoint", f"hub:{t.hf_repo}", lambda: _hub(src, t)))
+        checks.insert(0, ("checkpoint", f"hub:{t.hf_repo}:{bool(t.hf_token_secret)}", lambda: _hub(src, t)))
     return list(await asyncio.gather(*(_bounded(src, name, key, fn) for name, key, fn in checks)))
 
 
@@ -97,6 +98,23 @@ async def _hub(src: PreflightSources, t: PreflightTarget) -> PreflightCheck:
     page = f"{src.hub_url.rstrip('/')}/{repo}"
     secret = f"secret `{t.hf_token_secret}`"
     if a.state == "ok":
+        if a.gated and not t.hf_token_secret:
+            # The service gets no HF_TOKEN (the catalog records the checkpoint as not gated): its download would
+            # fail with huggingface_hub's GatedRepoError (401).
+            return PreflightCheck(
+                name="checkpoint",
+                status="fail",
+                text=f"`{repo}` is gated on the Hub, and the service gets no HF_TOKEN to download it with.",
+                fix="give the service a token of an account that has accepted the licence at "
+                f"{page}: redeploy with `hf_token_from_secret=True` (HF_TOKEN from secret "
+                f"`{src.hf_token_secret}`), or serve the weights from MODEL_BUCKET.",
+            )
+        if not a.gated:
+            return PreflightCheck(
+                name="checkpoint",
+                status="ok",
+                text=f"checkpoint `{repo}` exists and is not gated: the service downloads it without an HF token.",
+            )
         if a.gated and not a.with_token:
             return PreflightCheck(
                 name="checkpoint",

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from skills.actions.params import DeployParams
+from skills.capacity.catalog import ModelProfile
 from skills.capacity.cost import container_limits, parse_cpu
 from skills.capacity.estimates import hourly_usd
 from skills.capacity.fit import load_catalog
@@ -42,6 +43,20 @@ from skills.targets.plan import Plan
 
 # Change-list lines that say where traffic goes or what the revision is called, not what it runs.
 _NOT_CONFIGURATION = {"traffic", "traffic.tags", "template.revision"}
+
+
+def hub_pull_note(model: ModelProfile, secret: str) -> str:
+    """How a Hub pull authenticates: with HF_TOKEN only for a checkpoint the Hub gates (catalog hub_gated)."""
+    if model.hub_gated:
+        return (
+            f"No MODEL_BUCKET: `{model.hf_repo}` is gated on the Hub, so it is pulled with HF_TOKEN from secret "
+            f"`{secret}` (its account must have accepted the licence)."
+        )
+    return (
+        f"No MODEL_BUCKET: `{model.hf_repo}` is pulled from the Hub without an HF token (Gemma 4 is Apache-2.0, not "
+        f"gated). A gated or private checkpoint needs one: `hf_token_from_secret=True` injects HF_TOKEN from secret "
+        f"`{secret}`."
+    )
 
 
 async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], *, offline: bool = False) -> Plan:
@@ -97,7 +112,7 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
             probe=probe,
             image=image,
             model_bucket=env.model_bucket,
-            hf_token_secret=env.hf_token_secret,
+            hf_token_secret=env.hf_token_secret if report.model.hub_gated else "",  # optional unless gated
             launch_stage=gpu.launch_stage,
             service_account=env.service_account,
             metrics_sidecar=env.metrics_sidecar,
@@ -194,9 +209,7 @@ async def plan_deploy(runtime: Runtime, env: DeployEnv, params: dict[str, Any], 
     if gpu.launch_stage != "GA":
         plan.notes.append(f"{gpu.display} is in Preview on Cloud Run: the service is deployed at launch stage BETA.")
     if not env.model_bucket:
-        plan.notes.append(
-            f"No MODEL_BUCKET: weights are pulled from the Hub with HF_TOKEN from secret `{env.hf_token_secret}`."
-        )
+        plan.notes.append(hub_pull_note(report.model, env.hf_token_secret))
     if not env.service_account and current is None:
         plan.notes.append(
             "No VLLM_SERVICE_ACCOUNT: the service runs as the project's default compute service account; give it "

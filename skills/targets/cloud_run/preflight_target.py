@@ -7,7 +7,7 @@ from typing import Any
 from skills.capacity.fit import load_catalog
 from skills.targets.cloud_run.plan_common import container_flags
 from skills.targets.cloud_run.plan_redeploy import model_of
-from skills.targets.cloud_run.render import gcs_mounts, main_container
+from skills.targets.cloud_run.render import gcs_mounts, main_container, secret_env_of
 from skills.targets.env import DeployEnv
 from skills.targets.preflight_check import PreflightTarget
 
@@ -40,5 +40,6 @@ def target_of(spec: dict[str, Any], env: DeployEnv) -> PreflightTarget:
         region=env.region,
         project=env.project,
         max_instances=int((template.get("scaling") or {}).get("maxInstanceCount") or 1),
-        hf_token_secret=env.hf_token_secret,
+        # the secret the service's HF_TOKEN comes from; "" when it gets none (a checkpoint the Hub does not gate)
+        hf_token_secret=secret_env_of(container, "HF_TOKEN") or "",
     )

@@ -157,14 +157,17 @@ def render_service(cfg: DeployConfig) -> dict[str, Any]:
     """The full v2 Service JSON (camelCase) for `Runtime.apply_service`."""
     if cfg.model_bucket:
         env: list[dict[str, Any]] = [{"name": "HF_HUB_OFFLINE", "value": "1"}]
-    else:
-        # Pulling from the Hub: token only from Secret Manager; never HF_HUB_OFFLINE (it blocks the download).
+    elif cfg.hf_token_secret:
+        # Pulling a gated checkpoint from the Hub: token only from Secret Manager; never HF_HUB_OFFLINE (it blocks
+        # the download).
         env = [
             {
                 "name": "HF_TOKEN",
                 "valueSource": {"secretKeyRef": {"secret": cfg.hf_token_secret, "version": "latest"}},
             }
         ]
+    else:
+        env = []  # a checkpoint the Hub does not gate (Gemma 4): downloaded without a token
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": cfg.image,
