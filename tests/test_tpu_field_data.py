@@ -119,3 +119,31 @@ async def test_a_field_report_model_warns_keeps_confirm_and_the_slice_starts(con
     assert "Confirm" in plan and "Refused" not in plan.splitlines()[0], plan
     out = await console.line("click Confirm")
     assert f"deploy `{SERVICE}`: ready" in out, out
+
+
+# --- item 3: every zone that lists v6e, and the regional quota -----------------------------------------------------
+
+
+async def test_the_zone_search_covers_the_ai_zones_and_says_what_they_need(console: ConsoleSession) -> None:
+    out = await console.line("/gemma tpu zones v6e-1")
+    for zone in ("us-central1-ai1", "us-south1-ai1b"):
+        line = next((ln for ln in out.splitlines() if f" {zone}:" in ln), "")
+        assert line and "AI zone" in line, (zone, out)
+
+
+async def test_the_regional_quota_is_checked_as_well_as_the_zones(console: ConsoleSession) -> None:
+    assert console.sandbox is not None
+    tpu = load_tpu_catalog()
+    regional = tpu.quota.on_demand_region
+    assert regional == "TPUV6EPerProjectPerRegionForTPUAPI" and tpu.quota.spot_region == (
+        "TPUV6EPreemptiblePerProjectPerRegionForTPUAPI"
+    )
+    console.sandbox.tpu.set_region_quota("us-east5", "on-demand", 0)
+    console.sandbox.preflight.quotas.set(tpu.quota.service, regional, "us-east5", 0, dimension="region")
+    out = await console.line("/gemma tpu zones v6e-4")
+    for zone in ("us-east5-a", "us-east5-b"):
+        line = next(ln for ln in out.splitlines() if f" {zone}:" in ln)
+        assert line.lstrip(" |").startswith("✗") and regional in line and "region us-east5 quota 0" in line, line
+    assert any(ln.lstrip(" |").startswith("✓ us-east1-d") for ln in out.splitlines()), out
+    plan = await console.line(f"/gemma deploy {TPU_PROFILE} --zone us-east5-a")
+    assert "Plan: " in plan and regional in plan, plan

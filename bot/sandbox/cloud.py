@@ -139,6 +139,18 @@ class Sandbox:
             self.tpu.add_zone(zone, capacity=capacity, spot_capacity=sc, quota=quota, spot_quota=sq)
             self.preflight.quotas.set(tpu.quota.service, tpu.quota.on_demand, zone, quota, dimension="zone")
             self.preflight.quotas.set(tpu.quota.service, tpu.quota.spot, zone, sq, dimension="zone")
+        # Per region as well (tpu.yaml `quota_regional`): room for every seeded zone of the region, so only a test
+        # that lowers it (TpuStandIn.set_region_quota and the Cloud Quotas value) makes it bind.
+        regions = {tpu.region_of(z) for z in zones or list(tpu.zones)}
+        for region in regions:
+            n = sum(1 for z in self.tpu.zones if tpu.region_of(z) == region)
+            sq = quota if spot_quota is None else spot_quota
+            for tier, qid, value in (
+                ("on-demand", tpu.quota.on_demand_region, quota),
+                ("spot", tpu.quota.spot_region, sq),
+            ):
+                self.tpu.set_region_quota(region, tier, value * n)
+                self.preflight.quotas.set(tpu.quota.service, qid, region, value * n, dimension="region")
 
     # --- start / stop ---------------------------------------------------------------------------------
     def start(self) -> Sandbox:

@@ -46,7 +46,7 @@ State: Any = _QRS.State  # proto-plus enums: members are typed as int by the stu
 NodeState: Any = tpu_v2.Node.State
 _HEALTHY: Any = tpu_v2.Node.Health.HEALTHY
 _ID = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_PARENT = re.compile(r"^projects/([^/]+)/locations/([a-z]+-[a-z]+\d+-[a-z])$")
+_PARENT = re.compile(r"^projects/([^/]+)/locations/([a-z]+-[a-z]+\d+-(?:[a-z]|ai\d+[a-z]?))$")  # AI zones: -ai1, -ai1b
 _ACCEL_TYPES = {"v6e-1": "1x1", "v6e-4": "2x2", "v6e-8": "2x4"}
 
 _DATA = {
@@ -105,6 +105,11 @@ class _Op:
     failed: Callable[[], status_pb2.Status | None] = field(default=lambda: None)
 
 
+def _same(tier: str) -> tuple[str, ...]:
+    """The tiers that draw on the same quota (reservations on on-demand quota)."""
+    return ("spot",) if tier == "spot" else ("on-demand", "guaranteed")
+
+
 def _ts(seconds: float) -> timestamp_pb2.Timestamp:
     return timestamp_pb2.Timestamp(seconds=1_790_000_000 + int(seconds))
 
@@ -128,6 +133,14 @@ class TpuStandIn:
             "on-demand": "TPUV6EPerProjectPerZoneForTPUAPI",
             "guaranteed": "TPUV6EPerProjectPerZoneForTPUAPI",
             "spot": "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI",
+        }
+        # (quota id, region) -> chips: the regional quota a create must fit as well as the zone's (tpu.yaml
+        # `quota_regional`); a region without an entry is not limited here (the sandbox seeds zone quota only)
+        self.region_quota: dict[tuple[str, str], int] = {}
+        self.region_quota_ids = {
+            "on-demand": "TPUV6EPerProjectPerRegionForTPUAPI",
+            "guaranteed": "TPUV6EPerProjectPerRegionForTPUAPI",
+            "spot": "TPUV6EPreemptiblePerProjectPerRegionForTPUAPI",
         }
         self.queued: dict[str, _Queued] = {}
         self.ops: dict[str, _Op] = {}
@@ -159,6 +172,10 @@ class TpuStandIn:
     def set_quota(self, zone: str, tier: str, chips: int) -> None:
         with self._lock:
             self.quota[(self.quota_ids[tier], zone)] = chips
+
+    def set_region_quota(self, region: str, tier: str, chips: int) -> None:
+        with self._lock:
+            self.region_quota[(self.region_quota_ids[tier], region)] = chips
 
     def preempt(self, node_id: str) -> None:
         """Cloud TPU reclaims a spot node: the node is PREEMPTED, its queued resource SUSPENDING then SUSPENDED."""
@@ -377,6 +394,20 @@ class TpuStandIn:
             limit = self.quota.get((quota_id, zone), 0)
             if self._used_quota(zone, quota_id) + chips > limit:
                 context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, quota_message(quota_id, limit, zone))
+            region = zone.rsplit("-", 1)[0]
+            rid = self.region_quota_ids[tier]
+            if (rid, region) in self.region_quota:  # held like the zone's: every queued resource, whatever its state
+                used = sum(
+                    q.chips
+                    for q in self.queued.values()
+                    if q.zone.rsplit("-", 1)[0] == region and q.tier in _same(tier)
+                )
+                rlimit = self.region_quota[(rid, region)]
+                if used + chips > rlimit:
+                    context.abort(
+                        grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"Quota '{rid}' exhausted. Limit {rlimit} in region {region}",
+                    )
             now = self._now()
             node_name = f"{request.parent}/nodes/{spec.node_id}"
             n = len(self.queued) + 1

@@ -47,6 +47,7 @@ class AcceleratorType(_Strict):
 
 class Zone(_Strict):
     region: str
+    note: str = ""  # what the docs say the zone needs (an AI zone must be turned on for the project)
 
 
 class Rate(_Strict):
@@ -71,6 +72,8 @@ class Quota(_Strict):
     dimension: Literal["zone"]
     on_demand: str
     spot: str
+    on_demand_region: str
+    spot_region: str
     flex_start: str | None
     unit: str
     source: str
@@ -78,6 +81,10 @@ class Quota(_Strict):
     def quota_id(self, provisioning: Provisioning) -> str | None:
         """Spot uses preemptible quota; on-demand and reservations use on-demand quota (consumption options)."""
         return {"spot": self.spot, "flex-start": self.flex_start}.get(provisioning, self.on_demand)
+
+    def region_quota_id(self, provisioning: Provisioning) -> str | None:
+        """The regional quota a create must fit as well as the zone's (tpu.yaml `quota_regional`)."""
+        return {"spot": self.spot_region, "flex-start": None}.get(provisioning, self.on_demand_region)
 
 
 class MemoryAccounting(_Strict):

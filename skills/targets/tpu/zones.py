@@ -22,22 +22,29 @@ class ZoneOption(BaseModel):
     offered: bool | None  # the API lists the type there (None: could not ask)
     quota: int | None  # chips (None: no value / could not ask; -1 unlimited)
     quota_id: str
+    region_quota: int | None = None  # chips in the region (None: not read; -1 unlimited)
+    region_quota_id: str = ""
     chips: int
     chip_hour_usd: float | None
     hour_usd: float | None  # the slice (TpuCatalog.slice_hour_usd)
     note: str = ""
 
+    def _short(self, value: int | None) -> bool:
+        return value is not None and value != -1 and value < self.chips
+
     @property
     def usable(self) -> bool:
-        quota_ok = self.quota is None or self.quota == -1 or self.quota >= self.chips
-        return self.offered is not False and quota_ok and self.quota != 0
+        """Offered, and both the zone's and the region's quota cover the slice (a create must fit both)."""
+        return self.offered is not False and not self._short(self.quota) and not self._short(self.region_quota)
 
     def why_not(self) -> str:
         """Why the zone cannot take the slice ('' when it can, as far as was asked)."""
         if self.offered is False:
             return "does not offer it"
-        if self.quota is not None and self.quota != -1 and self.quota < self.chips:
+        if self._short(self.quota):
             return f"quota {self.quota} chips"
+        if self._short(self.region_quota):
+            return f"region {self.region} quota {self.region_quota} chips ({self.region_quota_id})"
         return ""
 
     def line(self) -> str:
@@ -45,7 +52,11 @@ class ZoneOption(BaseModel):
         offered = {True: "offers it", False: "does not offer it", None: "not asked"}[self.offered]
         quota = "quota unknown" if self.quota is None else ("unlimited" if self.quota == -1 else f"quota {self.quota}")
         mark = ":white_check_mark:" if self.usable else ":x:"
-        return f"{mark} {self.zone}: {offered}, {quota} chips ({self.quota_id}), {price}" + (
+        regional = ""
+        if self.region_quota is not None:
+            value = "unlimited" if self.region_quota == -1 else str(self.region_quota)
+            regional = f", region {self.region} quota {value} chips ({self.region_quota_id})"
+        return f"{mark} {self.zone}: {offered}, {quota} chips ({self.quota_id}){regional}, {price}" + (
             f" — {self.note}" if self.note else ""
         )
 
@@ -61,6 +72,16 @@ async def search_zones(
     """Every candidate zone with what it offers, usable ones first (cheapest region first, then catalog order)."""
     acc_name, acc = tpu.accelerator(accelerator_type)
     quota_id = tpu.quota.quota_id(provisioning) or ""
+    region_quota_id = tpu.quota.region_quota_id(provisioning) or ""
+    regional: dict[str, int | str | None] = {}  # region -> chips, or why it was not read (one read per region)
+
+    async def region_quota(reader: QuotaReader, region: str) -> int | str | None:
+        if region not in regional:
+            try:
+                regional[region] = await reader.quota_value(tpu.quota.service, region_quota_id, region)
+            except PreflightUnavailable as exc:
+                regional[region] = str(exc)[:120]
+        return regional[region]
 
     async def one(zone: str) -> ZoneOption:
         region = tpu.region_of(zone)
@@ -72,11 +93,12 @@ async def search_zones(
             offered=None,
             quota=None,
             quota_id=quota_id,
+            region_quota_id=region_quota_id,
             chips=acc.chips,
             chip_hour_usd=rate,
             hour_usd=hourly,
         )
-        notes = []
+        notes = [tpu.zones[zone].note] if zone in tpu.zones and tpu.zones[zone].note else []
         try:
             opt.offered = acc_name in await api.accelerator_types(zone)
         except NotFound:
@@ -88,6 +110,12 @@ async def search_zones(
                 opt.quota = await quotas.quota_value(tpu.quota.service, quota_id, zone)
             except PreflightUnavailable as exc:
                 notes.append(f"quota: {str(exc)[:120]}")
+        if quotas is not None and region_quota_id:
+            got = await region_quota(quotas, region)
+            if isinstance(got, str):
+                notes.append(f"regional quota not read: {got}")
+            else:
+                opt.region_quota = got
         opt.note = "; ".join(notes)
         return opt
 
