@@ -147,3 +147,17 @@ async def test_the_regional_quota_is_checked_as_well_as_the_zones(console: Conso
     assert any(ln.lstrip(" |").startswith("✓ us-east1-d") for ln in out.splitlines()), out
     plan = await console.line(f"/gemma deploy {TPU_PROFILE} --zone us-east5-a")
     assert "Plan: " in plan and regional in plan, plan
+
+
+# --- item 5: no HF token for a checkpoint the Hub does not gate ---------------------------------------------------
+
+
+async def test_a_tpu_slice_pulls_an_ungated_gemma4_checkpoint_without_an_hf_token(console: ConsoleSession) -> None:
+    assert console.sandbox is not None
+    await console.line(f"/gemma deploy {TPU_PROFILE}")
+    out = await console.line("click Confirm")
+    assert f"deploy `{SERVICE}`: ready" in out, out
+    node = next(q.node for q in console.sandbox.tpu.queued.values())
+    script = node.metadata["startup-script"]
+    assert "HF_TOKEN" not in script and "--secret=hf-token" not in script, script
+    assert "VLLM_API_KEY" in script  # the API key is still required

@@ -2,7 +2,8 @@
 
 The spec (a plain dict, kept in the node's metadata as `gemma-sre-spec` so the bot reads back what it deployed):
 zone and the zones to fall back to, accelerator type, runtime version, provisioning model, the vLLM TPU image,
-the model and vLLM's arguments, the VPC and the Secret Manager secrets for vLLM's --api-key and the HF token.
+the model and vLLM's arguments, the VPC and the Secret Manager secrets for vLLM's --api-key and, for a checkpoint
+the Hub gates, the HF token (empty otherwise: Gemma 4's public checkpoints need none).
 
 The node starts vLLM's TPU image as vLLM's TPU guide runs it (tpu-inference docs, skills/data/tpu.yaml
 `vllm_tpu_image`: `docker run --privileged --net=host -v /dev/shm:/dev/shm --shm-size 150gb ... vllm/vllm-tpu`),
@@ -32,17 +33,24 @@ def startup_script(spec: dict[str, Any]) -> str:
     """The node's startup script: fetch the secrets with the node's service account, then run vLLM's TPU image."""
     args = " ".join(shlex.quote(a) for a in spec["vllmArgs"])
     project = f" --project={shlex.quote(spec['project'])}" if spec.get("project") else ""
+    # An HF token only for a checkpoint the Hub gates (hfTokenSecret set by the plan), as on Cloud Run: Gemma 4's
+    # public checkpoints download without one, and a missing secret would stop the script (set -e).
+    secret = spec.get("hfTokenSecret") or ""
+    hf_fetch = (
+        [f"HF=$(gcloud secrets versions access latest --secret={shlex.quote(secret)}{project})"] if secret else []
+    )
+    hf_env = '-e HF_TOKEN="$HF" ' if secret else ""
     return "\n".join(
         [
             "#!/bin/bash",
             "# Written by gemma-sre: vLLM's TPU image as vLLM's TPU guide runs it; logs to Cloud Logging (gcplogs).",
             "set -euo pipefail",
             f"KEY=$(gcloud secrets versions access latest --secret={shlex.quote(spec['apiKeySecret'])}{project})",
-            f"HF=$(gcloud secrets versions access latest --secret={shlex.quote(spec['hfTokenSecret'])}{project})",
+            *hf_fetch,
             "docker rm -f vllm 2>/dev/null || true",
             "docker run -d --name vllm --privileged --net=host -v /dev/shm:/dev/shm --shm-size 150gb \\",
             f"  --log-driver=gcplogs --log-opt gcp-meta-name={shlex.quote(spec['nodeId'])} \\",
-            '  -e HF_TOKEN="$HF" -e VLLM_API_KEY="$KEY" \\',
+            f'  {hf_env}-e VLLM_API_KEY="$KEY" \\',
             f"  {shlex.quote(spec['image'])} \\",
             f"  vllm serve {shlex.quote(spec['hfRepo'])} --host 0.0.0.0 --port {VLLM_PORT} {args}",
         ]

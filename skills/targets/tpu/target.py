@@ -411,7 +411,7 @@ class TpuTarget:
             "hfRepo": m.hf_repo,
             "vllmArgs": args,
             "apiKeySecret": self.options.api_key_secret,
-            "hfTokenSecret": self.options.hf_token_secret,
+            "hfTokenSecret": self.options.hf_token_secret if m.hub_gated else "",  # optional unless gated, as on GPU
             "queueWaitS": self.options.queue_wait_s,
         }
         refusal = why = ""  # why: the plan's header, in a few words
