@@ -27,10 +27,10 @@ def test_each_release_row_names_its_sources_and_date() -> None:
     data = load_image_data()
     for row in data.accounting:
         assert all(s in data.sources for s in row.sources), row
-        assert row.checked.isoformat() == "2026-11-27"
+        assert row.checked.isoformat() in ("2026-11-27", "2026-12-05")  # 0.20.x split on 2026-12-05 (issue 50)
         assert row.async_scheduling_default  # on by default since v0.14.0
     defaults = {r.from_: r.gpu_memory_utilization_default for r in data.accounting}
-    assert defaults == {"0.19.0": 0.9, "0.20.0": 0.92, "0.26.0": 0.92}  # PR #38284: 0.9 -> 0.92
+    assert defaults == {"0.19.0": 0.9, "0.20.0": 0.92, "0.21.0": 0.92, "0.26.0": 0.92}  # PR #38284: 0.9 -> 0.92
 
 
 @pytest.mark.parametrize(
@@ -100,3 +100,16 @@ def test_a_service_without_the_utilization_flag_is_planned_at_its_releases_defau
         "gemma-4-12b-qat", {"gpu": "nvidia-l4", "vllm_image": image, "gpu_memory_utilization": 0.85}, None
     )
     assert explicit.request.gpu_memory_utilization == 0.85
+
+
+def test_v0_20_sizes_gemma4_kv_without_the_hybrid_manager_as_issue_43308_reports() -> None:
+    """vllm#43308: Gemma 4 31B (AWQ) on an A100 80GB, same args and ~50 GB of KV memory: ~55k tokens on v0.20.0,
+    ~525k on v0.21.0. The 0.20.x row sizes every layer at full length (the hybrid KV manager off for Gemma 4, an
+    estimate resting on that report); v0.21.0 on sizes sliding-window layers by their window."""
+    assert not load_image_data().accounting_for(version("0.20.2")).hybrid_kv_manager
+    assert load_image_data().accounting_for(version("0.21.0")).hybrid_kv_manager
+    req = dict(model="gemma-4-31b-qat", gpu="a100-80gb", max_model_len=32768, kv_cache_dtype="bf16")
+    old = check_fit(FitRequest(**req, vllm_image="vllm/vllm-openai:v0.20.0-cu129"))
+    new = check_fit(FitRequest(**req, vllm_image="vllm/vllm-openai:v0.21.0-cu129"))
+    assert new.kv_cache_tokens > 3 * old.kv_cache_tokens, (old.kv_cache_tokens, new.kv_cache_tokens)
+    assert any("vLLM 0.20.0" in n and "hybrid KV cache manager off" in n for n in old.notes), old.notes

@@ -114,12 +114,13 @@ def compute_memory(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) 
     free_per_gpu = budget - weights_gpu - overhead
     kv_free = max(free_per_gpu, 0.0) * r.gpu_count
     limits = limits_for(cat, r)
-    groups = kva.get_kv_cache_groups(layer_specs(cat, m, r.kv_cache_dtype, r.gpu_count))
+    rules = assumed_release(r.gpu, r.vllm_image).accounting
+    groups = kva.get_kv_cache_groups(layer_specs(cat, m, r.kv_cache_dtype, r.gpu_count), rules.hybrid_kv_manager)
     free_bytes = int(max(free_per_gpu, 0.0) * GIB)
     kv = kva.kv_cache_config(groups, free_bytes)
     needed = kva.needed_bytes(groups, limits)
     bpt = math.ceil(needed / r.max_model_len)
-    kv_tokens = kva.reported_tokens(kv, limits, assumed_release(r.gpu, r.vllm_image).accounting.kv_report)
+    kv_tokens = kva.reported_tokens(kv, limits, rules.kv_report)
     # Loading stages the checkpoint through host RAM (estimate; field notes: a 26B QAT load peaked at 16.8 GiB
     # with ~14.6 GB of weights and loaded in 32 GiB). From a GCS FUSE mount it is the page cache, and offloaded
     # weights then stay pinned in its place. From the Hub the files themselves sit on Cloud Run's in-memory

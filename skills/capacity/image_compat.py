@@ -83,6 +83,9 @@ class Accounting(BaseModel):
     max_concurrent_batches_async: int = Field(ge=1)
     gpu_memory_utilization_default: float = Field(gt=0, le=1)
     kv_report: Literal["capacity", "legacy"]
+    # False: every layer of a hybrid model (Gemma 4's sliding-window + full layers) is sized at full length, as one
+    # uniform type (vLLM's hybrid KV cache manager off for it); the 0.20.x row, vllm_images.yaml.
+    hybrid_kv_manager: bool = True
     sources: list[str] = Field(min_length=1)
     estimates: str = ""  # which of the row's figures are estimates, and what they rest on
     checked: dt.date

@@ -27,6 +27,12 @@ class AssumedRelease(BaseModel):
             if self.accounting.sliding_window_in_flight == "batched_tokens"
             else f"window - 1 + {self.accounting.concurrent_batches()} x --max-num-batched-tokens (async scheduling)"
         )
+        if not self.accounting.hybrid_kv_manager:
+            return (
+                f"KV accounting as vLLM {self.release} ({self.image}, {self.origin}): hybrid KV cache manager off "
+                "for Gemma 4, every layer sized at full length (vllm#43308: ~55k tokens on v0.20.0, ~525k on "
+                "v0.21.0 in the same memory)."
+            )
         return (
             f"KV accounting as vLLM {self.release} ({self.image}, {self.origin}): each sliding-window layer "
             f"reserves {rule} tokens per request."
