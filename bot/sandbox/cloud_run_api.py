@@ -243,7 +243,8 @@ class CloudRunStandIn:
         set to 3 or fewer in order to set GPU requirements. To request quota: g.co/cloudrun/gpu-quota Quota
         violated: NvidiaL4GpuAllocNoZonalRedundancyPerProjectRegion requested: 4 allowed: 3" (an L4 service) and
         the same with "set to 1 or fewer ... NvidiaRtxPro6000GpuAllocNoZonalRedundancyPerProjectRegion requested: 3
-        allowed: 1" (RTX Pro 6000, where `quotas info` read 1000: that quota counts milli-GPUs, the refusal GPUs).
+        allowed: 1" (RTX Pro 6000, where `quotas info` read 1000: that quota counts milli-GPUs, the refusal GPUs;
+        public-code index file ids 68408999705 and 69641025864).
         gcloud prints a field violation as "field: description"; the v2 API's status code for it is not quoted
         anywhere found, so this is a 400 INVALID_ARGUMENT with that field violation."""
         accelerator = (template.get("nodeSelector") or {}).get("accelerator")

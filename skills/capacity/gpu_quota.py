@@ -12,12 +12,14 @@ Units (QUOTA_UNIT: what one GPU counts as in the quota's value). The L4 quota co
 milli-GPUs: field reports, public-code index, checked 2026-12-05 --
 - a Cloud Run deploy script choosing the quota by GPU type: L4 `REQUIRED_QUOTA=1`, RTX Pro 6000
   `REQUIRED_QUOTA=1000` with "# RTX PRO 6000 quota is expressed in milliGPUs" (its check reads
-  `gcloud beta quotas info describe ... | .details.value` for the region);
+  `gcloud beta quotas info describe ... | .details.value` for the region; public-code index file id 66510000598);
 - a write-up of Google's RTX Pro 6000 Gemma 4 codelab on Cloud Run (europe-west4): `quotas info describe
   NvidiaRtxPro6000GpuAllocNoZonalRedundancyPerProjectRegion` gave `value: 1000` while the deploy with max
-  instances 3 was refused with "Max instances must be set to 1 or fewer ... requested: 3 allowed: 1";
+  instances 3 was refused with "Max instances must be set to 1 or fewer ... requested: 3 allowed: 1" (file ids
+  69641025864, 69654167417);
 - an L4 deploy refused with "Max instances must be set to 3 or fewer ... NvidiaL4GpuAllocNoZonalRedundancy
-  PerProjectRegion requested: 4 allowed: 3" next to an L4 quota of 3 (the L4 value counts whole GPUs).
+  PerProjectRegion requested: 4 allowed: 3" next to an L4 quota of 3 (the L4 value counts whole GPUs; file id
+  68408999705).
 Cloud Run's refusal speaks in GPUs (instances: one GPU each) for both. `gpus()` is the one conversion: every
 reader of these quotas (preflight, the canary's check, `/gemma quota`, increase requests) goes through it.
 """
