@@ -265,3 +265,16 @@ async def test_a_gated_checkpoint_without_a_token_is_refused_with_the_fix(
     c = {c.name: c for c in plan.preflight}["checkpoint"]
     assert c.status == "fail" and "gated" in c.text and "no HF_TOKEN" in c.text, c
     assert "hf_token_from_secret=True" in c.fix, c.fix
+
+
+async def test_quota_command_shows_the_rtx_quota_in_gpus(rtx_deps: Deps, standins: PreflightStandIns) -> None:
+    standins.quotas.set(QUOTA_SERVICE, RTX_QUOTA, "europe-west4", 1000)
+    standins.quotas.request(QUOTA_SERVICE, RTX_QUOTA, "europe-west4", 2000, None, True)
+    try:
+        reply, _ = await command(rtx_deps, "quota nvidia-rtx-pro-6000")
+    finally:
+        standins.quotas.preferences.clear()
+    assert reply is not None
+    text = "\n".join(s.text or "" for s in reply.sections)
+    assert "1000 GPU" not in text and "request for 2000" not in text, text
+    assert "• `europe-west4` (deploys go here): :white_check_mark: 1 GPU(s) · request for 2 (pending" in text, text
