@@ -161,3 +161,22 @@ async def test_a_tpu_slice_pulls_an_ungated_gemma4_checkpoint_without_an_hf_toke
     script = node.metadata["startup-script"]
     assert "HF_TOKEN" not in script and "--secret=hf-token" not in script, script
     assert "VLLM_API_KEY" in script  # the API key is still required
+
+
+async def test_a_suspended_queued_resource_holds_spot_quota_and_the_search_and_destroy_say_so(
+    console: ConsoleSession,
+) -> None:
+    out = await console.line("/gemma sandbox tpu-preempted")  # a spot node by hand, then preempted
+    assert console.sandbox is not None
+    console.sandbox.clock.advance(600)  # SUSPENDING -> SUSPENDED
+    zone = next(q.zone for q in console.sandbox.tpu.queued.values())
+    out = await console.line("/gemma tpu zones v6e-4 --provisioning spot")
+    line = next(ln for ln in out.splitlines() if f" {zone}:" in ln)
+    assert f"held by SUSPENDED `{SERVICE}`" in line and "until deleted" in line, line
+    destroy = await console.line(f"/gemma destroy {SERVICE}")
+    assert "holds" in destroy and "spot quota until deleted" in destroy, destroy
+
+
+async def test_flex_start_says_where_it_is_known_to_work_or_that_it_is_unknown(console: ConsoleSession) -> None:
+    out = await console.line("/gemma tpu zones v6e-4 --provisioning flex-start")
+    assert "flex-start works on v6e are unknown" in out and "request-using-flex-start" in out, out

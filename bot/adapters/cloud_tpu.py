@@ -75,6 +75,9 @@ class CloudTpu:
     async def delete(self, zone: str, queued_resource_id: str, *, force: bool) -> None:
         await self._pool.run(self._delete, zone, queued_resource_id, force)
 
+    async def queued(self, zone: str) -> list[QueuedInfo]:
+        return await self._pool.run(self._list, zone)
+
     # --- blocking calls -------------------------------------------------------------------------------------
 
     def _types(self, zone: str) -> list[str]:
@@ -113,6 +116,23 @@ class CloudTpu:
             client.create_queued_resource(
                 parent=parent, queued_resource_id=req.queued_resource_id, queued_resource=qr, timeout=self._deadline()
             )
+
+    def _list(self, zone: str) -> list[QueuedInfo]:
+        client = self._tpu()
+        out: list[QueuedInfo] = []
+        with _explained(f"queued resources in {zone}"):
+            for qr in client.list_queued_resources(parent=self._parent(zone), timeout=self._deadline()):
+                specs = list(qr.tpu.node_spec)
+                out.append(
+                    QueuedInfo(
+                        name=qr.name.rsplit("/", 1)[-1],
+                        zone=zone,
+                        state=qr.state.state.name,
+                        tier="spot" if "spot" in qr else ("reserved" if "guaranteed" in qr else "on-demand"),
+                        accelerator_type=specs[0].node.accelerator_type if specs else "",
+                    )
+                )
+        return out
 
     def _get(self, zone: str, qid: str) -> QueuedInfo | None:
         client = self._tpu()

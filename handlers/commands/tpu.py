@@ -25,8 +25,11 @@ async def tpu(ctx: CommandContext) -> Reply:
     if not isinstance(target, TpuTarget):
         raise InvalidInput("No Cloud TPU target is set up in this bot.")
     if ctx.opts.provisioning == "flex-start":
+        flex = target.tpu.flex_start
+        where = f"it is known to work in {', '.join(flex.zones)}" if flex.zones else flex.note
         raise InvalidInput(
-            "Flex-start is not offered through the tpu_v2 queued-resource API the bot uses.",
+            f"Flex-start is not offered through the tpu_v2 queued-resource API the bot uses; {where} "
+            f"(source: {target.tpu.cite(flex.source)}).",
             "Use on-demand, spot or reserved.",
         )
     options = await target.zone_search(ctx.opts.type, ctx.opts.provisioning)

@@ -120,6 +120,13 @@ class SupportTable(_Strict):
     checked: dt.date
 
 
+class FlexStart(_Strict):
+    zones: list[str]  # zones a source shows flex-start working in ([] = unknown)
+    note: str
+    source: str
+    checked: dt.date
+
+
 class TpuCatalog(_Strict):
     checked: dt.date
     sources: dict[str, str]
@@ -128,6 +135,7 @@ class TpuCatalog(_Strict):
     accelerator_types_source: str
     zones: dict[str, Zone]
     zones_source: str
+    flex_start: FlexStart
     prices: Prices
     quota: Quota
     memory_accounting: MemoryAccounting

@@ -52,7 +52,7 @@ from skills.targets.tpu.api import CreateRequest, QueuedInfo, QuotaExhausted, Tp
 from skills.targets.tpu.names import check_node_id, valid_node_id
 from skills.targets.tpu.spec import DEFAULT_IMAGE, VLLM_PORT, gcloud_create, metadata_of, spec_from_metadata
 from skills.targets.tpu.states import SUSPENDED, WAITING, deploy_stages, what_deleting_ends
-from skills.targets.tpu.zones import ZoneOption, no_zone_text, search_zones
+from skills.targets.tpu.zones import HOLDING, ZoneOption, no_zone_text, search_zones
 
 KIND = "cloud-tpu"
 _NO_CAPACITY = re.compile(r"no more capacity", re.IGNORECASE)
@@ -541,7 +541,7 @@ class TpuTarget:
             summary=f"Delete Cloud TPU queued resource `{service}` ({info.state}, {info.accelerator_type} "
             f"{info.tier} in {info.zone}{cost}){node}",
             params=d.model_dump(exclude_none=True),
-            notes=[what_deleting_ends(info.state, info.state_initiator)],
+            notes=[what_deleting_ends(info.state, info.state_initiator), *_held_note(info)],
             gcloud=f"gcloud compute tpus queued-resources delete {service} --zone {info.zone} --force",
             target=KIND,
             base_fingerprint=self.fingerprint(spec),
@@ -612,3 +612,15 @@ def _slice_text(tpu: TpuCatalog, accelerator_type: str) -> str:
     except InvalidInput:
         return f"TPU {accelerator_type}"
     return f"TPU {name} slice: {kind.chips} chip(s), {kind.chips * tpu.chip.hbm_gb:g} GB HBM in all"
+
+
+def _held_note(info: QueuedInfo) -> list[str]:
+    """A FAILED or SUSPENDED queued resource keeps its quota until deleted (tpu.yaml `held_quota`): say how much."""
+    if info.state not in HOLDING or not info.accelerator_type:
+        return []
+    chips = int(info.accelerator_type.rsplit("-", 1)[1])
+    tier = "spot" if info.tier == "spot" else "on-demand"
+    return [
+        f"It holds {chips} chips of {tier} quota until deleted (the zone search counts them as held): deleting it "
+        "frees them for a new deploy."
+    ]

@@ -15,6 +15,8 @@ from skills.errors import NotFound, UserFacingError
 from skills.ports import PreflightUnavailable, QuotaReader
 from skills.targets.tpu.api import TpuApi
 
+HOLDING = ("FAILED", "SUSPENDED")  # states whose queued resource still holds its quota (marin-community/marin#87)
+
 
 class ZoneOption(BaseModel):
     zone: str
@@ -25,12 +27,14 @@ class ZoneOption(BaseModel):
     region_quota: int | None = None  # chips in the region (None: not read; -1 unlimited)
     region_quota_id: str = ""
     chips: int
+    held: list[str] = []  # "`name` (N chips, STATE)": FAILED/SUSPENDED queued resources of this tier's quota
+    held_chips: int = 0
     chip_hour_usd: float | None
     hour_usd: float | None  # the slice (TpuCatalog.slice_hour_usd)
     note: str = ""
 
     def _short(self, value: int | None) -> bool:
-        return value is not None and value != -1 and value < self.chips
+        return value is not None and value != -1 and value - self.held_chips < self.chips
 
     @property
     def usable(self) -> bool:
@@ -42,7 +46,7 @@ class ZoneOption(BaseModel):
         if self.offered is False:
             return "does not offer it"
         if self._short(self.quota):
-            return f"quota {self.quota} chips"
+            return f"quota {self.quota} chips" + (f", {self.held_chips} held" if self.held_chips else "")
         if self._short(self.region_quota):
             return f"region {self.region} quota {self.region_quota} chips ({self.region_quota_id})"
         return ""
@@ -56,7 +60,13 @@ class ZoneOption(BaseModel):
         if self.region_quota is not None:
             value = "unlimited" if self.region_quota == -1 else str(self.region_quota)
             regional = f", region {self.region} quota {value} chips ({self.region_quota_id})"
-        return f"{mark} {self.zone}: {offered}, {quota} chips ({self.quota_id}){regional}, {price}" + (
+        held = (
+            f"; {self.held_chips} of them held by {', '.join(self.held)}: a FAILED or SUSPENDED queued resource holds "
+            "its quota until deleted (`/gemma destroy NAME`)"
+            if self.held
+            else ""
+        )
+        return f"{mark} {self.zone}: {offered}, {quota} chips ({self.quota_id}){regional}{held}, {price}" + (
             f" — {self.note}" if self.note else ""
         )
 
@@ -110,6 +120,15 @@ async def search_zones(
                 opt.quota = await quotas.quota_value(tpu.quota.service, quota_id, zone)
             except PreflightUnavailable as exc:
                 notes.append(f"quota: {str(exc)[:120]}")
+        try:  # FAILED and SUSPENDED queued resources keep their quota until deleted (tpu.yaml `held_quota`)
+            same = ("spot",) if provisioning == "spot" else ("on-demand", "reserved")
+            for q in await api.queued(zone):
+                if q.state in HOLDING and q.tier in same and q.accelerator_type:
+                    n = int(q.accelerator_type.rsplit("-", 1)[1])
+                    opt.held.append(f"{q.state} `{q.name}` ({n} chips)")
+                    opt.held_chips += n
+        except UserFacingError as exc:
+            notes.append(f"queued resources: {exc.message[:120]}")
         if quotas is not None and region_quota_id:
             got = await region_quota(quotas, region)
             if isinstance(got, str):
