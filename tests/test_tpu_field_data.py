@@ -180,3 +180,23 @@ async def test_a_suspended_queued_resource_holds_spot_quota_and_the_search_and_d
 async def test_flex_start_says_where_it_is_known_to_work_or_that_it_is_unknown(console: ConsoleSession) -> None:
     out = await console.line("/gemma tpu zones v6e-4 --provisioning flex-start")
     assert "flex-start works on v6e are unknown" in out and "request-using-flex-start" in out, out
+
+
+# --- item 4: a reserved plan names its reservation (tpu_v2 reservation_name), not `guaranteed` ----------------------
+
+
+async def test_a_reserved_plan_names_its_reservation_and_the_create_carries_it(console: ConsoleSession) -> None:
+    assert console.sandbox is not None
+    asked = await console.line(f"/gemma deploy {TPU_PROFILE} --provisioning reserved")
+    assert "--reservation NAME" in asked, asked
+    console.sandbox.tpu.set_capacity("us-east5-a", "guaranteed", 8)
+    plan = await console.line(
+        f"/gemma deploy {TPU_PROFILE} --provisioning reserved --reservation my-res --zone us-east5-a"
+    )
+    assert "reservation `my-res`" in plan and "--reservation=my-res" in plan, plan
+    out = await console.line("click Confirm")
+    assert f"deploy `{SERVICE}`: ready" in out, out
+    create = next(r for verb, r in console.sandbox.tpu.requests if verb == "CreateQueuedResource")
+    qr = create.queued_resource  # type: ignore[attr-defined]
+    assert qr.reservation_name.endswith("/locations/us-east5-a/reservations/my-res"), qr
+    assert "guaranteed" not in qr, qr

@@ -105,8 +105,8 @@ class CloudTpu:
         )
         if req.tier == "spot":
             qr.spot = tpu_v2.QueuedResource.Spot()
-        elif req.tier == "reserved":
-            qr.guaranteed = tpu_v2.QueuedResource.Guaranteed()
+        elif req.tier == "reserved":  # the API's field for a reservation; `guaranteed` carries only a min duration
+            qr.reservation_name = f"{parent}/reservations/{req.reservation}"
         if req.valid_until_s:
             qr.queueing_policy = tpu_v2.QueuedResource.QueueingPolicy(
                 valid_until_duration=duration_pb2.Duration(seconds=req.valid_until_s)
@@ -128,7 +128,9 @@ class CloudTpu:
                         name=qr.name.rsplit("/", 1)[-1],
                         zone=zone,
                         state=qr.state.state.name,
-                        tier="spot" if "spot" in qr else ("reserved" if "guaranteed" in qr else "on-demand"),
+                        tier="spot"
+                        if "spot" in qr
+                        else ("reserved" if qr.reservation_name or "guaranteed" in qr else "on-demand"),
                         accelerator_type=specs[0].node.accelerator_type if specs else "",
                     )
                 )
@@ -149,7 +151,7 @@ class CloudTpu:
             state=state,
             state_initiator=qr.state.state_initiator.name if qr.state.state_initiator else "",
             error=redact(qr.state.failed_data.error.message) if state == "FAILED" else "",
-            tier="spot" if "spot" in qr else ("reserved" if "guaranteed" in qr else "on-demand"),
+            tier="spot" if "spot" in qr else ("reserved" if qr.reservation_name or "guaranteed" in qr else "on-demand"),
         )
         specs = list(qr.tpu.node_spec)
         if specs:

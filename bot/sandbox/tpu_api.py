@@ -117,7 +117,7 @@ def _ts(seconds: float) -> timestamp_pb2.Timestamp:
 def _tier(qr: tpu_v2.QueuedResource) -> str:
     if "spot" in qr:
         return "spot"
-    if "guaranteed" in qr:
+    if "guaranteed" in qr or qr.reservation_name:  # a reservation's capacity (tpu.yaml `reservation`)
         return "guaranteed"
     return "on-demand"
 
@@ -387,6 +387,11 @@ class TpuStandIn:
                     grpc.StatusCode.INVALID_ARGUMENT,
                     f"Cloud TPU received a bad request. The requested accelerator configuration for accelerator type, "
                     f"{acc!r}, could not be found in zone {zone}.",
+                )
+            if qr.reservation_name and not qr.reservation_name.startswith(f"{request.parent}/reservations/"):
+                context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"Invalid reservation_name {qr.reservation_name!r} (projects/P/locations/ZONE/reservations/NAME)",
                 )
             tier = _tier(qr)
             chips = int(acc.rsplit("-", 1)[1])

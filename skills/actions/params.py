@@ -41,6 +41,7 @@ SETTING_HELP = {
     "accelerator_type": "Cloud TPU only: the slice type (v6e-1, v6e-4, v6e-8)",
     "zone": "Cloud TPU only: the zone the slice runs in (us-east5-b)",
     "provisioning": "Cloud TPU only: on-demand, spot or reserved",
+    "reservation": "Cloud TPU only, with --provisioning reserved: the reservation's name (in the slice's zone)",
     "service": "the service to act on (default: the configured one)",
 }
 
@@ -148,9 +149,14 @@ class Overrides(BaseModel):
     accelerator_type: str | None = Field(
         default=None, pattern=r"^v6e-\d+$", description=SETTING_HELP["accelerator_type"]
     )
-    zone: str | None = Field(default=None, pattern=r"^[a-z]+-[a-z]+\d+-[a-z]$", description=SETTING_HELP["zone"])
+    zone: str | None = Field(  # standard zones (us-east5-b) and AI zones (us-central1-ai1, us-south1-ai1b)
+        default=None, pattern=r"^[a-z]+-[a-z]+\d+-(?:[a-z]|ai\d+[a-z]?)$", description=SETTING_HELP["zone"]
+    )
     provisioning: Literal["on-demand", "spot", "reserved"] | None = Field(
         default=None, description=SETTING_HELP["provisioning"]
+    )
+    reservation: str | None = Field(
+        default=None, pattern=r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$", description=SETTING_HELP["reservation"]
     )
 
     @model_validator(mode="after")

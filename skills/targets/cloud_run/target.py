@@ -98,7 +98,9 @@ class CloudRunTarget:
         offline: bool = False,
         quotas: QuotaReader | None = None,
     ) -> Plan:
-        tpu_only = sorted(k for k in ("accelerator_type", "zone", "provisioning") if params.get(k) is not None)
+        tpu_only = sorted(
+            k for k in ("accelerator_type", "zone", "provisioning", "reservation") if params.get(k) is not None
+        )
         if tpu_only:
             raise InvalidInput(f"{', '.join(tpu_only)} apply to a Cloud TPU deployment, not to Cloud Run.")
         builder = _BUILDERS.get(kind)

@@ -23,6 +23,7 @@ class CreateRequest(BaseModel):
     accelerator_type: str
     runtime_version: str
     tier: Tier = "on-demand"
+    reservation: str = ""  # reserved: the reservation's name in the zone (tpu_v2 QueuedResource.reservation_name)
     metadata: dict[str, str] = Field(default_factory=dict)  # startup-script and the bot's own spec
     labels: dict[str, str] = Field(default_factory=dict)
     valid_until_s: int | None = None  # queueing policy: fail if not provisioned by then

@@ -74,10 +74,13 @@ def spec_from_metadata(metadata: dict[str, str]) -> dict[str, Any] | None:
 
 def gcloud_create(service: str, spec: dict[str, Any]) -> str:
     """The gcloud equivalent of the create (what an operator would type)."""
-    tier = {"spot": " --spot", "reserved": " --reserved"}.get(spec["provisioning"], "")
+    # A named reservation: gcloud alpha's --reservation (tpu.yaml `reservation`); --reserved would take any match.
+    reserved = f" --reservation={spec.get('reservation', '')}" if spec.get("reservation") else " --reserved"
+    tier = {"spot": " --spot", "reserved": reserved}.get(spec["provisioning"], "")
+    alpha = "alpha " if spec.get("reservation") else ""  # --reservation is gcloud alpha's
     project = f" --project {spec['project']}" if spec.get("project") else ""
     return (
-        f"gcloud compute tpus queued-resources create {service} --node-id {spec['nodeId']} --zone {spec['zone']}"
+        f"gcloud {alpha}compute tpus queued-resources create {service} --node-id {spec['nodeId']} --zone {spec['zone']}"
         f" --accelerator-type {spec['acceleratorType']} --runtime-version {spec['runtimeVersion']}{tier}"
         f" --valid-until-duration {spec['queueWaitS']}s --internal-ips"
         f" --metadata-from-file startup-script=startup.sh{project}"

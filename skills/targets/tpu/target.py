@@ -184,6 +184,18 @@ class TpuTarget:
             if values.get(name) is not None and not (name.endswith("_instances") and values[name] == 1)
         ]
         refuse_gpu_only(values, f"on a Cloud TPU slice (profile `{p.profile}`)", _TPU_FLAGS, also=cloud_run)
+        provisioning = p.provisioning or get_profile(p.profile).provisioning
+        if provisioning == "reserved" and not p.reservation:
+            raise InvalidInput(
+                "A reserved TPU slice is created in a named reservation: name it with `--reservation NAME` (and its "
+                "zone with `--zone`).",
+                "tpu_v2 QueuedResource.reservation_name (projects/P/locations/ZONE/reservations/NAME); `guaranteed` "
+                "only sets a minimum duration (tpu.yaml `reservation`).",
+            )
+        if p.reservation and provisioning != "reserved":
+            raise InvalidInput(
+                "`--reservation` applies with `--provisioning reserved`.", "Add `--provisioning reserved`."
+            )
         if p.zone is not None and p.zone not in self.tpu.zones:
             raise InvalidInput(
                 f"`{p.zone}` is not a Cloud TPU v6e zone (skills/data/tpu.yaml `zones`, from "
@@ -283,6 +295,7 @@ class TpuTarget:
                 accelerator_type=spec["acceleratorType"],
                 runtime_version=spec["runtimeVersion"],
                 tier=spec["provisioning"],
+                reservation=spec.get("reservation", ""),
                 metadata=metadata_of(spec),
                 labels={"managed-by": "gemma-sre"},
                 valid_until_s=int(spec["queueWaitS"]) if op.remaining else None,
@@ -405,6 +418,7 @@ class TpuTarget:
             "acceleratorType": fit.accelerator_type,
             "runtimeVersion": self.tpu.chip.runtime_version,
             "provisioning": provisioning,
+            **({"reservation": p.reservation} if p.reservation else {}),
             "nodeId": service,
             "image": env.image or profile.image or DEFAULT_IMAGE,
             "model": m.name,
@@ -499,7 +513,9 @@ class TpuTarget:
             f"The bot reaches the node at its internal IP over its VPC egress, with vLLM's --api-key "
             f"(secret `{self.options.api_key_secret}`); no Cloud Run IAM is in front of it."
         )
-        what = f"Cloud TPU queued resource `{service}`: {fit.accelerator_type} {provisioning}"
+        what = f"Cloud TPU queued resource `{service}`: {fit.accelerator_type} {provisioning}" + (
+            f" in reservation `{p.reservation}`" if p.reservation else ""
+        )
         # Refused for want of a zone: the header says so and names no zone; the fields and gcloud leave it open.
         shown = {k: v for k, v in spec.items() if k not in ("zone", "zones")} if nowhere else spec
         return Plan(
