@@ -329,6 +329,7 @@ class Sandbox:
     def saturate(self) -> str:
         """Queue saturation on the serving revision: gauges, histograms and vLLM's stats lines."""
         self.saturated = True
+        self._follow_serving()  # the serving revision's server is the one that saturates (not reset after)
         self.vllm.set_gauges(running=8, waiting=19, kv_usage=0.97)
         self.vllm.observe(ttft=[4.0, 6.5, 9.0, 12.0], e2e=[20.0, 28.0, 41.0], preemptions=3)
         svc = self.cloud_run.services[self.service]
