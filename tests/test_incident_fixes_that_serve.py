@@ -8,26 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
-
-import pytest
 
 from bot.sandbox.console_session import READY_SERVING, ConsoleSession
-from tests.conftest import REDIS_URL
 from tests.eventually import eventually
+from tests.test_truthful_writes import console
 
 FIXED = re.compile(
     r"fixed by (\w+) `vllm-gemma4` at [0-9-]+ [0-9:]+ UTC: revision `([\w-]+)` serving (\d+)% of traffic"
 )
 
 
-@pytest.fixture
-async def console() -> AsyncIterator[ConsoleSession]:
-    session = await ConsoleSession(REDIS_URL).start()
-    try:
-        yield session
-    finally:
-        await session.close()
+__all__ = ["console"]  # a fixture, used by name
 
 
 def _incident(out: str) -> str:

@@ -11,26 +11,17 @@ types it (the real google-cloud-tpu and Cloud Quotas clients against the stand-i
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-
-import pytest
 
 from bot.sandbox.console_session import ConsoleSession
 from bot.sandbox.tpu_scenarios import SERVICE, TPU_PROFILE
 from skills.capacity.tpu_catalog import load_tpu_catalog
-from tests.conftest import REDIS_URL
 from tests.eventually import eventually
+from tests.test_truthful_writes import console
 
 CLOUD_RUN_WORDS = ("revision created", "instance starting", "weights loading", "traffic moves only when ready")
 
 
-@pytest.fixture
-async def console() -> AsyncIterator[ConsoleSession]:
-    session = await ConsoleSession(REDIS_URL).start()
-    try:
-        yield session
-    finally:
-        await session.close()
+__all__ = ["console"]  # a fixture, used by name
 
 
 def _plan_header(out: str) -> str:
