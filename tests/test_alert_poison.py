@@ -216,3 +216,15 @@ async def test_property_webhooks_answer_202_or_4xx_and_what_is_queued_reads_back
     if resp.status_code != 202:
         assert resp.json()["error"]
     await queued(queue)  # every queued entry parses back
+
+
+def test_deep_nesting_is_refused_before_the_parser_recurses() -> None:
+    """A body nested past the interpreter's recursion limit is refused by counting its brackets, never by letting
+    json.loads recurse into a RecursionError (near the limit, a finalizer running meanwhile has no stack left: an
+    unraisable RecursionError failed a CI run); brackets inside strings do not count."""
+    from handlers.alerts.decode import MAX_DEPTH, Undecodable, load_alert_json
+
+    with pytest.raises(Undecodable, match=f"more than {MAX_DEPTH} levels"):
+        load_alert_json(b"[" * 20_000 + b"]" * 20_000)
+    inside = b'{"summary": "' + b"[{" * 5_000 + b'\\"", "labels": {"a": "b"}}'
+    assert load_alert_json(inside)["labels"] == {"a": "b"}

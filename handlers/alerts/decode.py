@@ -24,6 +24,8 @@ MAX_DEPTH = 64  # the deepest alert schema (Alertmanager: body > alerts > alert 
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')  # a JSON string, escapes included (RFC 8259 section 7)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
 class Undecodable(ValueError):
@@ -43,6 +45,10 @@ def load_alert_json(data: bytes) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise Undecodable(f"not UTF-8 (byte {exc.start})") from None
+    # Refused before parsing: json.loads recurses per level, and near the interpreter's limit even a finalizer
+    # that runs meanwhile has no stack left to report in (an unraisable RecursionError).
+    if _nesting(text) > MAX_DEPTH:
+        raise Undecodable(f"nested too deeply (more than {MAX_DEPTH} levels)")
     try:
         doc = json.loads(text)
     except RecursionError:
@@ -50,6 +56,16 @@ def load_alert_json(data: bytes) -> Any:
     except ValueError as exc:
         raise Undecodable(f"malformed JSON: {exc}") from None
     return _clean(doc)
+
+
+def _nesting(text: str) -> int:
+    """The deepest nesting of arrays and objects in a JSON text (strings left out), without recursion."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    depth = peak = 0
+    for ch in brackets:
+        depth += 1 if ch in "[{" else -1
+        peak = max(peak, depth)
+    return peak
 
 
 def _clean(doc: Any) -> Any:
