@@ -19,20 +19,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from skills.diagnosis.condense_eval import CORPUS_SETS  # noqa: E402
 from skills.diagnosis.corpus_eval import render, score_corpus  # noqa: E402
-
-SETS = (
-    "field_logs",
-    "field_logs_heldout",
-    "field_logs_tuning",
-    "field_logs_heldout2",
-    "field_logs_issue52_tuning",
-    "field_logs_issue52_heldout",
-)
 
 
 def main(argv: list[str]) -> int:
-    folders = [Path(a) for a in argv[1:]] or [REPO / "tests" / "data" / name for name in SETS]
+    folders = [Path(a) for a in argv[1:]] or [REPO / "tests" / "data" / name for name in CORPUS_SETS]
     for folder in folders:
         print(f"== {folder.name}")
         print(render(score_corpus(folder)))

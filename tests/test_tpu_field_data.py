@@ -10,11 +10,9 @@ google-cloud-tpu and Cloud Quotas clients against the stand-ins on 127.0.0.1, Re
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator
 from importlib import resources
 from typing import Any
 
-import pytest
 import yaml
 
 from bot.sandbox.console_session import ConsoleSession
@@ -23,18 +21,12 @@ from skills.capacity.image_compat import check_tpu_image, load_image_data
 from skills.capacity.tpu_catalog import load_tpu_catalog, parse_tpu_catalog
 from skills.capacity.tpu_fit import TpuFitRequest, check_tpu_fit
 from skills.targets.tpu.spec import DEFAULT_IMAGE
-from tests.conftest import REDIS_URL
+from tests.test_truthful_writes import console
 
 RAW: dict[str, Any] = yaml.safe_load(resources.files("skills").joinpath("data/tpu.yaml").read_text())
 
 
-@pytest.fixture
-async def console() -> AsyncIterator[ConsoleSession]:
-    session = await ConsoleSession(REDIS_URL).start()
-    try:
-        yield session
-    finally:
-        await session.close()
+__all__ = ["console"]  # a fixture, used by name
 
 
 # --- item 1: a pinned TPU image, checked in preflight -------------------------------------------------------------

@@ -56,18 +56,15 @@ class MonitoringStandIn:
         step_s: int = 60,
         int_values: bool = False,
         revision: str = "",
-        replace: bool = False,
-        ago_s: int = 0,
         append: bool = False,
         covers_s: float | None = None,
     ) -> None:
         """One series of points ending now, `step_s` apart, for run.googleapis.com/<metric>; `revision` sets the
-        cloud_run_revision resource's revision_name label; `replace` drops the series of that metric with the same
-        labels and revision first; `ago_s` ends it that long before now (history that a simulated load then carries
-        on); `append` adds the points to the series of those labels and revision (a simulated load's history, an
-        hour of it kept), making it if there is none, its first point covering `covers_s` seconds."""
+        cloud_run_revision resource's revision_name label; `append` adds the points to the series of those labels
+        and revision (a simulated load's history, an hour of it kept), making it if there is none, its first point
+        covering `covers_s` seconds."""
         # A load's points keep their microseconds, so a change of traffic within one second still tiles in time
-        now = datetime.now(UTC) - timedelta(seconds=ago_s)
+        now = datetime.now(UTC)
         if not append:
             now = now.replace(microsecond=0)
         points: list[monitoring_v3.Point] = []
@@ -111,16 +108,6 @@ class MonitoringStandIn:
                         older = older[1:]
                 same[0].points = [*points, *older]  # newest first
                 return
-            if replace:
-                kept[:] = [
-                    t
-                    for t in kept
-                    if not (
-                        dict(t.metric.labels) == (labels or {})
-                        and t.resource.labels["service_name"] == service
-                        and t.resource.labels.get("revision_name", "") == revision
-                    )
-                ]
             kept.append(ts)
 
     def _list(
