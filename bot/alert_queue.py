@@ -29,6 +29,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bot.deps import Deps
+from skills.cancellation import raise_if_cancelled
 from skills.clock import REAL_CLOCK, Clock
 from skills.incidents.model import Alert
 from skills.logs.redact import redact
@@ -321,6 +322,9 @@ class AlertQueue:
         period = max(self.idle_ms / 3000, 0.03)
         while True:
             await asyncio.sleep(period)
+            # `hb.cancel()` is asked once: a cancel lost inside the heartbeat's Redis call (3.11's wait_for)
+            # kept heartbeating an acked entry every period, and hung the loop's shutdown.
+            raise_if_cancelled()
             with contextlib.suppress(*_REDIS_DOWN, ResponseError):
                 await self._heartbeat(keys=[self.stream], args=[GROUP, entry_id, consumer])
 

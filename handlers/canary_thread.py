@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from handlers.context import Responder
 from handlers.reply import Reply, plan_button
+from skills.cancellation import raise_if_cancelled
 from skills.deploy.canary_state import CanaryRecord, CanaryWatches, split_holds, traffic_now
 from skills.deploy.canary_watch import CanaryOutcome, CanaryPolicy, CanaryWatch, Firsts, auto_rollback
 from skills.durations import format_duration
@@ -301,6 +302,7 @@ async def _stand_by(
     record goes) or the lease lapses (its holder stopped without handing it back) and this process resumes
     it. Real time: the lease's TTL runs in Redis, not on the watch's clock."""
     while True:
+        raise_if_cancelled()  # a cancel lost in a Redis call below must not keep this follower polling
         current = await watches.get(record.service)
         if current is None or current.plan_id != record.plan_id:
             return

@@ -13,6 +13,7 @@ import logging
 import secrets
 from typing import Any
 
+from skills.cancellation import raise_if_cancelled
 from skills.ports import Store
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,8 @@ class Lease:
         failing = False
         while self.value is not None:
             await asyncio.sleep(period)
+            # A cancel lost inside the store's call (3.11's wait_for) would renew a dropped lease forever.
+            raise_if_cancelled()
             if self.value is None:
                 break
             try:

@@ -73,3 +73,44 @@ async def test_retry_call_starts_no_attempt_after_a_lost_cancel() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert calls == []
+
+
+class _AnswersAsCancelled:
+    """A real Redis whose next eval answers in the same loop step as its task is cancelled: the race in which
+    3.11's wait_for (redis-py sends every command through it) returns the answer and drops the cancel."""
+
+    def __init__(self, redis) -> None:
+        self.redis = redis
+        self.entered = asyncio.Event()
+        self.inner: asyncio.Future[None] | None = None
+
+    async def eval(self, *args):
+        answer = await self.redis.eval(*args)
+        if self.inner is not None:
+            self.entered.set()
+            try:
+                await asyncio.wait_for(self.inner, timeout=5)
+            except asyncio.CancelledError:
+                if not self.inner.done():
+                    raise
+            self.inner = None
+        return answer
+
+
+async def test_a_lease_renewer_stops_when_its_cancel_was_lost(redis_client) -> None:
+    """A renewer cancelled as the loop shuts down (the lease never released) must not renew forever: a CI run
+    hung 300 s at teardown on a heartbeat loop doing exactly this."""
+    from skills.leases import Lease
+
+    store = _AnswersAsCancelled(redis_client)
+    lease = Lease(store, "test:lost-cancel:lease", ttl_ms=150)  # type: ignore[arg-type]
+    assert await lease.acquire()
+    renewer = lease._renewer
+    assert renewer is not None
+    store.inner = asyncio.get_running_loop().create_future()
+    await asyncio.wait_for(store.entered.wait(), timeout=5)  # the renewer is inside a renewal
+    store.inner.set_result(None)
+    renewer.cancel()  # the one cancel the event loop's shutdown sends
+    done, _ = await asyncio.wait({renewer}, timeout=2)
+    assert done == {renewer} and renewer.cancelled()
+    await redis_client.delete("test:lost-cancel:lease", "test:lost-cancel:lease:fence")
