@@ -67,6 +67,7 @@ class Deps:
     extra_targets: dict[str, ServingTarget] = field(default_factory=dict)
     service_targets: dict[str, str] = field(default_factory=dict)
     learned_targets: dict[str, str] = field(default_factory=dict)  # names the targets answered for (registry.py)
+    unwired_targets: dict[str, str] = field(default_factory=dict)  # kind -> what to set to wire it
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _shares: FairShares | None = None
     _stopping: bool = False
@@ -81,6 +82,7 @@ class Deps:
             services=self.service_targets,
             default_service=self.settings.vllm_service_name,
             learned=self.learned_targets,
+            unwired=self.unwired_targets,
         )
 
     @property

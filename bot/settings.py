@@ -152,6 +152,21 @@ class Settings(BaseSettings):
     tpu_queue_wait_s: int = Field(default=900, ge=60, le=86400)
     tpu_zones: list[str] = Field(default_factory=list)
     tpu_endpoint_template: str = "http://{ip}:8000"  # how the bot reaches a node's vLLM (its internal IP)
+    # Azure Container Apps target (profiles with `target: azure-container-apps`; skills/targets/aca): the subscription,
+    # resource group and managed environment (workload profiles) the apps live in, its region (read from the
+    # environment when empty), the app name an ACA deploy gets, the Key Vault secret URL holding vLLM's --api-key and
+    # the user-assigned identity that reads it, the ARM endpoint (unset: Azure's), how the bot reaches an app's FQDN.
+    # Credentials: DefaultAzureCredential (AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET, a managed identity
+    # or `az login`).
+    azure_subscription_id: str = ""
+    aca_resource_group: str = ""
+    aca_environment: str = ""
+    aca_location: str = ""
+    aca_service_name: str = Field(default="vllm-gemma4-aca", pattern=r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
+    aca_api_key_secret_url: str = ""
+    aca_identity: str = ""
+    azure_resource_manager_endpoint: str | None = None
+    aca_endpoint_template: str = "https://{fqdn}"
     preflight_timeout_s: float = Field(default=5.0, gt=0, le=60)  # each check's time limit
     preflight_cache_s: int = Field(default=60, ge=0, le=3600)  # how long a check's pass is reused
 

@@ -81,7 +81,8 @@ async def build_plan(
     if kind == "deploy" and (targets is not None or offline):
         await _unique_name(plan, target, targets, offline, preflight.timeout_s if preflight else _ASK_TIMEOUT_S)
     if preflight is not None and kind in ("deploy", "redeploy") and plan.spec is not None and not offline:
-        plan.preflight = await run_preflight(preflight, target.preflight_target(plan.spec, env))
+        # the target's own checks (what only its cloud can answer) first, then the shared ones
+        plan.preflight = [*plan.preflight, *await run_preflight(preflight, target.preflight_target(plan.spec, env))]
     return plan
 
 

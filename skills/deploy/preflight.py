@@ -49,6 +49,7 @@ async def run_preflight(src: PreflightSources, t: PreflightTarget) -> list[Prefl
     ]
     if t.platform == "cloud-tpu":
         checks = [c for c in checks if c[0] == "image"]
+    checks = [c for c in checks if c[0] in t.shared_checks]
     if t.bucket:
         checks.insert(0, ("weights", f"weights:{t.bucket}/{t.prefix}", lambda: _weights(src, t)))
     elif t.hf_repo:

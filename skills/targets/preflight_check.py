@@ -53,3 +53,6 @@ class PreflightTarget(BaseModel):
     # Cloud TPU: the TPU plan's zone search already checked the zone offers the slice and has quota, and the
     # vLLM/CUDA compatibility data is about GPUs: only the checkpoint and the image's existence are checked here.
     platform: str = "cloud-run"
+    # The shared checks (skills/deploy/preflight.py) that apply; a target answers the others itself, in the
+    # plan's own preflight lines (Azure Container Apps: the environment's profile, the region, its GPU quota).
+    shared_checks: tuple[str, ...] = ("region", "image", "quota")

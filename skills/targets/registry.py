@@ -62,6 +62,8 @@ class Targets:
     # service name -> target kind, as the targets answered `locate` (and writes that created or deleted one);
     # bot/deps.py keeps one for the process, so every Targets it builds shares what was learned.
     learned: MutableMapping[str, str] = field(default_factory=dict)
+    # Targets the code knows but the settings do not set up, by kind: what to set (said when a command needs one).
+    unwired: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = sorted({self.default_kind, *self.services.values()} - set(self.by_kind))
@@ -74,6 +76,8 @@ class Targets:
 
     def for_kind(self, kind: str) -> ServingTarget:
         target = self.by_kind.get(kind)
+        if target is None and kind in self.unwired:
+            raise InvalidInput(f"The serving target `{kind}` is not set up in this bot.", self.unwired[kind])
         if target is None:
             raise InvalidInput(
                 f"No serving target `{kind}` is set up in this bot.",
