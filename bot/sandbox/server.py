@@ -54,8 +54,11 @@ class _Server(uvicorn.Server):
 
 
 @contextmanager
-def serve(app: Any, *, ws_max: int | None = None) -> Iterator[str]:
+def serve(app: Any, *, ws_max: int | None = None, ssl: tuple[str, str] | None = None) -> Iterator[str]:
     """Yield the base URL (http://127.0.0.1:PORT) while the app is served.
+
+    `ssl` (certificate file, key file) serves it over TLS instead (https://127.0.0.1:PORT): clients that refuse to
+    send a bearer token over plain HTTP (azure-core) need it.
 
     On exit the port stops accepting connections before this returns; the server thread (a daemon)
     finishes its in-flight work on its own."""
@@ -71,6 +74,8 @@ def serve(app: Any, *, ws_max: int | None = None) -> Iterator[str]:
         backlog=2048,
         ws_max_size=ws_max or 16 * 1024 * 1024,
         timeout_graceful_shutdown=1,
+        ssl_certfile=ssl[0] if ssl else None,
+        ssl_keyfile=ssl[1] if ssl else None,
     )
     server = _Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -81,7 +86,7 @@ def serve(app: Any, *, ws_max: int | None = None) -> Iterator[str]:
             raise RuntimeError("stand-in server did not start")
         time.sleep(0.005)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"{'https' if ssl else 'http'}://127.0.0.1:{port}"
     finally:
         server.stop(thread)
         sock.close()
