@@ -130,7 +130,7 @@ class _Usage:
 
 
 @dataclass
-class _Revision:
+class Revision:
     name: str
     app: str
     template: dict[str, Any]
@@ -148,11 +148,11 @@ class _Revision:
 
 
 @dataclass
-class _App:
+class App:
     name: str
     body: dict[str, Any]  # the PUT body as sent (read-only members dropped)
     created: float
-    revisions: dict[str, _Revision] = field(default_factory=dict)
+    revisions: dict[str, Revision] = field(default_factory=dict)
     latest: str = ""
     latest_ready: str = ""
     deleting_since: float | None = None
@@ -203,10 +203,10 @@ class AcaStandIn:
         self.profiles: dict[str, _Profile] = {"Consumption": _Profile("Consumption", "Consumption")}
         self.usages: dict[str, _Usage] = {}
         self.types: dict[str, list[str]] = {}  # location -> workload profile types it offers
-        self.apps: dict[str, _App] = {}
+        self.apps: dict[str, App] = {}
         self.ops: dict[str, _Op] = {}
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request that passed auth
-        self.runtime: Callable[[_App, _Revision, float], Runtime] | None = None  # set by AcaReplicas
+        self.runtime: Callable[[App, Revision, float], Runtime] | None = None  # set by AcaReplicas
         self._fail_next: list[str] = []
         self._ids = itertools.count(1)
         self.lock = threading.RLock()
@@ -286,7 +286,7 @@ class AcaStandIn:
             if op.status == "InProgress":
                 self._settle(op, now)
 
-    def _promote(self, app: _App, rev: _Revision) -> None:
+    def _promote(self, app: App, rev: Revision) -> None:
         """A revision provisioned: the app's latest ready; Single mode deactivates the ones before it."""
         if list(app.revisions).index(rev.name) >= list(app.revisions).index(app.latest_ready or rev.name):
             app.latest_ready = rev.name
@@ -319,11 +319,11 @@ class AcaStandIn:
         elif rev.provisioned_at is not None:
             op.status, op.ended = "Succeeded", rev.provisioned_at
 
-    def _mode(self, app: _App) -> str:
+    def _mode(self, app: App) -> str:
         conf = app.body.get("properties", {}).get("configuration") or {}
         return str(conf.get("activeRevisionsMode") or "Single")
 
-    def _runtime(self, app: _App, rev: _Revision, now: float) -> Runtime:
+    def _runtime(self, app: App, rev: Revision, now: float) -> Runtime:
         if rev.failed:
             return ("Failed", "Unhealthy", 0)
         if rev.state(now) != "Provisioned":
@@ -335,7 +335,7 @@ class AcaStandIn:
         scale = rev.template.get("scale") or {}
         return ("Running", "Healthy", int(scale.get("minReplicas", 0) or 0))
 
-    def _weights(self, app: _App) -> dict[str, int]:
+    def weights(self, app: App) -> dict[str, int]:
         """Revision -> traffic weight as the app's ingress routes it now (latestRevision: the latest ready)."""
         conf = app.body.get("properties", {}).get("configuration") or {}
         ingress = conf.get("ingress")
@@ -362,7 +362,7 @@ class AcaStandIn:
 
     # --- documents ----------------------------------------------------------------------------------------------
 
-    def _app_doc(self, app: _App) -> dict[str, Any]:
+    def _app_doc(self, app: App) -> dict[str, Any]:
         now = self._now()
         doc = copy.deepcopy(app.body)
         props = doc.setdefault("properties", {})
@@ -404,7 +404,7 @@ class AcaStandIn:
         )
         return doc
 
-    def _revision_doc(self, app: _App, rev: _Revision) -> dict[str, Any]:
+    def _revision_doc(self, app: App, rev: Revision) -> dict[str, Any]:
         now = self._now()
         running, health, replicas = self._runtime(app, rev, now)
         return {
@@ -418,7 +418,7 @@ class AcaStandIn:
                 "template": copy.deepcopy(rev.template),
                 "active": rev.active,
                 "replicas": replicas,
-                "trafficWeight": self._weights(app).get(rev.name, 0),
+                "trafficWeight": self.weights(app).get(rev.name, 0),
                 "provisioningError": rev.fail if rev.failed else "",
                 "healthState": health,
                 "provisioningState": rev.state(now),
@@ -434,7 +434,7 @@ class AcaStandIn:
             f"found. {_RESOURCE_HELP}",
         )
 
-    def _app(self, name: str) -> _App:
+    def _app(self, name: str) -> App:
         app = self.apps.get(name)
         if app is None:
             raise self._not_found("containerApps", name)
@@ -518,7 +518,7 @@ class AcaStandIn:
                 )
         return props
 
-    def _validate_traffic(self, app: _App | None, props: dict[str, Any]) -> None:
+    def _validate_traffic(self, app: App | None, props: dict[str, Any]) -> None:
         conf = props.get("configuration") or {}
         traffic = (conf.get("ingress") or {}).get("traffic")
         if not traffic:
@@ -681,7 +681,7 @@ class AcaStandIn:
             self._check_quota(props)
         now = self._now()
         stored = _without_read_only(body)
-        app = existing or _App(name, stored, now)
+        app = existing or App(name, stored, now)
         app.body = stored
         op = _Op(f"{next(self._ids):08x}-aca-op", "put", name, now)
         if latest is None or latest.template != template:
@@ -694,7 +694,7 @@ class AcaStandIn:
                     f"Revision with suffix '{suffix}' already exists for container app '{name}'.",
                 )
             fail = self._fail_next.pop(0) if self._fail_next else ""
-            app.revisions[rev_name] = _Revision(rev_name, name, template, now, fail=fail)
+            app.revisions[rev_name] = Revision(rev_name, name, template, now, fail=fail)
             app.latest = rev_name
             op.revision = rev_name
         self.apps[name] = app

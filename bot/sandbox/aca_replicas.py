@@ -1,0 +1,168 @@
+"""What runs in a sandbox Azure Container Apps revision: vLLM's replicas, simulated (bot/sandbox/vllm_sim.py).
+
+Replicas follow the revision's scale rule as ACA's KEDA-based scaler does: minReplicas always run; above that, a
+revision with traffic runs one replica while requests came within its cooldownPeriod (300 s when unset, ACA's
+default) and none otherwise, so minReplicas 0 with no traffic is 0 replicas. A replica's vLLM takes the time to
+read the model's weights and start its engine (from the catalog's weight size: sandbox estimates, not
+measurements); ACA's startup probe (initialDelaySeconds + periodSeconds x failureThreshold, from the template)
+fails a replica that is not up by then. The revision's runningState and healthState are what the stand-in
+reports: Processing while vLLM starts, Running + Healthy once /health answers, Failed + Unhealthy when the start
+fails. A provisioned revision scaled to zero reports Running with no health (no replica to probe: a sandbox
+choice).
+
+Apps answer under /apps/<fqdn>/... (the sandbox maps an app's FQDN to `endpoint_of(fqdn)`): requests go to the
+vLLM of the revision with the largest traffic weight, 503 while none is up (ACA's ingress with no ready replica).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.responses import Response
+
+from bot.sandbox.aca_api import AcaStandIn, App, Revision, Runtime
+from bot.sandbox.vllm_sim import SimConfig, VllmSim
+from skills.capacity.catalog import load_catalog
+
+READ_GB_PER_S = 0.5  # weights read from the Hub into a fresh replica (sandbox estimate)
+ENGINE_S = 30.0  # engine start-up after the weights: KV cache, CUDA graphs (sandbox estimate)
+DEFAULT_COOLDOWN_S = 300  # ACA's scale rule default cooldownPeriod
+DEFAULT_PROBE_BUDGET_S = 240  # ACA's default startup probe: 240 failures, one a second
+_PATH = re.compile(r"^/apps/([^/]+)(/.*)?$")
+
+
+@dataclass
+class _Run:
+    revision: str
+    started: float
+    ready_at: float  # when /health first answers
+    failed_at: float | None  # when the startup probe gives up (None: it does not)
+    sim: VllmSim
+
+
+def _arg(args: list[str], name: str) -> str | None:
+    for i, a in enumerate(args):
+        if a == name and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _container(template: dict[str, Any]) -> dict[str, Any]:
+    containers = template.get("containers") or [{}]
+    return next((c for c in containers if c.get("name") == "vllm"), containers[0])
+
+
+def startup_s(template: dict[str, Any]) -> float:
+    """Seconds from a replica's start to vLLM answering /health: the model's weights read, then the engine."""
+    args = [str(a) for a in _container(template).get("args") or []]
+    repo = _arg(args, "--model") or ""
+    cat = load_catalog()
+    model = next((m for m in cat.models.values() if m.hf_repo == repo or m.name == repo), None)
+    weights = cat.weights_gb(model) if model else 24.0  # an unknown model: a 12B bf16's size
+    return weights / READ_GB_PER_S + ENGINE_S
+
+
+def probe_budget_s(template: dict[str, Any]) -> float:
+    probes = _container(template).get("probes") or []
+    startup = next((p for p in probes if p.get("type") == "Startup"), None)
+    if startup is None:
+        return DEFAULT_PROBE_BUDGET_S
+    return float(startup.get("initialDelaySeconds", 0) or 0) + float(startup.get("periodSeconds", 10) or 10) * float(
+        startup.get("failureThreshold", 3) or 3
+    )
+
+
+class AcaReplicas:
+    def __init__(self, aca: AcaStandIn, now: Callable[[], float]) -> None:
+        self.aca = aca
+        self._now = now
+        self.base_url = ""  # where app() is served (the sandbox sets it)
+        self.runs: dict[str, _Run] = {}  # revision name -> its replica's vLLM
+        self.last_request: dict[str, float] = {}  # app name -> when a request last came through ingress
+        self.fail_next_start = ""  # scenario: the next replica's vLLM dies at start-up with this line
+        aca.runtime = self.runtime
+
+    def endpoint_of(self, fqdn: str) -> str:
+        return f"{self.base_url}/apps/{fqdn}"
+
+    # --- the stand-in's runtime hook (called under aca.lock) -------------------------------------------------
+
+    def runtime(self, app: App, rev: Revision, now: float) -> Runtime:
+        scale = rev.template.get("scale") or {}
+        min_r = int(scale.get("minReplicas", 0) or 0)
+        max_r = int(scale.get("maxReplicas", 10) or 10)
+        cooldown = float(scale.get("cooldownPeriod", DEFAULT_COOLDOWN_S) or DEFAULT_COOLDOWN_S)
+        weight = self.aca.weights(app).get(rev.name, 0)
+        last = self.last_request.get(app.name)
+        provisioned = rev.provisioned_at or now
+        busy = weight > 0 and last is not None and provisioned <= now and now - last < cooldown
+        wanted = min(max(min_r, 1 if busy else 0), max_r)
+        if wanted == 0:
+            self.runs.pop(rev.name, None)
+            return ("Running", "None", 0)
+        run = self.runs.get(rev.name)
+        if run is None:
+            start = provisioned if min_r > 0 else max(provisioned, last or now)
+            run = self._start(app, rev, start)
+        if run.failed_at is not None and now >= run.failed_at:
+            return ("Failed", "Unhealthy", wanted)
+        if now >= run.ready_at:
+            return ("Running", "Healthy", wanted)
+        return ("Processing", "None", wanted)
+
+    def _start(self, app: App, rev: Revision, at: float) -> _Run:
+        args = [str(a) for a in _container(rev.template).get("args") or []]
+        model = _arg(args, "--served-model-name") or _arg(args, "--model") or app.name
+        mml = int(_arg(args, "--max-model-len") or 8192)
+        ready = startup_s(rev.template)
+        budget = probe_budget_s(rev.template)
+        failed_at: float | None = None
+        if self.fail_next_start:
+            self.fail_next_start = ""
+            failed_at = at + min(ENGINE_S, budget)  # the engine dies; the probe never passes
+            ready = float("inf")
+        elif ready > budget:
+            failed_at, ready = at + budget, float("inf")
+        run = _Run(rev.name, at, at + ready, failed_at, VllmSim(SimConfig(model_id=model, max_model_len=mml)))
+        self.runs[rev.name] = run
+        return run
+
+    # --- ingress -----------------------------------------------------------------------------------------------
+
+    def _serving(self, fqdn: str) -> VllmSim | None:
+        """The vLLM that answers `fqdn` now (a request through ingress: it counts as traffic), or None."""
+        with self.aca.lock:
+            self.aca._advance()
+            now = self._now()
+            app = next((a for a in self.aca.apps.values() if self.aca.fqdn(a.name) == fqdn), None)
+            if app is None or app.deleting_since is not None:
+                return None
+            self.last_request[app.name] = now
+            weights = self.aca.weights(app)
+            if not weights:
+                return None
+            name = max(weights, key=lambda r: (weights[r], list(app.revisions).index(r)))
+            rev = app.revisions.get(name)
+            if rev is None or self.runtime(app, rev, now)[0] != "Running":
+                return None
+            run = self.runs.get(name)
+            return run.sim if run else None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """ASGI: /apps/<fqdn>/<path> goes to that app's vLLM with <path>."""
+        m = _PATH.match(scope.get("path", "")) if scope["type"] == "http" else None
+        if m is None:
+            if scope["type"] == "http":
+                await Response(status_code=404)(scope, receive, send)
+            return
+        sim = self._serving(m.group(1))
+        if sim is None:
+            await Response("no healthy upstream", status_code=503)(scope, receive, send)
+            return
+        rest = m.group(2) or "/"
+        await sim.app({**scope, "path": rest, "raw_path": rest.encode(), "root_path": ""}, receive, send)
