@@ -59,6 +59,7 @@ import hashlib
 import itertools
 import json
 import re
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -836,5 +837,8 @@ def serve_aca(standin: AcaStandIn) -> Iterator[tuple[str, str]]:
     """Yield (https://127.0.0.1:PORT, CA file) while the stand-in answers there: the adapter's base_url and
     connection_verify."""
     tls = local_tls()
-    with serve(standin.app(), ssl=(tls.cert_file, tls.key_file)) as url:
-        yield url, tls.ca_file
+    try:
+        with serve(standin.app(), ssl=(tls.cert_file, tls.key_file)) as url:
+            yield url, tls.ca_file
+    finally:
+        shutil.rmtree(tls.directory, ignore_errors=True)
