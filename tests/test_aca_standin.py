@@ -241,11 +241,49 @@ async def test_a_revision_that_fails_fails_the_operation_with_acas_error() -> No
 
 async def test_a_vllm_that_does_not_start_fails_the_revision_health() -> None:
     async with aca_env() as aca:
-        aca.replicas.fail_next_start = "EngineCore failed to start."
+        aca.replicas.fail_next_start = "torch.OutOfMemoryError: CUDA out of memory."
         await _created(aca)
         aca.clock.advance(3600)
         (rev,) = await aca.api.list_revisions("gemma")
         assert (rev.provisioning_state, rev.running_state, rev.health_state) == ("Provisioned", "Failed", "Unhealthy")
+        texts = [t for _, _, t in aca.replicas.console("gemma")]
+        assert "torch.OutOfMemoryError: CUDA out of memory." in texts
+        assert any("EngineCore failed to start." in t for t in texts) and "Container called exit(1)." not in texts
+
+
+async def test_a_start_longer_than_the_startup_probe_allows_fails() -> None:
+    async with aca_env() as aca:
+        body = app_body(aca.env_id())
+        probe = body["properties"]["template"]["containers"][0]["probes"][0]
+        probe.update(initialDelaySeconds=10, periodSeconds=5, failureThreshold=4)  # 30 s: less than the load
+        handle = await aca.api.begin_put_app("gemma", body)
+        aca.clock.advance(PROVISION_S)
+        assert (await aca.done(handle)).status == "Succeeded"
+        aca.clock.advance(29)
+        (rev,) = await aca.api.list_revisions("gemma")
+        assert rev.running_state == "Processing"
+        aca.clock.advance(1)
+        (rev,) = await aca.api.list_revisions("gemma")
+        assert (rev.running_state, rev.health_state) == ("Failed", "Unhealthy")
+        assert aca.replicas.console("gemma")[-1][1:] == (
+            "ERROR",
+            "Startup probe failed 30 s after the container started.",
+        )
+
+
+async def test_the_console_is_vllms_start_up_on_the_containers_port() -> None:
+    async with aca_env() as aca:
+        body = app_body(aca.env_id())
+        await _created(aca)
+        first = aca.replicas.console("gemma")[0]
+        assert first[2] == "[__init__.py:235] Automatically detected platform cuda."
+        aca.clock.advance(startup_s(body["properties"]["template"]))
+        lines = aca.replicas.console("gemma")
+        texts = [t for _, _, t in lines]
+        assert texts[-1] == "INFO:     Application startup complete."
+        assert any("'model': 'google/gemma-4-12b-it'" in t and "'port': 8000" in t for t in texts)
+        assert any("Loading safetensors checkpoint shards: 100% Completed" in t for t in texts)
+        assert [at for at, _, _ in lines] == sorted(at for at, _, _ in lines)
 
 
 async def test_min_replicas_zero_scales_to_zero_until_a_request_comes() -> None:

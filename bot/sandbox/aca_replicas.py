@@ -10,6 +10,12 @@ reports: Processing while vLLM starts, Running + Healthy once /health answers, F
 fails. A provisioned revision scaled to zero reports Running with no health (no replica to probe: a sandbox
 choice).
 
+Each replica's console (what `console(app)` returns) is vLLM's own start-up lines, as bot/sandbox/startup_lines.py
+writes them for Cloud Run (its sources there), on the container's port: the engine config, one tqdm line per
+checkpoint shard, "Model loading took" and "Application startup complete."; or the engine dying (without Cloud
+Run's own "Container called exit(1)."). A start the probe gives up on ends with "Startup probe failed N s after
+the container started." (the sandbox's words: ACA's system log line was not found in a source).
+
 Apps answer under /apps/<fqdn>/... (the sandbox maps an app's FQDN to `endpoint_of(fqdn)`): requests go to the
 vLLM of the revision with the largest traffic weight, 503 while none is up (ACA's ingress with no ready replica).
 """
@@ -18,11 +24,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.responses import Response
 
+from bot.sandbox import startup_lines as sl
 from bot.sandbox.aca_api import AcaStandIn, App, Revision, Runtime
 from bot.sandbox.vllm_sim import SimConfig, VllmSim
 from skills.capacity.catalog import load_catalog
@@ -41,6 +48,8 @@ class _Run:
     ready_at: float  # when /health first answers
     failed_at: float | None  # when the startup probe gives up (None: it does not)
     sim: VllmSim
+    app: str = ""
+    lines: list[sl.Line] = field(default_factory=list)  # at: seconds after `started`
 
 
 def _arg(args: list[str], name: str) -> str | None:
@@ -57,14 +66,45 @@ def _container(template: dict[str, Any]) -> dict[str, Any]:
     return next((c for c in containers if c.get("name") == "vllm"), containers[0])
 
 
-def startup_s(template: dict[str, Any]) -> float:
-    """Seconds from a replica's start to vLLM answering /health: the model's weights read, then the engine."""
+def weights_gb(template: dict[str, Any]) -> float:
+    """The weights vLLM loads for the container's --model (the catalog's figure)."""
     args = [str(a) for a in _container(template).get("args") or []]
     repo = _arg(args, "--model") or ""
     cat = load_catalog()
     model = next((m for m in cat.models.values() if m.hf_repo == repo or m.name == repo), None)
-    weights = cat.weights_gb(model) if model else 24.0  # an unknown model: a 12B bf16's size
-    return weights / READ_GB_PER_S + ENGINE_S
+    return cat.weights_gb(model) if model else 24.0  # an unknown model: a 12B bf16's size
+
+
+def startup_s(template: dict[str, Any]) -> float:
+    """Seconds from a replica's start to vLLM answering /health: the model's weights read, then the engine."""
+    return weights_gb(template) / READ_GB_PER_S + ENGINE_S
+
+
+def console_script(template: dict[str, Any], image: str, fail: str = "") -> list[sl.Line]:
+    """vLLM's start-up lines for this template, seconds after the replica starts (the last one at startup_s)."""
+    args = [str(a) for a in _container(template).get("args") or []]
+    model = _arg(args, "--model") or ""
+    port = _arg(args, "--port") or "8000"
+    cfg = {
+        "model": model,
+        "max_model_len": int(_arg(args, "--max-model-len") or 8192),
+        "gpu_memory_utilization": float(_arg(args, "--gpu-memory-utilization") or 0.9),
+        "kv_cache_dtype": _arg(args, "--kv-cache-dtype") or "auto",
+        "image": image,
+    }
+    gb = weights_gb(template)
+    load_s = gb / READ_GB_PER_S
+    lines = sl.engine_config_lines(0.0, cfg)
+    if fail:
+        dies = [x for x in sl._engine_dies(3.5) if x.log != "varlog/system"]
+        return [*lines, sl.Line(3.0, fail, severity="ERROR"), *dies]
+    shards = max(1, round(gb / 5))  # checkpoints ship ~5 GB shards
+    lines += sl.shard_lines(3.0, load_s, shards)
+    lines.append(sl.loaded_line(3.0 + load_s, gb / 1.073741824, load_s))
+    lines += sl.ready_lines(startup_s(template) - 2.0, 0.0, 0)[2:]  # the KV figures belong to the fit, not here
+    for line in lines:  # the container listens on its own port, not Cloud Run's 8080
+        line.text = line.text.replace("'port': 8080", f"'port': {port}").replace(":8080", f":{port}")
+    return lines
 
 
 def probe_budget_s(template: dict[str, Any]) -> float:
@@ -119,18 +159,48 @@ class AcaReplicas:
         args = [str(a) for a in _container(rev.template).get("args") or []]
         model = _arg(args, "--served-model-name") or _arg(args, "--model") or app.name
         mml = int(_arg(args, "--max-model-len") or 8192)
+        image = str(_container(rev.template).get("image") or "")
         ready = startup_s(rev.template)
         budget = probe_budget_s(rev.template)
         failed_at: float | None = None
-        if self.fail_next_start:
+        lines = console_script(rev.template, image)
+        if self.fail_next_start:  # the engine dies at start-up: the probe never passes
+            lines = console_script(rev.template, image, fail=self.fail_next_start)
             self.fail_next_start = ""
-            failed_at = at + min(ENGINE_S, budget)  # the engine dies; the probe never passes
-            ready = float("inf")
-        elif ready > budget:
+            failed_at, ready = at + min(lines[-1].at, budget), float("inf")
+        elif ready > budget:  # still loading when the startup probe gives up
+            lines = [x for x in lines if x.at < budget]
+            lines.append(sl.Line(budget, f"Startup probe failed {budget:g} s after the container started.", "ERROR"))
             failed_at, ready = at + budget, float("inf")
-        run = _Run(rev.name, at, at + ready, failed_at, VllmSim(SimConfig(model_id=model, max_model_len=mml)))
+        run = _Run(
+            rev.name,
+            at,
+            at + ready,
+            failed_at,
+            VllmSim(SimConfig(model_id=model, max_model_len=mml)),
+            app=app.name,
+            lines=lines,
+        )
         self.runs[rev.name] = run
         return run
+
+    def console(self, app: str) -> list[tuple[float, str, str]]:
+        """(simulated time, severity, text) of what the app's replicas printed so far, oldest first."""
+        with self.aca.lock:
+            self.aca._advance()
+            live = self.aca.apps.get(app)
+            if live is not None:  # reading the revisions starts what should run by now
+                for rev in live.revisions.values():
+                    self.aca._runtime(live, rev, self._now())
+            now = self._now()
+            out = [
+                (run.started + line.at, line.severity, line.text)
+                for run in self.runs.values()
+                if run.app == app
+                for line in run.lines
+                if run.started + line.at <= now
+            ]
+        return sorted(out, key=lambda x: x[0])
 
     # --- ingress -----------------------------------------------------------------------------------------------
 
