@@ -4,7 +4,10 @@ azure-mgmt-appcontainers' async client (ContainerAppsAPIClient, api-version 2026
 Writes are ARM long-running operations: begin_put_app/begin_delete_app start the SDK's poller in a task of their
 own (it sleeps the Retry-After ARM sends between polls) and keep it under a handle; `operation(handle)` only
 reads where that poller is (done(), status(), its result or exception once done), so a watcher never blocks on
-ARM. The sandbox points `base_url` at its stand-in on 127.0.0.1 with `connection_verify` = its CA file and a
+ARM. Handles live in this process: after a restart `operation` answers NotFound for an old one (the app's own
+provisioningState says where a write got to).
+
+The sandbox points `base_url` at its stand-in on 127.0.0.1 with `connection_verify` = its CA file and a
 StaticTokenCredential; production uses DefaultAzureCredential and management.azure.com.
 """
 
@@ -41,6 +44,7 @@ from skills.targets.aca.api import (
 
 # ARM's codes for a refusal for quota (the ACA stand-in answers QuotaExceeded; compute answers
 # OperationNotAllowed with "exceeding approved ... quota" in the message).
+_KEEP_OPS = 256
 _QUOTA_CODES = ("QuotaExceeded", "SubscriptionIsOverQuotaForSku", "MaxNumberOfGpuCoresExceeded")
 
 
@@ -228,10 +232,19 @@ class ContainerApps:
 
     def _keep(self, poller: Any, what: str) -> str:
         handle = f"{what}#{next(self._ids)}"
+        if len(self._ops) >= _KEEP_OPS:  # a long-lived bot forgets finished writes, oldest first
+            for old in [h for h, (_, t) in self._ops.items() if t.done()][: len(self._ops) - _KEEP_OPS + 1]:
+                del self._ops[old]
         # The poller only polls while awaited: its own task drives it, at ARM's Retry-After.
         task = asyncio.get_running_loop().create_task(poller.result(), name=f"aca-{handle}")
+        task.add_done_callback(_retrieved)  # a failure nobody asked about is not "never retrieved"
         self._ops[handle] = (poller, task)
         return handle
+
+
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _status(poller: Any, default: str = "InProgress") -> str:
