@@ -50,6 +50,7 @@ class _Run:
     sim: VllmSim
     app: str = ""
     lines: list[sl.Line] = field(default_factory=list)  # at: seconds after `started`
+    stopped: float | None = None  # when it was scaled away
 
 
 def _arg(args: list[str], name: str) -> str | None:
@@ -125,6 +126,9 @@ class AcaReplicas:
         self.runs: dict[str, _Run] = {}  # revision name -> its replica's vLLM
         self.last_request: dict[str, float] = {}  # app name -> when a request last came through ingress
         self.fail_next_start = ""  # scenario: the next replica's vLLM dies at start-up with this line
+        self.retired: list[_Run] = []  # replicas scaled away: their lines stay in the logs (log_analytics_api.py)
+        # (when, app, revision, HTTP status) of each request through ingress, for the metrics stand-in
+        self.requests: list[tuple[float, str, str, int]] = []
         aca.runtime = self.runtime
 
     def endpoint_of(self, fqdn: str) -> str:
@@ -143,7 +147,10 @@ class AcaReplicas:
         busy = weight > 0 and last is not None and provisioned <= now and now - last < cooldown
         wanted = min(max(min_r, 1 if busy else 0), max_r)
         if wanted == 0:
-            self.runs.pop(rev.name, None)
+            gone = self.runs.pop(rev.name, None)
+            if gone is not None:
+                gone.stopped = now
+                self.retired.append(gone)
             return ("Running", "None", 0)
         run = self.runs.get(rev.name)
         if run is None:
@@ -202,26 +209,36 @@ class AcaReplicas:
             ]
         return sorted(out, key=lambda x: x[0])
 
+    def replica_runs(self, app: str) -> list[_Run]:
+        """The app's replicas, running and retired, after bringing the stand-in up to now."""
+        with self.aca.lock:
+            self.aca._advance()
+            live = self.aca.apps.get(app)
+            if live is not None:
+                for rev in live.revisions.values():
+                    self.aca._runtime(live, rev, self._now())
+            return [r for r in [*self.retired, *self.runs.values()] if r.app == app]
+
     # --- ingress -----------------------------------------------------------------------------------------------
 
-    def _serving(self, fqdn: str) -> VllmSim | None:
-        """The vLLM that answers `fqdn` now (a request through ingress: it counts as traffic), or None."""
+    def _serving(self, fqdn: str) -> tuple[str, str, VllmSim | None]:
+        """(app, revision, the vLLM that answers `fqdn` now or None): a request through ingress counts as traffic."""
         with self.aca.lock:
             self.aca._advance()
             now = self._now()
             app = next((a for a in self.aca.apps.values() if self.aca.fqdn(a.name) == fqdn), None)
             if app is None or app.deleting_since is not None:
-                return None
+                return "", "", None
             self.last_request[app.name] = now
             weights = self.aca.weights(app)
             if not weights:
-                return None
+                return app.name, "", None
             name = max(weights, key=lambda r: (weights[r], list(app.revisions).index(r)))
             rev = app.revisions.get(name)
             if rev is None or self.runtime(app, rev, now)[0] != "Running":
-                return None
+                return app.name, name, None
             run = self.runs.get(name)
-            return run.sim if run else None
+            return app.name, name, run.sim if run else None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """ASGI: /apps/<fqdn>/<path> goes to that app's vLLM with <path>."""
@@ -230,9 +247,21 @@ class AcaReplicas:
             if scope["type"] == "http":
                 await Response(status_code=404)(scope, receive, send)
             return
-        sim = self._serving(m.group(1))
+        app, revision, sim = self._serving(m.group(1))
         if sim is None:
+            self._count(app, revision, 503)
             await Response("no healthy upstream", status_code=503)(scope, receive, send)
             return
         rest = m.group(2) or "/"
-        await sim.app({**scope, "path": rest, "raw_path": rest.encode(), "root_path": ""}, receive, send)
+
+        async def counted(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                self._count(app, revision, int(message["status"]))
+            await send(message)
+
+        await sim.app({**scope, "path": rest, "raw_path": rest.encode(), "root_path": ""}, receive, counted)
+
+    def _count(self, app: str, revision: str, status: int) -> None:
+        if app:  # a host no app answers to is not any app's request
+            with self.aca.lock:
+                self.requests.append((self._now(), app, revision, status))
