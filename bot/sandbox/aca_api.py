@@ -70,7 +70,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from bot.sandbox.aca_schema import CONTAINER_APP, unknown_member
 from bot.sandbox.server import serve
@@ -208,6 +208,7 @@ class AcaStandIn:
         self.ops: dict[str, _Op] = {}
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request that passed auth
         self.runtime: Callable[[App, Revision, float], Runtime] | None = None  # set by AcaReplicas
+        self.extra_routes: list[Route] = []  # other ARM providers on this host (aca_metrics_api.py's metrics)
         self._fail_next: list[str] = []
         self._ids = itertools.count(1)
         self.lock = threading.RLock()
@@ -763,6 +764,12 @@ class AcaStandIn:
         return Response(status_code=204)
 
     async def _unknown(self, request: Request) -> Response:
+        for extra in self.extra_routes:  # other providers on this host, added at any time (aca_metrics_api.py)
+            match, child = extra.matches(request.scope)
+            if match == Match.FULL:
+                scope = {**request.scope, **child}
+                response: Response = await extra.endpoint(Request(scope, request.receive))
+                return response
         return JSONResponse(
             {
                 "error": {

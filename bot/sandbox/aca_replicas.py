@@ -148,8 +148,9 @@ class AcaReplicas:
         wanted = min(max(min_r, 1 if busy else 0), max_r)
         if wanted == 0:
             gone = self.runs.pop(rev.name, None)
-            if gone is not None:
-                gone.stopped = now
+            if gone is not None:  # scaled to zero when its cooldown ran out, though noticed only now
+                gone.stopped = min(now, last + cooldown) if last is not None and min_r == 0 else now
+                gone.stopped = max(gone.stopped, gone.started)
                 self.retired.append(gone)
             return ("Running", "None", 0)
         run = self.runs.get(rev.name)
