@@ -5,6 +5,7 @@ evaluate with Log Analytics' error."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -150,9 +151,22 @@ async def test_workspace_and_credential_refusals_in_the_bots_terms() -> None:
             await env.logs.fetch(LogQuery(service="gemma", since=_EPOCH))
 
 
+async def test_a_partial_answer_keeps_its_rows_and_says_why() -> None:
+    async with logs_env() as env:
+        await deploy(env, "one", 200)
+        env.la.partial = "Query exceeded the allowed memory"
+        batch = await env.logs.fetch(LogQuery(service="gemma", since=_EPOCH))
+        assert any("Application startup complete." in e.text for e in batch.entries)
+        assert batch.truncated == (
+            "Log Analytics answered ContainerAppConsoleLogs_CL only in part: There were some errors when processing "
+            "your query.; Query exceeded the allowed memory; Log Analytics answered ContainerAppSystemLogs_CL only in "
+            "part: There were some errors when processing your query.; Query exceeded the allowed memory"
+        )
+
+
 async def _post(env: Env, query: str, *, token: str | None = "sandbox-token") -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx.AsyncClient(verify=env.ca) as client:
+    async with httpx.AsyncClient(verify=ssl.create_default_context(cafile=env.ca)) as client:
         return await client.post(
             f"{env.url}/v1/workspaces/{WORKSPACE}/query", json={"query": query, "timespan": None}, headers=headers
         )

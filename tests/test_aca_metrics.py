@@ -6,6 +6,7 @@ and what ACA or Azure Monitor lacks is refused as they refuse it."""
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -145,7 +146,7 @@ async def test_the_standin_refuses_what_azure_monitor_would() -> None:
         base = f"{env.aca.url}/{env.metrics.resource_uri('gemma')}/providers/Microsoft.Insights/metrics"
         auth = {"Authorization": "Bearer sandbox-token"}
         ok = {"api-version": "2024-02-01", "metricnames": "Requests", "aggregation": "Total", "interval": "PT1M"}
-        async with httpx.AsyncClient(verify=env.aca.ca) as client:
+        async with httpx.AsyncClient(verify=ssl.create_default_context(cafile=env.aca.ca)) as client:
             got = await client.get(base, params=ok, headers=auth)
             assert got.status_code == 200 and got.json()["value"][0]["unit"] == "Count"
             for bad in (

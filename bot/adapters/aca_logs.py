@@ -243,7 +243,9 @@ class AcaLogs:
         if tables is None:  # LogsQueryPartialResult: what was read, and why the rest was not
             tables = result.partial_data or []
             err = result.partial_error
-            note = f"Log Analytics answered {table.name} in part ({redact(str(getattr(err, 'message', err)))[:200]})"
+            details = [str(getattr(d, "message", "") or "") for d in getattr(err, "details", None) or []]
+            why = "; ".join(filter(None, [str(getattr(err, "message", "") or ""), *details])) or str(err)
+            note = f"Log Analytics answered {table.name} only in part: {redact(why)[:200]}"
         out: list[dict[str, Any]] = []
         for t in tables[:1]:
             cols = list(t.columns)

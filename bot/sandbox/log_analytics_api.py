@@ -21,7 +21,9 @@ The request's timespan bounds the rows as Log Analytics applies it, on TimeGener
 Refusals: no bearer token 401 AuthorizationRequiredError "Valid authentication was not provided"; another
 workspace 404 WorkspaceNotFoundError "The workspace could not be found" (both as recalled from the service, not
 found in a source); a body that is not {"query": string, ...} or a timespan that does not parse 400
-BadArgumentError; the KQL the evaluator refuses, 400 BadArgumentError with its SyntaxError/SemanticError.
+BadArgumentError; the KQL the evaluator refuses, 400 BadArgumentError with its SyntaxError/SemanticError. A
+partial answer (`partial`) carries the rows and an "error" of code PartialError (the code the SDK's _helpers.py
+reads; the message and detail are the sandbox's).
 Sandbox time: simulated seconds after `epoch` (the ARM stand-in's own epoch unless told).
 """
 
@@ -108,6 +110,9 @@ class LogAnalyticsStandIn:
         self.epoch = epoch
         self.token = token  # when set, the one bearer token accepted
         self.queries: list[str] = []  # every KQL received (tests read what the adapter sent)
+        # scenario: the next answers are partial (rows, and an "error" of code PartialError with this detail), as
+        # the query API answers a query that ran out of resources part way (the SDK's LogsQueryPartialResult)
+        self.partial = ""
 
     def at(self, seconds: float) -> datetime:
         return self.epoch + timedelta(seconds=seconds)
@@ -270,7 +275,14 @@ class LogAnalyticsStandIn:
         except KqlError as exc:
             return JSONResponse(exc.body(), status_code=400)
         table["rows"] = [[_json(v) for v in row] for row in table["rows"]]
-        return JSONResponse({"tables": [table]})
+        answer: dict[str, Any] = {"tables": [table]}
+        if self.partial:
+            answer["error"] = {
+                "code": "PartialError",
+                "message": "There were some errors when processing your query.",
+                "details": [{"code": "EngineError", "message": self.partial}],
+            }
+        return JSONResponse(answer)
 
     def app(self) -> Starlette:
         return Starlette(routes=[Route("/v1/workspaces/{workspace}/query", self._query, methods=["POST"])])
