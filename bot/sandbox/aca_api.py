@@ -171,8 +171,8 @@ class _Op:
     ended: float | None = None
 
 
-def _iso(seconds: float) -> str:
-    return (_EPOCH + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+def _iso(seconds: float, epoch: datetime = _EPOCH) -> str:
+    return (epoch + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
 
 
 def _norm_location(loc: str) -> str:
@@ -191,6 +191,7 @@ class AcaStandIn:
         default_domain: str,
         retry_after_s: int = 1,
         token: str | None = None,
+        epoch: datetime = _EPOCH,
     ) -> None:
         self.subscription = subscription
         self.resource_group = resource_group
@@ -198,6 +199,7 @@ class AcaStandIn:
         self.location = location
         self.default_domain = default_domain
         self._now = now
+        self.epoch = epoch  # what simulated second 0 is, as a date (the sandbox: when it started)
         self.retry_after_s = retry_after_s  # whole seconds, as ARM sends (the SDK parses it as int); tests send 0
         self.token = token  # when set, the one bearer token accepted
         # A workload profiles environment always has the Consumption profile (ACA workload profiles overview).
@@ -401,7 +403,7 @@ class AcaStandIn:
                 "id": self.app_id(app.name),
                 "name": app.name,
                 "type": "Microsoft.App/containerApps",
-                "systemData": {"createdAt": _iso(app.created), "createdByType": "User"},
+                "systemData": {"createdAt": _iso(app.created, self.epoch), "createdByType": "User"},
             }
         )
         return doc
@@ -414,8 +416,8 @@ class AcaStandIn:
             "name": rev.name,
             "type": "Microsoft.App/containerApps/revisions",
             "properties": {
-                "createdTime": _iso(rev.created),
-                "lastActiveTime": _iso(rev.deactivated_at if rev.deactivated_at is not None else now),
+                "createdTime": _iso(rev.created, self.epoch),
+                "lastActiveTime": _iso(rev.deactivated_at if rev.deactivated_at is not None else now, self.epoch),
                 "fqdn": f"{rev.name}.{self.default_domain}",
                 "template": copy.deepcopy(rev.template),
                 "active": rev.active,
@@ -744,10 +746,10 @@ class AcaStandIn:
             f"{_norm_location(self.location)}/containerappOperationStatuses/{op.id}",
             "name": op.id,
             "status": op.status,
-            "startTime": _iso(op.started),
+            "startTime": _iso(op.started, self.epoch),
         }
         if op.ended is not None:
-            doc["endTime"] = _iso(op.ended)
+            doc["endTime"] = _iso(op.ended, self.epoch)
         if op.error:
             doc["error"] = op.error
         headers = {"Retry-After": str(self.retry_after_s)} if op.status == "InProgress" else None

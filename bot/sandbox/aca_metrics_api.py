@@ -34,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bot.sandbox.aca_api import _EPOCH, AcaStandIn, ArmError
+from bot.sandbox.aca_api import AcaStandIn, ArmError
 from bot.sandbox.aca_replicas import AcaReplicas
 
 API_VERSION = "2024-02-01"  # azure-mgmt-monitor 7.0's metrics api-version
@@ -105,12 +105,12 @@ def _parse_filter(text: str, dims: tuple[str, ...], metric: str) -> dict[str, st
 
 class AcaMetricsStandIn:
     def __init__(
-        self, aca: AcaStandIn, replicas: AcaReplicas, *, now: Callable[[], float], epoch: datetime = _EPOCH
+        self, aca: AcaStandIn, replicas: AcaReplicas, *, now: Callable[[], float], epoch: datetime | None = None
     ) -> None:
         self.aca = aca
         self.replicas = replicas
         self._now = now
-        self.epoch = epoch
+        self.epoch = epoch or aca.epoch  # the ARM stand-in's time base unless told
 
     def install(self) -> None:
         """Answer on the ARM stand-in's host (before its catch-all), as Azure Monitor answers on ARM's."""

@@ -42,7 +42,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bot.sandbox.aca_api import _EPOCH, PROVISION_S, AcaStandIn
+from bot.sandbox.aca_api import PROVISION_S, AcaStandIn
 from bot.sandbox.aca_replicas import AcaReplicas
 from bot.sandbox.kql import KqlError, evaluate
 from bot.sandbox.server import serve
@@ -100,14 +100,14 @@ class LogAnalyticsStandIn:
         workspace_id: str,
         *,
         now: Callable[[], float],
-        epoch: datetime = _EPOCH,
+        epoch: datetime | None = None,
         token: str | None = None,
     ) -> None:
         self.aca = aca
         self.replicas = replicas
         self.workspace_id = workspace_id
         self._now = now
-        self.epoch = epoch
+        self.epoch = epoch or aca.epoch  # the ARM stand-in's time base unless told
         self.token = token  # when set, the one bearer token accepted
         self.queries: list[str] = []  # every KQL received (tests read what the adapter sent)
         # scenario: the next answers are partial (rows, and an "error" of code PartialError with this detail), as
