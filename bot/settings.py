@@ -167,6 +167,10 @@ class Settings(BaseSettings):
     aca_identity: str = ""
     azure_resource_manager_endpoint: str | None = None
     aca_endpoint_template: str = "https://{fqdn}"
+    # The environment's Log Analytics workspace (its customer ID, a GUID) for the apps' console and system logs, and
+    # its query endpoint (unset: Azure's); empty: no logs for ACA apps (status and deploys still work).
+    aca_log_analytics_workspace_id: str = ""
+    aca_log_analytics_endpoint: str | None = None
     preflight_timeout_s: float = Field(default=5.0, gt=0, le=60)  # each check's time limit
     preflight_cache_s: int = Field(default=60, ge=0, le=3600)  # how long a check's pass is reused
 
