@@ -215,7 +215,7 @@ class AcaCatalog(_Strict):
     def cite(self, keys: str) -> str:
         """'gpu_serverless, billing' -> where each says it (the source text up to its first colon)."""
         out = []
-        for key in (k.strip() for k in keys.split(",")):
+        for key in _source_keys(keys) or [keys]:
             text = self.sources.get(key)
             out.append(text.split(": ", 1)[0] if text else key)
         return "; ".join(out)

@@ -18,6 +18,8 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from skills.errors import InvalidInput
 
 Quantization = Literal["bf16", "fp8", "w4a16"]
+# A catalog GPU on this platform is planned on its Azure Container Apps workload profile (skills/data/aca.yaml).
+ACA_PLATFORM = "Azure Container Apps"
 
 
 class QuantProfile(BaseModel):
@@ -391,11 +393,26 @@ def parse_catalog(data: dict[str, Any]) -> Catalog:
 
 
 def _price_cloud_run_gpus(cat: Catalog) -> None:
-    """A Cloud Run GPU's $/h is the price table's (default region, no zonal redundancy, as the bot deploys)."""
+    """A Cloud Run GPU's $/h is the price table's (default region, no zonal redundancy, as the bot deploys); an
+    Azure Container Apps GPU's is its serverless profile's replica price (skills/capacity/aca_prices.py), so the
+    catalog keeps no second price for either."""
+    from skills.capacity.aca_catalog import load_aca_catalog
+    from skills.capacity.aca_prices import aca_price
     from skills.capacity.prices import load_prices
 
     table = load_prices()
+    aca = load_aca_catalog()
     for g in cat.gpus.values():
+        if g.platform == ACA_PLATFORM:
+            prof = aca.default_profile_for(g.name)
+            if prof is None:
+                raise ValueError(f"GPU {g.name}: no Azure Container Apps profile in skills/data/aca.yaml")
+            price = aca_price(prof.type, catalog=aca)
+            if price.per_replica_usd_per_hour is None:
+                raise ValueError(f"GPU {g.name}: {prof.type} has no price in skills/data/aca.yaml")
+            g.price_per_hour_usd = price.per_replica_usd_per_hour
+            g.price_source = f"Azure Container Apps {prof.type}, {price.describe()}"
+            continue
         if not g.available_on_cloud_run:
             continue
         if g.name not in table.gpus:

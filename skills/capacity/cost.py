@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from skills.capacity.aca_catalog import load_aca_catalog
+from skills.capacity.aca_prices import aca_price
 from skills.capacity.catalog import load_catalog
 from skills.capacity.prices import instance_price
 from skills.capacity.tpu_catalog import Provisioning, TpuCatalog, load_tpu_catalog
@@ -175,6 +177,36 @@ def slice_cost(
         max_instances=1,
         idle_usd_per_hour=usd,
         max_usd_per_hour=usd,
+        notes=notes,
+    )
+
+
+def aca_cost(info: ServiceInfo, profile_type: str, region: str | None = None) -> CostReport:
+    """$/hour of a running Azure Container Apps app on a GPU workload profile: the replica price fit and ACA plans
+    show (skills/capacity/aca_prices.aca_price), times the replicas. A serverless GPU replica bills at the active
+    rate while it runs and nothing at zero replicas; usd_per_hour is None ("price unknown") without a sourced rate."""
+    prof = load_aca_catalog().profile(profile_type)
+    price = aca_price(prof.type, region)
+    each = price.per_replica_usd_per_hour
+    notes = [f"Workload profile {prof.label}: {price.describe()}.", *price.notes]
+    notes.append(
+        "Scale to zero: $0 while no replica runs; a running GPU replica is always billed at the active rate."
+        if info.min_instances == 0
+        else f"min replicas {info.min_instances}: billed around the clock even without traffic (no idle rate for GPUs)."
+    )
+    return CostReport(
+        service=info.name,
+        gpu_type=prof.gpu,
+        gpu_count=prof.gpu_count,
+        accelerator=f"Azure Container Apps {prof.label}, {price.region}",
+        vcpu=prof.vcpu,
+        memory_gib=prof.memory_gib,
+        usd_per_hour=each,
+        breakdown=price.breakdown,
+        min_instances=info.min_instances,
+        max_instances=info.max_instances,
+        idle_usd_per_hour=each * info.min_instances if each is not None else None,
+        max_usd_per_hour=each * max(info.max_instances, 1) if each is not None else None,
         notes=notes,
     )
 

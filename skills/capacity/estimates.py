@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from skills.capacity.aca_prices import aca_price
 from skills.capacity.catalog import Catalog, GpuProfile, ModelProfile
 from skills.capacity.fit_types import GIB, FitRequest
 from skills.capacity.prices import instance_price
@@ -37,11 +38,21 @@ def cpu_for(cat: Catalog, g: GpuProfile, memory_gib: float) -> int:
 
 
 def hourly_usd(
-    cat: Catalog, g: GpuProfile, count: int, cpu: float, memory_gib: float, region: str | None = None
-) -> float:
-    """A Cloud Run GPU instance through the one price function; comparison GPUs at their quoted all-in price."""
+    cat: Catalog,
+    g: GpuProfile,
+    count: int,
+    cpu: float,
+    memory_gib: float,
+    region: str | None = None,
+    aca_profile: str | None = None,
+) -> float | None:
+    """A Cloud Run GPU instance through the one price function; an Azure Container Apps replica through its
+    profile's (skills/capacity/aca_prices.py: None when unsourced); comparison GPUs at their quoted all-in price."""
     if g.available_on_cloud_run:
         return round(instance_price(g.name, count, cpu, memory_gib, region).usd_per_hour, 2)
+    if aca_profile:
+        usd = aca_price(aca_profile, region).usd_per_hour
+        return round(usd, 2) if usd is not None else None
     return round(g.price_per_hour_usd * count, 2)
 
 

@@ -25,10 +25,13 @@ import math
 from dataclasses import dataclass, field
 
 from skills.capacity import kv_accounting as kva
-from skills.capacity.catalog import Catalog, GpuProfile, ModelProfile, load_catalog
+from skills.capacity.aca_catalog import WorkloadProfile, load_aca_catalog
+from skills.capacity.aca_prices import aca_price
+from skills.capacity.catalog import ACA_PLATFORM, Catalog, GpuProfile, ModelProfile, load_catalog
+from skills.capacity.cost import usd_per_m_tokens
 from skills.capacity.estimates import cold_start_estimate_s, cpu_for, hourly_usd, tok_s_estimate, vllm_args
 from skills.capacity.fit_types import GIB, FitReport, FitRequest, KvDtype, Verdict
-from skills.capacity.prices import load_prices, region_advice
+from skills.capacity.prices import format_usd, load_prices, region_advice
 from skills.capacity.release import assumed_release
 
 __all__ = [
@@ -92,9 +95,21 @@ def limits_for(cat: Catalog, r: FitRequest) -> kva.Limits:
     return kva.Limits(r.max_model_len, mnbt, batches)
 
 
-def _recommended_memory(g: GpuProfile, need_gib: float, margin: float) -> tuple[int, bool]:
-    """(Cloud Run memory GiB, possible) for a host-RAM need."""
+def aca_profile_of(g: GpuProfile, gpu_count: int = 1) -> WorkloadProfile | None:
+    """The Azure Container Apps workload profile a fit on `gpu_count` x `g` runs on (skills/data/aca.yaml), or None
+    when `g` is not an ACA GPU or no profile carries that many."""
+    if g.platform != ACA_PLATFORM:
+        return None
+    return load_aca_catalog().default_profile_for(g.name, gpu_count)
+
+
+def _recommended_memory(g: GpuProfile, need_gib: float, margin: float, gpu_count: int = 1) -> tuple[int, bool]:
+    """(Cloud Run memory GiB, possible) for a host-RAM need; on Azure Container Apps, the profile's memory (a
+    GPU replica gets the whole profile)."""
     want = need_gib * margin
+    prof = aca_profile_of(g, gpu_count)
+    if prof is not None:
+        return int(prof.memory_gib), need_gib <= prof.memory_gib
     if g.cloud_run is None:
         return max(16, math.ceil(want / 8) * 8), True
     for step in g.cloud_run.memory_steps_gib:
@@ -156,12 +171,11 @@ def compute_memory(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest) 
             f"CUDA-graph warm-up needs ~{m.graph_warmup_gib:.1f} GiB outside the budget but only "
             f"{outside:.1f} GiB is left at util {r.gpu_memory_utilization:g}"
         )
-    rec_mem, possible = _recommended_memory(g, host_need, p.host_memory_margin)
+    rec_mem, possible = _recommended_memory(g, host_need, p.host_memory_margin, r.gpu_count)
     if not possible:
         c.host_impossible = True
-        c.problems.append(
-            f"loading needs ~{host_need:.1f} GiB host RAM; Cloud Run allows at most {rec_mem} GiB with {g.name}"
-        )
+        where = "Cloud Run allows" if g.cloud_run else "the workload profile has"
+        c.problems.append(f"loading needs ~{host_need:.1f} GiB host RAM; {where} at most {rec_mem} GiB with {g.name}")
     elif r.host_memory_gib is not None and r.host_memory_gib < host_need:
         c.host_short = True
         c.problems.append(
@@ -252,7 +266,7 @@ def _fixes(cat: Catalog, m: ModelProfile, g: GpuProfile, r: FitRequest, c: _Calc
     # Keep as much context as possible: the longest shorter context first, then the fewest changes.
     shorter.sort(key=lambda u: (-int(str(u["max_model_len"])), len(u)))
     result = simple + shorter
-    rec_mem, possible = _recommended_memory(g, c.host_need_gib, p.host_memory_margin)
+    rec_mem, possible = _recommended_memory(g, c.host_need_gib, p.host_memory_margin, r.gpu_count)
     if c.host_short and possible:  # raise the Cloud Run memory limit too
         result = [{**u, "host_memory_gib": float(rec_mem)} for u in [{}, *result]]
     return result
@@ -298,7 +312,7 @@ def _evaluate(cat: Catalog, req: FitRequest) -> _Outcome:
 def _hub_note(g: GpuProfile, c: _Calc, memory: float) -> str:
     """What to say of the instance's memory when the weights come from the Hub: the files sit on Cloud Run's
     in-memory filesystem, inside the loading peak compute_memory counts (estimate)."""
-    if not c.files_gib:
+    if not c.files_gib or g.platform == ACA_PLATFORM:  # the in-memory filesystem is Cloud Run's
         return ""
     files = c.files_gib
     if c.host_impossible:
@@ -320,10 +334,11 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
     p = cat.planner
     assert eff.max_model_len is not None
     # The instance's resources, decided here once: fit shows them, the plan renders them, both price them.
-    rec_mem, _ = _recommended_memory(g, c.host_need_gib, p.host_memory_margin)
+    aca = aca_profile_of(g, eff.gpu_count)
+    rec_mem, _ = _recommended_memory(g, c.host_need_gib, p.host_memory_margin, eff.gpu_count)
     memory = eff.host_memory_gib or float(rec_mem)
     hub_note = _hub_note(g, c, memory)
-    cpu = eff.cpu or cpu_for(cat, g, memory)
+    cpu = eff.cpu or (aca.vcpu if aca is not None else cpu_for(cat, g, memory))
     # Sequences averaging a quarter of max-model-len; Cloud Run concurrency should equal this.
     concurrency = c.concurrency
     rec_seqs = max(1, min(256, int(concurrency * 4)))
@@ -355,8 +370,18 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
         notes.append(f"This checkpoint needs `{' '.join(m.vllm_args)}`.")
     if g.available_on_cloud_run and eff.gpu_count > 1:
         warnings.append(f"Cloud Run attaches one GPU per instance; {eff.gpu_count} x {g.name} needs another runtime.")
-    if not g.available_on_cloud_run:
-        notes.append(f"{g.name} is a comparison GPU (not on Cloud Run); price: {g.price_source}.")
+    aca_region = _azure_region(eff.region)
+    if g.platform == ACA_PLATFORM:
+        cost: float | None = None
+        if aca is not None:
+            cost = hourly_usd(cat, g, eff.gpu_count, cpu, memory, aca_region, aca.type)
+        aca_notes, aca_warnings = _aca_notes(g, aca, eff.gpu_count, aca_region, cost, tok)
+        notes += aca_notes
+        warnings += aca_warnings
+    else:
+        cost = hourly_usd(cat, g, eff.gpu_count, cpu, memory, eff.region)
+        if not g.available_on_cloud_run:
+            notes.append(f"{g.name} is a comparison GPU (not on Cloud Run); price: {g.price_source}.")
     notes += m.notes
     cold = cold_start_estimate_s(cat, m, eff)
     release = assumed_release(eff.gpu, eff.vllm_image)
@@ -378,7 +403,9 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
         startup_lines=kva.startup_lines(c.kv, c.limits, release.accounting.kv_report) if c.kv and c.limits else [],
         host_memory_gib=round(c.host_need_gib, 1),
         cold_start_s=cold,
-        cost_per_hour_usd=hourly_usd(cat, g, eff.gpu_count, cpu, memory, eff.region),
+        cost_per_hour_usd=cost,
+        usd_per_m_tokens=usd_per_m_tokens(cost, tok) if cost is not None and tok else None,
+        aca_profile=aca.type if aca is not None else "",
         est_tokens_per_s=tok if o.verdict != "does_not_fit" else None,
         changes=o.changes,
         alternatives=[],
@@ -400,6 +427,52 @@ def _report(cat: Catalog, req: FitRequest, o: _Outcome, with_alternatives: bool)
     if with_alternatives and (o.verdict == "does_not_fit" or eff.cpu_offload_gb > 0):
         report.alternative_requests, report.alternatives = _alternatives(cat, req, o)
     return report
+
+
+def _azure_region(region: str | None) -> str | None:
+    """An Azure location (westus3) from the fit's region; a Cloud Run region (us-central1, hyphenated) is not one."""
+    return region if region and "-" not in region else None
+
+
+def _aca_notes(
+    g: GpuProfile,
+    prof: WorkloadProfile | None,
+    gpu_count: int,
+    region: str | None,
+    cost: float | None,
+    tok: float | None,
+) -> tuple[list[str], list[str]]:
+    """(notes, warnings) of a fit on an Azure Container Apps GPU: its workload profile, where it is offered, its
+    quota, its price per hour and per million output tokens, and what the data says of the GPU, each sourced."""
+    aca = load_aca_catalog()
+    notes: list[str] = []
+    warnings: list[str] = []
+    if prof is None:
+        counts = sorted({p.gpu_count for p in aca.profiles.values() if p.gpu == g.name})
+        warnings.append(
+            f"Azure Container Apps has no workload profile with {gpu_count} x {g.name} (profiles carry "
+            f"{', '.join(str(n) for n in counts)}; serverless GPU replicas have exactly one GPU: "
+            f"{aca.cite('gpu_serverless')}): price unknown."
+        )
+    else:
+        notes.append(
+            f"Azure Container Apps workload profile {prof.label} per replica "
+            f"({aca.cite(prof.sources['vcpu'])}); offered in {', '.join(prof.regions)} "
+            f"({aca.cite(prof.sources['regions'])})."
+        )
+        if prof.quota_usage:
+            notes.append(
+                f"GPU quota: usage `{prof.quota_usage}` in {aca.quota.unit} ({aca.quota.api}); {aca.quota.note}."
+            )
+        if region and not prof.offered_in(region):
+            warnings.append(f"{region} does not offer {prof.type}; {', '.join(prof.regions)} do.")
+        price = aca_price(prof.type, region, catalog=aca)
+        per_m = usd_per_m_tokens(cost, tok) if cost is not None and tok else None
+        speed = f" at the planner's single-stream estimate (~{tok:g} tok/s, one stream kept busy)" if tok else ""
+        notes.append(f"Price: {price.describe()}; {format_usd(per_m, 'M output tokens')}{speed}.")
+    for n in aca.gpu_notes.get(g.name, []):
+        notes.append(f"{n.text} (sources: {aca.cite(n.source)}).")
+    return notes, warnings
 
 
 # --- alternatives ------------------------------------------------------------------------------------------
@@ -459,7 +532,7 @@ def _alternatives(cat: Catalog, req: FitRequest, o: _Outcome) -> tuple[list[FitR
             lines.append(
                 f"{r.model.name} on {r.gpu.label}{how}: {r.verdict.replace('_', ' ')} — "
                 f"{r.kv_cache_tokens:,} KV tokens ({r.max_concurrency:g} x {r.request.max_model_len:,})"
-                f"{tok}, ${r.cost_per_hour_usd:.2f}/h{slow}"
+                f"{tok}, {format_usd(r.cost_per_hour_usd, 'h')}{slow}"
             )
             reqs.append(r.request)
             break

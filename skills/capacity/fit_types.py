@@ -42,7 +42,8 @@ class FitRequest(BaseModel):
     vllm_image: str | None = None  # the image to deploy: its release's KV accounting; None = the GPU's default
     # vLLM's --limit-mm-per-prompt: a tower whose every modality is 0 is not built (no weights, no encoder cache)
     limit_mm_per_prompt: dict[str, int] | None = None
-    region: str | None = None  # Cloud Run region (prices, GPU availability); None = skills/data/prices.yaml default
+    # Cloud Run region, or an Azure location for an ACA GPU (prices, GPU availability); None = the table's default
+    region: str | None = None
 
 
 class FitReport(BaseModel):
@@ -58,7 +59,9 @@ class FitReport(BaseModel):
     startup_lines: list[str] = Field(default_factory=list)  # the two lines vLLM will print, predicted
     host_memory_gib: float  # peak host RAM needed to load
     cold_start_s: float
-    cost_per_hour_usd: float
+    cost_per_hour_usd: float | None  # one instance / replica; None: no sourced price ("price unknown")
+    usd_per_m_tokens: float | None = None  # $ per million output tokens at est_tokens_per_s, one stream
+    aca_profile: str = ""  # the Azure Container Apps workload profile type an ACA GPU's figures are for
     est_tokens_per_s: float | None  # single stream decode
     changes: list[str]  # flags/settings to apply (fits_with_changes); the numbers already include them
     alternatives: list[str]  # nearest configurations that do fit (does_not_fit, or a slow fit)
