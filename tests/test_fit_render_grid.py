@@ -30,7 +30,9 @@ def _grid() -> list[dict[str, Any]]:
     cat = load_catalog()
     on_run = [g for g in cat.gpus.values() if g.available_on_cloud_run]
     cases: list[dict[str, Any]] = []
-    for name in load_profiles():  # each profile names its model: profiles x GPUs x overrides is the grid
+    for name, prof in load_profiles().items():  # each profile names its model: profiles x GPUs x overrides
+        if prof.target == "azure-container-apps":  # planned by the ACA target, not Cloud Run's plan_deploy
+            continue
         cases.append({"profile": name})
         for gpu in on_run:
             for extra in ({}, {"max_model_len": 8192, "kv_cache_dtype": "fp8", "max_num_seqs": 4}):

@@ -114,8 +114,11 @@ async def test_the_cloud_run_service_keeps_its_revisions_beside_the_fake(
 
 def test_profiles_name_their_target_cloud_run_when_unstated() -> None:
     profiles = load_profiles()
-    # GPU profiles state no target: Cloud Run; the Cloud TPU profiles (issue 37) name theirs.
-    assert profiles and {p.target for p in profiles.values() if p.tpu is None} == {DEFAULT_TARGET} == {"cloud-run"}
+    # GPU profiles state no target: Cloud Run; the Cloud TPU profiles (issue 37) and the Azure Container Apps ones
+    # (issue 54, with their workload profile) name theirs.
+    plain = [p for p in profiles.values() if p.tpu is None and p.aca_profile is None]
+    assert profiles and {p.target for p in plain} == {DEFAULT_TARGET} == {"cloud-run"}
+    assert {p.target for p in profiles.values() if p.aca_profile is not None} == {"azure-container-apps"}
     assert {p.target for p in profiles.values() if p.tpu is not None} == {"cloud-tpu"}
 
 

@@ -43,12 +43,35 @@ class DeployProfile(BaseModel):
     # Cloud TPU profiles (target: cloud-tpu): the v6e slice and how it is provisioned (skills/data/tpu.yaml).
     tpu: str | None = Field(default=None, pattern=r"^v6e-\d+$")
     provisioning: Literal["on-demand", "spot", "reserved"] = "on-demand"
+    # Azure Container Apps profiles (target: azure-container-apps): the GPU workload profile type the app runs on
+    # (skills/data/aca.yaml); unset, the GPU's serverless profile. Checked against aca.yaml when profiles load.
+    aca_profile: str | None = None
+
+
+def _check_aca_profile(p: DeployProfile) -> None:
+    """An `aca_profile` must be a workload profile aca.yaml knows, carrying the profile's GPU and GPU count."""
+    if p.aca_profile is None:
+        return
+    # Read here, not at import: the serving floor only reads the data file (skills/README.md floors).
+    data = yaml.safe_load((Path(__file__).parents[1] / "data" / "aca.yaml").read_text()) or {}
+    known = data.get("profiles") or {}
+    wp = known.get(p.aca_profile)
+    if wp is None:
+        raise ValueError(f"profile {p.name}: unknown aca_profile {p.aca_profile!r} (known: {', '.join(known)})")
+    if wp.get("gpu") != p.gpu or wp.get("gpu_count") != p.gpu_count:
+        raise ValueError(
+            f"profile {p.name}: {p.aca_profile} carries {wp.get('gpu_count')} x {wp.get('gpu')}, "
+            f"not {p.gpu_count} x {p.gpu}"
+        )
 
 
 @lru_cache(maxsize=4)
 def load_profiles(path: Path = PROFILES_FILE) -> dict[str, DeployProfile]:
     data = yaml.safe_load(path.read_text()) or {}
-    return {name: DeployProfile(name=name, **body) for name, body in (data.get("profiles") or {}).items()}
+    profiles = {name: DeployProfile(name=name, **body) for name, body in (data.get("profiles") or {}).items()}
+    for p in profiles.values():
+        _check_aca_profile(p)
+    return profiles
 
 
 def get_profile(name: str, path: Path = PROFILES_FILE) -> DeployProfile:
