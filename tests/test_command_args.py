@@ -68,7 +68,8 @@ async def test_bad_arguments_answer_with_the_commands_usage(name: str) -> None:
 def test_deploy_errors_name_the_profiles_and_scale_gives_an_example() -> None:
     with pytest.raises(InvalidInput) as deploy:
         COMMANDS["deploy"].parser.parse([])
-    assert "Profiles: `gemma4-12b-qat-l4`" in deploy.value.hint
+    hint = deploy.value.hint
+    assert "Profiles: `gemma4-12b-qat-aca-a100`" in hint and "`gemma4-12b-qat-l4`" in hint  # sorted by name
     with pytest.raises(InvalidInput) as scale:
         COMMANDS["scale"].parser.parse(["1"])
     assert scale.value.message == "Missing MAX." and scale.value.hint.endswith("e.g. `/gemma scale 0 2`.")
