@@ -14,6 +14,7 @@ from skills.diagnosis.diagnose import diagnose
 from skills.diagnosis.remediation import sanitize_action
 from skills.logs.fetch import parse_lines
 from skills.ports import LogEntry, ServiceInfo
+from tests.aca_log_cases import ACA_CASES
 from tests.example_data import SCENARIOS
 from tests.tpu_log_cases import TPU_CASES
 
@@ -359,6 +360,7 @@ CASES: dict[str, list[list[str | tuple]]] = {
 
 
 CASES.update(TPU_CASES)  # Cloud TPU kinds: real lines with their sources (tests/tpu_log_cases.py)
+CASES.update(ACA_CASES)  # Azure Container Apps kinds: real lines with their sources (tests/aca_log_cases.py)
 
 
 def test_every_kind_has_several_wordings() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from skills.diagnosis.analyzers import (  # noqa: F401  (registration)
+    aca,
     access,
     container,
     cuda,
@@ -60,6 +61,9 @@ KINDS = (
     "tpu_no_capacity",
     "tpu_quota_exceeded",
     "tpu_preempted",
+    # Azure Container Apps (skills/diagnosis/analyzers/aca.py)
+    "aca_image_pull_failed",
+    "aca_workload_profile_missing",
 )
 
 

@@ -37,6 +37,8 @@ _STARTUP_FATAL = (
     "tpu_hbm_oom",
     "tpu_unsupported",
     "tpu_compile_timeout",
+    "aca_image_pull_failed",
+    "aca_workload_profile_missing",
 )
 
 CAUSED_BY: dict[str, tuple[str, ...]] = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from skills.diagnosis.analyzers.aca import on_aca
 from skills.diagnosis.analyzers.base import Line, LogView, analyzer, evidence_of, first_seen, rx
 from skills.diagnosis.analyzers.bounds import mib, service_mib
 from skills.diagnosis.findings import Finding, ProposedAction, Remediation
@@ -200,6 +201,12 @@ _HOST_MEM = rx(
     flags=re.IGNORECASE,
 )
 _RAY = re.compile(r"memory pressure|Ray killed|memory usage threshold|node running low on memory")
+# A SIGKILL alone (exit code 137) is not a memory kill: a probe restart ends the same way, and ACA users saw 137 with
+# memory well in range (microsoft/azure-container-apps#1085, #534). With the shell's own "Killed" report of a child
+# it is the kernel's OOM killer at work (an ACA replica's start-up build, 'Killed' then "Container 'x' was terminated
+# with exit code '137'": a public-viewer incident note, tests/data/aca_logs).
+_SHELL_KILLED = re.compile(r"^\W*Killed\s*$")
+_EXIT_137 = re.compile(r"terminated with exit code '?137\b")
 # Ray: "... was 12.49GB / 13.15GB (0.950003), which exceeds the memory usage threshold"
 _RAY_NODE = re.compile(r"was ([\d.]+) ?GB / ([\d.]+) ?GB")
 MAX_MIB = 32 * 1024  # Cloud Run's maximum memory per instance
@@ -239,8 +246,12 @@ def _limit_and_used(view: LogView, hits: list[tuple[Line, re.Match[str]]]) -> tu
 @analyzer("container_memory_exceeded")
 def host_memory(view: LogView) -> Finding | None:
     hits = [(h, m) for h, m in view.grep(*_HOST_MEM) if "cuda" not in h.text.lower()]
+    if not hits and (killed := view.grep(_SHELL_KILLED)) and (exits := view.grep(_EXIT_137)):
+        hits = [*killed, *exits]
     if not hits:
         return None
+    if on_aca(view):
+        return _aca_memory(hits)
     limit, used = _limit_and_used(view, hits)
     actions = []
     steps = []
@@ -276,6 +287,29 @@ def host_memory(view: LogView) -> Finding | None:
             summary="The instance was killed for using more host RAM than its memory limit.",
             steps=steps,
             actions=actions,
+        ),
+        first_seen=first_seen(hits),
+        count=len(hits),
+    )
+
+
+def _aca_memory(hits: list[tuple[Line, re.Match[str]]]) -> Finding:
+    """On Container Apps memory comes with CPU in fixed pairs, and a GPU profile's replica has its profile's memory."""
+    return Finding(
+        kind="container_memory_exceeded",
+        title="Container Apps killed the container for memory (exit code 137)",
+        severity="critical",
+        evidence=evidence_of(hits),
+        remediation=Remediation(
+            summary="The replica's processes used more RAM than the container's memory allocation.",
+            steps=[
+                "Give the container more memory: `az containerapp update -n APP -g RG --cpu N --memory NGi` "
+                "(a pair the workload profile allows; a GPU profile's replica can use up to its profile's memory).",
+                "For vLLM: loading safetensors can peak well above steady state; "
+                "`--safetensors-load-strategy lazy` lowers it.",
+                "Confirm with `az containerapp logs show -n APP -g RG --type system` (ContainerTerminated, "
+                "exit code '137') and the app's MemoryPercentage metric (Azure Monitor).",
+            ],
         ),
         first_seen=first_seen(hits),
         count=len(hits),

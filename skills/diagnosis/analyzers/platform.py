@@ -54,6 +54,20 @@ def bf16(view: LogView) -> Finding | None:
 # fastai/course-v3#165); GKE's cluster autoscaler event for a GPU pod, "Node scale up in zones ... associated
 # with this pod failed: GCE quota exceeded" (field: huggingface/Google-Cloud-Containers#126). Generic
 # "Resource has been exhausted (e.g. check quota)" from the Gemini API is a client's rate limit, not GPU quota.
+# Azure: ARM's "QuotaExceeded: Operation could not be completed as it results in exceeding approved <quota> quota.
+# Additional details - ... Current Limit: N, Current Usage: N, Additional Required: N" when the quota is a GPU one
+# (an N-series family, "Standard NCASv3_T4 Family Cores", skypilot-org/skypilot#464; ACA's GPU quota names
+# "Managed Environment Consumption NCA100 Gpus" / "... T4 Gpus" and their usage names ManagedEnvironmentConsumption
+# NCA100Gpus, SubscriptionConsumptionT4Gpus, learn.microsoft.com/azure/container-apps/gpu-serverless-overview and the
+# ACA quota-request code, skills/data/aca.yaml quota_types). A CPU core quota ("Total Regional Cores", "Maximum
+# Allowed Cores exceeded for the Managed Environment") is not a GPU quota.
+_AZURE_GPU = r"(?:\b(?:NC|ND|NV)\w*|\bGPU|\bGpus?\b|\bT4\b|\bA100\b|NCA100)"
+_AZURE_GPU_QUOTA = (
+    r"exceeding approved [^.]{0,120}?" + _AZURE_GPU + r"[^.]{0,60}? quota",
+    r"\b(?:ManagedEnvironment|Subscription)(?:Consumption)?(?:NCA100|T4)Gpus\b",
+    r"Managed Environment Consumption (?:NCA100|T4) Gpus",
+)
+_AZURE = re.compile(r"exceeding approved|(?:NCA100|T4) ?Gpus\b")
 _QUOTA = rx(
     r"Quota exceeded for total allowable count of GPUs",
     r"You do not have quota for using GPUs",
@@ -64,6 +78,7 @@ _QUOTA = rx(
     r"quota metrics exceed quota limits:\s*[\w./-]*(?:gpu|GPU)",
     r"Quota '(?:GPUS_ALL_REGIONS|\w*(?:NVIDIA|GPU)\w*)' exceeded",
     r"(?:[Ss]cale[- ]up|Node scale up).{0,200}GCE quota exceeded",
+    *_AZURE_GPU_QUOTA,
 )
 # Which quota it is decides the fix: only Cloud Run's is the service's own.
 _OTHER_QUOTA = re.compile(r"quota metrics exceed quota limits|Quota '\w+' exceeded|GCE quota exceeded")
@@ -99,6 +114,8 @@ def gpu_quota(view: LogView) -> Finding | None:
     hits = view.grep(*_QUOTA)
     if not hits:
         return None
+    if all(_AZURE.search(h.text) for h, _ in hits):
+        return _azure_gpu_quota(hits)
     if all(_OTHER_QUOTA.search(h.text) for h, _ in hits):
         return Finding(
             kind="gpu_quota_exceeded",
@@ -135,6 +152,38 @@ def gpu_quota(view: LogView) -> Finding | None:
             summary="The project lacks Cloud Run L4 GPU quota in the region (Cloud Run's quota, not Compute Engine's).",
             steps=steps,
             actions=actions,
+        ),
+        first_seen=first_seen(hits),
+        count=len(hits),
+    )
+
+
+_AZURE_QUOTA_NAME = re.compile(r"exceeding approved (.{1,80}?) quota|\b((?:ManagedEnvironment|Subscription)\w*Gpus)\b")
+_AZURE_LIMIT = re.compile(r"Current Limit: (\d+), Current Usage: (\d+), Additional Required: (\d+)")
+
+
+def _azure_gpu_quota(hits: list[tuple[Line, re.Match[str]]]) -> Finding:
+    name = next((m.group(1) or m.group(2) for h, _ in hits if (m := _AZURE_QUOTA_NAME.search(h.text))), "")
+    nums = next((m for h, _ in hits if (m := _AZURE_LIMIT.search(h.text))), None)
+    detail = f" (limit {nums.group(1)}, in use {nums.group(2)}, {nums.group(3)} more needed)" if nums else ""
+    return Finding(
+        kind="gpu_quota_exceeded",
+        title=f"Azure refused the deploy for GPU quota: {name or 'GPU quota'}{detail}",
+        severity="critical",
+        evidence=evidence_of(hits),
+        remediation=Remediation(
+            summary="The subscription or environment has no GPU quota left for this in the region (Azure's quota, "
+            "per region; serverless GPUs count per managed environment).",
+            steps=[
+                "See what is used: `az containerapp env list-usages -n ENV -g RG` "
+                "(ManagedEnvironmentConsumptionNCA100Gpus, ...T4Gpus); a zero may be another region's "
+                "(the field write-up's West Europe, which has no A100).",
+                "Request more: Azure portal, Quotas, provider Azure Container Apps ('Managed Environment "
+                "Consumption NCA100 Gpus' or '... T4 Gpus'), or a support request of type 'Service and "
+                "subscription limits (quotas)'.",
+                "Or lower min replicas, or deploy in a region whose quota is free "
+                "(`az containerapp env list-usages` there).",
+            ],
         ),
         first_seen=first_seen(hits),
         count=len(hits),
