@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
+from bot.adapters.aca_logs import AcaLogs
+from bot.adapters.aca_metrics import AcaMetrics
 from bot.adapters.cloud_logging import CloudLoggingLogs
 from bot.adapters.cloud_monitoring import make_metrics
 from bot.adapters.cloud_run import CloudRunRuntime
 from bot.adapters.cloud_tpu import CloudTpu
+from bot.adapters.container_apps import ContainerApps
 from bot.adapters.google_auth import IdentityTokens
 from bot.adapters.llm import LLMEndpoint
 from bot.adapters.model_server import HttpModelServer
@@ -22,11 +26,14 @@ from bot.settings import Settings
 from bot.state import make_redis
 from bot.telemetry import Telemetry
 from skills.ports import Logs, ModelServer, QuotaReader
+from skills.targets.aca.target import KIND as ACA_KIND
+from skills.targets.aca.target import AcaOptions, AcaTarget
 from skills.targets.cloud_run.target import CloudRunTarget
 from skills.targets.tpu.logs import tpu_log_filter
 from skills.targets.tpu.target import TpuOptions, TpuTarget
 
 if TYPE_CHECKING:
+    from bot.sandbox.aca_world import AzureAccess
     from handlers.context import Responder
 
 log = logging.getLogger(__name__)
@@ -59,7 +66,71 @@ def make_tpu_target(
     )
 
 
-def build_deps(settings: Settings) -> Deps:
+ACA_UNWIRED = (
+    "Set AZURE_SUBSCRIPTION_ID, ACA_RESOURCE_GROUP and ACA_ENVIRONMENT (an environment with a GPU workload profile), "
+    "and ACA_API_KEY_SECRET_URL and ACA_IDENTITY for vLLM's API key (README: Azure Container Apps)."
+)
+
+
+def aca_wired(settings: Settings) -> bool:
+    return bool(settings.azure_subscription_id and settings.aca_resource_group and settings.aca_environment)
+
+
+def make_aca_target(
+    settings: Settings,
+    model_server: ModelServer,
+    *,
+    credential: Any = None,
+    arm_verify: Any = None,
+    logs_verify: Any = None,
+    now: Callable[[], datetime] | None = None,
+) -> AcaTarget:
+    """The ACA target on the settings' subscription, resource group and environment, with the environment's Log
+    Analytics logs and the apps' Azure Monitor metrics. `credential`: None is DefaultAzureCredential (each
+    adapter's own); the sandbox passes its local token, its stand-ins' CA files and its clock (`now`)."""
+    sub, rg = settings.azure_subscription_id, settings.aca_resource_group
+    arm = settings.azure_resource_manager_endpoint
+    api = ContainerApps(
+        sub, rg, settings.aca_environment, base_url=arm, credential=credential, connection_verify=arm_verify
+    )
+    logs = (
+        AcaLogs(
+            settings.aca_log_analytics_workspace_id,
+            credential=credential,
+            endpoint=settings.aca_log_analytics_endpoint,
+            connection_verify=logs_verify,
+        )
+        if settings.aca_log_analytics_workspace_id
+        else None
+    )
+    metrics = AcaMetrics(sub, rg, credential=credential, base_url=arm, connection_verify=arm_verify, now=now)
+    options = AcaOptions(
+        subscription=settings.azure_subscription_id,
+        resource_group=settings.aca_resource_group,
+        environment=settings.aca_environment,
+        location=settings.aca_location,
+        service=settings.aca_service_name,
+        api_key_secret_url=settings.aca_api_key_secret_url,
+        identity=settings.aca_identity,
+    )
+    template = settings.aca_endpoint_template
+    return AcaTarget(
+        api, model_server, options, logs=logs, metrics=metrics, endpoint_of=lambda fqdn: template.format(fqdn=fqdn)
+    )
+
+
+def wire_aca(deps: Deps, target: AcaTarget | None) -> None:
+    """Put the ACA target beside the others (its service on it), or say what to set when there is none."""
+    if target is None:
+        deps.unwired_targets[ACA_KIND] = ACA_UNWIRED
+        return
+    deps.unwired_targets.pop(ACA_KIND, None)
+    deps.extra_targets[target.kind] = target
+    deps.service_targets[deps.settings.aca_service_name] = target.kind
+
+
+def build_deps(settings: Settings, azure: AzureAccess | None = None) -> Deps:
+    """`azure`: how the Azure clients reach the sandbox's stand-ins (its token, CA files, clock); None: Azure."""
     tokens = IdentityTokens(settings)
     api_key = settings.vllm_api_key.get_secret_value() if settings.vllm_api_key else None
     logs, metrics = CloudLoggingLogs(settings), make_metrics(settings)
@@ -91,6 +162,21 @@ def build_deps(settings: Settings) -> Deps:
     )
     deps.extra_targets[tpu.kind] = tpu
     deps.service_targets[settings.tpu_service_name] = tpu.kind
+    # Azure Container Apps beside them, when the settings name a subscription, resource group and environment.
+    aca = None
+    if aca_wired(settings):
+        extra = (
+            {}
+            if azure is None
+            else {
+                "credential": azure.credential,
+                "arm_verify": azure.arm_verify,
+                "logs_verify": azure.logs_verify,
+                "now": azure.now,
+            }
+        )
+        aca = make_aca_target(settings, model_server, **extra)
+    wire_aca(deps, aca)
     deps.agent = Agent(deps)  # the tool-calling loop over deps.endpoint (bot/agent)
     return deps
 

@@ -53,6 +53,9 @@ class ServiceInfo(BaseModel):
     traffic: list[TrafficTarget] = Field(default_factory=list)
     requires_auth: bool = True
     update_time: datetime | None = None
+    # What the target scales, as replies name it: Cloud Run's instances, ACA's replicas ("" : nothing scales, a
+    # TPU slice is one node).
+    scaling_unit: str = "instance"
     spec: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -10,7 +10,10 @@ ACA_CASES: dict[str, list[list[str | tuple]]] = {
         [  # yeongseon/azure-container-apps-practical-guide, ACR private-endpoint lab (system log rows)
             ("INFO", "PullingImage: Pulling image 'acracrpedir27qail.azurecr.io/pe-lab:v-broken'"),
             ("WARNING", "ImagePullUnauthorized: Container pull image failed with unauthorized error."),
-            ("WARNING", "ContainerTerminated: Container 'app' was terminated with exit code '' and reason 'ImagePullFailure'"),
+            (
+                "WARNING",
+                "ContainerTerminated: Container 'app' was terminated with exit code '' and reason 'ImagePullFailure'",
+            ),
         ],
         [  # Azure-Samples/container-apps-store-api-microservice#33
             'Failed to pull image "ghcr.io/danwahlin/container-apps-store-api-microservice/node-service:sha-ac6a0a4": rpc error: code = Unknown desc = failed to pull and unpack image "ghcr.io/danwahlin/container-apps-store-api-microservice/node-service:sha-ac6a0a4": failed to resolve reference "ghcr.io/danwahlin/container-apps-store-api-microservice/node-service:sha-ac6a0a4": failed to authorize: failed to fetch oauth token: unexpected status: 403 Forbidden',

@@ -86,6 +86,8 @@ def _iso(dt: datetime) -> str:
 
 
 class AcaMetrics:
+    source = "Azure Monitor"  # status heads its figures with it
+
     def __init__(
         self,
         subscription_id: str,

@@ -213,20 +213,12 @@ class ContainerApps:
 
     async def usages(self, location: str) -> list[UsageInfo]:
         async with _explained(f"Container Apps quotas in {location}"):
-            out = []
-            async for u in self._aca().usages.list(location):
-                d = u.as_dict()
-                name = d.get("name") or {}
-                out.append(
-                    UsageInfo(
-                        name=name.get("value", ""),
-                        display=name.get("localizedValue") or "",
-                        current=float(d.get("currentValue") or 0),
-                        limit=float(d.get("limit") or 0),
-                        unit=str(d.get("unit") or "Count"),
-                    )
-                )
-            return out
+            return [_usage(u.as_dict()) async for u in self._aca().usages.list(location)]
+
+    async def environment_usages(self) -> list[UsageInfo]:
+        async with _explained(f"the quotas of environment {self.environment}"):
+            pager = self._aca().managed_environment_usages.list(self.resource_group, self.environment)
+            return [_usage(u.as_dict()) async for u in pager]
 
     # --- helpers --------------------------------------------------------------------------------------------
 
@@ -317,3 +309,14 @@ async def _explained(what: str) -> AsyncIterator[None]:
     except (ServiceRequestError, ServiceResponseError) as exc:
         text = redact(str(exc))[:200]
         raise CloudUnavailable(f"Azure Resource Manager could not be reached for {what}: {text}") from None
+
+
+def _usage(d: dict[str, Any]) -> UsageInfo:
+    name = d.get("name") or {}
+    return UsageInfo(
+        name=name.get("value", ""),
+        display=name.get("localizedValue") or "",
+        current=float(d.get("currentValue") or 0),
+        limit=float(d.get("limit") or 0),
+        unit=str(d.get("unit") or "Count"),
+    )

@@ -645,6 +645,16 @@ class AcaStandIn:
     def _usages(self, request: Request) -> Response:
         if _norm_location(request.path_params["loc"]) != _norm_location(self.location):
             return JSONResponse({"value": []})
+        return self._usage_list()
+
+    def _environment_usages(self, request: Request) -> Response:
+        if request.path_params["env"].lower() != self.environment.lower():
+            raise self._not_found("managedEnvironments", request.path_params["env"])
+        return self._usage_list()
+
+    def _usage_list(self) -> Response:
+        # The sandbox keeps one set of quotas; the environment's (ManagedEnvironmentConsumption*Gpus) and the
+        # subscription's in the region are both answered from it, each as its own usages list.
         now = self._now()
         return JSONResponse(
             {
@@ -797,6 +807,7 @@ class AcaStandIn:
         return Starlette(
             routes=[
                 route(rg + "/managedEnvironments/{env}", self._environment, ["GET"]),
+                route(rg + "/managedEnvironments/{env}/usages", self._environment_usages, ["GET"]),
                 route(loc + "/availableManagedEnvironmentsWorkloadProfileTypes", self._available, ["GET"]),
                 route(loc + "/usages", self._usages, ["GET"]),
                 route(loc + "/containerappOperationStatuses/{op}", self._operation, ["GET"]),

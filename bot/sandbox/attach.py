@@ -39,7 +39,10 @@ def build_sandbox_deps(settings: Settings, sandbox: Sandbox, agent_base_url: str
     from bot.agent import Agent
     from bot.wiring import build_deps
 
-    deps = build_deps(settings)
+    # The sandbox's Azure is wired here only, with its token and CA files: settings pointing at it without them
+    # would have the Azure clients look for real credentials (bot/sandbox/aca_world.py).
+    settings = settings.model_copy(update=sandbox.azure.settings_update())
+    deps = build_deps(settings, azure=sandbox.azure.access())
     deps.sandbox = sandbox
     deps.clock = sandbox.clock  # a canary's window passes at SANDBOX_SPEED, like the cold start before it
     deps.agent = None

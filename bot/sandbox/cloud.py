@@ -26,6 +26,7 @@ from pydantic import SecretStr
 
 from bot.sandbox import scenarios as sc
 from bot.sandbox import startup_lines as sl
+from bot.sandbox.aca_world import AcaWorld
 from bot.sandbox.clock import DEFAULT_SPEED, SandboxClock
 from bot.sandbox.cloud_logging_api import CloudLoggingStandIn
 from bot.sandbox.cloud_run_api import CloudRunStandIn
@@ -85,6 +86,8 @@ class Sandbox:
         self.tpu = TpuStandIn(PROJECT, now=self.clock.now)
         self.tpu_nodes = TpuNodeSim(self.tpu, self.logging, self.clock, PROJECT)
         self.tpu_zones(capacity=8, quota=8)
+        # Azure Container Apps: one environment with the GPU workload profiles, over the real Azure SDKs (aca_world.py).
+        self.azure = AcaWorld(self.clock)
         self._spec = self._render_seed()
         args = [str(a) for a in self._spec["template"]["containers"][0].get("args") or []]
         flags = VllmFlags.parse(args)  # the simulator serves what the seeded service runs
@@ -162,6 +165,7 @@ class Sandbox:
         self.urls["tpu"] = s.enter_context(serve_tpu(self.tpu))
         self.urls["tpu_nodes"] = s.enter_context(serve(self.tpu_nodes.app()))
         self.urls["revisions"] = s.enter_context(serve(self.fleet.app))
+        self.azure.start(s)
         revisions_url = self.urls["revisions"]
         self.cloud_run.tag_uri = lambda _svc, _tag, rev: f"{revisions_url}/r/{rev}"
         self.lifecycle.uri = self.urls["vllm"]

@@ -11,6 +11,7 @@ from handlers.reply import Button, Reply, plan_button
 from handlers.tpu_fit_render import render_tpu_fit, tpu_request
 from skills.capacity.catalog import Catalog
 from skills.capacity.fit import FitReport, check_fit, load_catalog
+from skills.capacity.prices import format_usd
 from skills.capacity.startup_log import StartupFigures, kv_settings, last_figures
 from skills.capacity.tpu_fit import check_tpu_fit
 from skills.durations import format_duration
@@ -76,7 +77,7 @@ def render_fit(r: FitReport, measured: tuple[str, StartupFigures] | None = None)
             ("Cold start", f"{_about(r.cold_start_s)} (probe budget {format_duration(r.startup_budget_s, 'approx')})"),
             (
                 "Cost",
-                f"${r.cost_per_hour_usd:.2f}/h" + (f", {r.recommended_cpu:g} vCPU" if r.recommended_cpu else ""),
+                format_usd(r.cost_per_hour_usd, "h") + (f", {r.recommended_cpu:g} vCPU" if r.recommended_cpu else ""),
             ),
             ("Single stream", tok),
         ]

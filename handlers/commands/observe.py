@@ -179,21 +179,22 @@ def _per(v: float | None, per: str) -> str:
 
 
 def render_cost(c: CostReport) -> Reply:
-    # A target's own accelerator line (a TPU slice, CostReport.accelerator) has no instances: one slice bills
-    # while it exists, idle or busy.
-    unit = "while the slice exists" if c.accelerator else "per running instance"
+    # What scales, as the target names it (CostReport.scaling_unit); nothing (a TPU slice): it bills while it
+    # exists, idle or busy.
+    unit = f"per running {c.scaling_unit}" if c.scaling_unit else "while the slice exists"
     reply = Reply(title=f":moneybag: {c.service}: {_per(c.usd_per_hour, 'hour')} {unit}")
     gpu = f"{c.gpu_count} x {c.gpu_type}" if c.gpu_type else "none"
     parts = " + ".join(f"{k} {_usd(v)}" for k, v in sorted(c.breakdown.items()))
     fields = [("Configuration", c.accelerator or f"GPU {gpu}, {c.vcpu:g} vCPU, {c.memory_gib:g} GiB")]
     if parts:
         fields.append(("Per hour", parts))
-    if c.accelerator:
+    if not c.scaling_unit:
         fields.append(("Idle or busy", f"{_per(c.usd_per_hour, 'h')}: no scale to zero"))
     else:
+        u = c.scaling_unit
         fields += [
-            ("Idle (min-instances)", f"{_per(c.idle_usd_per_hour, 'h')} with min-instances {c.min_instances}"),
-            ("All instances busy", f"{_per(c.max_usd_per_hour, 'h')} at max-instances {c.max_instances}"),
+            (f"Idle (min-{u}s)", f"{_per(c.idle_usd_per_hour, 'h')} with min-{u}s {c.min_instances}"),
+            (f"All {u}s busy", f"{_per(c.max_usd_per_hour, 'h')} at max-{u}s {c.max_instances}"),
         ]
     reply.add(fields=fields)
     tp = []

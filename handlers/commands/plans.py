@@ -148,7 +148,8 @@ def progress_reply(plan: Plan, user_id: str, p: Progress, stages: ProgressStages
         icon = ":white_check_mark:" if p.ok else ":x:"
     else:
         icon = ":hourglass_flowing_sand:"
-    reply = Reply(title=f"{icon} {plan.kind} `{plan.service}`: {p.phase} ({format_duration(p.elapsed_s)})")
+    phase = stages.words(p.phase)
+    reply = Reply(title=f"{icon} {plan.kind} `{plan.service}`: {phase} ({format_duration(p.elapsed_s)})")
     steps = stages.labels()
     idx = stages.index(p.phase)
     if steps and idx is not None:

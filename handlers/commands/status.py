@@ -22,7 +22,7 @@ def _probe(ok: bool, ms: float, err: str) -> str:
 def cloud_metrics_section(m: ServiceMetrics) -> dict[str, Any]:
     """Cloud Monitoring figures as one section; one line when every metric failed the same way."""
     errors = {f.error for f in m.figures}
-    heading = f"Cloud Monitoring (last {m.minutes} min)"
+    heading = f"{m.source} (last {m.minutes} min)"
     if len(errors) == 1 and "" not in errors:
         return {"heading": heading, "text": f"unavailable: {errors.pop()}"}
     return {"heading": heading, "fields": [(f.label, f.text()) for f in m.figures]}

@@ -67,6 +67,7 @@ class CostReport(BaseModel):
     breakdown: dict[str, float] = Field(default_factory=dict)  # gpu / cpu / memory, $/h
     min_instances: int = 0
     max_instances: int = 0
+    scaling_unit: str = "instance"  # what min/max count (ACA: "replica"); "": nothing scales, it bills while it exists
     idle_usd_per_hour: float | None = 0.0  # what min-instances cost with no traffic
     max_usd_per_hour: float | None = 0.0  # all max-instances running
     single_stream: Throughput | None = None
@@ -170,6 +171,7 @@ def slice_cost(
         gpu_type=name,
         gpu_count=acc.chips,
         accelerator=f"Cloud TPU {name} ({acc.chips} chips), {provisioning}, {zone}",
+        scaling_unit="",
         vcpu=0,
         memory_gib=0,
         usd_per_hour=usd,
@@ -199,6 +201,7 @@ def aca_cost(info: ServiceInfo, profile_type: str, region: str | None = None) ->
         gpu_type=prof.gpu,
         gpu_count=prof.gpu_count,
         accelerator=f"Azure Container Apps {prof.label}, {price.region}",
+        scaling_unit="replica",
         vcpu=prof.vcpu,
         memory_gib=prof.memory_gib,
         usd_per_hour=each,

@@ -60,6 +60,7 @@ class ServiceMetrics(BaseModel):
     service: str
     minutes: int
     figures: list[MetricFigure]
+    source: str = "Cloud Monitoring"  # where the figures come from (a Metrics adapter's `source`, when it has one)
 
 
 def alignment_period_s(minutes: int) -> int:
@@ -128,4 +129,5 @@ async def service_metrics(metrics: Metrics, service: str, minutes: int = 30, tim
     """Latest value and peak over the last `minutes` for each service metric."""
 
     figures = await asyncio.gather(*(read_figure(metrics, service, m, minutes, timeout_s) for m in SERVICE_METRICS))
-    return ServiceMetrics(service=service, minutes=minutes, figures=list(figures))
+    source = str(getattr(metrics, "source", "") or "Cloud Monitoring")  # an adapter may name where it reads
+    return ServiceMetrics(service=service, minutes=minutes, figures=list(figures), source=source)

@@ -66,8 +66,9 @@ def status_notes(
         if info.min_instances == 0 and model.health.status_code in (None, 429, 503):
             cold = True
             notes.append(
-                "The model server did not answer: the service scales to zero (min-instances 0), so it is "
-                "probably cold. A request starts an instance; loading weights takes minutes, not seconds."
+                f"The model server did not answer: the service scales to zero (min-{info.scaling_unit}s 0), so it "
+                f"is probably cold. A request starts {_a(info.scaling_unit)}; loading weights takes minutes, not "
+                "seconds."
             )
         else:
             notes.append(f"The model server's /health failed ({model.health.error}).")
@@ -132,3 +133,7 @@ async def service_status(
     )
     await store.set(cache_key, report.model_dump_json(), ex=ttl_s)
     return report
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[:1] in "aeiou" else "a ") + noun

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from skills.capacity.fit import FitReport, FitRequest, check_fit
+from skills.capacity.prices import format_usd
 from skills.capacity.release import assumed_release
 from skills.errors import InvalidInput, explain_validation
 from skills.serving.sizes import gib
@@ -41,7 +42,7 @@ def fit_lines(r: FitReport) -> list[str]:
         f"KV cache {r.kv_cache_tokens:,} tokens = {r.max_concurrency:g} full sequences at max-model-len "
         f"{r.request.max_model_len or 0:,}",
         f"host RAM to load {r.host_memory_gib:.1f} GiB; cold start ~{r.cold_start_s / 60:.0f} min",
-        f"~${r.cost_per_hour_usd:.2f}/h; {speed}",
+        f"{format_usd(r.cost_per_hour_usd, 'h', approx=True)}; {speed}",
     ]
 
 

@@ -87,6 +87,14 @@ class ProgressStages(BaseModel):
     def labels(self) -> list[str]:
         return [s.label for s in self.stages]
 
+    def words(self, phase: str) -> str:
+        """The phase as this target says it: a stage's label when the phase is one of its aliases word for word
+        (the deploy watch's "instance starting" is ACA's "replica starting"), else the phase as reported."""
+        for s in self.stages:
+            if phase in s.phases:
+                return s.label
+        return phase
+
     def index(self, phase: str) -> int | None:
         """The stage `phase` belongs to (None: none, e.g. "failed")."""
         for i, s in enumerate(self.stages):

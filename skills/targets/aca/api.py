@@ -124,3 +124,8 @@ class ContainerAppsApi(Protocol):
     async def usages(self, location: str) -> list[UsageInfo]:
         """The subscription's Container Apps quotas in `location`."""
         ...
+
+    async def environment_usages(self) -> list[UsageInfo]:
+        """The managed environment's quotas (GET .../managedEnvironments/{env}/usages, `az containerapp env
+        list-usages`): where the serverless GPU quotas (ManagedEnvironmentConsumption*Gpus) are counted."""
+        ...
