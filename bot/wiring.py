@@ -84,6 +84,7 @@ def make_aca_target(
     arm_verify: Any = None,
     logs_verify: Any = None,
     now: Callable[[], datetime] | None = None,
+    polling_interval: float | None = None,
 ) -> AcaTarget:
     """The ACA target on the settings' subscription, resource group and environment, with the environment's Log
     Analytics logs and the apps' Azure Monitor metrics. `credential`: None is DefaultAzureCredential (each
@@ -91,7 +92,13 @@ def make_aca_target(
     sub, rg = settings.azure_subscription_id, settings.aca_resource_group
     arm = settings.azure_resource_manager_endpoint
     api = ContainerApps(
-        sub, rg, settings.aca_environment, base_url=arm, credential=credential, connection_verify=arm_verify
+        sub,
+        rg,
+        settings.aca_environment,
+        base_url=arm,
+        credential=credential,
+        connection_verify=arm_verify,
+        polling_interval=polling_interval,
     )
     logs = (
         AcaLogs(
@@ -173,6 +180,7 @@ def build_deps(settings: Settings, azure: AzureAccess | None = None) -> Deps:
                 "arm_verify": azure.arm_verify,
                 "logs_verify": azure.logs_verify,
                 "now": azure.now,
+                "polling_interval": azure.polling_interval,
             }
         )
         aca = make_aca_target(settings, model_server, **extra)

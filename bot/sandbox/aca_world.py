@@ -40,6 +40,7 @@ class AzureAccess:
     arm_verify: str  # the ARM stand-in's (Container Apps and metrics)
     logs_verify: str  # the Log Analytics stand-in's
     now: Callable[[], datetime]  # the sandbox's Azure time, as a date (metrics windows end there)
+    polling_interval: float = 0.05  # how often the SDK polls an operation (real seconds)
 
 
 class AcaWorld:
@@ -57,7 +58,9 @@ class AcaWorld:
             self.location,
             now=clock.now,
             default_domain=f"{secrets.token_hex(4)}-{secrets.token_hex(2)}.{self.location}.azurecontainerapps.io",
-            retry_after_s=1,
+            # 0: the SDK polls at the adapter's own interval (POLL_S), not a whole real second, which at the
+            # sandbox's speed would be minutes of simulated time between two looks at an operation
+            retry_after_s=0,
             token=self.token,
             epoch=self.epoch,
         )

@@ -418,5 +418,8 @@ async def _destroy(runtime: ServingTarget, plan: Plan, rep: _Reporter, poll_s: f
             )
             return ExecResult(ok=ok, detail=detail, duration_s=elapsed)
         if rep.now() >= deadline:
-            return ExecResult(ok=False, detail="delete still running; check `/gemma status`", duration_s=elapsed)
+            detail = "delete still running; check `/gemma status`"
+            # said where the progress is shown, not only in the result: the watch ends here
+            await rep(Progress(phase="timed out", elapsed_s=elapsed, detail=detail, done=True, ok=False), True)
+            return ExecResult(ok=False, detail=detail, duration_s=elapsed)
         await rep(Progress(phase="deleting", elapsed_s=elapsed))

@@ -12,6 +12,7 @@ the new revision (Provisioning, then its replica starting, then vLLM loading unt
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,6 +64,7 @@ DEFAULT_IMAGE = next(
     if img.cuda.startswith("12.") and img.vllm == max(i.vllm for i in load_image_data().images.values())
 )
 DISPLAY = "Azure Container Apps"
+_OP_POLL_S = 0.05  # how often wait_operation looks at the poller (no request: the poller polls ARM itself)
 WAIT_MARGIN_S = 120  # past the startup probe's budget: ACA restarts the replica, the watch says so
 _NOT_HERE: dict[str, str] = {
     # Settings of other targets a deploy may carry (skills/actions/params.py Overrides), refused rather than ignored.
@@ -212,7 +214,14 @@ class AcaTarget:
         return await self.api.begin_delete_app(name)
 
     async def wait_operation(self, operation: str, timeout_s: float) -> OperationProgress:
+        # Up to timeout_s for ARM's operation to end (the SDK's poller runs in its own task meanwhile): the watch
+        # polls this in a loop and relies on it to wait, as Cloud Run's does.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         state = await self.api.operation(operation)
+        while not state.done and loop.time() < deadline:
+            await asyncio.sleep(min(_OP_POLL_S, max(deadline - loop.time(), 0.0)))
+            state = await self.api.operation(operation)
         if not state.done:
             return OperationProgress(done=False, phase=f"ARM operation {state.status}")
         if state.status != "Succeeded":
