@@ -59,7 +59,6 @@ import hashlib
 import itertools
 import json
 import re
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -73,8 +72,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 
 from bot.sandbox.aca_schema import CONTAINER_APP, unknown_member
-from bot.sandbox.server import serve
-from bot.sandbox.tls import local_tls
+from bot.sandbox.tls import serve_tls
 
 API_VERSION = "2026-07-01"  # the one azure-mgmt-appcontainers 5.1.0 sends (its _configuration.py)
 PROVISION_S = 20.0  # simulated seconds a revision provisions (sandbox estimate)
@@ -856,9 +854,5 @@ def _without_read_only(body: dict[str, Any]) -> dict[str, Any]:
 def serve_aca(standin: AcaStandIn) -> Iterator[tuple[str, str]]:
     """Yield (https://127.0.0.1:PORT, CA file) while the stand-in answers there: the adapter's base_url and
     connection_verify."""
-    tls = local_tls()
-    try:
-        with serve(standin.app(), ssl=(tls.cert_file, tls.key_file)) as url:
-            yield url, tls.ca_file
-    finally:
-        shutil.rmtree(tls.directory, ignore_errors=True)
+    with serve_tls(standin.app()) as served:
+        yield served

@@ -30,7 +30,6 @@ Sandbox time: simulated seconds after `epoch` (the ARM stand-in's own epoch unle
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -45,8 +44,7 @@ from starlette.routing import Route
 from bot.sandbox.aca_api import PROVISION_S, AcaStandIn
 from bot.sandbox.aca_replicas import AcaReplicas
 from bot.sandbox.kql import KqlError, evaluate
-from bot.sandbox.server import serve
-from bot.sandbox.tls import local_tls
+from bot.sandbox.tls import serve_tls
 
 CONSOLE = "ContainerAppConsoleLogs_CL"
 SYSTEM = "ContainerAppSystemLogs_CL"
@@ -298,9 +296,5 @@ def _json(value: Any) -> Any:
 def serve_log_analytics(standin: LogAnalyticsStandIn) -> Iterator[tuple[str, str]]:
     """Yield (https://127.0.0.1:PORT, CA file) while the stand-in answers: the adapter's endpoint and
     connection_verify."""
-    tls = local_tls()
-    try:
-        with serve(standin.app(), ssl=(tls.cert_file, tls.key_file)) as url:
-            yield url, tls.ca_file
-    finally:
-        shutil.rmtree(tls.directory, ignore_errors=True)
+    with serve_tls(standin.app()) as served:
+        yield served

@@ -10,13 +10,19 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from bot.sandbox.server import serve
 
 
 @dataclass(frozen=True)
@@ -88,3 +94,15 @@ def local_tls(directory: str | None = None) -> LocalTls:
             )
         )
     return out
+
+
+@contextmanager
+def serve_tls(app: Any) -> Iterator[tuple[str, str]]:
+    """Yield (https://127.0.0.1:PORT, CA file) while `app` is served over TLS with a fresh local CA: a client's
+    base URL and its connection_verify. The certificates go when it stops."""
+    tls = local_tls()
+    try:
+        with serve(app, ssl=(tls.cert_file, tls.key_file)) as url:
+            yield url, tls.ca_file
+    finally:
+        shutil.rmtree(tls.directory, ignore_errors=True)
