@@ -33,15 +33,23 @@ def tour() -> list[str]:
     return lines
 
 
-def tpu_tour() -> list[str]:
-    """The lines of the README's Cloud TPU paragraph (its destroy asks for a typed name: left out here)."""
+def paragraph_tour(opening: str) -> list[str]:
+    """The lines of the README paragraph that opens with `opening` (its destroy asks for a typed name: left out)."""
     text = (ROOT / "README.md").read_text()
-    paragraph = text.split("Cloud TPU in the sandbox:", 1)[1].split("\n## ", 1)[0]
+    paragraph = text.split(opening, 1)[1].split("\n\n", 1)[0]
     return [
         token
         for token in re.findall(r"`([^`]+)`", paragraph)
         if token.startswith(("/gemma", "click ")) and not token.startswith("/gemma destroy")
     ]
+
+
+def tpu_tour() -> list[str]:
+    return paragraph_tour("Cloud TPU in the sandbox:")
+
+
+def aca_tour() -> list[str]:
+    return paragraph_tour("Azure Container Apps in the sandbox:")
 
 
 def test_the_readme_tour_in_one_console_run(tmp_path: Path) -> None:
@@ -56,6 +64,9 @@ def test_the_readme_tour_in_one_console_run(tmp_path: Path) -> None:
     ]
     tpu = tpu_tour()
     assert tpu[:2] == ["/gemma deploy gemma4-31b-tpu-v6e4", "click Confirm"] and "/gemma status vllm-gemma4-tpu" in tpu
+    aca = aca_tour()
+    assert aca[:3] == ["/gemma fit gemma-4-e4b --gpu t4", "/gemma deploy gemma4-12b-qat-aca-a100", "click Confirm"], aca
+    assert "/gemma status vllm-gemma4-aca" in aca
     env = _env(
         GEMMA_SRE_HISTORY=str(tmp_path / "history"),
         TERM="xterm",
@@ -72,7 +83,8 @@ def test_the_readme_tour_in_one_console_run(tmp_path: Path) -> None:
     child.expect(PROMPT)
     seen: dict[str, str] = {}
     tpu_said: list[str] = []  # what the TPU paragraph's lines printed
-    for n, line in enumerate(lines + tpu):
+    aca_said: list[str] = []  # and the Azure Container Apps paragraph's
+    for n, line in enumerate(lines + tpu + aca):
         child.sendline(line)
         if n == 2:  # the first deploy's Confirm: Ctrl-C during its watch, which finishes while the prompt waits
             child.expect_exact("revision created")
@@ -88,8 +100,10 @@ def test_the_readme_tour_in_one_console_run(tmp_path: Path) -> None:
         assert "failed unexpectedly" not in out and "Traceback" not in out, (line, out)
         assert "No such button" not in out and "Unknown command" not in out, (line, out)
         seen[line] = seen.get(line, "") + out
-        if n >= len(lines):
+        if len(lines) <= n < len(lines) + len(tpu):
             tpu_said.append(out)
+        elif n >= len(lines) + len(tpu):
+            aca_said.append(out)
     child.sendline("quit")
     child.expect(pexpect.EOF)
     at_exit = child.before or ""
@@ -121,3 +135,8 @@ def test_the_readme_tour_in_one_console_run(tmp_path: Path) -> None:
     said = "".join(tpu_said)
     assert "deploy `vllm-gemma4-tpu`: ready" in said and "revision created" not in said, said
     assert "vllm-gemma4-tpu: ready" in seen["/gemma status vllm-gemma4-tpu"]
+    # The Azure Container Apps paragraph, in the same run: bf16 on the T4, the revision's stages in ACA's words.
+    said = "".join(aca_said)
+    assert "Bfloat16 is only supported on GPUs with compute capability of at least 8.0" in said, said
+    assert "deploy `vllm-gemma4-aca`: ready" in said and "instance starting" not in said, said
+    assert "workload profile `Consumption-GPU-NC24-A100`" in seen["/gemma status vllm-gemma4-aca"]
