@@ -34,6 +34,7 @@ from azure.core.exceptions import (
     ServiceResponseError,
 )
 
+from bot.adapters.azure_client import LazyAzureClient
 from skills.errors import CloudUnavailable, InvalidInput, NotFound
 from skills.logs.fetch import MAX_LINE_CHARS
 from skills.logs.redact import redact
@@ -134,37 +135,23 @@ class AcaLogs:
         server_timeout_s: int = 60,
     ) -> None:
         self.workspace_id = workspace_id
-        self._credential = credential
-        self._own_credential = credential is None
         self._endpoint = endpoint  # None: https://api.loganalytics.io
         self._tables = TABLES[destination]
-        self._verify = connection_verify
         self._server_timeout_s = server_timeout_s
-        self._client: Any = None
+        self._azure = LazyAzureClient(self._make, credential, connection_verify)
+
+    def _make(self, credential: Any, **kw: Any) -> Any:
+        from azure.monitor.query.aio import LogsQueryClient  # a slow import few processes need
+
+        if self._endpoint:
+            kw["endpoint"] = self._endpoint
+        return LogsQueryClient(credential, **kw)
 
     def _logs(self) -> Any:
-        if self._client is None:
-            from azure.monitor.query.aio import LogsQueryClient  # a slow import few processes need
-
-            if self._credential is None:
-                from azure.identity.aio import DefaultAzureCredential
-
-                self._credential = DefaultAzureCredential()
-            kw: dict[str, Any] = {}
-            if self._endpoint:
-                kw["endpoint"] = self._endpoint
-            if self._verify is not None:
-                kw["connection_verify"] = self._verify
-            self._client = LogsQueryClient(self._credential, **kw)
-        return self._client
+        return self._azure.get()
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
-        if self._own_credential and self._credential is not None:
-            await self._credential.close()
-            self._credential = None
+        await self._azure.aclose()
 
     async def fetch(self, query: LogQuery) -> LogBatch:
         sev = query.min_severity.upper()

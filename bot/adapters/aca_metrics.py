@@ -31,6 +31,7 @@ from azure.core.exceptions import (
     ServiceResponseError,
 )
 
+from bot.adapters.azure_client import LazyAzureClient
 from skills.errors import CloudUnavailable, InvalidInput, NotFound, UserFacingError
 from skills.logs.redact import redact
 from skills.observe.service_metrics import alignment_period_s
@@ -100,12 +101,9 @@ class AcaMetrics:
     ) -> None:
         self.subscription_id = subscription_id
         self.resource_group = resource_group
-        self._credential = credential
-        self._own_credential = credential is None
         self._base_url = base_url  # None: management.azure.com
-        self._verify = connection_verify
         self._now = now or (lambda: datetime.now(UTC))  # the sandbox's clock there
-        self._client: Any = None
+        self._azure = LazyAzureClient(self._make, credential, connection_verify)
 
     def resource_uri(self, app: str) -> str:
         # without the leading slash: the SDK puts one before it ("/{resourceUri}/providers/...")
@@ -114,29 +112,16 @@ class AcaMetrics:
             f"/providers/Microsoft.App/containerApps/{app}"
         )
 
+    def _make(self, credential: Any, **kw: Any) -> Any:
+        from azure.mgmt.monitor.aio import MonitorManagementClient  # a slow import few processes need
+
+        return MonitorManagementClient(credential, self.subscription_id, base_url=self._base_url, **kw)
+
     def _monitor(self) -> Any:
-        if self._client is None:
-            from azure.mgmt.monitor.aio import MonitorManagementClient  # a slow import few processes need
-
-            if self._credential is None:
-                from azure.identity.aio import DefaultAzureCredential
-
-                self._credential = DefaultAzureCredential()
-            kw: dict[str, Any] = {}
-            if self._verify is not None:
-                kw["connection_verify"] = self._verify
-            self._client = MonitorManagementClient(
-                self._credential, self.subscription_id, base_url=self._base_url, **kw
-            )
-        return self._client
+        return self._azure.get()
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
-        if self._own_credential and self._credential is not None:
-            await self._credential.close()
-            self._credential = None
+        await self._azure.aclose()
 
     async def series(
         self, service: str, metric: str, minutes: int, *, revision: str | None = None

@@ -30,6 +30,7 @@ from azure.core.exceptions import (
     ServiceResponseError,
 )
 
+from bot.adapters.azure_client import LazyAzureClient
 from skills.errors import CloudUnavailable, InvalidInput, NotFound
 from skills.logs.redact import redact
 from skills.targets.aca.api import (
@@ -88,29 +89,20 @@ class ContainerApps:
         self.resource_group = resource_group
         self.environment = environment
         self._base_url = base_url
-        self._credential = credential
-        self._own_credential = credential is None
-        self._verify = connection_verify
+        self._azure = LazyAzureClient(self._make, credential, connection_verify)
         self._polling_interval = polling_interval  # between polls when ARM's Retry-After is absent or 0
-        self._client: Any = None
         self._ops: dict[str, tuple[Any, asyncio.Task[Any]]] = {}
         self._ids = itertools.count(1)
 
+    def _make(self, credential: Any, **kw: Any) -> Any:
+        from azure.mgmt.appcontainers.aio import ContainerAppsAPIClient  # a slow import few processes need
+
+        if self._polling_interval is not None:
+            kw["polling_interval"] = self._polling_interval
+        return ContainerAppsAPIClient(credential, self.subscription_id, base_url=self._base_url, **kw)
+
     def _aca(self) -> Any:
-        if self._client is None:
-            from azure.mgmt.appcontainers.aio import ContainerAppsAPIClient  # a slow import few processes need
-
-            if self._credential is None:
-                from azure.identity.aio import DefaultAzureCredential
-
-                self._credential = DefaultAzureCredential()
-            kw: dict[str, Any] = {}
-            if self._verify is not None:
-                kw["connection_verify"] = self._verify
-            if self._polling_interval is not None:
-                kw["polling_interval"] = self._polling_interval
-            self._client = ContainerAppsAPIClient(self._credential, self.subscription_id, base_url=self._base_url, **kw)
-        return self._client
+        return self._azure.get()
 
     async def aclose(self) -> None:
         for _, task in self._ops.values():
@@ -119,12 +111,7 @@ class ContainerApps:
             with contextlib.suppress(BaseException):
                 await task
         self._ops.clear()
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
-        if self._own_credential and self._credential is not None:
-            await self._credential.close()
-            self._credential = None
+        await self._azure.aclose()
 
     # --- the port -------------------------------------------------------------------------------------------
 
