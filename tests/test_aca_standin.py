@@ -188,6 +188,13 @@ async def test_traffic_weights_must_sum_to_100_and_name_revisions_that_exist() -
         ghost = [{"revisionName": "gemma--ghost", "weight": 100}]
         with pytest.raises(InvalidInput, match="Revision 'gemma--ghost' in the traffic weights does not exist"):
             await aca.api.begin_put_app("gemma", app_body(aca.env_id(), traffic=ghost))
+        twice = [
+            {"latestRevision": True, "weight": 50, "label": "a"},
+            {"latestRevision": True, "weight": 50, "label": "a"},
+        ]
+        with pytest.raises(InvalidInput, match="ContainerAppInvalidTrafficLabel: Traffic label 'a'"):
+            await aca.api.begin_put_app("gemma", app_body(aca.env_id(), traffic=twice))
+        assert await aca.api.get_app("gemma") is None  # each refusal made nothing
 
 
 async def test_multiple_mode_splits_traffic_and_single_mode_deactivates_the_old_revision() -> None:

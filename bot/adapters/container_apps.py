@@ -260,6 +260,7 @@ def _revision(d: dict[str, Any]) -> AppRevision:
         provisioning_error=redact(str(props.get("provisioningError") or "")),
         replicas=int(props.get("replicas") or 0),
         traffic_weight=int(props.get("trafficWeight") or 0),
+        fqdn=str(props.get("fqdn") or ""),
         template=props.get("template") or {},
     )
 

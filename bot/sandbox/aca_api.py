@@ -45,7 +45,8 @@ Refusals, in ARM's error shape {"error": {"code", "message"}}, with wording from
   what the apps' replicas hold.
 Not found in any source, so the sandbox's own words (codes kept in ACA's ContainerApp* style): a
 workloadProfileName the environment lacks (ContainerAppWorkloadProfileNotFound), traffic weights that do not
-sum to 100 or name an unknown revision (ContainerAppInvalidTrafficWeight), an app name ACA would refuse
+sum to 100 or name an unknown revision (ContainerAppInvalidTrafficWeight), a traffic label that is no DNS label or
+is used twice (ContainerAppInvalidTrafficLabel), an app name ACA would refuse
 (ContainerAppInvalidName, as recalled from ACA's answers), a location other than the environment's, a revision
 suffix used twice, a PUT while a delete runs.
 
@@ -74,6 +75,7 @@ from starlette.routing import Match, Route
 from bot.sandbox.aca_schema import CONTAINER_APP, unknown_member
 from bot.sandbox.tls import serve_tls
 
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 API_VERSION = "2026-07-01"  # the one azure-mgmt-appcontainers 5.1.0 sends (its _configuration.py)
 PROVISION_S = 20.0  # simulated seconds a revision provisions (sandbox estimate)
 CONFIG_S = 2.0  # a PUT that makes no revision (traffic, tags) settles this fast (sandbox estimate)
@@ -533,6 +535,16 @@ class AcaStandIn:
                 f"The sum of traffic weights must be 100; the traffic given sums to {total}.",
             )
         known = set(app.revisions) if app else set()
+        labels = [str(t["label"]) for t in traffic if t.get("label")]
+        for label in labels:
+            # A label is part of a host name (<app>---<label>.<domain>): a DNS label, and one revision per label.
+            if not _LABEL.match(label) or labels.count(label) > 1:
+                raise ArmError(
+                    400,
+                    "ContainerAppInvalidTrafficLabel",
+                    f"Traffic label '{label}' is invalid or used more than once: a label is lower-case letters, "
+                    "digits and '-', unique within the app's traffic.",
+                )
         for t in traffic:
             name = t.get("revisionName")
             if not t.get("latestRevision") and not name:

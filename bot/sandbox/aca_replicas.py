@@ -16,8 +16,12 @@ checkpoint shard, "Model loading took" and "Application startup complete."; or t
 Run's own "Container called exit(1)."). A start the probe gives up on ends with "Startup probe failed N s after
 the container started." (the sandbox's words: ACA's system log line was not found in a source).
 
-Apps answer under /apps/<fqdn>/... (the sandbox maps an app's FQDN to `endpoint_of(fqdn)`): requests go to the
-vLLM of the revision with the largest traffic weight, 503 while none is up (ACA's ingress with no ready replica).
+Apps answer under /apps/<fqdn>/... (the sandbox maps an app's FQDN to `endpoint_of(fqdn)`): requests to the app's
+host are shared between its revisions by their traffic weights (spread evenly, in a fixed order, so a 90/10 split
+sends 1 request in 10 to the second revision); a revision's own host (`<revision>.<domain>`, its properties.fqdn)
+and a label's host (`<app>---<label>.<domain>`, skills/data/aca.yaml `traffic`) reach that revision only. 503 while
+the chosen revision has no replica up (ACA's ingress with no ready replica). A revision counts as busy (one replica
+kept, past min replicas) while requests reached it within its cooldown.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from starlette.responses import Response
 from bot.sandbox import startup_lines as sl
 from bot.sandbox.aca_api import AcaStandIn, App, Revision, Runtime
 from bot.sandbox.vllm_sim import SimConfig, VllmSim
+from skills.capacity.aca_catalog import load_aca_catalog
 from skills.capacity.catalog import load_catalog
 
 READ_GB_PER_S = 0.5  # weights read from the Hub into a fresh replica (sandbox estimate)
@@ -124,7 +129,8 @@ class AcaReplicas:
         self._now = now
         self.base_url = ""  # where app() is served (the sandbox sets it)
         self.runs: dict[str, _Run] = {}  # revision name -> its replica's vLLM
-        self.last_request: dict[str, float] = {}  # app name -> when a request last came through ingress
+        self.last_request: dict[str, float] = {}  # revision name -> when a request last reached it through ingress
+        self._routed: dict[str, int] = {}  # app name -> requests its host routed by weight (the spread's position)
         self.fail_next_start = ""  # scenario: the next replica's vLLM dies at start-up with this line
         self.retired: list[_Run] = []  # replicas scaled away: their lines stay in the logs (log_analytics_api.py)
         # (when, app, revision, HTTP status) of each request through ingress, for the metrics stand-in
@@ -141,10 +147,9 @@ class AcaReplicas:
         min_r = int(scale.get("minReplicas", 0) or 0)
         max_r = int(scale.get("maxReplicas", 10) or 10)
         cooldown = float(scale.get("cooldownPeriod", DEFAULT_COOLDOWN_S) or DEFAULT_COOLDOWN_S)
-        weight = self.aca.weights(app).get(rev.name, 0)
-        last = self.last_request.get(app.name)
+        last = self.last_request.get(rev.name)
         provisioned = rev.provisioned_at or now
-        busy = weight > 0 and last is not None and provisioned <= now and now - last < cooldown
+        busy = rev.active and last is not None and provisioned <= now and now - last < cooldown
         wanted = min(max(min_r, 1 if busy else 0), max_r)
         if wanted == 0:
             gone = self.runs.pop(rev.name, None)
@@ -222,21 +227,51 @@ class AcaReplicas:
 
     # --- ingress -----------------------------------------------------------------------------------------------
 
+    def _route(self, app: App, host: str) -> str:
+        """The revision a request to `host` reaches ('' when none): the app's host by weight, a revision's or a
+        label's host that revision."""
+        domain = self.aca.default_domain
+        for rev in app.revisions.values():
+            if host == f"{rev.name}.{domain}":
+                return rev.name if rev.active else ""
+        for t in (app.body.get("properties", {}).get("configuration") or {}).get("ingress", {}).get("traffic") or []:
+            if t.get("label") and host == load_aca_catalog().traffic.label_fqdn(
+                app.name, t["label"], self.aca.fqdn(app.name)
+            ):
+                return (app.latest_ready or "") if t.get("latestRevision") else str(t.get("revisionName", ""))
+        weights = [(r, w) for r, w in self.aca.weights(app).items() if w > 0]
+        if not weights:
+            return ""
+        n = self._routed.get(app.name, 0)
+        self._routed[app.name] = n + 1
+        spot = (n * 61) % 100  # 61 is prime to 100: consecutive requests spread over the whole 0..99
+        total = 0
+        for name, w in weights:
+            total += w
+            if spot < total * 100 // max(sum(x for _, x in weights), 1):
+                return name
+        return weights[-1][0]
+
+    def _app_for(self, host: str) -> App | None:
+        domain = "." + self.aca.default_domain
+        name = host.removesuffix(domain).split("---", 1)[0].split("--", 1)[0] if host.endswith(domain) else ""
+        app = self.aca.apps.get(name)
+        return app if app is not None and app.deleting_since is None else None
+
     def _serving(self, fqdn: str) -> tuple[str, str, VllmSim | None]:
         """(app, revision, the vLLM that answers `fqdn` now or None): a request through ingress counts as traffic."""
         with self.aca.lock:
             self.aca._advance()
             now = self._now()
-            app = next((a for a in self.aca.apps.values() if self.aca.fqdn(a.name) == fqdn), None)
-            if app is None or app.deleting_since is not None:
+            app = self._app_for(fqdn)
+            if app is None:
                 return "", "", None
-            self.last_request[app.name] = now
-            weights = self.aca.weights(app)
-            if not weights:
-                return app.name, "", None
-            name = max(weights, key=lambda r: (weights[r], list(app.revisions).index(r)))
+            name = self._route(app, fqdn)
             rev = app.revisions.get(name)
-            if rev is None or self.runtime(app, rev, now)[0] != "Running":
+            if rev is None:
+                return app.name, name, None
+            self.last_request[name] = now
+            if self.runtime(app, rev, now)[0] != "Running":
                 return app.name, name, None
             run = self.runs.get(name)
             return app.name, name, run.sim if run else None

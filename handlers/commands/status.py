@@ -56,6 +56,12 @@ def render_status(r: StatusReport) -> Reply:
             ("URL", s.uri or "—"),
             *([("Revisions", revisions)] if r.revisions else []),  # a target without revisions has none to show
             *([("Traffic", f"split: {split}")] if len(shares) > 1 else []),
+            # All of it on a revision that is not the latest ready (a rollback or a promote pinned it): say which.
+            *(
+                [("Traffic", f"100% `{shares[0].revision}` (pinned)")]
+                if len(shares) == 1 and shares[0].revision and shares[0].revision != s.latest_ready_revision
+                else []
+            ),
             ("Scaling", scaling),
             *([("Accelerator", s.accelerator)] if s.accelerator else [("GPU", gpu)]),
             *resources,

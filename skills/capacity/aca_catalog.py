@@ -146,6 +146,21 @@ class ColdStart(_Strict):
     source: str
 
 
+class Traffic(_Strict):
+    """How ACA routes traffic between revisions (Multiple mode): label hosts, the latest-revision weight, what
+    stays running, how a revision is named."""
+
+    label_host: str  # format with app, label, domain
+    latest_revision: str
+    multiple_mode: str
+    revision_name: str  # format with app, suffix
+    source: str
+
+    def label_fqdn(self, app: str, label: str, app_fqdn: str) -> str:
+        """The host a label gives its revision, from the app's own FQDN (`<app>.<domain>`)."""
+        return self.label_host.format(app=app, label=label, domain=app_fqdn.removeprefix(f"{app}."))
+
+
 class GpuNote(_Strict):
     text: str
     source: str
@@ -166,6 +181,7 @@ class AcaCatalog(_Strict):
     revision_notes: str
     traffic_weights_total: int
     revision_source: str
+    traffic: Traffic
     max_replicas: int = Field(ge=1)
     default_max_replicas: int = Field(ge=1)
     replicas_source: str
@@ -250,6 +266,7 @@ def _check_citations(cat: AcaCatalog) -> None:
         "quota": cat.quota.source,
         "probe_source": cat.probe_source,
         "revision_source": cat.revision_source,
+        "traffic": cat.traffic.source,
         "replicas_source": cat.replicas_source,
         "ingress": cat.ingress.source,
         "app_name": cat.app_name.source,

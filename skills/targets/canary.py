@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skills.errors import InvalidInput, explain_error
+from skills.ports import ServiceInfo
 
 STABLE_TAG = "stable"
 CANARY_TAG = "canary"
@@ -56,3 +57,21 @@ def canary_percent(value: Any) -> int:
         raise InvalidInput(
             f"Invalid canary: {said}", "`--canary N` sends N% of traffic (1 to 50) to the new revision."
         ) from None
+
+
+def serving_revision(info: ServiceInfo) -> str:
+    """The revision holding all traffic, or InvalidInput saying why a canary cannot start from here."""
+    shares = [t for t in info.traffic if t.percent > 0]
+    if len(shares) == 1 and shares[0].percent == 100 and shares[0].revision:
+        return shares[0].revision
+    if len(shares) > 1:
+        split = ", ".join(f"`{t.revision or 'latest'}` {t.percent}%" for t in shares)
+        raise InvalidInput(
+            f"Refused: traffic on `{info.name}` is already split ({split}); a canary compares one new revision with "
+            "the one serving everything.",
+            "Promote or roll back the running canary first (`/gemma rollback` or its buttons).",
+        )
+    raise InvalidInput(
+        f"Refused: no revision of `{info.name}` serves traffic, so a canary has nothing to compare with.",
+        "Deploy without --canary first.",
+    )

@@ -69,6 +69,7 @@ class AppRevision(BaseModel):
     provisioning_error: str = ""
     replicas: int = 0
     traffic_weight: int = 0
+    fqdn: str = ""  # properties.fqdn: the revision's own host (a request there reaches this revision only)
     template: dict[str, Any] = Field(default_factory=dict)  # properties.template (containers, scale)
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import shlex
 from typing import Any
 
 from pydantic import BaseModel
@@ -198,35 +197,3 @@ def fingerprint(spec: dict[str, Any] | None) -> str:
     if not spec:
         return ""
     return hashlib.sha256(json.dumps(sendable(spec), sort_keys=True).encode()).hexdigest()[:16]
-
-
-def az_create(app: str, spec: dict[str, Any], resource_group: str, environment: str) -> str:
-    """The Azure CLI equivalent of the create (`az containerapp create`), as an operator would type it."""
-    c = container_of(spec)
-    props = spec["properties"]
-    lo, hi = scale_of(spec)
-    probe = next((p for p in c.get("probes", []) if p.get("type") == "Startup"), None)
-    secret = props["configuration"]["secrets"][0]
-    parts = [
-        f"az containerapp create --name {app} --resource-group {shlex.quote(resource_group)}",
-        f"--environment {shlex.quote(environment)} --workload-profile-name {props['workloadProfileName']}",
-        f"--image {shlex.quote(c['image'])} --cpu {c['resources']['cpu']:g} --memory {c['resources']['memory']}",
-        f"--min-replicas {lo} --max-replicas {hi} --revisions-mode multiple",
-        f"--ingress external --target-port {VLLM_PORT} --user-assigned {shlex.quote(secret['identity'])}",
-        f"--secrets {API_KEY_SECRET}=keyvaultref:"
-        + shlex.quote(secret["keyVaultUrl"])
-        + ",identityref:"
-        + shlex.quote(secret["identity"]),
-        f"--env-vars VLLM_API_KEY=secretref:{API_KEY_SECRET}",
-        "--command " + " ".join(shlex.quote(x) for x in c.get("command", [])),
-        "--args " + " ".join(shlex.quote(a) for a in c.get("args", [])),
-    ]
-    cmd = " \\\n  ".join(parts)
-    if probe is not None:
-        # az containerapp create has no probe flags: the probe goes in with a YAML update.
-        cmd += (
-            "\n# then the startup probe (no create flag for it): `az containerapp update --name "
-            f"{app} --resource-group {shlex.quote(resource_group)} --yaml app.yaml` with "
-            f"periodSeconds {probe['periodSeconds']}, failureThreshold {probe['failureThreshold']}"
-        )
-    return cmd

@@ -2,7 +2,8 @@
 environment (workload profiles) of one resource group, through Azure Resource Manager (Microsoft.App).
 
 What it has (TargetCapabilities): revisions (every template change makes an immutable revision; in Multiple
-revision mode the old one keeps serving until traffic moves) and scale to zero (min replicas 0). A deploy plan
+revision mode the old one keeps serving until traffic moves), traffic split by revision weights and labels (scale,
+rollback, promote and canary: skills/targets/aca/traffic.py) and scale to zero (min replicas 0). A deploy plan
 runs the capacity planner on the GPU of the ACA workload profile, with the profile's vCPU and memory
 (skills/capacity/aca_catalog.py), and checks what only Azure can answer before Confirm: the environment has the
 GPU workload profile, the region offers it, the subscription's GPU quota there. While it runs, the watch follows
@@ -46,8 +47,11 @@ from skills.serving.profiles import get_profile
 from skills.serving.vllm_flags import VllmFlags
 from skills.targets.aca import spec as aspec
 from skills.targets.aca.api import AppInfo, AppRevision, ContainerAppsApi
+from skills.targets.aca.az import az_create, az_update
 from skills.targets.aca.checks import aca_preflight
 from skills.targets.aca.probe import limits_text, startup_probe
+from skills.targets.aca.traffic import AcaScope, apply_canary, plan_promote, plan_rollback, plan_scale
+from skills.targets.canary import canary_percent
 from skills.targets.env import DeployEnv
 from skills.targets.plan import Plan
 from skills.targets.plan_inputs import ActionKind, as_text, fit_for, fit_lines, validate_params
@@ -101,8 +105,8 @@ class AcaOptions:
 class AcaTarget:
     kind = KIND
     display = DISPLAY
-    # Revisions: immutable, listed (rollback and traffic weights come with the port's traffic_split later).
-    capabilities = TargetCapabilities(revisions=True, scale_to_zero=True)
+    # Revisions: immutable, listed, rolled back to by weight; traffic split by weights and labels (traffic.py).
+    capabilities = TargetCapabilities(revisions=True, traffic_split=True, scale_to_zero=True)
 
     def __init__(
         self,
@@ -147,11 +151,15 @@ class AcaTarget:
         app = await self._app(name)
         if app is None:
             raise NotFound(f"Service `{name}` does not exist (no container app of that name in this environment).")
-        latest = await self.api.get_revision(name, app.latest_revision) if app.latest_revision else None
-        ready, cond = _readiness(app, latest)
+        # Judged by the revision traffic follows: the latest (ready once its replica is) unless traffic is pinned
+        # to another revision (a rollback, a promote), whose own state and replica range are what serves.
+        pinned = _pinned(app)
+        judged_name = pinned or app.latest_revision
+        judged = await self.api.get_revision(name, judged_name) if judged_name else None
+        ready, cond = _readiness(app, judged)
         body = app.body
         container = aspec.container_of(body)
-        lo, hi = aspec.scale_of(body)
+        lo, hi = aspec.scale_of({"properties": {"template": judged.template}} if pinned and judged else body)
         resources = container.get("resources") or {}
         profile = self._profile_of(app)
         gpu = load_catalog().gpus.get(profile.gpu) if profile else None
@@ -177,11 +185,32 @@ class AcaTarget:
             memory=str(resources.get("memory", "")),
             image=str(container.get("image", "")),
             args=[str(a) for a in container.get("args") or []],
-            traffic=_traffic(body, app.latest_revision),
+            traffic=self._traffic(app),
             requires_auth=False,  # vLLM's --api-key, from Key Vault
             spec=body,
             scaling_unit="replica",
         )
+
+    def _traffic(self, app: AppInfo) -> list[TrafficTarget]:
+        """Ingress's weights as status shows them: the latest-revision weight is the latest ready revision's
+        (traffic.weights); a label gives its revision a host of its own (the canary comparison reads it)."""
+        ingress = ((app.body.get("properties") or {}).get("configuration") or {}).get("ingress") or {}
+        latest = app.latest_ready_revision or ""
+        out = []
+        for t in ingress.get("traffic") or []:
+            is_latest = bool(t.get("latestRevision"))
+            label = str(t.get("label", "") or "")
+            host = self.aca.traffic.label_fqdn(app.name, label, app.fqdn) if label and app.fqdn else ""
+            out.append(
+                TrafficTarget(
+                    revision=latest if is_latest else str(t.get("revisionName", "")),
+                    latest=is_latest,
+                    percent=int(t.get("weight", 0) or 0),
+                    tag=label,
+                    uri=self.endpoint_of(host) if host else "",
+                )
+            )
+        return out
 
     async def get_service_spec(self, name: str) -> dict[str, Any] | None:
         app = await self._app(name)
@@ -204,8 +233,11 @@ class AcaTarget:
 
     async def apply_service(self, name: str, spec: dict[str, Any], *, create: bool) -> str:
         self._check_name(name)
+        current = None if create else await self.api.get_app(name)
         handle = await self.api.begin_put_app(name, aspec.sendable(spec))
-        self._puts[handle] = name
+        template = (spec.get("properties") or {}).get("template")
+        if current is None or (current.body.get("properties") or {}).get("template") != template:
+            self._puts[handle] = name  # a new revision: watched until a replica runs (traffic-only writes are not)
         return handle
 
     async def delete_service(self, name: str) -> str:
@@ -247,9 +279,11 @@ class AcaTarget:
         if rev.provisioning_state == "Provisioning":
             return "ARM operation Succeeded; revision provisioning"
         lo, _ = aspec.scale_of(app.body)
-        if lo > 0 or rev.replicas > 0 or not app.fqdn:
+        if lo > 0 or rev.replicas > 0 or not (rev.fqdn or app.fqdn):
             return ""
-        await self.model_server.health(self.endpoint_of(app.fqdn))  # answered or not, the request starts a replica
+        # Through the revision's own host, which reaches it whatever the weights say (a canary's latest-revision
+        # weight waits for it to be ready): answered or not, the request starts a replica.
+        await self.model_server.health(self.endpoint_of(rev.fqdn or app.fqdn))
         return (
             "revision created; min replicas 0 and no traffic, so no replica runs: one request to the app starts one, "
             "to see vLLM start"
@@ -272,20 +306,26 @@ class AcaTarget:
         offline: bool = False,
         quotas: QuotaReader | None = None,
     ) -> Plan:
+        scope = AcaScope(self.api, self.aca, self.options.resource_group, KIND, DISPLAY)
         if kind == "deploy":
-            return await self._plan_deploy(params, env, offline)
+            # `canary` is no setting of the app: the deploy is planned without it, then split (traffic.py).
+            canary = params.get("canary") if not offline else None
+            plan = await self._plan_deploy({k: v for k, v in params.items() if k != "canary"}, env, offline)
+            if canary is not None:
+                plan.canary = (await apply_canary(scope, plan, canary_percent(canary))).model_dump()
+            return plan
         if kind == "destroy":
             return await self._plan_destroy(params)
         service = params.get("service") or self.options.service
-        az = {
-            "scale": f"az containerapp update --name {service} --resource-group {self.options.resource_group} "
-            "--min-replicas MIN --max-replicas MAX",
-            "rollback": f"az containerapp ingress traffic set --name {service} --resource-group "
-            f"{self.options.resource_group} --revision-weight REVISION=100",
-        }.get(kind, "")
+        if kind == "scale":
+            return await plan_scale(scope, service, params)
+        if kind == "rollback":
+            return await plan_rollback(scope, service, params)
+        if kind == "promote":
+            return await plan_promote(scope, service, params)
         raise InvalidInput(
-            f"This bot does not yet plan a {kind} of an {DISPLAY} app.",
-            (f"By hand: `{az}`; or deploy again with the new settings." if az else "Deploy again with the settings."),
+            f"This bot does not plan a {kind} of an {DISPLAY} app.",
+            "Deploy the profile again with the changed settings (`/gemma deploy PROFILE --flag value`).",
         )
 
     def _profile_for(self, gpu_name: str, wanted: str | None) -> WorkloadProfile:
@@ -393,7 +433,11 @@ class AcaTarget:
             spec=spec,
             base_fingerprint=aspec.fingerprint(current.body if current else None),
             changes=aspec.diff(current.body if current else None, spec),
-            gcloud=aspec.az_create(service, spec, self.options.resource_group, self.options.environment),
+            gcloud=(
+                az_create(service, spec, self.options.resource_group, self.options.environment)
+                if current is None
+                else az_update(service, current.body, spec, self.options.resource_group)
+            ),
             cli="az",
             target=KIND,
             wait_budget_s=float(probe.budget_s + WAIT_MARGIN_S),
@@ -540,7 +584,7 @@ class AcaTarget:
             filename=f"{service}.containerapp.yaml",
             title=f"{service} ({DISPLAY} container app, ARM JSON as YAML)",
             cli="az",
-            command=aspec.az_create(service, spec, self.options.resource_group, self.options.environment),
+            command=az_create(service, spec, self.options.resource_group, self.options.environment),
         )
 
     def sendable(self, spec: dict[str, Any]) -> dict[str, Any]:
@@ -550,6 +594,14 @@ class AcaTarget:
         """A revision's stages in ACA's words: provisioned, its replica starting, vLLM loading, healthy."""
         if plan.kind == "destroy":
             return ProgressStages(stages=(Stage(label="submitted"), Stage(label="deleting"), Stage(label="deleted")))
+        if plan.kind in ("rollback", "promote"):  # traffic only: no revision is made
+            return ProgressStages(
+                stages=(
+                    Stage(label="submitted", phases=("ARM operation",)),
+                    Stage(label="moving traffic"),
+                    Stage(label="ready"),
+                )
+            )
         stages = (
             Stage(label="submitted", phases=("ARM operation",)),
             Stage(label="revision created"),
@@ -586,22 +638,6 @@ def _merge_onto(current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _traffic(body: dict[str, Any], latest: str) -> list[TrafficTarget]:
-    ingress = ((body.get("properties") or {}).get("configuration") or {}).get("ingress") or {}
-    out = []
-    for t in ingress.get("traffic") or []:
-        is_latest = bool(t.get("latestRevision"))
-        out.append(
-            TrafficTarget(
-                revision=latest if is_latest else str(t.get("revisionName", "")),
-                latest=is_latest,
-                percent=int(t.get("weight", 0) or 0),
-                tag=str(t.get("label", "") or ""),
-            )
-        )
-    return out
-
-
 def _revision_ready(r: AppRevision) -> tuple[bool | None, str, str]:
     """A revision's readiness as the deploy watch reads it, from ACA's own states: serving once provisioned,
     running and healthy (its probes pass on vLLM's /health); failed when provisioning failed or it runs Failed."""
@@ -614,11 +650,21 @@ def _revision_ready(r: AppRevision) -> tuple[bool | None, str, str]:
     return None, r.provisioning_state, r.running_state
 
 
+def _pinned(app: AppInfo) -> str:
+    """The revision traffic is pinned to when no share follows the latest revision ('' when one does): the one
+    with the largest weight."""
+    traffic = ((app.body.get("properties") or {}).get("configuration") or {}).get("ingress", {}).get("traffic") or []
+    if not traffic or any(t.get("latestRevision") and int(t.get("weight", 0) or 0) > 0 for t in traffic):
+        return ""
+    named = max(traffic, key=lambda t: int(t.get("weight", 0) or 0))
+    return str(named.get("revisionName", ""))
+
+
 def _scaled_to_zero(app: AppInfo, r: AppRevision) -> bool:
-    """The app's ready revision with no replica running: ACA provisioned it and scaled it to zero (min replicas 0,
-    no traffic for the cooldown), which is how an idle scale-to-zero app rests, not a rollout."""
+    """A ready revision that takes traffic with no replica running: ACA provisioned it and scaled it to zero (min
+    replicas 0, no traffic for the cooldown), which is how an idle scale-to-zero app rests, not a rollout."""
     return (
-        r.name == app.latest_ready_revision
+        r.name in (app.latest_ready_revision, _pinned(app))
         and r.provisioning_state == "Provisioned"
         and r.running_state == "Running"
         and r.replicas == 0

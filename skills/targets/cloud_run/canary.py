@@ -39,7 +39,15 @@ from skills.durations import format_duration
 from skills.errors import InvalidInput
 from skills.ports import PreflightUnavailable, QuotaReader, Runtime, ServiceInfo
 from skills.serving.sizes import gib
-from skills.targets.canary import CANARY_TAG, DNS1035, MAX_LABEL, STABLE_TAG, CanaryInfo, PromoteParams
+from skills.targets.canary import (
+    CANARY_TAG,
+    DNS1035,
+    MAX_LABEL,
+    STABLE_TAG,
+    CanaryInfo,
+    PromoteParams,
+    serving_revision,
+)
 from skills.targets.cloud_run.diff import diff_specs, fingerprint
 from skills.targets.cloud_run.gcloud import annotations_note, deploy_command, traffic_command, update_commands
 from skills.targets.cloud_run.plan_common import current_spec, validate_params
@@ -48,24 +56,6 @@ from skills.targets.env import DeployEnv
 from skills.targets.plan import Plan
 
 REVISION_TARGET = "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION"
-
-
-def serving_revision(info: ServiceInfo) -> str:
-    """The revision holding all traffic, or InvalidInput saying why a canary cannot start from here."""
-    shares = [t for t in info.traffic if t.percent > 0]
-    if len(shares) == 1 and shares[0].percent == 100 and shares[0].revision:
-        return shares[0].revision
-    if len(shares) > 1:
-        split = ", ".join(f"`{t.revision or 'latest'}` {t.percent}%" for t in shares)
-        raise InvalidInput(
-            f"Refused: traffic on `{info.name}` is already split ({split}); a canary compares one new revision with "
-            "the one serving everything.",
-            "Promote or roll back the running canary first (`/gemma rollback` or its buttons).",
-        )
-    raise InvalidInput(
-        f"Refused: no revision of `{info.name}` serves traffic, so a canary has nothing to compare with.",
-        "Deploy without --canary first.",
-    )
 
 
 def canary_revision_name(service: str, plan_id: str) -> str:
