@@ -81,7 +81,10 @@ def _row(e: RevisionEvidence) -> list[str]:
     ]
 
 
-def render_comparison(c: Comparison, info: CanaryInfo, *, final: bool = False) -> Reply:
+def render_comparison(
+    c: Comparison, info: CanaryInfo, *, final: bool = False, where: str = "Cloud Run", source: str = "Cloud Monitoring"
+) -> Reply:
+    """`where`: the target as people name it; `source`: where its request counts come from (its Metrics')."""
     reply = Reply(title=f"Canary `{info.revision}` ({info.percent}%) vs `{info.baseline}`: {_HEADLINE[c.verdict]}")
     head = ["revision", "requests", "errors", "p50", "p95", "TTFT p95", "KV", "waiting"]
     rows = [head, _row(c.baseline), _row(c.canary)]
@@ -95,8 +98,8 @@ def render_comparison(c: Comparison, info: CanaryInfo, *, final: bool = False) -
         reply.add(text="\n".join(f":warning: {p}" for p in problems))
     reply.context = (
         f"over {format_duration(c.window_s, 'approx')} since the canary took traffic · a verdict needs "
-        f"{c.min_requests} requests per revision · errors: Cloud Run's 5xx share (Cloud Monitoring); latency, TTFT, "
-        "KV cache, waiting: each revision's vLLM /metrics at its tagged URL"
+        f"{c.min_requests} requests per revision · errors: 5xx share of the requests {where} counts ({source}); "
+        "latency, TTFT, KV cache, waiting: each revision's vLLM /metrics at its tagged URL"
         + ("" if final else " · updated as evidence comes in")
     )
     return reply
@@ -202,6 +205,7 @@ async def _follow(
     policy.auto_rollback = record.auto_rollback
     target = deps.targets.for_kind(record.target) if record.target else deps.targets.for_service(service)
     watch = CanaryWatch(target, deps.model_server, target.metrics, deps.clock, policy)
+    source = str(getattr(target.metrics, "source", "") or "Cloud Monitoring")  # as status heads its figures
 
     async def keep(update: dict[str, object]) -> None:
         for k, v in update.items():
@@ -214,7 +218,7 @@ async def _follow(
             log.warning("could not update the watch record of canary %s", info.revision, exc_info=True)
 
     async def report(c: Comparison) -> None:
-        reply = render_comparison(c, info)
+        reply = render_comparison(c, info, where=target.display, source=source)
         try:
             if not record.comparison_ts:
                 await keep({"comparison_ts": await responder.post(reply, thread_ts=thread_ts)})
@@ -240,7 +244,10 @@ async def _follow(
         return outcome
     if outcome.comparison is not None and record.comparison_ts:
         try:
-            await responder.update(record.comparison_ts, render_comparison(outcome.comparison, info, final=True))
+            await responder.update(
+                record.comparison_ts,
+                render_comparison(outcome.comparison, info, final=True, where=target.display, source=source),
+            )
         except Exception:  # noqa: BLE001 - the proposal below still says the verdict
             log.warning("could not finalise the canary comparison of plan %s", record.plan_id)
     c = outcome.comparison

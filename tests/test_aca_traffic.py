@@ -103,6 +103,10 @@ async def test_scale_rollback_canary_promote_match_what_azure_holds(console: Con
 
     # The comparison runs on the sandbox's clock and ends with its proposal: Promote it, 100% to it, labels gone.
     assert await eventually(lambda: f"Promote: 100% to {canary}" in console.text, timeout=30)
+    assert "5xx share of the requests Azure Container Apps counts (Azure Monitor)" in console.text
+    status = await console.line(f"/gemma status {APP} --fresh")
+    assert f"split: 90% `{third}` (stable) · 10% `{canary}` (canary)" in status, status
+    assert "Replicas" in status and "Instances" not in status, status
     plan = await console.line("click Promote")
     assert f"100% of traffic to `{canary}`" in plan and "revision label remove" in plan, plan
     out = await console.line("click Confirm")

@@ -88,6 +88,8 @@ def _iso(dt: datetime) -> str:
 
 class AcaMetrics:
     source = "Azure Monitor"  # status heads its figures with it
+    # Figures named as Azure Monitor names ACA's metric (status would say Cloud Run's "Instances").
+    labels = {"container/instance_count": "Replicas"}
 
     def __init__(
         self,

@@ -130,4 +130,7 @@ async def service_metrics(metrics: Metrics, service: str, minutes: int = 30, tim
 
     figures = await asyncio.gather(*(read_figure(metrics, service, m, minutes, timeout_s) for m in SERVICE_METRICS))
     source = str(getattr(metrics, "source", "") or "Cloud Monitoring")  # an adapter may name where it reads
+    names: dict[str, str] = getattr(metrics, "labels", None) or {}  # ... and a figure by its own metric's name
+    for f in figures:
+        f.label = names.get(f.metric, f.label)
     return ServiceMetrics(service=service, minutes=minutes, figures=list(figures), source=source)
