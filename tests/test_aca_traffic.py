@@ -5,14 +5,19 @@ ingress weights and labels), and the az equivalent against the plan's own change
 
 from __future__ import annotations
 
+import json
+
 import httpx
 
 from bot.sandbox.console_session import ConsoleSession
+from handlers.reply import CONFIRM_ACTION, PLAN_ACTION
 from skills.capacity.aca_catalog import load_aca_catalog
 from skills.capacity.aca_prices import aca_price
 from skills.targets.aca.az import az_update, expressed
+from tests.deploy_helpers import click, plan_id_of
 from tests.eventually import eventually
 from tests.test_aca_target import A100, APP, PROFILE
+from tests.test_canary import shown
 from tests.test_truthful_writes import console
 
 __all__ = ["console"]  # a fixture, used by name
@@ -175,3 +180,32 @@ def test_the_az_line_expresses_every_change_it_makes() -> None:
     assert "no flag sets properties.template.containers[vllm].probes" in cmd, cmd  # named, with the YAML route
     assert expressed(cmd, old, new) == []
     assert expressed("az containerapp update --name app", old, new)  # a command missing them is caught
+
+
+async def test_a_redeploy_carries_what_serves_and_refuses_cloud_run_fixes(console: ConsoleSession) -> None:
+    """A redeploy is what a fix button plans (an incident's remediation): pressed as Slack would press it."""
+    first = await _deployed(console)
+    standin = _world(console).standin
+    await console.line(f"/gemma scale 1 2 --service {APP}")
+    await console.line("click Confirm")
+    deps = console.deps
+    assert deps is not None
+    fix = {"action": "redeploy", "params": {"service": APP, "max_model_len": 16384}}
+    plan, _ = await click(deps, PLAN_ACTION, json.dumps(fix), user="console")
+    assert plan is not None
+    out = shown(plan)
+    assert f"Redeploy `{APP}`" in plan.title and "max_model_len=16384" in plan.title, out
+    assert '"--max-model-len", "32768"' in out and '"16384"' in out, out  # the one change to the flags
+    assert "minReplicas" not in out, out  # the replica range the scale set is carried, not the profile's
+    assert f"az containerapp update --name {APP}" in out and "--args " in out, out
+    _, responder = await click(deps, CONFIRM_ACTION, plan_id_of(plan), user="console")
+    latest = standin.apps[APP].latest
+    said = "\n".join(shown(r) for _, r, _ in responder.posts) + "\n".join(shown(r) for _, r in responder.updates)
+    assert f"revision `{latest}` is ready and serving 100%" in said, said
+    args = standin.apps[APP].revisions[latest].template["containers"][0]["args"]
+    assert args[args.index("--max-model-len") + 1] == "16384"
+    assert standin.apps[APP].revisions[latest].template["scale"] == {"minReplicas": 1, "maxReplicas": 2}
+    bad = {"action": "redeploy", "params": {"service": APP, "hf_token_from_secret": True}}
+    refused, _ = await click(deps, PLAN_ACTION, json.dumps(bad), user="console")
+    assert refused is not None and "Not fixes of an Azure Container Apps app" in shown(refused), shown(refused)
+    assert first in standin.apps[APP].revisions and standin.apps[APP].latest == latest  # nothing changed

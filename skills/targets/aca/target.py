@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from skills.actions.params import DeployParams, DestroyParams
+from skills.actions.params import DeployParams, DestroyParams, RedeployParams
 from skills.capacity.aca_catalog import AcaCatalog, WorkloadProfile, load_aca_catalog
 from skills.capacity.aca_prices import aca_price
 from skills.capacity.catalog import load_catalog
@@ -79,6 +79,15 @@ _NOT_HERE: dict[str, str] = {
     "cpu": "--cpu: an ACA GPU replica gets its workload profile's vCPU",
     "memory": "--memory: an ACA GPU replica gets its workload profile's memory",
     "concurrency": "--concurrency is Cloud Run's; on ACA vLLM's --max-num-seqs bounds the batch",
+}
+
+
+# Redeploy fixes that are Cloud Run's (a GCS FUSE mount, Secret Manager, a bucket): refused on ACA, not ignored.
+_NOT_ACA_FIXES: dict[str, str] = {
+    "fix_fuse_mount_options": "fix_fuse_mount_options is a Cloud Run GCS FUSE mount's",
+    "hf_token_from_secret": "hf_token_from_secret reads Secret Manager (Cloud Run)",
+    "model_source": "model_source chooses a Cloud Run bucket mount or the Hub",
+    "model": "model: an ACA app serves its profile's model; deploy another profile to change it",
 }
 
 
@@ -316,6 +325,8 @@ class AcaTarget:
             return plan
         if kind == "destroy":
             return await self._plan_destroy(params)
+        if kind == "redeploy":
+            return await self._plan_redeploy(params, env)
         service = params.get("service") or self.options.service
         if kind == "scale":
             return await plan_scale(scope, service, params)
@@ -480,6 +491,72 @@ class AcaTarget:
             plan.notes.append(f"The app is created in environment `{self.options.environment}` ({location}).")
         if environment is not None:
             plan.preflight = await aca_preflight(self.api, self.aca, environment, wp, cfg.max_instances)
+        return plan
+
+    async def _plan_redeploy(self, params: dict[str, Any], env: DeployEnv) -> Plan:
+        """A redeploy of an ACA app: its deploy profile (the app's tag) with the settings that serve now carried
+        over (the vLLM flags and replica range of the revision traffic follows) and the requested changes on top,
+        planned as a deploy is (fit on the profile's GPU, Azure's preflight, the az equivalent)."""
+        r: RedeployParams = validate_params(RedeployParams, params, "redeploy")
+        asked = r.model_dump(exclude_none=True)
+        foreign = sorted(k for k in asked if k in _NOT_ACA_FIXES)
+        if foreign:
+            raise InvalidInput(
+                f"Not fixes of an {DISPLAY} app: " + "; ".join(_NOT_ACA_FIXES[k] for k in foreign) + ".",
+                "On ACA vLLM pulls the weights from the Hub (Gemma 4 is not gated) and no bucket is mounted.",
+            )
+        service = r.service or self.options.service
+        app = await self._app(service)
+        if app is None:
+            raise NotFound(f"Service `{service}` does not exist (no container app of that name).")
+        tags = app.body.get("tags") or {}
+        profile = tags.get(aspec.TAG_PROFILE)
+        if not profile:
+            raise InvalidInput(
+                f"`{service}` was not deployed by this bot (no `{aspec.TAG_PROFILE}` tag), so there is no profile to "
+                "redeploy it from.",
+                "Deploy a profile to it: `/gemma deploy PROFILE --service " + service + "`.",
+            )
+        pinned = _pinned(app)
+        serving = await self.api.get_revision(service, pinned) if pinned else None
+        template = serving.template if serving else (app.body.get("properties") or {}).get("template") or {}
+        flags = VllmFlags.parse_or_none(
+            [str(a) for a in aspec.container_of({"properties": {"template": template}}).get("args") or []]
+        )
+        lo, hi = aspec.scale_of({"properties": {"template": template}})
+        carried: dict[str, Any] = {"min_instances": lo, "max_instances": hi}
+        if flags is not None:
+            carried.update(
+                max_model_len=flags.max_model_len,
+                gpu_memory_utilization=flags.gpu_memory_utilization,
+                max_num_seqs=flags.max_num_seqs,
+                cpu_offload_gb=flags.cpu_offload_gb or None,
+                enforce_eager=flags.enforce_eager or None,
+                kv_cache_dtype="fp8" if flags.kv_cache_dtype.startswith("fp8") else None,
+            )
+        # The planner decides --dtype by the GPU (half on the T4, which has no bfloat16): a dtype fix is its to make.
+        changes = {k: v for k, v in asked.items() if k not in ("service", "on_serving", "dtype", "enable_tool_calling")}
+        merged = {k: v for k, v in {**carried, **changes}.items() if v is not None}
+        running = str(aspec.container_of({"properties": {"template": template}}).get("image") or "")
+        image = r.image or running or env.image  # the image that serves, unless a new one is asked for
+        plan = await self._plan_deploy(
+            {
+                "profile": profile,
+                "service": service,
+                **{k: v for k, v in merged.items() if k not in ("image", "model")},
+            },
+            env.model_copy(update={"image": image}) if image else env,
+            False,
+        )
+        plan.kind = "redeploy"
+        plan.params = asked
+        plan.summary = f"Redeploy `{service}` ({profile}, the running settings" + (
+            " with " + ", ".join(f"{k}={v}" for k, v in changes.items()) + ")" if changes else ")"
+        )
+        if pinned:
+            plan.notes.insert(0, f"Built on `{pinned}`, the revision traffic is pinned to (its flags and replicas).")
+        if "dtype" in asked:
+            plan.notes.append(f"--dtype: the planner sets it for the profile's GPU ({asked['dtype']} asked).")
         return plan
 
     async def _plan_destroy(self, params: dict[str, Any]) -> Plan:
