@@ -391,5 +391,7 @@ def build_alert_queue(
     chat = RenderedIncidentChat(
         lambda channel: ChannelResponder(client, channel, payloads=payloads), deps.settings.vllm_service_name
     )
-    threads = IncidentThreads(deps.redis, deps.settings, chat, investigate, clock, store_down=_REDIS_DOWN)
+    threads = IncidentThreads(
+        deps.redis, deps.settings, chat, investigate, clock, store_down=_REDIS_DOWN, known=deps.service_targets
+    )
     return AlertQueue(deps, threads.handle, threads.on_dead, concurrency=concurrency, publisher=threads.publisher)

@@ -38,7 +38,7 @@ def _link(r: Reply, url: str, source: str) -> str:
     """The alert's console link (its URL comes from the alert: Reply.link refuses one that is not plain http)."""
     if not url:
         return "—"
-    label = "Cloud Monitoring incident" if source == "gcp" else "Alertmanager"
+    label = {"gcp": "Cloud Monitoring incident", "azure": "Azure Monitor alert"}.get(source, "Alertmanager")
     return r.link(url, label)
 
 

@@ -69,7 +69,13 @@ async def attach_console(deps: Deps, responder: Any) -> None:
     # The incident pipeline runs on the sandbox's clock: a fix's follow-up after ALERT_FIX_CHECK_S, coalescing and
     # debounce pass at SANDBOX_SPEED, like the simulated cold starts they follow.
     threads = IncidentThreads(
-        deps.redis, deps.settings, chat, make_investigator(deps), sandbox.clock, store_down=STORE_DOWN
+        deps.redis,
+        deps.settings,
+        chat,
+        make_investigator(deps),
+        sandbox.clock,
+        store_down=STORE_DOWN,
+        known=deps.service_targets,
     )
     queue = AlertQueue(deps, threads.handle, threads.on_dead, concurrency=2, publisher=threads.publisher)
     await queue.start()

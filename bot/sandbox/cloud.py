@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
+from bot.sandbox import aca_scenarios as aca_sc
 from bot.sandbox import scenarios as sc
 from bot.sandbox import startup_lines as sl
 from bot.sandbox.aca_world import AcaWorld
@@ -120,6 +121,8 @@ class Sandbox:
         # Alerts sent and not yet closed: incident id -> (the revision it is about, the open payload). Like Cloud
         # Monitoring, the sandbox sends the close notification when the condition stops being met.
         self.open_alerts: dict[str, tuple[str, dict[str, Any]]] = {}
+        # The same for the ACA scenarios' Azure Monitor alerts: alertId -> (the ACA revision, the Fired payload).
+        self.azure_open: dict[str, tuple[str, dict[str, Any]]] = {}
         self._watcher: asyncio.Task[None] | None = None
         self._good_template: dict[str, Any] | None = None  # the last template that served (scenarios start there)
         self.urls: dict[str, str] = {}
@@ -355,15 +358,30 @@ class Sandbox:
         async with httpx.AsyncClient(transport=transport, base_url="http://sandbox.local", timeout=30) as client:
             return await client.post("/alerts/gcp", params={"auth_token": self.alert_token}, json=payload)
 
+    async def post_azure_alert(self, payload: dict[str, Any]) -> httpx.Response:
+        """Azure Monitor's action group webhook call (common alert schema), into the bot's `/alerts/azure`."""
+        if self.alert_app is None:
+            raise RuntimeError("the bot's alert webhook is not wired to the sandbox")
+        transport = httpx.ASGITransport(app=self.alert_app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://sandbox.local", timeout=30) as client:
+            return await client.post("/alerts/azure", params={"auth_token": self.alert_token}, json=payload)
+
+    def track_azure_alert(self, revision: str, payload: dict[str, Any]) -> None:
+        """An ACA scenario's alert about `revision`: resolved once a newer revision of the app serves."""
+        self.azure_open[payload["data"]["essentials"]["alertId"]] = (revision, payload)
+        self._watch()
+
     def scenario_list(self) -> list[SandboxScenario]:
         """Every scenario, and the alert whose incident it opens: a field scenario's (`run_scenario` sends
         Cloud Monitoring's alert for its policy); TPU, preflight and canary scenarios send none (the bot's own
         commands show them: a deploy's progress, a plan's refusal, status and diagnose, the canary's thread)."""
         field = [SandboxScenario(s.name, s.summary, s.kind, s.alert) for s in sc.SCENARIOS.values()]
         tpu = [SandboxScenario(s.name, s.summary, s.kind, "") for s in TPU_SCENARIOS.values()]
+        # ACA scenarios send Azure Monitor's alert (common alert schema) to /alerts/azure: each opens a thread
+        aca = [SandboxScenario(s.name, s.summary, s.kind, s.alert) for s in aca_sc.ACA_SCENARIOS.values()]
         canary = [SandboxScenario(n, what, "a canary's comparison", "") for n, (what, _) in CANARY_SCENARIOS.items()]
         preflight = [SandboxScenario(n, what, "preflight, at plan time", "") for n, what in PREFLIGHT_SCENARIOS.items()]
-        return field + tpu + preflight + canary
+        return field + tpu + aca + preflight + canary
 
     async def fire(self, name: str, on_event: Callable[[str], Awaitable[None]]) -> None:
         """Run a scenario by name, narrating failures of the sandbox itself instead of raising them."""
@@ -374,6 +392,11 @@ class Sandbox:
                 return
             if name in TPU_SCENARIOS:
                 await TPU_SCENARIOS[name].run(self, on_event)
+                return
+            if name in aca_sc.ACA_SCENARIOS:
+                await aca_sc.ACA_SCENARIOS[name].run(self, on_event)
+                if self.settle is not None:
+                    await self.settle()
                 return
             if name in CANARY_SCENARIOS:
                 await on_event(self.fleet.arm(name))
@@ -454,7 +477,7 @@ class Sandbox:
     async def _watch_alerts(self, every_s: float = 0.1) -> None:
         """Send the close notification of each open alert whose condition cleared (Cloud Monitoring evaluates
         its conditions continuously; here, every `every_s` of real time)."""
-        while self.open_alerts:
+        while self.open_alerts or self.azure_open:
             await asyncio.sleep(every_s)
             await self.close_cleared()
 
@@ -474,6 +497,42 @@ class Sandbox:
                 continue
             if resp.status_code == 202:
                 self.open_alerts.pop(iid, None)
+                sent += 1
+        return sent + await self._close_cleared_azure()
+
+    def aca_cleared(self, revision: str) -> bool:
+        """Is an ACA alert about `revision` no longer met? Once a newer revision of the app is its latest and ready
+        (a fix deployed), or the app is gone."""
+        standin = self.azure.standin
+        with standin.lock:
+            standin._advance()
+            app = standin.apps.get(aca_sc.SERVICE)
+            if app is None or app.deleting_since is not None:
+                return True
+            order = list(app.revisions)
+            ready = app.latest_ready
+            return (
+                bool(ready) and ready == app.latest and revision in order and order.index(ready) > order.index(revision)
+            )
+
+    async def _close_cleared_azure(self) -> int:
+        """Azure Monitor's Resolved notification (the same alert instance, monitorCondition Resolved) for each
+        ACA alert whose condition cleared."""
+        sent = 0
+        for alert_id, (revision, fired) in list(self.azure_open.items()):
+            if alert_id not in self.azure_open or not self.aca_cleared(revision):
+                continue
+            resolved = copy.deepcopy(fired)
+            essentials = resolved["data"]["essentials"]
+            essentials["monitorCondition"] = "Resolved"
+            essentials["resolvedDateTime"] = aca_sc.azure_now(self.azure, self.clock).isoformat()
+            try:
+                resp = await self.post_azure_alert(resolved)
+            except Exception as exc:  # noqa: BLE001 - the next look retries, as Azure Monitor would
+                log.warning("sandbox: Azure Monitor resolve for %s failed: %s", alert_id, exc)
+                continue
+            if resp.status_code == 202:
+                self.azure_open.pop(alert_id, None)
                 sent += 1
         return sent
 

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from handlers.alerts import alertmanager, gcp
+from handlers.alerts import alertmanager, azure_monitor, gcp
 from handlers.alerts.decode import Undecodable, load_alert_json
 from handlers.http_body import HttpProblem, read_body
 from skills.incidents.model import Alert, is_known_service
@@ -36,8 +36,9 @@ Enqueue = Callable[[list[Alert]], Awaitable[tuple[int, int]]]
 
 
 def known_services(deps: HandlerDeps) -> frozenset[str]:
-    """Services this bot manages (diagnosis, actions); alerts for others are posted with a note."""
-    return frozenset({deps.settings.vllm_service_name})
+    """Services this bot manages (diagnosis, actions): the default target's and those the settings put on another
+    target (ACA, TPU); alerts for others are posted with a note."""
+    return frozenset({deps.settings.vllm_service_name, *deps.targets.services})
 
 
 def _eq(a: str, b: str) -> bool:
@@ -146,7 +147,9 @@ async def _accept(
 
 
 def alert_routes(deps: HandlerDeps, enqueue: Enqueue) -> list[Route]:
-    """`POST /alerts/gcp` and `POST /alerts/alertmanager` for the app in bot/web.py."""
+    """`POST /alerts/gcp`, `POST /alerts/alertmanager` and `POST /alerts/azure` (Azure Monitor's common alert schema,
+    handlers/alerts/azure_monitor.py; authenticated as /alerts/gcp: Basic, or the `auth_token` query parameter an
+    action group's webhook URL carries) for the app in bot/web.py."""
     limit = deps.settings.alert_max_body_bytes
     known = known_services(deps)
 
@@ -169,7 +172,17 @@ def alert_routes(deps: HandlerDeps, enqueue: Enqueue) -> list[Route]:
             return JSONResponse({"error": p.message}, p.status, headers=p.headers)
         return await _accept(alerts, enqueue, known, rejected)
 
+    async def azure_hook(request: Request) -> JSONResponse:
+        try:
+            check_auth(request, deps, query_token=True, bearer=False)
+            body = await read_body(request, limit)
+            alerts = azure_monitor.to_alerts(_parse(azure_monitor.Notification, body))
+        except HttpProblem as p:
+            return JSONResponse({"error": p.message}, p.status, headers=p.headers)
+        return await _accept(alerts, enqueue, known)
+
     return [
         Route("/alerts/gcp", gcp_hook, methods=["POST"]),
         Route("/alerts/alertmanager", alertmanager_hook, methods=["POST"]),
+        Route("/alerts/azure", azure_hook, methods=["POST"]),
     ]

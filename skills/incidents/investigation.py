@@ -31,7 +31,7 @@ from skills.incidents.lifecycle_store import IncidentLifecycle
 from skills.incidents.model import Alert, Incident, utcnow, window_for
 from skills.incidents.store import IncidentStore
 from skills.logs.redact import redact
-from skills.ports import LogQuery, ModelEndpoint, ModelServer, Store
+from skills.ports import LogBatch, LogEntry, LogQuery, Logs, ModelEndpoint, ModelServer, Store
 from skills.targets.registry import Targets
 
 log = logging.getLogger(__name__)
@@ -119,6 +119,27 @@ class Unfinished:
 
 Step = Findings | Changes | Plan | NoPlan | Unfinished
 
+# An alert's own error line: an Azure activity log alert on a write ARM refused (handlers/alerts/azure_monitor.py
+# puts ARM's error in this label). A refused write runs nothing, so no log holds it: diagnosis reads it with the logs.
+ALERT_ERROR_LABEL = "armError"
+
+
+class _WithAlertError:
+    """The Logs port, plus the alert's own error (ALERT_ERROR_LABEL) as one ERROR line at the alert's start."""
+
+    def __init__(self, logs: Logs, alert: Alert) -> None:
+        self.logs, self.alert = logs, alert
+
+    async def fetch(self, query: LogQuery) -> LogBatch:
+        batch = await self.logs.fetch(query)
+        line = LogEntry(
+            timestamp=self.alert.started_at,
+            severity="ERROR",
+            text=self.alert.labels[ALERT_ERROR_LABEL],
+            log_name=f"alert:{self.alert.source}",
+        )
+        return batch.model_copy(update={"entries": [*batch.entries, line]})
+
 
 async def model_problem(ports: InvestigationPorts) -> str:
     """Why the model cannot be asked now ('' when it can). Configuration problems (no agent, no address) are
@@ -190,6 +211,8 @@ async def _steps(ports: InvestigationPorts, inc: Incident, alert: Alert) -> Asyn
     now = utcnow()
     since, until = window_for(alert, now)
     logs = ports.targets.for_service(inc.service).logs  # the logs of the target serving it
+    if logs is not None and alert.labels.get(ALERT_ERROR_LABEL):
+        logs = _WithAlertError(logs, alert)
     if logs is None:
         yield Findings(inc.service, since, until, wired=False)
     else:

@@ -59,7 +59,7 @@ def severity_rank(severity: str) -> int:
 class Alert(BaseModel):
     """One alert notification, whatever sent it."""
 
-    source: Literal["gcp", "alertmanager"]
+    source: Literal["gcp", "alertmanager", "azure"]
     fingerprint: str = Field(min_length=1)  # GCP incident_id; Alertmanager per-alert fingerprint
     state: AlertState
     name: str  # GCP policy name; Alertmanager alertname
@@ -465,6 +465,10 @@ def window_for(alert: Alert, now: datetime, before: timedelta = timedelta(minute
     """The log window diagnosis looks at: a while before the alert started, up to its end (or now)."""
     start = (alert.started_at or now) - before
     end = alert.ended_at or now
+    # A sender whose clock is ahead of ours (the sandbox's Azure runs at SANDBOX_SPEED) says the alert fired
+    # "later" than now: the window still reaches that moment, so the lines before it are read.
+    if alert.started_at is not None:
+        end = max(end, alert.started_at)
     return start, max(end, start + timedelta(minutes=1))
 
 

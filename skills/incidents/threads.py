@@ -14,7 +14,7 @@ the service's thread is said in skills/incidents/model.py.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 
 from skills.clock import REAL_CLOCK, Clock
 from skills.incidents.chat import DeadNotice, IncidentChat, Rendered
@@ -43,11 +43,14 @@ class IncidentThreads:
         investigate: Investigator | None = None,
         clock: Clock = REAL_CLOCK,
         store_down: tuple[type[BaseException], ...] = STORE_DOWN,
+        known: Iterable[str] = (),
     ) -> None:
         self.s = settings
         self.chat = chat
         self.investigate = investigate
-        self.known = frozenset({self.s.vllm_service_name})
+        # The services it diagnoses: the default target's, and those the settings put on other targets (`known`:
+        # an ACA or TPU service), so their alerts are investigated through their own target's logs.
+        self.known = frozenset({self.s.vllm_service_name, *known})
         self.store = IncidentStore(store, self.s.key_prefix, clock)
         self.publisher = IncidentPublisher(store, settings, chat, clock, on_dead=self.on_dead, store_down=store_down)
 

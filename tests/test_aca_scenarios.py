@@ -1,0 +1,92 @@
+"""ACA sandbox scenarios reach the bot as Azure Monitor alerts (issue 55): each scenario breaks the sandbox's Container
+Apps app by hand (straight to the ARM stand-in), waits for the failure by the stand-in's rules, and POSTs the common
+alert schema to the bot's `/alerts/azure`; the incident thread that opens leads its findings with the scenario's
+diagnosis kind, read from the app's logs in the sandbox's Log Analytics through the ACA target. The sandbox's clock is
+stopped: the test moves it (as the real clock would at SANDBOX_SPEED) while a scenario runs."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from bot.deps import Deps
+from bot.sandbox.aca_scenarios import ACA_SCENARIOS, SERVICE
+from bot.sandbox.attach import attach_console, build_sandbox_deps
+from bot.sandbox.clock import SandboxClock
+from bot.sandbox.cloud import Sandbox
+from bot.settings import load_settings
+from bot.wiring import close_deps
+from handlers.reply import Reply
+from skills.targets.aca.target import KIND as ACA_KIND
+from tests.conftest import REDIS_URL
+from tests.deploy_helpers import RecordingResponder
+
+
+@pytest.fixture
+def sandbox() -> Iterator[Sandbox]:
+    sb = Sandbox(clock=SandboxClock(speed=0), image=load_settings().vllm_image).start()
+    yield sb
+    sb.close()
+
+
+@pytest.fixture
+async def wired(sandbox: Sandbox, key_prefix: str, redis_client: Any) -> AsyncIterator[tuple[Deps, RecordingResponder]]:
+    base = load_settings(key_prefix=key_prefix, redis_url=REDIS_URL, deployer_user_ids="UDEPLOYER")
+    deps = build_sandbox_deps(sandbox.configure(base), sandbox, None)
+    responder = RecordingResponder()
+    await attach_console(deps, responder)
+    yield deps, responder
+    await sandbox.aclose()
+    await close_deps(deps)
+
+
+def shown(reply: Reply) -> str:
+    parts = [reply.title, reply.context or ""]
+    for s in reply.sections:
+        parts += [s.heading or "", s.text or "", s.code or ""]
+    return "\n".join(parts)
+
+
+async def fire(sandbox: Sandbox, name: str, step_s: float = 5.0) -> list[str]:
+    """Run the scenario while the sandbox's clock moves `step_s` every 10 ms of real time; what it narrated."""
+    said: list[str] = []
+
+    async def say(text: str) -> None:
+        said.append(text)
+
+    task = asyncio.ensure_future(sandbox.fire(name, say))
+    while not task.done():
+        sandbox.clock.advance(step_s)
+        await asyncio.sleep(0.01)
+    await task
+    return said
+
+
+def thread_of(responder: RecordingResponder) -> str:
+    """Everything the incident's header and thread replies showed (posts and their edits)."""
+    return "\n".join(shown(r) for _, r, _ in responder.posts) + "\n" + "\n".join(shown(r) for _, r in responder.updates)
+
+
+def leading_kind(text: str) -> str:
+    findings = text[text.index("finding(s)") :] if "finding(s)" in text else ""
+    first = re.search(r"`([a-z0-9_]+)`", findings)
+    return first.group(1) if first else ""
+
+
+@pytest.mark.parametrize("name", sorted(ACA_SCENARIOS))
+async def test_each_aca_scenario_opens_an_incident_whose_findings_name_its_kind(
+    name: str, sandbox: Sandbox, wired: tuple[Deps, RecordingResponder]
+) -> None:
+    deps, responder = wired
+    assert deps.targets.for_service(SERVICE).kind == ACA_KIND  # the app's logs are read through the ACA target
+    said = await fire(sandbox, name)
+    text = thread_of(responder)
+    assert "FIRING" in text and SERVICE in text, f"{name}: no incident thread\n{said}\n{text}"
+    assert "not a service this bot manages" not in text
+    scenario = ACA_SCENARIOS[name]
+    assert scenario.alert in text, text
+    assert leading_kind(text) == scenario.kind, f"{name}: findings do not lead with {scenario.kind}\n{said}\n{text}"
