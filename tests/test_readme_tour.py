@@ -140,3 +140,8 @@ def test_the_readme_tour_in_one_console_run(tmp_path: Path) -> None:
     assert "Bfloat16 is only supported on GPUs with compute capability of at least 8.0" in said, said
     assert "deploy `vllm-gemma4-aca`: ready" in said and "instance starting" not in said, said
     assert "workload profile `Consumption-GPU-NC24-A100`" in seen["/gemma status vllm-gemma4-aca"]
+    # ... and its traffic by revision weights: a scale's new revision, a canary's labelled split, a rollback to stable.
+    assert "scale `vllm-gemma4-aca`: ready" in said and "--min-replicas 1 --max-replicas 2" in said, said
+    assert "10% of traffic to `vllm-gemma4-aca--canary-" in said and "revision label add" in said, said
+    assert re.search(r"split: 90% `vllm-gemma4-aca--\w+` \(stable\) · 10% `vllm-gemma4-aca--canary-", said), said
+    assert "rollback `vllm-gemma4-aca`: ready" in said, said
