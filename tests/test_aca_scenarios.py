@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bot.deps import Deps
-from bot.sandbox.aca_scenarios import ACA_SCENARIOS, SERVICE
+from bot.sandbox.aca_scenarios import ACA_SCENARIOS, SERVICE, T4, app_body, arm
 from bot.sandbox.attach import attach_console, build_sandbox_deps
 from bot.sandbox.clock import SandboxClock
 from bot.sandbox.cloud import Sandbox
@@ -24,6 +24,7 @@ from handlers.reply import Reply
 from skills.targets.aca.target import KIND as ACA_KIND
 from tests.conftest import REDIS_URL
 from tests.deploy_helpers import RecordingResponder
+from tests.eventually import eventually
 
 
 @pytest.fixture
@@ -90,3 +91,29 @@ async def test_each_aca_scenario_opens_an_incident_whose_findings_name_its_kind(
     scenario = ACA_SCENARIOS[name]
     assert scenario.alert in text, text
     assert leading_kind(text) == scenario.kind, f"{name}: findings do not lead with {scenario.kind}\n{said}\n{text}"
+
+
+async def test_a_fixed_revision_resolves_the_incident_through_azure_monitors_resolved(
+    sandbox: Sandbox, wired: tuple[Deps, RecordingResponder]
+) -> None:
+    _, responder = wired
+    await fire(sandbox, "aca-bf16-on-t4")
+    assert not any("RESOLVED" in r.title for _, r in responder.updates)
+    # The teammate fixes it by hand: the same app with --dtype half, a new revision that provisions and serves.
+    body = app_body(sandbox.azure, profile=T4, model="gemma-4-e4b")
+    body["properties"]["template"]["containers"][0]["args"] += ["--dtype", "half"]
+    resp = await arm(sandbox.azure, "PUT", body=body)
+    assert resp.status_code == 200, resp.text
+
+    def resolved() -> bool:
+        sandbox.clock.advance(5.0)
+        return any(r.title.startswith(":white_check_mark: RESOLVED: vllm-replica-errors") for _, r in responder.updates)
+
+    assert await eventually(resolved, timeout=30.0)
+    assert sandbox.azure_open == {}  # the sandbox's Azure Monitor sent the Resolved of its one open alert
+
+
+def test_the_scenario_list_names_each_aca_scenario_and_the_alert_it_sends(sandbox: Sandbox) -> None:
+    listed = {s.name: s for s in sandbox.scenario_list()}
+    for name, scenario in ACA_SCENARIOS.items():
+        assert listed[name].alert == scenario.alert and listed[name].kind == scenario.kind

@@ -95,7 +95,7 @@ def _arm_url(world: AcaWorld, path: str = "") -> str:
     )
 
 
-async def _arm(world: AcaWorld, method: str, path: str = "", body: dict[str, Any] | None = None) -> httpx.Response:
+async def arm(world: AcaWorld, method: str, path: str = "", body: dict[str, Any] | None = None) -> httpx.Response:
     async with httpx.AsyncClient(
         verify=world.ca_files["arm"], headers={"Authorization": f"Bearer {world.token}"}, timeout=10
     ) as client:
@@ -137,7 +137,7 @@ async def wait_revision(sb: AcaSandbox, revision: str, timeout_s: float) -> dict
     as `az containerapp revision show` reads them."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        resp = await _arm(sb.azure, "GET", f"/revisions/{revision}")
+        resp = await arm(sb.azure, "GET", f"/revisions/{revision}")
         if resp.status_code == 200:
             props: dict[str, Any] = resp.json().get("properties") or {}
             if props.get("provisioningState") == "Failed" or props.get("runningState") == "Failed":
@@ -309,7 +309,7 @@ async def _break_revision(
     """PUT `body` as `az containerapp update` would, after `seed`; wait for the revision's failure; alert."""
     world = sb.azure
     seed()
-    resp = await _arm(world, "PUT", body=body)
+    resp = await arm(world, "PUT", body=body)
     if resp.status_code >= 400:
         err = (
             (resp.json().get("error") or {})
@@ -402,7 +402,7 @@ async def _quota_zero(sb: AcaSandbox, say: Narrate) -> None:
         f"The environment's serverless GPU quota is now 0 ({', '.join(usages)}). `/gemma deploy {PROFILE_A100}` is "
         "refused at plan time (preflight reads the usage); a teammate deploys by hand anyway."
     )
-    resp = await _arm(world, "PUT", body=app_body(world, profile=T4, model="gemma-4-e4b-qat"))
+    resp = await arm(world, "PUT", body=app_body(world, profile=T4, model="gemma-4-e4b-qat"))
     if resp.status_code < 400:
         await say(f":warning: ARM accepted the write ({resp.status_code}): no quota refusal, no alert.")
         return
