@@ -5,7 +5,9 @@ ingress weights and labels), and the az equivalent against the plan's own change
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 
 import httpx
 
@@ -14,6 +16,7 @@ from handlers.reply import CONFIRM_ACTION, PLAN_ACTION
 from skills.capacity.aca_catalog import load_aca_catalog
 from skills.capacity.aca_prices import aca_price
 from skills.targets.aca.az import az_update, expressed
+from tests.conftest import REDIS_URL
 from tests.deploy_helpers import click, plan_id_of
 from tests.eventually import eventually
 from tests.test_aca_target import A100, APP, PROFILE
@@ -209,3 +212,38 @@ async def test_a_redeploy_carries_what_serves_and_refuses_cloud_run_fixes(consol
     refused, _ = await click(deps, PLAN_ACTION, json.dumps(bad), user="console")
     assert refused is not None and "Not fixes of an Azure Container Apps app" in shown(refused), shown(refused)
     assert first in standin.apps[APP].revisions and standin.apps[APP].latest == latest  # nothing changed
+
+
+async def test_a_canary_with_users_gets_a_verdict_from_each_revisions_own_evidence() -> None:
+    """Users send requests to the app's host while the canary runs; the comparison reads each revision through
+    its label's host and Azure Monitor per revision, and proposes a promotion once both served enough."""
+    session = await ConsoleSession(REDIS_URL, speed=300).start()  # slow enough for the users to keep up
+    try:
+        await _deployed(session)
+        await session.line(f"/gemma deploy {PROFILE} --max-model-len 16384 --canary 50")
+        url = _world(session).replicas.endpoint_of(_world(session).standin.fqdn(APP))
+        stop = asyncio.Event()
+
+        async def user(http: httpx.AsyncClient) -> None:
+            body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
+            while not stop.is_set():
+                await http.post(url + "/v1/chat/completions", json=body)
+
+        async def users() -> None:
+            async with httpx.AsyncClient(timeout=30) as http:
+                await asyncio.gather(*(user(http) for _ in range(16)))
+
+        task = asyncio.create_task(users())
+        try:
+            await session.line("click Confirm")
+            assert await eventually(lambda: "holds: promote it?" in session.text, timeout=60), session.text[-3000:]
+        finally:
+            stop.set()
+            await task
+        canary = _world(session).standin.apps[APP].latest
+        served = {rev for _, app, rev, status in _world(session).replicas.requests if status == 200}
+        assert canary in served and len(served) == 2  # both revisions took the users' requests
+        table = session.text.rsplit("the canary holds", 1)[-1]
+        assert re.search(rf"canary {re.escape(canary[:27])}\s+\d+\s+0\.0%", table), table
+    finally:
+        await session.close()
