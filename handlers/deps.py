@@ -172,7 +172,7 @@ class SandboxScenario(NamedTuple):
     name: str
     summary: str  # what happens
     kind: str  # the finding /gemma diagnose should make, or where it shows
-    alert: str  # the Cloud Monitoring alert policy whose incident it opens ("": it opens no incident)
+    alert: str  # the Cloud Monitoring alert policy (Azure Monitor alert rule) whose incident it opens ("": none)
 
 
 class Sandbox(Protocol):

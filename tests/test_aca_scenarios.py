@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bot.deps import Deps
-from bot.sandbox.aca_scenarios import ACA_SCENARIOS, SERVICE, T4, app_body, arm
+from bot.sandbox.aca_scenarios import ACA_SCENARIOS, PROFILE_A100, SERVICE, T4, app_body, arm
 from bot.sandbox.attach import attach_console, build_sandbox_deps
 from bot.sandbox.clock import SandboxClock
 from bot.sandbox.cloud import Sandbox
@@ -23,7 +23,7 @@ from bot.wiring import close_deps
 from handlers.reply import Reply
 from skills.targets.aca.target import KIND as ACA_KIND
 from tests.conftest import REDIS_URL
-from tests.deploy_helpers import RecordingResponder
+from tests.deploy_helpers import RecordingResponder, command
 from tests.eventually import eventually
 
 
@@ -111,6 +111,17 @@ async def test_a_fixed_revision_resolves_the_incident_through_azure_monitors_res
 
     assert await eventually(resolved, timeout=30.0)
     assert sandbox.azure_open == {}  # the sandbox's Azure Monitor sent the Resolved of its one open alert
+
+
+async def test_with_the_quota_at_zero_the_bots_own_plan_is_refused_too(
+    sandbox: Sandbox, wired: tuple[Deps, RecordingResponder]
+) -> None:
+    deps, _ = wired
+    said = await fire(sandbox, "aca-quota-zero")
+    assert "refused at plan time" in said[0]  # what the scenario tells the user, checked here
+    reply, responder = await command(deps, f"deploy {PROFILE_A100}")
+    text = "\n".join(shown(r) for r in [*([reply] if reply else []), *responder.replies])
+    assert "ManagedEnvironmentConsumptionNCA100Gpus` of `gemma-env`: 0 used of 0" in text, text
 
 
 def test_the_scenario_list_names_each_aca_scenario_and_the_alert_it_sends(sandbox: Sandbox) -> None:

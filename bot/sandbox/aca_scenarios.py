@@ -132,6 +132,12 @@ def app_body(
     }
 
 
+def _verb(world: AcaWorld) -> str:
+    """`create` for an app that does not exist yet, else `update` (what the teammate types)."""
+    with world.standin.lock:
+        return "update" if SERVICE in world.standin.apps else "create"
+
+
 async def wait_revision(sb: AcaSandbox, revision: str, timeout_s: float) -> dict[str, Any] | None:
     """The revision's properties once it failed or became healthy (None: neither within `timeout_s` real seconds),
     as `az containerapp revision show` reads them."""
@@ -308,6 +314,7 @@ async def _break_revision(
 ) -> None:
     """PUT `body` as `az containerapp update` would, after `seed`; wait for the revision's failure; alert."""
     world = sb.azure
+    verb = _verb(world)
     seed()
     resp = await arm(world, "PUT", body=body)
     if resp.status_code >= 400:
@@ -317,12 +324,12 @@ async def _break_revision(
             else {}
         )
         await say(
-            f":warning: ARM refused the teammate's `az containerapp update`: {resp.status_code} "
+            f":warning: ARM refused the teammate's `az containerapp {verb}`: {resp.status_code} "
             f"{err.get('code', '')}: {err.get('message', resp.text[:200])} (no revision, no alert)."
         )
         return
     revision = str((resp.json().get("properties") or {}).get("latestRevisionName") or "")
-    await say(f"A teammate ran `az containerapp update -n {SERVICE}` by hand: {what}. Revision `{revision}`.")
+    await say(f"A teammate ran `az containerapp {verb} -n {SERVICE}` by hand: {what}. Revision `{revision}`.")
     props = await wait_revision(sb, revision, sb.wait_budget_s())
     if props is None:
         await say(f"Revision `{revision}` is still starting; no alert sent.")
@@ -402,13 +409,14 @@ async def _quota_zero(sb: AcaSandbox, say: Narrate) -> None:
         f"The environment's serverless GPU quota is now 0 ({', '.join(usages)}). `/gemma deploy {PROFILE_A100}` is "
         "refused at plan time (preflight reads the usage); a teammate deploys by hand anyway."
     )
+    verb = _verb(world)
     resp = await arm(world, "PUT", body=app_body(world, profile=T4, model="gemma-4-e4b-qat"))
     if resp.status_code < 400:
         await say(f":warning: ARM accepted the write ({resp.status_code}): no quota refusal, no alert.")
         return
     error = resp.json().get("error") or {}
     await say(
-        f"ARM refused `az containerapp create -n {SERVICE}`: {resp.status_code} {error.get('code')}. Azure Monitor's "
+        f"ARM refused `az containerapp {verb} -n {SERVICE}`: {resp.status_code} {error.get('code')}. Azure Monitor's "
         "activity log alert on the failed write fires."
     )
     payload = write_failed_alert(

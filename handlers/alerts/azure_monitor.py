@@ -34,10 +34,14 @@ configuration item's name. The revision: a dimension `RevisionName_s`/`RevisionN
 `revisionName` (Container Apps' metric dimension, as recalled: not found in a source).
 
 Severity: Sev0 critical, Sev1 error, Sev2 warning, Sev3 and Sev4 info. The levels' names (0 Critical, 1 Error,
-2 Warning, 3 Informational, 4 Verbose) are as recalled from Azure Monitor's alert documentation, not found in the
-sources above. A Resolved notification closes the incident as Cloud Monitoring's closed incidents do (state
-"resolved", `resolvedDateTime` as its end). Secrets in any field are masked as the alert is made
-(handlers/alerts/decode.py `redact_alert`), after its identity is taken.
+2 Warning, 3 Informational, 4 Verbose) are as recalled from Azure Monitor's alert documentation and as public code
+spells them ("Sev0 - Critical" ... "Sev4 - Verbose", public-code index file 1326576302), not found in Microsoft's
+pages read. A Resolved notification closes the incident as Cloud Monitoring's closed incidents do (state "resolved",
+`resolvedDateTime` as its end; the schema sets it only for metric alerts, so a log search alert's resolve has none).
+An activity log alert on a failed write carries ARM's error in the label `armError`: a refused write runs nothing and
+leaves no log line, so the incident's investigation diagnoses that error with the logs (skills/incidents/
+investigation.py). Secrets in any field are masked as the alert is made (handlers/alerts/decode.py `redact_alert`),
+after its identity is taken.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """/gemma sandbox [SCENARIO]: on the simulated project, list the field's failures or make one happen.
 
 A deploy scenario is a teammate deploying a bad configuration by hand; its revision fails the way vLLM
-fails, and Cloud Monitoring's alert arrives through the bot's webhook and opens an incident thread. The TPU,
+fails, and Cloud Monitoring's alert arrives through the bot's webhook and opens an incident thread; an ACA scenario
+(bot/sandbox/aca_scenarios.py) does the same to the Container Apps app and sends Azure Monitor's alert. The TPU,
 preflight and canary scenarios send no alert: the bot's own commands show them. The list says which is which,
 from each scenario's definition (its alert policy, or none). Only in the sandbox (`./dev console` without
 credentials, `--sandbox`): a real project is never touched.
@@ -37,7 +38,7 @@ async def sandbox(ctx: CommandContext) -> Reply | None:
         quiet = [s for s in scenarios if not s.alert]
         if alerting:
             reply.add(
-                heading="Open an incident thread (Cloud Monitoring's alert reaches the bot)",
+                heading="Open an incident thread (Cloud Monitoring's or Azure Monitor's alert reaches the bot)",
                 text="\n".join(f"• `{s.name}` — {s.summary} (finding: {s.kind})" for s in alerting),
             )
         if quiet:
