@@ -337,7 +337,9 @@ async def _break_revision(
     if props.get("runningState") == "Running":
         await say(f"Revision `{revision}` became healthy after all; no alert.")
         return
-    state = "provisioning failed" if props.get("provisioningState") == "Failed" else "its replica failed"
+    state = (
+        "failed to provision" if props.get("provisioningState") == "Failed" else "failed: its replica never got ready"
+    )
     await say(f"Revision `{revision}` {state}; Azure Monitor's log search alert `{rule}` fires.")
     fired = azure_now(world, sb.clock)
     payload = log_search_alert(

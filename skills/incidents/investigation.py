@@ -234,7 +234,9 @@ async def _steps(ports: InvestigationPorts, inc: Incident, alert: Alert) -> Asyn
         else:
             yield Findings(inc.service, since, until, diagnosis=d)
     try:
-        yield Changes(await changes_for(ports, inc, now, alert.revision))
+        # `until`: now, or the alert's start when the sender's clock is ahead of ours (model.py window_for), so the
+        # revisions it made before the alert are not "in the future"
+        yield Changes(await changes_for(ports, inc, max(now, until), alert.revision))
     except UserFacingError as exc:
         yield Changes(error=exc.message)
     agent = ports.agent
