@@ -50,9 +50,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import copy
+import json
 import logging
 import os
 import re
+import shlex
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -63,10 +66,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
+from bot.sandbox.aca_api import AcaStandIn, App
 from bot.sandbox.cloud import Sandbox
 from bot.sandbox.cloud_run_api import CloudRunStandIn
 from bot.sandbox.console_session import CONFIRMED, READY_IDLE, READY_SERVING, SERVICE, ConsoleSession
 from skills.audit import latest
+from skills.capacity.aca_prices import aca_price
 from skills.capacity.prices import load_prices
 
 log = logging.getLogger(__name__)
@@ -89,6 +94,46 @@ METRICS_KV = re.compile(r"KV cache capacity\s+([\d,]+) tokens")
 STATUS_HEAD = re.compile(rf"^. {SERVICE}: (\S.*)$", re.M)
 STATUS_SPLIT = re.compile(r"Traffic\s+split: (.*)$", re.M)
 STATUS_INSTANCES = re.compile(r"Instances\s+(\d+) now")
+# Bugs this machine found in files its owner does not own, reported with their steps (each a violation's message):
+# the suite's examples (tests/test_console_model.py) set aside their violations, so those examples keep checking
+# everything else, and a strict xfail there fails once a bug is fixed (then drop it here); the bench counts them.
+KNOWN_BUGS = {
+    # skills/targets/aca/az.py az_create: `az containerapp create` carries neither the app's tags (the bot reads
+    # model, profile and workload profile type back from them: an app made by the command has no price in
+    # `/gemma cost`) nor its ingress transport (http; az's default is auto), though both flags exist.
+    "az-create-tags": re.compile(
+        r"^the az equivalent leaves out \d+ change\(s\): (?:\+ (?:tags\.[\w-]+|properties\.configuration\."
+        r"ingress\.transport): [^;]*(?:; |$))+$"
+    ),
+    # handlers/commands/status.py render_status: an ACA app at min = max = 1 replica is "one node, always on", a
+    # TPU slice's words (the branch keys on ServiceInfo.accelerator, which the ACA target sets too).
+    "status-one-node": re.compile(r"^an ACA status speaks Cloud Run/TPU: one node \(a TPU slice's words\) \("),
+}
+
+
+def known_bug(message: str) -> str:
+    """The KNOWN_BUGS key a violation's message is an instance of ('' when none)."""
+    return next((k for k, rx in KNOWN_BUGS.items() if rx.match(message.splitlines()[0])), "")
+
+
+# Azure Container Apps (skills/targets/aca): the app an ACA profile deploys (AcaOptions.service), its profiles
+ACA_APP = "vllm-gemma4-aca"
+ACA_PROFILES = ("gemma4-12b-qat-aca-a100", "gemma4-e4b-aca-t4")  # skills/data/profiles.yaml
+ACA_STATUS_HEAD = re.compile(rf"^\S+ {ACA_APP}: (\S.*)$", re.M)
+ACA_PLAN = re.compile(
+    rf"^Plan: \w+ .*Azure Container Apps app `{ACA_APP}`.*?^plan `[0-9a-f]+` · expires[^\n]*$", re.M | re.S
+)
+ACA_COST = re.compile(rf"^{ACA_APP}: \$(\d[\d,]*\.\d\d)/hour per running replica$", re.M)
+ACA_COST_CONFIG = re.compile(r"^\s+Configuration\s+Azure Container Apps ([\w-]+) \(.*\), ([a-z0-9]+)$", re.M)
+ACA_REVISION_LINE = re.compile(r"^`([\w-]+)`\s+\S+ (\w[\w ]*?)\s+(\d+)% traffic", re.M)
+# What an ACA reply must not say: Cloud Run's and Cloud TPU's words for what ACA calls replicas, its CLI, its
+# monitoring (ACA: replicas, revisions, workload profiles, az, Azure Monitor, Log Analytics)
+NOT_ACA_WORDS = (
+    (re.compile(r"\binstances?\b", re.I), "instance"),
+    (re.compile(r"\bgcloud\b"), "gcloud"),
+    (re.compile(r"Cloud (?:Monitoring|Logging)"), "Cloud Monitoring/Logging"),
+    (re.compile(r"\bone node\b"), "one node (a TPU slice's words)"),
+)
 
 
 def reset(sandbox: Sandbox) -> None:
@@ -109,7 +154,56 @@ def reset(sandbox: Sandbox) -> None:
     with sandbox.tpu._lock:  # no TPU slice: each example deploys its own
         sandbox.tpu.queued.clear()
         sandbox.tpu.ops.clear()
+    reset_azure(sandbox)
     sandbox._seed(sandbox._spec)
+
+
+def reset_azure(sandbox: Sandbox) -> None:
+    """The sandbox's Azure back to its first state: the environment and its GPU profiles and quota, no app, no
+    replica, no request (a replica's run, its requests and the metrics they make belong to the last example)."""
+    azure = sandbox.azure
+    with azure.standin.lock:
+        azure.standin.apps.clear()
+        azure.standin.ops.clear()
+        azure.standin._fail_next.clear()
+        azure.replicas.runs.clear()
+        azure.replicas.retired.clear()
+        azure.replicas.last_request.clear()
+        azure.replicas.requests.clear()
+        azure.replicas.fail_next_start = ""
+        azure.replicas._routed.clear()  # where the app host's spread of requests by weight stands
+
+
+def aca_leftovers(sandbox: Sandbox) -> list[str]:
+    """What of an earlier example the sandbox's Azure still holds (empty after a reset)."""
+    azure = sandbox.azure
+    with azure.standin.lock:
+        left = [f"app `{a}`" for a in azure.standin.apps]
+        left += [f"replica of `{r}`" for r in azure.replicas.runs]
+        left += [f"{len(azure.replicas.retired)} retired replica(s)"] if azure.replicas.retired else []
+        left += [f"requests to `{a}`" for a in azure.replicas.last_request]
+    return left
+
+
+def spy_on_arm(standin: AcaStandIn, seen: list[dict[str, Any]]) -> None:
+    """Record every revision and app document the ARM stand-in answers (a copy, with the app it belongs to): what
+    Azure showed the bot at the moment it asked, which the invariants compare the bot's replies with (the world
+    moves on at the sandbox's speed: five minutes of cooldown pass in a tenth of a second). Observation only: the
+    stand-in answers exactly as before."""
+    revision_doc, app_doc = standin._revision_doc, standin._app_doc
+
+    def revision(app: App, rev: Any) -> dict[str, Any]:
+        doc = revision_doc(app, rev)
+        seen.append({"kind": "revision", "app": app.name, **copy.deepcopy(doc)})
+        return doc
+
+    def app(a: App) -> dict[str, Any]:
+        doc = app_doc(a)
+        seen.append({"kind": "app", "app": a.name, **copy.deepcopy(doc)})
+        return doc
+
+    standin._revision_doc = revision  # type: ignore[method-assign,assignment]
+    standin._app_doc = app  # type: ignore[method-assign,assignment]
 
 
 @dataclass
@@ -120,6 +214,7 @@ class Shared:
     loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.new_event_loop)
     sandbox: Sandbox | None = None
     speed: float = 3000.0
+    arm_seen: list[dict[str, Any]] = field(default_factory=list)  # what the ARM stand-in answered (spy_on_arm)
 
     def start(self) -> Shared:
         from bot.sandbox.clock import SandboxClock
@@ -127,6 +222,7 @@ class Shared:
 
         sb = Sandbox(clock=SandboxClock(self.speed), image=load_settings().vllm_image)
         self.sandbox = self.loop.run_until_complete(asyncio.to_thread(sb.start))
+        spy_on_arm(self.sandbox.azure.standin, self.arm_seen)
         return self
 
     def close(self) -> None:
@@ -208,9 +304,105 @@ def unexpressed(plan_text: str) -> list[str]:
     return missing
 
 
+_ACA_CHANGE = re.compile(r"^\s*([~+-]) (\S+): (.*)$")
+
+
+def _json(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def _az_words(values: list[Any]) -> str:
+    return " ".join(shlex.quote(str(v)) for v in values)
+
+
+def aca_unexpressed(plan_text: str) -> list[str]:
+    """The change lines of an ACA plan (its new app, or its changes to the running app) that its az equivalent does
+    not express: each field an `az containerapp` flag sets must be on the command with the plan's value (a flag's
+    default counts when the plan sets the default); a field no flag sets must be named with the YAML route that
+    sets it. Read off the text only (the flags as the Azure CLI reference names them), never the code that wrote
+    it; a field this oracle does not know counts as unexpressed (look at it)."""
+    az = section(plan_text, "az equivalent")
+    lines = section(plan_text, "New service") or section(plan_text, "Changes to the running service")
+    create = "az containerapp create" in az
+    yaml_route = "--yaml" in az
+    missing = []
+    for line in lines.splitlines():
+        m = _ACA_CHANGE.match(line)
+        if not m:
+            continue
+        sign, path, value = m.groups()
+        new = _json(value.rsplit(" -> ", 1)[-1]) if sign != "-" else None
+        leaf = path.rsplit(".", 1)[-1]
+        named = f"no flag sets {path}" in az or (path in az and yaml_route)
+        if path.endswith("].args"):
+            ok = f"--args {_az_words(new or [])}" in az
+        elif path.endswith("].command"):
+            ok = f"--command {_az_words(new or [])}" in az
+        elif path.endswith("].image"):
+            ok = f"--image {shlex.quote(str(new))}" in az
+        elif path.endswith(".resources.cpu"):
+            ok = f"--cpu {float(new or 0):g}" in az
+        elif path.endswith(".resources.memory"):
+            ok = f"--memory {new}" in az
+        elif re.search(r"\.env\[([\w-]+)\]\.secretRef$", path):
+            ok = f"{path.split('[')[-1].split(']')[0]}=secretref:{new}" in az
+        elif re.search(r"\.env\[([\w-]+)\]\.value$", path):
+            ok = f"{path.split('[')[-1].split(']')[0]}={new}" in az
+        elif path.endswith("].probes"):
+            startup: dict[str, Any] = next((x for x in new or [] if x.get("type") == "Startup"), {})
+            ok = yaml_route and all(f"{k} {startup[k]}" in az for k in ("periodSeconds", "failureThreshold"))
+        elif path.endswith("scale.minReplicas"):
+            ok = f"--min-replicas {new}" in az
+        elif path.endswith("scale.maxReplicas"):
+            ok = f"--max-replicas {new}" in az
+        elif path == "properties.template.revisionSuffix":
+            ok = sign == "-" or f"--revision-suffix {new}" in az
+        elif path == "properties.workloadProfileName":
+            ok = f"--workload-profile-name {new}" in az
+        elif path == "properties.environmentId":
+            ok = f"--environment {str(new).rsplit('/', 1)[-1]}" in az
+        elif path == "location":  # the environment's region: the app goes where its environment is
+            ok = "--environment " in az
+        elif path.startswith("identity."):
+            ok = "--user-assigned " in az
+        elif path == "properties.configuration.activeRevisionsMode":
+            ok = f"--revisions-mode {str(new).lower()}" in az
+        elif path == "properties.configuration.ingress.external":
+            ok = f"--ingress {'external' if new else 'internal'}" in az
+        elif path == "properties.configuration.ingress.targetPort":
+            ok = f"--target-port {new}" in az
+        elif path == "properties.configuration.ingress.transport":
+            ok = f"--transport {new}" in az or (new == "auto" and create)  # az's default: auto
+        elif path == "properties.configuration.ingress.allowInsecure":
+            ok = "--allow-insecure" in az if new else True  # az's default: false
+        elif path == "properties.configuration.ingress.traffic":
+            if create and new == [{"latestRevision": True, "weight": 100}]:
+                ok = True  # a new app's default: all traffic on the latest revision
+            else:
+                weights = " ".join(
+                    f"{'latest' if t.get('latestRevision') else t.get('revisionName')}={t.get('weight', 0)}"
+                    for t in new or []
+                )
+                ok = f"--revision-weight {weights}" in az
+        elif re.match(r"properties\.configuration\.secrets\[[\w-]+\]\.(keyVaultUrl|identity)$", path):
+            ok = (f"keyvaultref:{new}" if leaf == "keyVaultUrl" else f"identityref:{new}") in az
+        elif path.startswith("tags."):
+            ok = bool(re.search(rf"--tags (?:\S+ )*{re.escape(shlex.quote(f'{path[5:]}={new}'))}(?:\s|$)", az))
+        else:
+            ok = False
+        if not (ok or named):
+            missing.append(line.strip()[:160])
+    return missing
+
+
 class ConsoleModel(RuleBasedStateMachine):
     shared: ClassVar[Shared | None] = None
     collect: ClassVar[list[str] | None] = None  # set: violations are appended here instead of raised
+    known: ClassVar[bool] = False  # set (the suite): violations of KNOWN_BUGS go to `known_seen`, not raised
+    known_seen: ClassVar[list[str]] = []
     steps_run: ClassVar[int] = 0
     rules_run: ClassVar[collections.Counter[str]] = collections.Counter()
 
@@ -230,16 +422,27 @@ class ConsoleModel(RuleBasedStateMachine):
         self.diffs_checked: set[str] = set()  # plan texts whose diff base was checked
         self.planned_kv: dict[str, int] = {}  # revision -> the KV capacity the plan that made it predicted
         self.log: list[str] = []
+        # Azure Container Apps: what the ARM stand-in answered during the last step (spy_on_arm), the revisions it
+        # ever showed provisioned, running and healthy, fit's reply and its Plan deploy button's plan
+        self.arm_step: list[dict[str, Any]] = []
+        self.aca_healthy: set[str] = set()
+        self.aca_fitted: list[tuple[str, str]] = []
+        self.leftovers = aca_leftovers(shared.sandbox)  # of the last example, after the reset (none, rightly)
 
     def teardown(self) -> None:
         self.loop.run_until_complete(self.session.close(keep_sandbox=True))
 
     # --- driving ----------------------------------------------------------------------------------------
     def _run(self, coro: Any) -> str:
+        shared = type(self).shared
+        assert shared is not None
+        del shared.arm_seen[:]
         t0 = time.monotonic()
         out: str = self.loop.run_until_complete(coro)
         t1 = time.monotonic()
         self.loop.run_until_complete(self.session.settle())
+        self.arm_step = list(shared.arm_seen)
+        self.aca_healthy |= {d["name"] for d in self.arm_step if d["kind"] == "revision" and _healthy_doc(d)}
         type(self).steps_run += 1
         if time.monotonic() - t0 > 3:
             log.warning("slow step %r: %.1f s, settle %.1f s", self.log[-1:], t1 - t0, time.monotonic() - t1)
@@ -247,16 +450,43 @@ class ConsoleModel(RuleBasedStateMachine):
 
     def _type(self, line: str) -> None:
         self.log.append(line)
-        type(self).rules_run[" ".join(line.split()[:2])] += 1
+        aca = ACA_APP in line or "-aca-" in line or re.search(r"--gpu (t4|a100)", line)
+        type(self).rules_run[" ".join(line.split()[:2]) + (" (ACA)" if aca else "")] += 1
         mark = len(self.session.text)
         self._run(self.session.line(line))
         self.out = self.session.text[mark:]
 
-    def _world(self) -> tuple[int, dict[str, int], bool, int]:
+    def _world(self) -> tuple[int, dict[str, int], bool, int, tuple[int, dict[str, int], bool]]:
         svc = self.session.service()
         sandbox = self.session.sandbox
         revisions = len(sandbox.cloud_run.revisions.get(SERVICE, [])) if sandbox else 0
-        return revisions, self.session.traffic(), svc is not None, len(sandbox.tpu.queued) if sandbox else 0
+        app = self._aca_app()
+        aca = (len(app.revisions), self._aca_weights(), True) if app is not None else (0, {}, False)
+        return revisions, self.session.traffic(), svc is not None, len(sandbox.tpu.queued) if sandbox else 0, aca
+
+    @property
+    def _standin(self) -> AcaStandIn:
+        assert self.session.sandbox is not None
+        return self.session.sandbox.azure.standin
+
+    def _aca_app(self) -> App | None:
+        """The ACA app as the stand-in holds it (None: none, or being deleted). Read without advancing it: the
+        oracle looks, it does not ask ARM (which would move the stand-in's replicas on)."""
+        with self._standin.lock:
+            app = self._standin.apps.get(ACA_APP)
+            return app if app is not None and app.deleting_since is None else None
+
+    def _aca_weights(self) -> dict[str, int]:
+        with self._standin.lock:
+            app = self._standin.apps.get(ACA_APP)
+            return {r: w for r, w in self._standin.weights(app).items() if w} if app is not None else {}
+
+    def _aca_exists(self) -> bool:
+        return self._aca_app() is not None
+
+    def _last_docs(self) -> dict[str, dict[str, Any]]:
+        """The ACA app's revisions as the stand-in last showed them during the step (name -> its document)."""
+        return {d["name"]: d for d in self.arm_step if d["kind"] == "revision" and d["app"] == ACA_APP}
 
     def _healthy(self) -> bool:
         return any(p == 100 and self.session.revision_state(r) is True for r, p in self.session.traffic().items())
@@ -287,12 +517,13 @@ class ConsoleModel(RuleBasedStateMachine):
         if then == "leave" or not self._pending_confirm():
             return
         self.every_diff_is_against_what_serves_or_says_so()  # the plan against the world it was made in
-        out = self.out
+        self.aca_plans_build_on_what_serves()
+        out, seen = self.out, self.arm_step
         if then == "confirm":
             self.confirm()
         else:
             self.interrupt()
-        self.out = out + self.out
+        self.out, self.arm_step = out + self.out, seen + self.arm_step
 
     def _pending_confirm(self) -> bool:
         """The most recent Confirm button's plan can still be confirmed."""
@@ -433,6 +664,90 @@ class ConsoleModel(RuleBasedStateMachine):
             return
         self._type("/gemma diagnose")
 
+    # --- Azure Container Apps: the app an ACA profile deploys, beside the Cloud Run service -------------------
+    @rule(
+        profile=st.sampled_from(ACA_PROFILES),
+        mml=st.sampled_from([None, 8192, 16384, 32768]),
+        low=st.sampled_from([None, 0, 1]),
+        then=THEN,
+    )
+    def aca_deploy(self, profile: str, mml: int | None, low: int | None, then: str) -> None:
+        """A deploy of an ACA profile (new app, or a new revision of it), then nothing, Confirm or Ctrl-C."""
+        line = f"/gemma deploy {profile}" + (f" --max-model-len {mml}" if mml else "")
+        self._type(line + (f" --min-instances {low}" if low is not None else ""))
+        self._then(then)
+
+    @rule()
+    def aca_status(self) -> None:
+        if self._aca_exists():
+            self._type(f"/gemma status {ACA_APP} --fresh")
+
+    @rule()
+    def aca_revisions(self) -> None:
+        if self._aca_exists():
+            self._type(f"/gemma revisions {ACA_APP}")
+
+    @rule()
+    def aca_cost(self) -> None:
+        if self._aca_exists():
+            self._type(f"/gemma cost {ACA_APP}")
+
+    @rule()
+    def aca_destroy(self) -> None:
+        """Delete the ACA app, confirmed by typing its name."""
+        if not self._aca_exists():
+            return
+        shown = len(self.session.responder.buttons)
+        self._type(f"/gemma destroy {ACA_APP}")
+        if any(b.label.startswith("Destroy") for b, _ in self.session.responder.buttons[shown:]):
+            self._note_confirm(destroy=True)
+            self.session.modal_answer = ACA_APP
+            out, seen = self.out, self.arm_step
+            try:
+                self._type("click Destroy")
+            finally:
+                self.session.modal_answer = SERVICE
+            self.out, self.arm_step = out + self.out, seen + self.arm_step
+
+    @rule(low=st.integers(0, 1), high=st.integers(1, 2), then=THEN)
+    def aca_scale(self, low: int, high: int, then: str) -> None:
+        """The replica range is in the template: a new revision, built on the one that serves."""
+        if self._aca_exists():
+            self._type(f"/gemma scale {low} {high} --service {ACA_APP}")
+            self._then(then)
+
+    @rule(then=THEN)
+    def aca_rollback(self, then: str) -> None:
+        """Traffic only: 100% to the revision before the serving one."""
+        if self._aca_exists():
+            self._type(f"/gemma rollback --service {ACA_APP}")
+            self._then(then)
+
+    @rule(profile=st.sampled_from(ACA_PROFILES), mml=st.sampled_from([8192, 16384]), percent=st.sampled_from([10, 50]))
+    def aca_canary(self, profile: str, mml: int, percent: int) -> None:
+        """A canary revision on the latest-revision weight beside the serving one (its Promote comes later, when
+        the comparison ends: the `promote` rule clicks it)."""
+        if self._aca_exists():
+            self._type(f"/gemma deploy {profile} --max-model-len {mml} --canary {percent}")
+            self._then("confirm")
+
+    @rule(
+        case=st.sampled_from([("gemma-4-e4b", "t4"), ("gemma-4-e4b-qat", "t4"), ("gemma-4-12b-qat", "a100-80gb")]),
+        press=st.booleans(),
+    )
+    def aca_fit(self, case: tuple[str, str], press: bool) -> None:
+        """Fit on an ACA GPU (priced on its workload profile), and its Plan deploy button if it shows one."""
+        model, gpu = case
+        shown = len(self.session.responder.buttons)
+        self._type(f"/gemma fit {model} --gpu {gpu}")
+        fitted = self.out
+        new = [i for i, (b, _) in enumerate(self.session.responder.buttons) if i >= shown]
+        plan = [i for i in new if self.session.responder.buttons[i][0].label.startswith("Plan deploy")]
+        if press and plan:
+            self._type(f"click {plan[-1] + 1}")
+            self.aca_fitted.append((fitted, self.out))
+            self.out = fitted + self.out
+
     @rule()
     def interrupt(self) -> None:
         """Ctrl-C once the write has been submitted (the issue's "Ctrl-C four seconds after Confirm")."""
@@ -448,6 +763,9 @@ class ConsoleModel(RuleBasedStateMachine):
     # --- invariants -----------------------------------------------------------------------------------------
     def _fail(self, what: str) -> None:
         message = f"{what}\n  steps: {' | '.join(self.log)}\n  last output:\n{self.out[-3000:]}"
+        if type(self).known and known_bug(what):
+            type(self).known_seen.append(what)
+            return
         if type(self).collect is not None:
             type(self).collect.append(f"{what}\n    after: {' | '.join(self.log[-12:])}")  # type: ignore[union-attr]
             return
@@ -455,16 +773,32 @@ class ConsoleModel(RuleBasedStateMachine):
 
     @invariant()
     def replies_match_the_world(self) -> None:
+        """A revision said ready and serving N% (or idle, or holding 100% after a rollback) is, on the stand-in
+        that holds it: Cloud Run's, or ARM's for the ACA app (ready: ARM showed it provisioned, running and healthy;
+        its share: the app's ingress weight)."""
         traffic = self.session.traffic()
+        weights = self._aca_weights()
+
+        def ready(revision: str) -> bool:
+            if revision.startswith(f"{ACA_APP}--"):
+                return revision in self.aca_healthy
+            return self.session.revision_state(revision) is True
+
+        def share(revision: str) -> int:
+            return (weights if revision.startswith(f"{ACA_APP}--") else traffic).get(revision, 0)
+
+        def routes(revision: str) -> str:
+            return f"ARM weighs {weights}" if revision.startswith(f"{ACA_APP}--") else f"the stand-in routes {traffic}"
+
         for revision, percent in READY_SERVING.findall(self.out):
-            if self.session.revision_state(revision) is not True or traffic.get(revision, 0) != int(percent):
-                self._fail(f"said `{revision}` is ready and serving {percent}%; the stand-in routes {traffic}")
+            if not ready(revision) or share(revision) != int(percent):
+                self._fail(f"said `{revision}` is ready and serving {percent}%; {routes(revision)}")
         for revision in READY_IDLE.findall(self.out):
-            if self.session.revision_state(revision) is not True or traffic.get(revision, 0):
-                self._fail(f"said `{revision}` is ready and idle; the stand-in routes {traffic}")
+            if not ready(revision) or share(revision):
+                self._fail(f"said `{revision}` is ready and idle; {routes(revision)}")
         for revision in ROLLED.findall(self.out):
-            if traffic.get(revision) != 100:
-                self._fail(f"said 100% of traffic is on `{revision}`; the stand-in routes {traffic}")
+            if share(revision) != 100:
+                self._fail(f"said 100% of traffic is on `{revision}`; {routes(revision)}")
 
     @invariant()
     def every_confirmed_write_has_one_settled_record(self) -> None:
@@ -481,6 +815,10 @@ class ConsoleModel(RuleBasedStateMachine):
                 self.checked.add(plan_id)
                 continue
             entry = mine[0]
+            if entry.service == ACA_APP:
+                self._aca_record_matches(plan_id, entry)
+                self.checked.add(plan_id)
+                continue
             if entry.service == TPU_SERVICE:  # a slice, not a Cloud Run revision: its queued resource decides
                 slice_ok = self.session.sandbox is not None and any(
                     q.endswith(f"/queuedResources/{TPU_SERVICE}") for q in self.session.sandbox.tpu.queued
@@ -503,6 +841,36 @@ class ConsoleModel(RuleBasedStateMachine):
             if kind == "scale" and healthy and entry.result != "ok" and not stale:
                 self._fail(f"a scale on a healthy serving service failed: {entry.detail[:200]}")
             self.checked.add(plan_id)
+
+    def _aca_record_matches(self, plan_id: str, entry: Any) -> None:
+        """An ACA write's settled record against ARM: ok names a revision ARM showed provisioned, running and
+        healthy (and, for a destroy, the app is gone); failed names none that ARM last showed so; a write that
+        succeeded changed the app."""
+        said = READY_SERVING.search(entry.detail) or READY_IDLE.search(entry.detail)
+        named = re.search(r"revision `([\w-]+)`", entry.detail)
+        app = self._aca_app()
+        if entry.result == "ok" and entry.action == "destroy" and app is not None:
+            self._fail(f"audit says the ACA destroy succeeded ({entry.detail[:120]}); ARM still holds `{ACA_APP}`")
+        rolled = ROLLED.search(entry.detail)
+        if entry.result == "ok" and rolled:  # a rollback or a promote: traffic only
+            weights = self._aca_weights()
+            if weights != {rolled.group(1): 100}:
+                self._fail(f"audit says ACA {entry.action} ok ({entry.detail[:120]}); ARM weighs {weights}")
+        elif entry.result == "ok" and entry.action != "destroy":
+            revision = said.group(1) if said else ""
+            held = app is not None and revision in app.revisions
+            if not (held and revision in self.aca_healthy):
+                self._fail(
+                    f"audit says ACA {entry.action} ok ({entry.detail[:120]}); ARM "
+                    + ("never showed it healthy" if held else "holds no such revision")
+                )
+        if entry.result == "failed" and named:
+            last = self._last_docs().get(named.group(1))
+            if last is not None and _healthy_doc(last):
+                self._fail(f"audit says ACA {entry.action} failed ({entry.detail[:120]}); ARM shows it healthy")
+        kind, world, _ = self.before.get(plan_id, ("", None, False))
+        if entry.result == "ok" and world is not None and world == self._world() and kind != "destroy":
+            self._fail(f"ACA {kind} plan {plan_id} was confirmed, succeeded and changed nothing")
 
     @invariant()
     def no_plan_offers_a_change_of_nothing(self) -> None:
@@ -612,8 +980,8 @@ class ConsoleModel(RuleBasedStateMachine):
     def every_diff_is_against_what_serves_or_says_so(self) -> None:
         """Checked against the world when the plan was shown (`_then` checks it before a Confirm changes it)."""
         for block in re.split(r"(?=^Plan: )", self.out, flags=re.M):
-            if not block.startswith(("Plan: Deploy", "Plan: Scale", "Plan: Redeploy")):
-                continue
+            if not block.startswith(("Plan: Deploy", "Plan: Scale", "Plan: Redeploy")) or "== az equivalent" in block:
+                continue  # a Cloud Run plan (an ACA plan's base is the ACA app: aca_status_says_what_arm_shows)
             if "Changes to the running service" not in block or block in self.diffs_checked:
                 continue
             self.diffs_checked.add(block)
@@ -665,8 +1033,8 @@ class ConsoleModel(RuleBasedStateMachine):
     def status_says_what_the_stand_in_shows(self) -> None:
         """Status says ready only when a ready revision takes traffic; a split is shown with the stand-in's shares;
         one instance per revision with traffic."""
-        if not self.log or not self.log[-1].startswith("/gemma status"):
-            return
+        if not self.log or self.log[-1] != "/gemma status --fresh":
+            return  # the Cloud Run service's (the ACA app's: aca_status_says_what_arm_shows)
         head = STATUS_HEAD.search(self.out)
         traffic = {r: p for r, p in self.session.traffic().items() if p}
         if head and head.group(1).startswith("ready"):
@@ -690,6 +1058,263 @@ class ConsoleModel(RuleBasedStateMachine):
         said = [w for w in CLOUD_RUN_WORDS if w in self.out]
         if said:
             self._fail(f"a TPU deploy's replies speak Cloud Run: {', '.join(said)}")
+
+    # --- Azure Container Apps ---------------------------------------------------------------------------------
+    @invariant()
+    def a_reset_clears_the_aca_world(self) -> None:
+        """Each example starts on an Azure with no app, replica or request of an earlier one."""
+        if self.leftovers:
+            self._fail(f"after the reset the sandbox's Azure still holds {', '.join(self.leftovers)}")
+            self.leftovers = []
+
+    @invariant()
+    def aca_status_says_what_arm_shows(self) -> None:
+        """`/gemma status` of the ACA app says what ARM showed while it asked: ready only when a provisioned,
+        running, healthy revision takes traffic; scaled to zero only when a provisioned revision with min replicas
+        0 runs no replica; not ready only when no revision with traffic was shown healthy; a split with ARM's
+        weights; the app's workload profile named; "does not exist" only when ARM holds no app."""
+        if not self.log or not self.log[-1].startswith(f"/gemma status {ACA_APP}"):
+            return
+        if "does not exist" in self.out:
+            if self._aca_exists():
+                self._fail(f"status says `{ACA_APP}` does not exist; ARM holds it")
+            return
+        head = ACA_STATUS_HEAD.search(self.out)
+        docs = self._last_docs()
+        shown = [d for d in self.arm_step if d["kind"] == "revision" and d["app"] == ACA_APP]
+        apps = [d for d in self.arm_step if d["kind"] == "app" and d["app"] == ACA_APP]
+        if head is None or not apps:
+            self._fail(f"status of `{ACA_APP}` has no head line, or ARM was not asked ({len(apps)} app reads)")
+            return
+        state, seen = head.group(1), "; ".join(_doc_text(d) for d in docs.values()) or "no revision"
+        weights = _arm_weights(apps[-1])
+        seen += f"; weights {weights}"
+        serving = [d for d in shown if _healthy_doc(d) and d["properties"]["trafficWeight"] > 0]
+        if state == "ready" and not serving:
+            self._fail(f"ACA status says ready; ARM showed {seen}")
+        if state.startswith("scaled to zero") and not any(
+            d["properties"]["provisioningState"] == "Provisioned"
+            and d["properties"]["replicas"] == 0
+            and not int(((d["properties"]["template"].get("scale") or {}).get("minReplicas")) or 0)
+            for d in shown
+        ):
+            self._fail(f"ACA status says {state}; ARM showed {seen}")
+        if (
+            state.startswith(("NOT", "rolling out", "starting"))
+            and shown
+            and all(_healthy_doc(d) and d["properties"]["trafficWeight"] > 0 for d in shown if d["name"] in docs)
+        ):
+            self._fail(f"ACA status says {state}; ARM showed {seen}")
+        profile = apps[-1]["properties"].get("workloadProfileName", "")
+        if f"workload profile `{profile}`" not in self.out:
+            self._fail(f"ACA status does not name the app's workload profile `{profile}`")
+        split = STATUS_SPLIT.search(self.out)
+        said = {r: int(p) for p, r in re.findall(r"(\d+)% `([\w-]+)`", split.group(1))} if split else {}
+        if (len(weights) > 1 or split) and said != weights:
+            self._fail(f"ACA status shows the split {said or 'not at all'}; ARM weighed {weights}")
+        pinned = re.search(r"Traffic\s+100% `([\w-]+)` \(pinned\)", self.out)
+        if pinned and weights != {pinned.group(1): 100}:
+            self._fail(f"ACA status says 100% is pinned to `{pinned.group(1)}`; ARM weighed {weights}")
+
+    @invariant()
+    def aca_plans_build_on_what_serves(self) -> None:
+        """An ACA plan that changes the running app is against what serves, as ARM weighs it when the plan is shown
+        (`_then` checks it before a Confirm changes it): the changes are against the serving revision, named when it
+        is not the latest; a canary's remaining share stays on the serving revision; a rollback or promote sends
+        100% to a revision ARM holds."""
+        app = self._aca_app()
+        if app is None:
+            return
+        weights = self._aca_weights()
+        serving = max(weights, key=lambda r: weights[r]) if weights else ""
+        for block in (m.group(0) for m in ACA_PLAN.finditer(_unthreaded(self.out))):
+            if block in self.diffs_checked or "== Changes to the running service" not in block:
+                continue
+            self.diffs_checked.add(block)
+            first = block.splitlines()[0]
+            stays = re.search(r"(\d+)% stays on `([\w-]+)`", first)
+            if stays and (stays.group(2) != serving or int(stays.group(1)) + int(_pct(first)) != 100):
+                self._fail(f"an ACA canary plan says {stays.group(0)}; ARM weighs {weights}")
+            moved = re.search(r"100% of traffic to `([\w-]+)`", first)
+            if moved and first.startswith(("Plan: Roll", "Plan: Promote")) and moved.group(1) not in app.revisions:
+                self._fail(f"an ACA plan moves 100% of traffic to `{moved.group(1)}`; ARM holds no such revision")
+            pinned = weights == {serving: 100} and serving != app.latest
+            if first.startswith(("Plan: Deploy", "Plan: Scale", "Plan: Canary")) and pinned:
+                if f"serving revision `{serving}`" not in block and f"stays on `{serving}`" not in block:
+                    self._fail(f"an ACA plan's changes are against `{app.latest}` while `{serving}` serves, unsaid")
+
+    @invariant()
+    def aca_revisions_say_what_arm_shows(self) -> None:
+        """`/gemma revisions` of the ACA app: each revision's share is ARM's weight; ready only when ARM showed it
+        provisioned, running and healthy."""
+        if not self.log or self.log[-1] != f"/gemma revisions {ACA_APP}":
+            return
+        docs = self._last_docs()
+        for name, state, percent in ACA_REVISION_LINE.findall(self.out):
+            doc = docs.get(name)
+            if doc is None:
+                self._fail(f"ACA revisions list `{name}`; ARM showed no such revision")
+                continue
+            if int(percent) != doc["properties"]["trafficWeight"]:
+                self._fail(f"ACA revisions say `{name}` takes {percent}%; ARM weighed {_doc_text(doc)}")
+            if state == "ready" and not _healthy_doc(doc):
+                self._fail(f"ACA revisions say `{name}` is ready; ARM showed {_doc_text(doc)}")
+
+    @invariant()
+    def aca_one_configuration_one_price(self) -> None:
+        """An ACA deploy or destroy plan, `/gemma cost` of the app and fit on an ACA GPU each price a replica at
+        skills.capacity.aca_prices.aca_price of the workload profile they name, in its region; cost's profile and
+        region are the app's as ARM holds it; fit's Plan deploy button plans fit's price."""
+        for block in (m.group(0) for m in ACA_PLAN.finditer(_unthreaded(self.out))):
+            first = block.splitlines()[0]
+            if first.startswith("Plan: Delete"):
+                name = re.search(r"workload profile `([\w-]+)`", first)
+                profile = self._standin.profiles.get(name.group(1)) if name else None
+                said = re.findall(r"(\$[\d,]+\.\d\d|price unknown)/h per running replica", first)
+                if profile is not None:
+                    self._check_aca_price("an ACA destroy plan", said, profile.type, self._standin.location)
+                continue
+            profile_type = re.search(r"workload profile ([\w-]+)\)", first)
+            region = re.search(r"^✓ (\w+) offers ", block, re.M)
+            said = re.findall(r"~(\$[\d,]+\.\d\d)/h;", block) + re.findall(r"Price: (\$[\d,]+\.\d\d)/h", block)
+            if profile_type:
+                where = region.group(1) if region else self._standin.location
+                self._check_aca_price("an ACA deploy plan", said, profile_type.group(1), where)
+        cost, config = ACA_COST.search(self.out), ACA_COST_CONFIG.search(self.out)
+        if cost and config:
+            self._check_aca_price("/gemma cost", [f"${cost.group(1)}"], config.group(1), config.group(2))
+            app = self._aca_app()
+            if app is not None:
+                held = self._standin.profiles.get(app.body.get("properties", {}).get("workloadProfileName", ""))
+                if held is not None and (held.type, self._standin.location) != (config.group(1), config.group(2)):
+                    self._fail(
+                        f"/gemma cost prices `{ACA_APP}` on {config.group(1)} in {config.group(2)}; ARM runs it on "
+                        f"{held.type} in {self._standin.location}"
+                    )
+        fit = re.search(r"^[✓✗●] \S+ (?:fits|does NOT fit)[\w ]* on (t4|a100-80gb)$", self.out, re.M)
+        if fit and self.log and "--gpu" in self.log[-1]:
+            profile_type = re.search(r"Azure Container Apps workload profile ([\w-]+) \(", self.out)
+            said = re.findall(r"^\s+Cost\s+(\$[\d,]+\.\d\d)/h", self.out, re.M)
+            if profile_type:
+                self._check_aca_price("fit", said, profile_type.group(1), None)
+        while self.aca_fitted:
+            fitted, plan = self.aca_fitted.pop()
+            priced = re.search(r"^\s+Cost\s+(\$[\d,]+\.\d\d)/h", fitted, re.M)
+            planned = re.search(r"~(\$[\d,]+\.\d\d)/h;", plan)
+            if priced and planned and priced.group(1) != planned.group(1):
+                self._fail(f"fit priced {priced.group(1)}/h; its Plan deploy button planned {planned.group(1)}/h")
+
+    def _check_aca_price(self, what: str, said: list[str], profile_type: str, region: str | None) -> None:
+        each = aca_price(profile_type, region).per_replica_usd_per_hour
+        expected = f"${each:,.2f}" if each is not None else "price unknown"
+        if not said:
+            self._fail(f"{what} on {profile_type} says no price; aca_price says {expected}/h")
+        for usd in said:
+            if usd != expected:
+                self._fail(f"{what} prices a {profile_type} replica at {usd}/h; aca_price in {region}: {expected}/h")
+
+    @invariant()
+    def the_az_equivalent_makes_the_plans_changes(self) -> None:
+        """An ACA plan's az equivalent (its cli is az) expresses every field of the new app or change it lists;
+        a change to the running app is an update of it, not a create; a destroy deletes the app."""
+        for block in (m.group(0) for m in ACA_PLAN.finditer(_unthreaded(self.out))):
+            az = section(block, "az equivalent")
+            if not az:
+                self._fail(f"an ACA plan without its az equivalent: {block.splitlines()[0][:120]}")
+                continue
+            if block.startswith("Plan: Delete"):
+                if f"az containerapp delete --name {ACA_APP}" not in az:
+                    self._fail(f"an ACA destroy plan's az equivalent deletes nothing: {az.strip()[:200]}")
+                continue
+            if "gcloud" in az:
+                self._fail("an ACA plan's az equivalent speaks gcloud")
+            if "== Changes to the running service" in block and "az containerapp create" in az:
+                self._fail(
+                    f"a change to the running ACA app `{ACA_APP}` is given as `az containerapp create` (az.py: a "
+                    "change is `az containerapp update` with a flag per changed field)"
+                )
+            missing = aca_unexpressed(block)
+            if missing:
+                self._fail(f"the az equivalent leaves out {len(missing)} change(s): {'; '.join(missing)[:400]}")
+
+    @invariant()
+    def aca_replies_speak_aca(self) -> None:
+        """What the bot says of the ACA app (its plans, deploy progress, status, revisions, cost) and of fit on an
+        ACA GPU speaks ACA (replicas, revisions, workload profile, az, Azure Monitor): none of Cloud Run's
+        instances, gcloud or Cloud Monitoring, nor a TPU slice's node."""
+        for name, text in aca_replies(_unthreaded(self.out)):
+            said = sorted({word for rx, word in NOT_ACA_WORDS for _ in rx.finditer(text)})
+            if said:
+                where = "; ".join(
+                    line.strip()[:100] for line in text.splitlines() if any(rx.search(line) for rx, _ in NOT_ACA_WORDS)
+                )
+                self._fail(f"an ACA {name} speaks Cloud Run/TPU: {', '.join(said)} ({where[:300]})")
+
+
+def _healthy_doc(doc: dict[str, Any]) -> bool:
+    """ARM's revision document says provisioned, running and healthy."""
+    p = doc["properties"]
+    return (p["provisioningState"], p["runningState"], p["healthState"]) == ("Provisioned", "Running", "Healthy")
+
+
+def _arm_weights(app_doc: dict[str, Any]) -> dict[str, int]:
+    """Revision -> weight as ARM's app document routes traffic (the latest-revision weight on its latest ready
+    revision), the shares that take traffic."""
+    props = app_doc["properties"]
+    traffic = (props.get("configuration") or {}).get("ingress", {}).get("traffic") or [
+        {"latestRevision": True, "weight": 100}
+    ]
+    out: dict[str, int] = {}
+    for t in traffic:
+        name = props.get("latestReadyRevisionName", "") if t.get("latestRevision") else t.get("revisionName", "")
+        if name and t.get("weight"):
+            out[name] = out.get(name, 0) + int(t["weight"])
+    return out
+
+
+def _pct(title: str) -> int:
+    """The share a canary plan's title gives its new revision (0 when none)."""
+    m = re.search(r"(\d+)% of traffic to `", title)
+    return int(m.group(1)) if m else 0
+
+
+def _unthreaded(out: str) -> str:
+    """The console's output with thread replies' `  | ` taken off (a plan a button makes in a thread reads as one)."""
+    return re.sub(r"^  \| ?", "", out, flags=re.M)
+
+
+def _doc_text(doc: dict[str, Any]) -> str:
+    p = doc["properties"]
+    return (
+        f"`{doc['name']}` {p['provisioningState']}/{p['runningState']}/{p['healthState']}, {p['replicas']} "
+        f"replica(s), weight {p['trafficWeight']}"
+    )
+
+
+_ACA_REPLY_SPANS = (
+    ("plan", ACA_PLAN),
+    ("status", re.compile(rf"^\S+ {ACA_APP}: .*?^(?:fresh data|data .* old \(cached\))$", re.M | re.S)),
+    ("cost", re.compile(rf"^{ACA_APP}: \$.*?(?=\n\S|\Z)(?:\n[^\n]*)?", re.S)),
+    ("revisions", re.compile(rf"^Revisions of `{ACA_APP}`.*?(?=\n[^`\s]|\Z)", re.M | re.S)),
+    ("fit", re.compile(r"^[✓✗●] \S+ (?:fits|does NOT fit)[\w ]* on (?:t4|a100-80gb)$.*?^Estimates from", re.M | re.S)),
+)
+
+
+def aca_replies(out: str) -> list[tuple[str, str]]:
+    """(what, text) of each reply about the ACA app in `out`: its plans, status, cost, revisions list, fit on an
+    ACA GPU, and its deploy's progress (the lines that name the app and the stage lines of its thread)."""
+    found = [(name, m.group(0)) for name, rx in _ACA_REPLY_SPANS for m in rx.finditer(out)]
+    canary = f"Canary `{ACA_APP}--" in out and not re.search(r"Canary `vllm-gemma4-\d", out)
+    progress = [
+        line
+        for line in out.splitlines()
+        if re.search(rf"(?:\w+) `{ACA_APP}`|`{ACA_APP}--", line)
+        or (" →  " in line and "replica starting" in line)
+        or (canary and "since the canary took traffic" in line)
+    ]
+    if progress:
+        found.append(("deploy's progress", "\n".join(progress)))
+    return found
 
 
 def main() -> int:
