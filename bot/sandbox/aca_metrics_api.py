@@ -9,7 +9,8 @@ azure-mgmt-monitor 7.0's metrics.list sends). The answer is the API's Response: 
 Metrics and dimensions as "Supported metrics for Microsoft.App/containerApps" lists them. Values come from what
 happened in the sandbox, sampled each minute and aggregated per interval:
 - Replicas: the revision's replicas alive in that minute (AcaReplicas' running and retired replicas);
-- Requests: the requests through the replicas' ingress in that minute (AcaReplicas.requests), by revisionName,
+- Requests: the requests through the replicas' ingress in that minute (AcaReplicas.requests, and the simulated
+  users' counts, AcaReplicas.load), by revisionName,
   statusCodeCategory ("2xx", "5xx") and statusCode;
 - RestartCount: replicas whose start the startup probe gave up on, in that minute.
 The other metrics of the list (CpuPercentage, MemoryPercentage, UsageNanoCores, WorkingSetBytes, ...) are not
@@ -134,6 +135,9 @@ class AcaMetricsStandIn:
             for when, name, rev, status in self.replicas.requests:
                 if name == app and minute <= when < end:
                     counts[(rev, status)] = counts.get((rev, status), 0) + 1
+            for (at, name, rev, status), n in self.replicas.load.items():  # the simulated users', per minute
+                if name == app and minute <= at < end:
+                    counts[(rev, status)] = counts.get((rev, status), 0) + n
             for (rev, status), n in counts.items():
                 out.append(
                     ({"revisionName": rev, "statusCodeCategory": f"{status // 100}xx", "statusCode": str(status)}, n)

@@ -135,6 +135,9 @@ class AcaReplicas:
         self.retired: list[_Run] = []  # replicas scaled away: their lines stay in the logs (log_analytics_api.py)
         # (when, app, revision, HTTP status) of each request through ingress, for the metrics stand-in
         self.requests: list[tuple[float, str, str, int]] = []
+        # The simulated users' requests (bot/sandbox/aca_users.py), counted per minute of simulated time:
+        # (minute start, app, revision, HTTP status) -> how many; thousands a minute, so not one tuple each.
+        self.load: dict[tuple[float, str, str, int], int] = {}
         aca.runtime = self.runtime
 
     def endpoint_of(self, fqdn: str) -> str:
@@ -296,6 +299,11 @@ class AcaReplicas:
             await send(message)
 
         await sim.app({**scope, "path": rest, "raw_path": rest.encode(), "root_path": ""}, receive, counted)
+
+    def count(self, app: str, revision: str, status: int, n: int) -> None:
+        """`n` requests of the simulated users, answered `status` now (the caller holds aca.lock)."""
+        key = (self._now() // 60 * 60, app, revision, status)
+        self.load[key] = self.load.get(key, 0) + n
 
     def _count(self, app: str, revision: str, status: int) -> None:
         if app:  # a host no app answers to is not any app's request

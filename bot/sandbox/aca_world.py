@@ -16,6 +16,7 @@ from bot.adapters.container_apps import StaticTokenCredential
 from bot.sandbox.aca_api import AcaStandIn, serve_aca
 from bot.sandbox.aca_metrics_api import AcaMetricsStandIn
 from bot.sandbox.aca_replicas import AcaReplicas
+from bot.sandbox.aca_users import AcaUsers
 from bot.sandbox.clock import SandboxClock
 from bot.sandbox.log_analytics_api import LogAnalyticsStandIn, serve_log_analytics
 from bot.sandbox.server import serve
@@ -66,6 +67,7 @@ class AcaWorld:
         )
         self.replicas = AcaReplicas(self.standin, clock.now)
         self.logs = LogAnalyticsStandIn(self.standin, self.replicas, WORKSPACE, now=clock.now, token=self.token)
+        self.users = AcaUsers(clock, self.standin, self.replicas)  # requests while a canary splits traffic
         self.metrics = AcaMetricsStandIn(self.standin, self.replicas, now=clock.now)
         self.metrics.install()
         serverless = [p for p in aca.profiles.values() if p.serverless]

@@ -287,6 +287,7 @@ class Sandbox:
         self.lifecycle.tick()
         self._follow_serving()
         self.fleet.tick()
+        self.azure.users.tick()
         if not self.saturated:  # the simulator's own load (a bench) shows in its gauges
             busy = self.vllm.state.in_flight
             self.vllm.set_gauges(running=busy, waiting=0, kv_usage=min(0.9, 0.03 * busy))
@@ -399,6 +400,7 @@ class Sandbox:
                     await self.settle()
                 return
             if name in CANARY_SCENARIOS:
+                self.azure.users.arm(name)  # the next canary on either target behaves so
                 await on_event(self.fleet.arm(name))
                 return
             await self.run_scenario(sc.SCENARIOS[name], on_event)

@@ -43,7 +43,7 @@ CANARY_SCENARIOS: dict[str, tuple[str, Behaviour]] = {
 }
 SERVICE_RATE_PER_S = 16.0  # the sandbox's users: requests per second to the service, however traffic is split
 LOAD_METRICS = ("request_count", "container/instance_count")  # what the simulated load writes, per revision
-_SPREAD = (0.7, 0.85, 0.95, 1.0, 1.05, 1.1, 1.2, 1.35, 0.9, 1.0)  # deterministic jitter around the typical value
+SPREAD = (0.7, 0.85, 0.95, 1.0, 1.05, 1.1, 1.2, 1.35, 0.9, 1.0)  # deterministic jitter around the typical value
 RECORD_EVERY_S = 2.0  # real seconds between points of the load's Cloud Monitoring history (a tick is 0.25 s)
 _MAX_PER_TICK = 400  # observed into a simulator's histograms per tick: a long jump of the clock costs little
 
@@ -150,7 +150,7 @@ class RevisionFleet:
             errors = round((served[0] + served[1] + n) * b.error_share) - round(sum(served) * b.error_share)
             ok = max(0, n - errors)
             sim = self.sim(rev)
-            spread = [_SPREAD[(int(sum(served)) + i) % len(_SPREAD)] for i in range(min(ok, _MAX_PER_TICK))]
+            spread = [SPREAD[(int(sum(served)) + i) % len(SPREAD)] for i in range(min(ok, _MAX_PER_TICK))]
             sim.observe(ttft=[b.ttft_s * f for f in spread], e2e=[b.e2e_s * f for f in spread])
             busy = self.rate_per_s * share * b.e2e_s  # Little's law: requests in flight at this rate
             sim.set_gauges(running=busy, waiting=b.waiting, kv_usage=b.kv_usage)
