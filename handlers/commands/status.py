@@ -46,10 +46,14 @@ def render_status(r: StatusReport) -> Reply:
     # Where requests go when more than one revision takes them (a canary): each share, its tag, one instance each.
     shares = [t for t in s.traffic if t.percent]
     split = " · ".join(f"{t.percent}% `{t.revision or 'latest'}`" + (f" ({t.tag})" if t.tag else "") for t in shares)
-    scaling = f"min {s.min_instances} / max {s.max_instances}, concurrency {s.concurrency or '—'}"
+    # In the target's unit: Cloud Run's instances (and their concurrency), ACA's replicas; nothing scales a TPU slice.
+    scaling = f"min {s.min_instances} / max {s.max_instances}" + (
+        f", concurrency {s.concurrency or '—'}" if s.scaling_unit == "instance" else f" {s.scaling_unit}s"
+    )
+    if not s.scaling_unit:
+        scaling = "one node, always on (no scale to zero)"
     resources = [("CPU / memory", f"{s.cpu or '—'} / {s.memory or '—'}")]
-    if s.accelerator:  # a target's own accelerator (a TPU slice): one node, its CPUs come with its type
-        scaling = "one node, always on (no scale to zero)" if s.min_instances == s.max_instances == 1 else scaling
+    if s.accelerator:  # a target's own accelerator (a TPU slice): its CPUs come with its type
         resources = [] if not (s.cpu or s.memory) else resources
     reply.add(
         fields=[

@@ -4,7 +4,7 @@ changed template field, `az containerapp ingress traffic set` for the weights an
 for the labels. A changed field no flag sets is named, with the YAML route that sets it.
 
 Flags: `az containerapp create` / `update` (--image, --cpu, --memory, --min-replicas, --max-replicas,
---revision-suffix, --workload-profile-name, --args, --command, --set-env-vars, --tags, --yaml),
+--revision-suffix, --workload-profile-name, --args, --command, --replace-env-vars, --tags, --transport, --yaml),
 `az containerapp ingress traffic set` (--revision-weight, with `latest` for the latest-revision weight) and
 `az containerapp revision label add|remove` (--label, --revision), as Microsoft's Azure CLI reference names them
 (https://learn.microsoft.com/cli/azure/containerapp; skills/data/aca.yaml sources revision_labels).
@@ -51,7 +51,8 @@ def az_create(app: str, spec: dict[str, Any], resource_group: str, environment: 
         f"--environment {_q(environment)} --workload-profile-name {props['workloadProfileName']}",
         f"--image {_q(c['image'])} --cpu {c['resources']['cpu']:g} --memory {c['resources']['memory']}",
         f"--min-replicas {lo} --max-replicas {hi} --revisions-mode multiple",
-        f"--ingress external --target-port {VLLM_PORT} --user-assigned {_q(secret['identity'])}",
+        f"--ingress external --target-port {VLLM_PORT} --transport "
+        f"{props['configuration']['ingress'].get('transport', 'auto')} --user-assigned {_q(secret['identity'])}",
         f"--secrets {API_KEY_SECRET}=keyvaultref:"
         + _q(secret["keyVaultUrl"])
         + ",identityref:"
@@ -60,6 +61,8 @@ def az_create(app: str, spec: dict[str, Any], resource_group: str, environment: 
         "--command " + " ".join(_q(x) for x in c.get("command", [])),
         "--args " + " ".join(_q(a) for a in c.get("args", [])),
     ]
+    if spec.get("tags"):  # the bot reads model, profile and workload profile type back from them
+        parts.append("--tags " + " ".join(_q(f"{k}={v}") for k, v in sorted(spec["tags"].items())))
     cmd = " \\\n  ".join(parts)
     if probe is not None:
         # az containerapp create has no probe flags: the probe goes in with a YAML update.

@@ -249,6 +249,7 @@ class TpuTarget:
             conditions=[cond],
             min_instances=1,
             max_instances=1,
+            scaling_unit="",  # one node: nothing scales
             gpu_type=info.accelerator_type,
             gpu_count=self.tpu.accelerator(info.accelerator_type)[1].chips if info.accelerator_type else 0,
             accelerator=_slice_text(self.tpu, info.accelerator_type),
