@@ -130,3 +130,14 @@ def test_the_scenario_list_names_each_aca_scenario_and_the_alert_it_sends(sandbo
     listed = {s.name: s for s in sandbox.scenario_list()}
     for name, scenario in ACA_SCENARIOS.items():
         assert listed[name].alert == scenario.alert and listed[name].kind == scenario.kind
+
+
+async def test_a_hand_deploy_arm_refuses_leaves_no_failure_seeded_for_the_next_deploy(
+    sandbox: Sandbox, wired: tuple[Deps, RecordingResponder]
+) -> None:
+    await fire(sandbox, "aca-quota-zero")
+    for name in ("aca-image-pull", "aca-bf16-on-t4"):  # both need a GPU: ARM refuses them at 0
+        said = await fire(sandbox, name)
+        assert "ARM refused" in said[-1] and "QuotaExceeded" in said[-1], said
+    assert sandbox.azure.replicas.fail_next_start == ""
+    assert sandbox.azure.standin._fail_next == []

@@ -57,7 +57,7 @@ BF16_LINE = (
     "compute capability 7.5. You can use float16 instead by explicitly setting the `dtype` flag in CLI, for example: "
     "--dtype=half."
 )
-MISSING_TAG = "vllm/vllm-openai:v0.251"  # a typo of v0.25.1: no such tag on Docker Hub
+MISSING_TAG = "vllm/vllm-openai:v0.251"  # a typo of v0.25.1 (the stand-in pulls nothing: the seed makes it fail)
 # The portal's notice (tests/data/aca_logs/portal_persistent_image_pull_errors.log, its source in the manifest)
 PULL_LINE = f'Persistent Image Pull Errors for image "{MISSING_TAG}". Please check https://aka.ms/cappsimagepullerrors.'
 
@@ -305,19 +305,32 @@ async def _send(sb: AcaSandbox, say: Narrate, payload: dict[str, Any], revision:
     if resp.status_code != 202:
         await say(f"The alert webhook answered {resp.status_code}: {resp.text[:200]}")
         return
-    if revision:  # a failed revision's alert clears once a newer revision serves; a refused write's never does
+    # A failed revision's alert resolves once a newer revision serves. An activity log alert is not resolved (its
+    # alerts are stateless, as recalled from Azure Monitor's docs: not found in the sources read).
+    if revision:
         sb.track_azure_alert(revision, payload)
 
 
 async def _break_revision(
-    sb: AcaSandbox, say: Narrate, body: dict[str, Any], what: str, *, rule: str, query: str, seed: Callable[[], None]
+    sb: AcaSandbox,
+    say: Narrate,
+    body: dict[str, Any],
+    what: str,
+    *,
+    rule: str,
+    query: str,
+    seed: tuple[Callable[[], None], Callable[[], None]] | None = None,
 ) -> None:
-    """PUT `body` as `az containerapp update` would, after `seed`; wait for the revision's failure; alert."""
+    """PUT `body` as `az containerapp create/update` would, after `seed` (what to seed, how to take it back when ARM
+    refuses the write: a seed left behind would break the next deploy); wait for the revision's failure; alert."""
     world = sb.azure
     verb = _verb(world)
-    seed()
+    if seed is not None:
+        seed[0]()
     resp = await arm(world, "PUT", body=body)
     if resp.status_code >= 400:
+        if seed is not None:
+            seed[1]()
         err = (
             (resp.json().get("error") or {})
             if resp.headers.get("content-type", "").startswith("application/json")
@@ -360,9 +373,13 @@ _SYSTEM_ERRORS = "ContainerAppSystemLogs_CL | where Type_s in ('Error', 'Warning
 
 async def _bf16_on_t4(sb: AcaSandbox, say: Narrate) -> None:
     body = app_body(sb.azure, profile=T4, model="gemma-4-e4b")
+    replicas = sb.azure.replicas
 
     def seed() -> None:
-        sb.azure.replicas.fail_next_start = BF16_LINE
+        replicas.fail_next_start = BF16_LINE
+
+    def unseed() -> None:
+        replicas.fail_next_start = ""
 
     await _break_revision(
         sb,
@@ -371,8 +388,15 @@ async def _bf16_on_t4(sb: AcaSandbox, say: Narrate) -> None:
         "gemma-4-E4B in bf16 (no `--dtype half`) on the serverless T4 profile",
         rule="vllm-replica-errors",
         query=_CONSOLE_ERRORS,
-        seed=seed,
+        seed=(seed, unseed),
     )
+
+
+def _unfail(world: AcaWorld) -> None:
+    """Take back `fail_next_revision(PULL_LINE)` (the stand-in offers no call for it: its queue, under its lock)."""
+    with world.standin.lock:
+        if PULL_LINE in world.standin._fail_next:
+            world.standin._fail_next.remove(PULL_LINE)
 
 
 async def _image_pull(sb: AcaSandbox, say: Narrate) -> None:
@@ -384,7 +408,7 @@ async def _image_pull(sb: AcaSandbox, say: Narrate) -> None:
         f"the image `{MISSING_TAG}` (a tag that does not exist)",
         rule="aca-system-errors",
         query=_SYSTEM_ERRORS,
-        seed=lambda: sb.azure.standin.fail_next_revision(PULL_LINE),
+        seed=(lambda: sb.azure.standin.fail_next_revision(PULL_LINE), lambda: _unfail(sb.azure)),
     )
 
 
@@ -398,7 +422,6 @@ async def _probe_timeout(sb: AcaSandbox, say: Narrate) -> None:
         "gemma-4-12B bf16 with a 40 s startup probe (10 s delay + 3 x 10 s)",
         rule="aca-system-errors",
         query=_SYSTEM_ERRORS,
-        seed=lambda: None,
     )
 
 
