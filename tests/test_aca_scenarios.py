@@ -141,3 +141,16 @@ async def test_a_hand_deploy_arm_refuses_leaves_no_failure_seeded_for_the_next_d
         assert "ARM refused" in said[-1] and "QuotaExceeded" in said[-1], said
     assert sandbox.azure.replicas.fail_next_start == ""
     assert sandbox.azure.standin._fail_next == []
+
+
+async def test_two_failures_in_a_row_each_get_the_diagnosis_of_their_own_revision(
+    sandbox: Sandbox, wired: tuple[Deps, RecordingResponder]
+) -> None:
+    _, responder = wired
+    await fire(sandbox, "aca-bf16-on-t4")
+    first = len(responder.posts)
+    await fire(sandbox, "aca-probe-timeout")  # the bf16 revision's lines are still in the alert's window
+    second = "\n".join(shown(r) for _, r, _ in responder.posts[first:])
+    assert "FIRING: aca-system-errors" in second, second
+    assert leading_kind(second) == "startup_probe_timeout", second
+    assert "bf16_unsupported" not in second, second

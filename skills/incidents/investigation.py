@@ -4,10 +4,11 @@ done. The incident pipeline (skills/incidents/threads.py) runs it once per incid
 
 Steps, in order:
 1. Findings: the deterministic diagnosis of the logs for the alert window. One failure, one diagnosis: a
-   Cloud Monitoring alert names the revision it is about (its monitored resource), and that revision's logs are
-   its story; earlier failures of other revisions in the window have incidents of their own. An alert naming no
-   Cloud Run revision (Alertmanager's `instance` is a scrape target) reads the whole service (rollouts between
-   revisions may be the story), and so does one whose revision shows no known failure in the window.
+   Cloud Monitoring alert names the revision it is about (its monitored resource), as does an Azure Monitor alert
+   split by revision (handlers/alerts/azure_monitor.py), and that revision's logs are its story; earlier failures
+   of other revisions in the window have incidents of their own. An alert naming no revision (Alertmanager's
+   `instance` is a scrape target) reads the whole service (rollouts between revisions may be the story), and so
+   does one whose revision shows no known failure in the window.
 2. What changed before it (skills/incidents/changes.py): the first question in any incident.
 3. The agent's plan, when a model is configured and answers now; otherwise why there is none.
 
@@ -218,7 +219,7 @@ async def _steps(ports: InvestigationPorts, inc: Incident, alert: Alert) -> Asyn
     else:
         query = LogQuery(
             service=inc.service,
-            revision=(alert.revision or None) if alert.source == "gcp" else None,
+            revision=(alert.revision or None) if alert.source in ("gcp", "azure") else None,
             since=since,
             until=until,
             max_entries=s.log_max_entries,
