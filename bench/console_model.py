@@ -140,6 +140,7 @@ def known_bug(message: str) -> str:
 # Azure Container Apps (skills/targets/aca): the app an ACA profile deploys (AcaOptions.service), its profiles
 ACA_APP = "vllm-gemma4-aca"
 ACA_PROFILES = ("gemma4-12b-qat-aca-a100", "gemma4-e4b-aca-t4")  # skills/data/profiles.yaml
+ALSO_SERVING = re.compile(r"revision `([\w-]+)` is ready and serving \d+% of traffic \(also ([^)]*)\)")
 ACA_STATUS_HEAD = re.compile(rf"^\S+ {ACA_APP}: (\S.*)$", re.M)
 ACA_PLAN = re.compile(
     rf"^Plan: \w+ .*Azure Container Apps app `{ACA_APP}`.*?^plan `[0-9a-f]+` · expires[^\n]*$", re.M | re.S
@@ -186,6 +187,7 @@ def reset_azure(sandbox: Sandbox) -> None:
     with azure.standin.lock:
         azure.standin.apps.clear()
         azure.standin.ops.clear()
+        azure.standin.requests.clear()
         azure.standin._fail_next.clear()
         azure.replicas.runs.clear()
         azure.replicas.retired.clear()
@@ -453,7 +455,7 @@ class ConsoleModel(RuleBasedStateMachine):
         # ever showed provisioned, running and healthy, fit's reply and its Plan deploy button's plan
         self.arm_step: list[dict[str, Any]] = []
         self.step_window = (0.0, 0.0)
-        self.status_out = ""  # an ACA status a rule typed after its write (`_look`), and what ARM answered then
+        self.status_out = ""  # an ACA status a rule typed after its write (`_after`), and what ARM answered then
         self.status_seen: list[dict[str, Any]] = []
         self.aca_healthy: set[str] = set()
         self.aca_fitted: list[tuple[str, str]] = []
@@ -726,28 +728,39 @@ class ConsoleModel(RuleBasedStateMachine):
         self._type("/gemma diagnose")
 
     # --- Azure Container Apps: the app an ACA profile deploys, beside the Cloud Run service -------------------
+    # What a user does next on the ACA app, in the same rule as a write or an idle spell: nothing, look at its
+    # status (most often: what the write did, or what the idle spell left), revisions or cost, or destroy it. The
+    # one-line ACA rules alone seldom meet the app in its states: it exists only once a deploy was confirmed.
+    AFTER = st.sampled_from(["", "status", "status", "revisions", "cost", "destroy"])
+
     @rule(
         profile=st.sampled_from(ACA_PROFILES),
         mml=st.sampled_from([None, 8192, 16384, 32768]),
         low=st.sampled_from([None, 0, 1]),
         then=THEN,
-        look=st.booleans(),
+        after=AFTER,
     )
-    def aca_deploy(self, profile: str, mml: int | None, low: int | None, then: str, look: bool = False) -> None:
-        """A deploy of an ACA profile (new app, or a new revision of it), then nothing, Confirm or Ctrl-C; `look`:
-        then the app's status (as a user checks what a write did: status against ARM right after its write)."""
+    def aca_deploy(self, profile: str, mml: int | None, low: int | None, then: str, after: str = "") -> None:
+        """A deploy of an ACA profile (new app, or a new revision of it), then nothing, Confirm or Ctrl-C, then
+        what a user does next (`after`)."""
         line = f"/gemma deploy {profile}" + (f" --max-model-len {mml}" if mml else "")
         self._type(line + (f" --min-instances {low}" if low is not None else ""))
         self._then(then)
-        self._look(look)
+        self._after(after)
 
-    def _look(self, look: bool) -> None:
-        """The ACA app's status after a step, in the same rule (its output is what the invariants read)."""
-        if look and self._aca_exists():
-            out, seen = self.out, self.arm_step
-            self._type(f"/gemma status {ACA_APP} --fresh")
-            self.status_out = self.out  # what aca_status_says_what_arm_shows reads, with this step's ARM answers
-            self.out, self.arm_step, self.status_seen = out + self.out, seen + self.arm_step, self.arm_step
+    def _after(self, after: str) -> None:
+        """What a user does next on the ACA app (AFTER), in the same rule as a write or an idle spell."""
+        if not after or not self._aca_exists():
+            return
+        if after == "destroy":
+            self.aca_destroy()
+            return
+        out, seen = self.out, self.arm_step
+        lines = {"status": f"/gemma status {ACA_APP} --fresh", "revisions": f"/gemma revisions {ACA_APP}"}
+        self._type(lines.get(after, f"/gemma cost {ACA_APP}"))
+        if after == "status":  # what aca_status_says_what_arm_shows reads, with this step's ARM answers
+            self.status_out, self.status_seen = self.out, self.arm_step
+        self.out, self.arm_step = out + self.out, seen + self.arm_step
 
     @rule()
     def aca_status(self) -> None:
@@ -781,42 +794,42 @@ class ConsoleModel(RuleBasedStateMachine):
                 self.session.modal_answer = SERVICE
             self.out, self.arm_step = out + self.out, seen + self.arm_step
 
-    @rule(low=st.integers(0, 1), high=st.integers(1, 2), then=THEN, look=st.booleans())
-    def aca_scale(self, low: int, high: int, then: str, look: bool = False) -> None:
+    @rule(low=st.integers(0, 1), high=st.integers(1, 2), then=THEN, after=AFTER)
+    def aca_scale(self, low: int, high: int, then: str, after: str = "") -> None:
         """The replica range is in the template: a new revision, built on the one that serves."""
         if self._aca_exists():
             self._type(f"/gemma scale {low} {high} --service {ACA_APP}")
             self._then(then)
-            self._look(look)
+            self._after(after)
 
-    @rule(then=THEN, look=st.booleans())
-    def aca_rollback(self, then: str, look: bool = False) -> None:
+    @rule(then=THEN, after=AFTER)
+    def aca_rollback(self, then: str, after: str = "") -> None:
         """Traffic only: 100% to the revision before the serving one."""
         if self._aca_exists():
             self._type(f"/gemma rollback --service {ACA_APP}")
             self._then(then)
-            self._look(look)
+            self._after(after)
 
     @rule(
         profile=st.sampled_from(ACA_PROFILES),
         mml=st.sampled_from([8192, 16384]),
         percent=st.sampled_from([10, 50]),
-        look=st.booleans(),
+        after=AFTER,
     )
-    def aca_canary(self, profile: str, mml: int, percent: int, look: bool = False) -> None:
+    def aca_canary(self, profile: str, mml: int, percent: int, after: str = "") -> None:
         """A canary revision on the latest-revision weight beside the serving one (its Promote comes later, when
         the comparison ends: the `promote` rule clicks it)."""
         if self._aca_exists():
             self._type(f"/gemma deploy {profile} --max-model-len {mml} --canary {percent}")
             self._then("confirm")
-            self._look(look)
+            self._after(after)
 
-    @rule(seconds=st.sampled_from([0.05, 0.2, 1.0]))
-    def aca_idle(self, seconds: float) -> None:
+    @rule(seconds=st.sampled_from([0.05, 0.2, 1.0]), after=AFTER)
+    def aca_idle(self, seconds: float, after: str = "status") -> None:
         """An idle spell (0.05 s: 150 simulated seconds, within ACA's 300 s cooldown; 0.2 s and 1 s: past it, so a
-        min-0 revision scales to zero), then the ACA app's status."""
+        min-0 revision scales to zero), then what a user does next on the ACA app."""
         self.idle(seconds)
-        self._look(True)
+        self._after(after)
 
     @rule(
         case=st.sampled_from([("gemma-4-e4b", "t4"), ("gemma-4-e4b-qat", "t4"), ("gemma-4-12b-qat", "a100-80gb")]),
@@ -880,6 +893,10 @@ class ConsoleModel(RuleBasedStateMachine):
         for revision, percent in READY_SERVING.findall(self.out):
             if not ready(revision) or share(revision) != int(percent):
                 self._fail(f"said `{revision}` is ready and serving {percent}%; {routes(revision)}")
+        for revision, others in ALSO_SERVING.findall(self.out):  # who else serves, beside an ACA revision
+            said = {r: int(p) for r, p in re.findall(r"`([\w-]+)` (\d+)%", others)}
+            if revision.startswith(f"{ACA_APP}--") and said != {r: w for r, w in weights.items() if r != revision}:
+                self._fail(f"said `{revision}` serves beside {said}; {routes(revision)}")
         for revision in READY_IDLE.findall(self.out):
             if not ready(revision) or share(revision):
                 self._fail(f"said `{revision}` is ready and idle; {routes(revision)}")
