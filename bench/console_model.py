@@ -455,8 +455,6 @@ class ConsoleModel(RuleBasedStateMachine):
         # ever showed provisioned, running and healthy, fit's reply and its Plan deploy button's plan
         self.arm_step: list[dict[str, Any]] = []
         self.step_window = (0.0, 0.0)
-        self.status_out = ""  # an ACA status a rule typed after its write (`_after`), and what ARM answered then
-        self.status_seen: list[dict[str, Any]] = []
         self.aca_healthy: set[str] = set()
         self.aca_fitted: list[tuple[str, str]] = []
         self.leftovers = aca_leftovers(shared.sandbox)  # of the last example, after the reset (none, rightly)
@@ -749,18 +747,17 @@ class ConsoleModel(RuleBasedStateMachine):
         self._after(after)
 
     def _after(self, after: str) -> None:
-        """What a user does next on the ACA app (AFTER), in the same rule as a write or an idle spell."""
+        """What a user does next on the ACA app (AFTER), in the same rule as a write or an idle spell: the
+        invariants first check the world the rule's first part left (as between two rules), then the next step."""
         if not after or not self._aca_exists():
             return
+        for inv in self.invariants:
+            inv.function(self)
         if after == "destroy":
             self.aca_destroy()
             return
-        out, seen = self.out, self.arm_step
         lines = {"status": f"/gemma status {ACA_APP} --fresh", "revisions": f"/gemma revisions {ACA_APP}"}
         self._type(lines.get(after, f"/gemma cost {ACA_APP}"))
-        if after == "status":  # what aca_status_says_what_arm_shows reads, with this step's ARM answers
-            self.status_out, self.status_seen = self.out, self.arm_step
-        self.out, self.arm_step = out + self.out, seen + self.arm_step
 
     @rule()
     def aca_status(self) -> None:
@@ -1179,8 +1176,7 @@ class ConsoleModel(RuleBasedStateMachine):
         weights; the app's workload profile named; "does not exist" only when ARM holds no app."""
         if not self.log or not self.log[-1].startswith(f"/gemma status {ACA_APP}"):
             return
-        out, arm = self.status_out or self.out, self.status_seen or self.arm_step
-        self.status_out, self.status_seen = "", []
+        out, arm = self.out, self.arm_step
         if "does not exist" in out:
             if self._aca_exists():
                 self._fail(f"status says `{ACA_APP}` does not exist; ARM holds it")
@@ -1284,6 +1280,12 @@ class ConsoleModel(RuleBasedStateMachine):
         region are the app's as ARM holds it; fit's Plan deploy button plans fit's price."""
         for block in (m.group(0) for m in ACA_PLAN.finditer(_unthreaded(self.out))):
             first = block.splitlines()[0]
+            for usd, profile_type in re.findall(r"Each running replica: (\$[\d,]+\.\d\d)/h \(([\w-]+)\)", block):
+                self._check_aca_price("an ACA plan's replica", [usd], profile_type, self._standin.location)
+            canary = re.search(r"Canary cost: .*?(\$[\d,]+\.\d\d)/h while the canary runs", block)
+            canary_type = re.search(r"workload profile ([\w-]+)\)", first)
+            if canary and canary_type and "(1 at least" in block:
+                self._check_aca_price("a canary plan's cost", [canary.group(1)], canary_type.group(1), None)
             if first.startswith("Plan: Delete"):
                 name = re.search(r"workload profile `([\w-]+)`", first)
                 profile = self._standin.profiles.get(name.group(1)) if name else None
@@ -1300,6 +1302,16 @@ class ConsoleModel(RuleBasedStateMachine):
         cost, config = ACA_COST.search(self.out), ACA_COST_CONFIG.search(self.out)
         if cost and config:
             self._check_aca_price("/gemma cost", [f"${cost.group(1)}"], config.group(1), config.group(2))
+            each = aca_price(config.group(1), config.group(2)).per_replica_usd_per_hour or 0.0
+            for usd, what, n in re.findall(
+                r"^\s+(?:Idle|All replicas busy)[^$]*\$([\d,.]+)/h (with|at) (?:min|max)-replicas (\d+)$",
+                self.out,
+                re.M,
+            ):
+                if abs(float(usd.replace(",", "")) - each * int(n)) > 0.005:
+                    self._fail(
+                        f"/gemma cost says ${usd}/h {what} {n} replica(s); {n} x ${each:.2f}/h = ${each * int(n):.2f}/h"
+                    )
             app = self._aca_app()
             if app is not None:
                 held = self._standin.profiles.get(app.body.get("properties", {}).get("workloadProfileName", ""))
