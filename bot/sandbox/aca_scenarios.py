@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -96,9 +97,9 @@ def _arm_url(world: AcaWorld, path: str = "") -> str:
 
 
 async def arm(world: AcaWorld, method: str, path: str = "", body: dict[str, Any] | None = None) -> httpx.Response:
-    async with httpx.AsyncClient(
-        verify=world.ca_files["arm"], headers={"Authorization": f"Bearer {world.token}"}, timeout=10
-    ) as client:
+    trust = ssl.create_default_context(cafile=world.ca_files["arm"])  # the stand-in's own CA
+    auth = {"Authorization": f"Bearer {world.token}"}
+    async with httpx.AsyncClient(verify=trust, headers=auth, timeout=10) as client:
         return await client.request(method, _arm_url(world, path), params={"api-version": API_VERSION}, json=body)
 
 
