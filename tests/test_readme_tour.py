@@ -145,3 +145,5 @@ def test_the_readme_tour_in_one_console_run(tmp_path: Path) -> None:
     assert "10% of traffic to `vllm-gemma4-aca--canary-" in said and "revision label add" in said, said
     assert re.search(r"split: 90% `vllm-gemma4-aca--\w+` \(stable\) · 10% `vllm-gemma4-aca--canary-", said), said
     assert "rollback `vllm-gemma4-aca`: ready" in said, said
+    # ... and a scenario: a teammate's image that does not exist, Azure Monitor's alert, the incident's finding.
+    assert "Container Apps could not pull the image" in seen["/gemma sandbox aca-image-pull"], seen
