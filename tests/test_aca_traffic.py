@@ -72,6 +72,9 @@ async def test_scale_rollback_canary_promote_match_what_azure_holds(console: Con
     assert f"100% of traffic on `{first}`" in out, out
     assert "moving traffic" in out or "ready" in out, out
     assert _weights(console) == {first: 100} and len(standin.apps[APP].revisions) == 2
+    cost = await console.line(f"/gemma cost {APP}")  # the scale's revision still runs its min replica, billed
+    assert f"${each:.2f}/h with min-replicas 0 + 1 kept by other active revisions" in cost, cost
+    assert f"`{second}` is still active with min replicas 1" in cost, cost
     status = await console.line(f"/gemma status {APP} --fresh")
     assert f"100% `{first}` (pinned)" in status, status  # what serves, not only what is latest
     assert "min 0 / max 1" in status, status  # the pinned revision's own replica range

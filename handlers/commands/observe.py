@@ -192,9 +192,10 @@ def render_cost(c: CostReport) -> Reply:
         fields.append(("Idle or busy", f"{_per(c.usd_per_hour, 'h')}: no scale to zero"))
     else:
         u = c.scaling_unit
+        kept = f" + {c.kept_instances} kept by other active revisions" if c.kept_instances else ""
         fields += [
-            (f"Idle (min-{u}s)", f"{_per(c.idle_usd_per_hour, 'h')} with min-{u}s {c.min_instances}"),
-            (f"All {u}s busy", f"{_per(c.max_usd_per_hour, 'h')} at max-{u}s {c.max_instances}"),
+            (f"Idle (min-{u}s)", f"{_per(c.idle_usd_per_hour, 'h')} with min-{u}s {c.min_instances}{kept}"),
+            (f"All {u}s busy", f"{_per(c.max_usd_per_hour, 'h')} at max-{u}s {c.max_instances}{kept}"),
         ]
     reply.add(fields=fields)
     tp = []

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from skills.capacity.aca_catalog import load_aca_catalog
 from skills.capacity.aca_prices import aca_price
 from skills.capacity.catalog import load_catalog
-from skills.capacity.prices import instance_price
+from skills.capacity.prices import format_usd, instance_price
 from skills.capacity.tpu_catalog import Provisioning, TpuCatalog, load_tpu_catalog
 from skills.errors import InvalidInput
 from skills.ports import ServiceInfo
@@ -69,6 +69,9 @@ class CostReport(BaseModel):
     max_instances: int = 0
     scaling_unit: str = "instance"  # what min/max count (ACA: "replica"); "": nothing scales, it bills while it exists
     idle_usd_per_hour: float | None = 0.0  # what min-instances cost with no traffic
+    # Instances other revisions keep running besides this configuration's (ACA's Multiple revision mode keeps an
+    # old revision active with its min replicas until it is deactivated): in the idle and busy figures.
+    kept_instances: int = 0
     max_usd_per_hour: float | None = 0.0  # all max-instances running
     single_stream: Throughput | None = None
     batched: Throughput | None = None
@@ -183,14 +186,23 @@ def slice_cost(
     )
 
 
-def aca_cost(info: ServiceInfo, profile_type: str, region: str | None = None) -> CostReport:
+def aca_cost(
+    info: ServiceInfo, profile_type: str, region: str | None = None, kept: dict[str, int] | None = None
+) -> CostReport:
     """$/hour of a running Azure Container Apps app on a GPU workload profile: the replica price fit and ACA plans
     show (skills/capacity/aca_prices.aca_price), times the replicas. A serverless GPU replica bills at the active
-    rate while it runs and nothing at zero replicas; usd_per_hour is None ("price unknown") without a sourced rate."""
+    rate while it runs and nothing at zero replicas; usd_per_hour is None ("price unknown") without a sourced rate.
+    `kept`: other active revisions of the app and their min replicas, which run (and bill) whatever serves."""
     prof = load_aca_catalog().profile(profile_type)
     price = aca_price(prof.type, region)
     each = price.per_replica_usd_per_hour
+    extra = sum((kept or {}).values())
     notes = [f"Workload profile {prof.label}: {price.describe()}.", *price.notes]
+    for name, n in sorted((kept or {}).items()):
+        notes.append(
+            f"`{name}` is still active with min replicas {n} (Multiple revision mode keeps it): "
+            f"{format_usd(each * n if each is not None else None, 'h')} more, idle or not, until it is deactivated."
+        )
     notes.append(
         "Scale to zero: $0 while no replica runs; a running GPU replica is always billed at the active rate."
         if info.min_instances == 0
@@ -208,8 +220,9 @@ def aca_cost(info: ServiceInfo, profile_type: str, region: str | None = None) ->
         breakdown=price.breakdown,
         min_instances=info.min_instances,
         max_instances=info.max_instances,
-        idle_usd_per_hour=each * info.min_instances if each is not None else None,
-        max_usd_per_hour=each * max(info.max_instances, 1) if each is not None else None,
+        kept_instances=extra,
+        idle_usd_per_hour=each * (info.min_instances + extra) if each is not None else None,
+        max_usd_per_hour=each * (max(info.max_instances, 1) + extra) if each is not None else None,
         notes=notes,
     )
 

@@ -652,8 +652,17 @@ class AcaTarget:
             raise InvalidInput(
                 f"`{info.name}` runs on workload profile `{app.workload_profile}`, which this bot has no figures for."
             )
+        # Other active revisions run their min replicas whatever serves (Multiple mode): billed too.
+        judged = _pinned(app) or app.latest_revision
+        kept = {
+            r.name: n
+            for r in await self.api.list_revisions(info.name)
+            if r.active and r.name != judged and r.provisioning_state != "Failed"
+            for n in [aspec.scale_of({"properties": {"template": r.template}})[0]]
+            if n > 0
+        }
         # priced in the app's own region (where its environment is), not the bot's Cloud Run region
-        return aca_cost(info, profile.type, app.location)
+        return aca_cost(info, profile.type, app.location, kept)
 
     def export(self, service: str, spec: dict[str, Any], env: DeployEnv) -> ExportedSpec:
         return ExportedSpec(
