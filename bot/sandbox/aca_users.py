@@ -5,11 +5,11 @@ While two or more revisions take a share, requests arrive at SERVICE_RATE_PER_S 
 revision takes its weight's share. A revision with a replica up serves them (its replica's vLLM simulator observes
 each one's TTFT and latency and shows them in its /metrics, which its label's host answers); one without a replica
 up answers 503 (the sandbox's choice, as its ingress does: how long ACA holds a request while a replica starts was
-not found in a source), and the requests keep it busy, so its replica starts. Errors of a Behaviour are 500s. Every request is counted
-where Azure Monitor's Requests metric reads it (AcaReplicas.count, by revision and status). How a revision behaves
-is its Behaviour (revision_traffic.py): the stable one and a canary that holds serve alike; a canary armed by
-`canary-regresses` is slower and fails some requests. The figures are the sandbox's own inventions.
-Outside a split nobody sends anything: an idle app scales to zero, as the tour shows.
+not found in a source), and the requests keep it busy, so its replica starts. Errors of a Behaviour are 500s.
+Every request is counted where Azure Monitor's Requests metric reads it (AcaReplicas.count, by revision and
+status). How a revision behaves is its Behaviour (revision_traffic.py): the stable one and a canary that holds
+serve alike; a canary armed by `canary-regresses` is slower and fails some requests. The figures are the
+sandbox's own inventions. Outside a split nobody sends anything: an idle app scales to zero, as the tour shows.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from bot.sandbox.aca_api import AcaStandIn
 from bot.sandbox.aca_replicas import AcaReplicas
 from bot.sandbox.clock import SandboxClock
-from bot.sandbox.revision_traffic import SPREAD, CANARY_SCENARIOS, SERVICE_RATE_PER_S, STEADY, Behaviour
+from bot.sandbox.revision_traffic import CANARY_SCENARIOS, SERVICE_RATE_PER_S, SPREAD, STEADY, Behaviour
 
 _MAX_PER_TICK = 400  # observed into a simulator's histograms per tick: a long jump of the clock costs little
 
