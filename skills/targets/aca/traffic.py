@@ -101,6 +101,15 @@ async def _revisions(scope: AcaScope, service: str) -> dict[str, AppRevision]:
     return {r.name: r for r in await scope.api.list_revisions(service)}
 
 
+def _kept(revisions: dict[str, AppRevision], besides: tuple[str, ...]) -> int:
+    """The replicas active revisions (but `besides`) keep running at their min, whatever the traffic."""
+    return sum(
+        _min_replicas(r.template)
+        for r in revisions.values()
+        if r.active and r.name not in besides and r.provisioning_state != "Failed"
+    )
+
+
 def _left_running(leaving: list[AppRevision], az_where: str) -> list[str]:
     """Notes for revisions a plan takes traffic from that keep replicas running (Multiple mode keeps them active)."""
     out = []
@@ -225,7 +234,7 @@ async def plan_scale(scope: AcaScope, service: str, params: dict[str, Any]) -> P
         )
     leaving = [r for n, r in revisions.items() if n == serving]
     plan.notes += _left_running(leaving, where)
-    held_after = sum(_min_replicas(r.template) for r in leaving if r.active)
+    held_after = _kept(revisions, ())  # every active revision stays so, at its min replicas
     refusal, note = await _quota_refusal(
         scope, app, profile, revisions, p.max_instances + held_after, f"max {p.max_instances} new + {held_after} kept"
     )
@@ -416,14 +425,11 @@ async def apply_canary(scope: AcaScope, plan: Plan, percent: int) -> CanaryInfo:
     )
     revisions = await _revisions(scope, plan.service)
     serving_max = _max_replicas(revisions[baseline].template) if baseline in revisions else 1
-    refusal, note = await _quota_refusal(
-        scope,
-        app,
-        profile,
-        revisions,
-        serving_max + replicas,
-        f"`{baseline}`'s max {serving_max} + the canary's {replicas}",
+    kept = _kept(revisions, (baseline,))
+    why = f"`{baseline}`'s max {serving_max} + the canary's {replicas}" + (
+        f" + {kept} kept by other active revisions" if kept else ""
     )
+    refusal, note = await _quota_refusal(scope, app, profile, revisions, serving_max + replicas + kept, why)
     if refusal:
         plan.refusal = "Canary " + refusal[0].lower() + refusal[1:] + " Or deploy without --canary."
     if note:
