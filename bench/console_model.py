@@ -1081,8 +1081,11 @@ class ConsoleModel(RuleBasedStateMachine):
     def every_diff_is_against_what_serves_or_says_so(self) -> None:
         """Checked against the world when the plan was shown (`_then` checks it before a Confirm changes it)."""
         for block in re.split(r"(?=^Plan: )", self.out, flags=re.M):
+            # the plan as shown, up to its footer: what a Confirm printed after it is no part of it (the block would
+            # differ, and be checked again against the world the Confirm made)
+            block = re.split(r"(?<=\n)(?=[^\n]*· expires in)[^\n]*\n?", block, maxsplit=1)[0]
             if not block.startswith(("Plan: Deploy", "Plan: Scale", "Plan: Redeploy")) or "== az equivalent" in block:
-                continue  # a Cloud Run plan (an ACA plan's base is the ACA app: aca_status_says_what_arm_shows)
+                continue  # a Cloud Run plan (an ACA plan's base: aca_plans_build_on_what_serves)
             if "Changes to the running service" not in block or block in self.diffs_checked:
                 continue
             self.diffs_checked.add(block)
