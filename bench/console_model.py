@@ -782,6 +782,7 @@ class ConsoleModel(RuleBasedStateMachine):
         shown = len(self.session.responder.buttons)
         self._type(f"/gemma destroy {ACA_APP}")
         if any(b.label.startswith("Destroy") for b, _ in self.session.responder.buttons[shown:]):
+            self._aca_destroy_plan_says_what_it_deletes()  # before the click deletes it
             self._note_confirm(destroy=True)
             self.session.modal_answer = ACA_APP
             out, seen = self.out, self.arm_step
@@ -790,6 +791,19 @@ class ConsoleModel(RuleBasedStateMachine):
             finally:
                 self.session.modal_answer = SERVICE
             self.out, self.arm_step = out + self.out, seen + self.arm_step
+
+    def _aca_destroy_plan_says_what_it_deletes(self) -> None:
+        """The destroy plan's count of revisions is ARM's, and of running replicas what ARM showed as it planned."""
+        said = re.search(r"app `[\w-]+` \((\d+) revision\(s\), (\d+) replica\(s\) running", self.out)
+        app = self._aca_app()
+        if said is None or app is None:
+            return
+        replicas = sum(d["properties"]["replicas"] for d in self._last_docs().values())
+        if (int(said.group(1)), int(said.group(2))) != (len(app.revisions), replicas):
+            self._fail(
+                f"the ACA destroy plan says {said.group(1)} revision(s), {said.group(2)} replica(s) running; ARM holds "
+                f"{len(app.revisions)} revision(s) and showed {replicas} replica(s)"
+            )
 
     @rule(low=st.integers(0, 1), high=st.integers(1, 2), then=THEN, after=AFTER)
     def aca_scale(self, low: int, high: int, then: str, after: str = "") -> None:
