@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 
 from bot.sandbox.console_session import ConsoleSession
 from handlers.reply import CONFIRM_ACTION, PLAN_ACTION
@@ -19,9 +20,18 @@ from tests.deploy_helpers import click, plan_id_of
 from tests.eventually import eventually
 from tests.test_aca_target import A100, APP, PROFILE
 from tests.test_canary import shown
-from tests.test_truthful_writes import console
 
-__all__ = ["console"]  # a fixture, used by name
+
+@pytest.fixture
+async def console() -> AsyncIterator[ConsoleSession]:
+    """A console on the sandbox at 1000x, not 3000x: a deploy watch's margin past an ACA cold start (its budget is
+    the startup probe's, ~280 simulated seconds more) is then ~0.3 s of real time, which a loaded machine's poll
+    does not overrun (at 3000x it was ~0.1 s, and a first deploy once ended unready under load)."""
+    session = await ConsoleSession(REDIS_URL, speed=1000).start()
+    try:
+        yield session
+    finally:
+        await session.close()
 
 
 def _world(console: ConsoleSession):  # type: ignore[no-untyped-def]
