@@ -6,6 +6,7 @@ ingress weights and labels), and the az equivalent against the plan's own change
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
