@@ -20,11 +20,11 @@ from bot.sandbox.clock import SandboxClock
 from bot.sandbox.cloud import Sandbox
 from bot.settings import load_settings
 from bot.wiring import close_deps
-from handlers.reply import Reply
 from skills.targets.aca.target import KIND as ACA_KIND
 from tests.conftest import REDIS_URL
 from tests.deploy_helpers import RecordingResponder, command
 from tests.eventually import eventually
+from tests.test_canary import shown
 
 
 @pytest.fixture
@@ -43,13 +43,6 @@ async def wired(sandbox: Sandbox, key_prefix: str, redis_client: Any) -> AsyncIt
     yield deps, responder
     await sandbox.aclose()
     await close_deps(deps)
-
-
-def shown(reply: Reply) -> str:
-    parts = [reply.title, reply.context or ""]
-    for s in reply.sections:
-        parts += [s.heading or "", s.text or "", s.code or ""]
-    return "\n".join(parts)
 
 
 async def fire(sandbox: Sandbox, name: str, step_s: float = 5.0) -> list[str]:

@@ -351,21 +351,20 @@ class Sandbox:
         self.logging.append(entries)
         return revision
 
-    async def post_alert(self, payload: dict[str, Any]) -> httpx.Response:
-        """Cloud Monitoring's webhook call, into the bot's own alert route."""
+    async def _post_alert(self, route: str, payload: dict[str, Any]) -> httpx.Response:
         if self.alert_app is None:
             raise RuntimeError("the bot's alert webhook is not wired to the sandbox")
         transport = httpx.ASGITransport(app=self.alert_app)
         async with httpx.AsyncClient(transport=transport, base_url="http://sandbox.local", timeout=30) as client:
-            return await client.post("/alerts/gcp", params={"auth_token": self.alert_token}, json=payload)
+            return await client.post(route, params={"auth_token": self.alert_token}, json=payload)
+
+    async def post_alert(self, payload: dict[str, Any]) -> httpx.Response:
+        """Cloud Monitoring's webhook call, into the bot's own alert route."""
+        return await self._post_alert("/alerts/gcp", payload)
 
     async def post_azure_alert(self, payload: dict[str, Any]) -> httpx.Response:
         """Azure Monitor's action group webhook call (common alert schema), into the bot's `/alerts/azure`."""
-        if self.alert_app is None:
-            raise RuntimeError("the bot's alert webhook is not wired to the sandbox")
-        transport = httpx.ASGITransport(app=self.alert_app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://sandbox.local", timeout=30) as client:
-            return await client.post("/alerts/azure", params={"auth_token": self.alert_token}, json=payload)
+        return await self._post_alert("/alerts/azure", payload)
 
     def track_azure_alert(self, revision: str, payload: dict[str, Any]) -> None:
         """An ACA scenario's alert about `revision`: resolved once a newer revision of the app serves."""
