@@ -15,6 +15,7 @@ from bot.sandbox.aca_replicas import AcaReplicas
 from bot.sandbox.clock import SandboxClock
 from bot.sandbox.server import serve
 from skills.targets.aca.api import OperationState
+from skills.targets.aca.target import DEFAULT_IMAGE
 
 SUB = "00000000-0000-4000-8000-000000000054"
 RG = "rg-gemma"
@@ -84,7 +85,7 @@ def app_body(
         "containers": [
             {
                 "name": "vllm",
-                "image": "vllm/vllm-openai:v0.12.0",
+                "image": DEFAULT_IMAGE,  # a release that runs Gemma 4 (an older one fails, as it would)
                 "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
                 "args": args or ["--model", MODEL, "--max-model-len", "8192", "--port", "8000"],
                 "resources": {"cpu": 24, "memory": "220Gi"},
@@ -93,8 +94,8 @@ def app_body(
                         "type": "Startup",
                         "httpGet": {"path": "/health", "port": 8000, "scheme": "HTTP"},
                         "initialDelaySeconds": 60,
-                        "periodSeconds": 10,
-                        "failureThreshold": 60,
+                        "periodSeconds": 120,
+                        "failureThreshold": 10,  # ACA's most (aca.yaml probe_limits): 21 min for 12B bf16 from the Hub
                         "timeoutSeconds": 5,
                     }
                 ],

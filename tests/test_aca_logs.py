@@ -17,11 +17,12 @@ import pytest
 from bot.adapters.aca_logs import AcaLogs, kql_string
 from bot.adapters.container_apps import StaticTokenCredential
 from bot.sandbox.aca_api import _EPOCH, PROVISION_S
+from bot.sandbox.aca_replicas import startup_s
 from bot.sandbox.kql import KqlError, evaluate
 from bot.sandbox.log_analytics_api import LogAnalyticsStandIn, serve_log_analytics
 from skills.errors import CloudUnavailable, InvalidInput, NotFound
 from skills.ports import LogQuery
-from tests.aca_fixtures import Aca, aca_env, app_body
+from tests.aca_fixtures import A100, Aca, aca_env, app_body
 
 WORKSPACE = "6f0c2e4a-0000-4000-8000-000000000055"
 
@@ -47,11 +48,13 @@ async def logs_env() -> AsyncIterator[Env]:
                 await logs.aclose()
 
 
+ARGS = ["--model", "google/gemma-4-12b-it", "--port", "8000"]
+UP_S = startup_s(app_body("", args=ARGS)["properties"]["template"], A100)  # its replica's start, as derived
+
+
 async def deploy(env: Env, suffix: str, seconds: float) -> str:
     """Put the app with a new revision and let `seconds` of sandbox time pass after it provisions."""
-    handle = await env.aca.api.begin_put_app(
-        "gemma", app_body(env.aca.env_id(), suffix=suffix, args=["--model", "google/gemma-4-12b-it", "--port", "8000"])
-    )
+    handle = await env.aca.api.begin_put_app("gemma", app_body(env.aca.env_id(), suffix=suffix, args=ARGS))
     env.aca.clock.advance(PROVISION_S)
     assert (await env.aca.done(handle)).status == "Succeeded"
     env.aca.clock.advance(seconds)
@@ -60,7 +63,7 @@ async def deploy(env: Env, suffix: str, seconds: float) -> str:
 
 async def test_startup_lines_come_back_in_order_by_revision_with_severities() -> None:
     async with logs_env() as env:
-        first = await deploy(env, "one", 200)
+        first = await deploy(env, "one", UP_S)
         env.aca.replicas.fail_next_start = "RuntimeError: CUDA error: no kernel image is available"
         second = await deploy(env, "two", 30)
 
@@ -95,7 +98,7 @@ async def test_startup_lines_come_back_in_order_by_revision_with_severities() ->
 
 async def test_a_time_window_excludes_older_lines_and_later_ones() -> None:
     async with logs_env() as env:
-        rev = await deploy(env, "one", 200)
+        rev = await deploy(env, "one", UP_S)
         everything = await env.logs.fetch(LogQuery(service="gemma", since=_EPOCH))
         ready = next(e for e in everything.entries if "Application startup complete." in e.text)
         assert ready.timestamp is not None
@@ -115,7 +118,7 @@ async def test_a_time_window_excludes_older_lines_and_later_ones() -> None:
 
 async def test_the_entry_cap_keeps_the_newest_and_says_so() -> None:
     async with logs_env() as env:
-        await deploy(env, "one", 200)
+        await deploy(env, "one", UP_S)
         full = await env.logs.fetch(LogQuery(service="gemma", since=_EPOCH))
         capped = await env.logs.fetch(LogQuery(service="gemma", since=_EPOCH, max_entries=5))
         assert [e.text for e in capped.entries] == [e.text for e in full.entries[-5:]]
@@ -153,7 +156,7 @@ async def test_workspace_and_credential_refusals_in_the_bots_terms() -> None:
 
 async def test_a_partial_answer_keeps_its_rows_and_says_why() -> None:
     async with logs_env() as env:
-        await deploy(env, "one", 200)
+        await deploy(env, "one", UP_S)
         env.la.partial = "Query exceeded the allowed memory"
         batch = await env.logs.fetch(LogQuery(service="gemma", since=_EPOCH))
         assert any("Application startup complete." in e.text for e in batch.entries)

@@ -6,6 +6,7 @@ and what ACA or Azure Monitor lacks is refused as they refuse it."""
 from __future__ import annotations
 
 import json
+import math
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,9 +22,10 @@ from bot.adapters.aca_metrics import AcaMetric, AcaMetrics, grain, iso_duration
 from bot.adapters.container_apps import StaticTokenCredential
 from bot.sandbox.aca_api import _EPOCH, PROVISION_S
 from bot.sandbox.aca_metrics_api import AcaMetricsStandIn
+from bot.sandbox.aca_replicas import startup_s
 from skills.errors import NotFound, UserFacingError
 from skills.observe.service_metrics import service_metrics
-from tests.aca_fixtures import RG, SUB, Aca, aca_env, app_body
+from tests.aca_fixtures import A100, RG, SUB, Aca, aca_env, app_body
 
 
 @dataclass
@@ -56,15 +58,20 @@ async def _get(env: Env, path: str) -> httpx.Response:
         return await client.get(url)
 
 
+# Minutes a replica of the fixture's revision takes to answer (its start as the sandbox derives it), whole.
+START_MIN = math.ceil(startup_s(app_body("")["properties"]["template"], A100) / 60)
+SPAN = 2 + START_MIN + 10  # the minutes scale_from_zero plays
+
+
 async def scale_from_zero(env: Env) -> str:
-    """A min-0 revision: one request at 2 min starts a replica (503 while vLLM loads), three answered at 4 min, none
-    after; its 300 s cooldown ends at 9 min. Time ends at 14 min."""
+    """A min-0 revision: one request at 2 min starts a replica (503 while vLLM loads), three answered START_MIN
+    later, none after; its 300 s cooldown ends 5 min after them. Time ends 10 min after them."""
     handle = await env.aca.api.begin_put_app("gemma", app_body(env.aca.env_id(), min_replicas=0, suffix="one"))
     env.aca.clock.advance(PROVISION_S)
     assert (await env.aca.done(handle)).status == "Succeeded"
     env.aca.clock.advance(120 - PROVISION_S)
     assert (await _get(env, "/health")).status_code == 503  # no replica up yet: ACA's ingress answers 503
-    env.aca.clock.advance(120)
+    env.aca.clock.advance(START_MIN * 60)
     for _ in range(3):
         assert (await _get(env, "/v1/models")).status_code == 200
     env.aca.clock.advance(600)
@@ -84,31 +91,32 @@ def _by_minute(series: list[aca_metrics.MetricSeries]) -> dict[int, float]:
 async def test_replicas_follow_the_revisions_replica_count() -> None:
     async with metrics_env() as env:
         rev = await scale_from_zero(env)
-        series = await env.metrics.series("gemma", "container/instance_count", 14)
+        series = await env.metrics.series("gemma", "container/instance_count", SPAN)
         assert [s.labels for s in series] == [{"revision_name": rev}]
         assert [p.at - _EPOCH for p in series[0].points][:2] == [timedelta(minutes=1), timedelta(minutes=2)]
         by_minute = _by_minute(series)
-        # no replica before the request, one from its start (2 min) to the cooldown's end (9 min), none after
-        assert [by_minute[m] for m in range(14)] == [0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0]
-        one = await env.metrics.series("gemma", "container/instance_count", 14, revision=rev)
-        assert [_by_minute(one)[m] for m in range(14)] == [0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0]
-        other = await env.metrics.series("gemma", "container/instance_count", 14, revision="gemma--other")
+        # no replica before the request, one from its start (2 min) to the cooldown's end, none after
+        lived = [0, 0] + [1] * (START_MIN + 5) + [0] * 5
+        assert [by_minute[m] for m in range(SPAN)] == lived
+        one = await env.metrics.series("gemma", "container/instance_count", SPAN, revision=rev)
+        assert [_by_minute(one)[m] for m in range(SPAN)] == lived
+        other = await env.metrics.series("gemma", "container/instance_count", SPAN, revision="gemma--other")
         assert other and set(_by_minute(other).values()) == {0}
 
 
 async def test_requests_count_what_went_through_ingress_by_code_class() -> None:
     async with metrics_env() as env:
         rev = await scale_from_zero(env)
-        series = await env.metrics.series("gemma", "request_count", 14)
+        series = await env.metrics.series("gemma", "request_count", SPAN)
         by_class = {s.labels["response_code_class"]: s for s in series}
         assert set(by_class) == {"2xx", "5xx"}
-        # rates per second, as Cloud Run's request_count is read: 3 answered in minute 4, one 503 in minute 2
-        assert {m: round(v * 60) for m, v in _by_minute([by_class["2xx"]]).items() if v} == {4: 3}
+        # rates per second, as Cloud Run's request_count is read: 3 answered once up, one 503 in minute 2
+        assert {m: round(v * 60) for m, v in _by_minute([by_class["2xx"]]).items() if v} == {2 + START_MIN: 3}
         assert {m: round(v * 60) for m, v in _by_minute([by_class["5xx"]]).items() if v} == {2: 1}
-        only = await env.metrics.series("gemma", "request_count", 14, revision=rev)
+        only = await env.metrics.series("gemma", "request_count", SPAN, revision=rev)
         assert sum(p.value for s in only for p in s.points) * 60 == pytest.approx(4)
 
-        status = await service_metrics(env.metrics, "gemma", minutes=14)
+        status = await service_metrics(env.metrics, "gemma", minutes=SPAN)
         figures = {f.metric: f for f in status.figures}
         assert figures["request_count"].peak == pytest.approx(3 / 60)
         assert figures["container/instance_count"].peak == 1

@@ -13,9 +13,10 @@ import pytest
 
 from bot.sandbox.aca_api import API_VERSION, PROVISION_S
 from bot.sandbox.aca_replicas import startup_s
+from bot.sandbox.lifecycle import PULL_S
 from skills.errors import InvalidInput
 from skills.targets.aca.api import QuotaExceeded
-from tests.aca_fixtures import ENV, MODEL, RG, SUB, Aca, aca_env, app_body
+from tests.aca_fixtures import A100, ENV, MODEL, RG, SUB, Aca, aca_env, app_body
 
 APP_PATH = f"/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.App/containerApps"
 
@@ -56,7 +57,7 @@ async def test_create_is_polled_to_succeeded_and_the_revision_comes_up() -> None
         async with httpx.AsyncClient() as http:
             assert (await http.get(f"{aca.replicas.endpoint_of(app.fqdn)}/health")).status_code == 503
 
-            aca.clock.advance(startup_s(body["properties"]["template"]))
+            aca.clock.advance(startup_s(body["properties"]["template"], A100))
             rev3 = await aca.api.get_revision("gemma", rev.name)
             assert rev3 is not None
             assert (rev3.running_state, rev3.health_state, rev3.traffic_weight) == ("Running", "Healthy", 100)
@@ -282,9 +283,10 @@ async def test_the_console_is_vllms_start_up_on_the_containers_port() -> None:
     async with aca_env() as aca:
         body = app_body(aca.env_id())
         await _created(aca)
+        aca.clock.advance(PULL_S)  # the image pulled, vLLM's first line
         first = aca.replicas.console("gemma")[0]
         assert first[2] == "[__init__.py:235] Automatically detected platform cuda."
-        aca.clock.advance(startup_s(body["properties"]["template"]))
+        aca.clock.advance(startup_s(body["properties"]["template"], A100))
         lines = aca.replicas.console("gemma")
         texts = [t for _, _, t in lines]
         assert texts[-1] == "INFO:     Application startup complete."
@@ -303,7 +305,7 @@ async def test_min_replicas_zero_scales_to_zero_until_a_request_comes() -> None:
             assert (await http.get(f"{aca.replicas.endpoint_of(fqdn)}/health")).status_code == 503  # cold start
             (rev,) = await aca.api.list_revisions("gemma")
             assert (rev.replicas, rev.running_state) == (1, "Processing")
-            aca.clock.advance(startup_s(app_body(aca.env_id())["properties"]["template"]))
+            aca.clock.advance(startup_s(app_body(aca.env_id())["properties"]["template"], A100))
             assert (await http.get(f"{aca.replicas.endpoint_of(fqdn)}/health")).status_code == 200
         aca.clock.advance(301)  # the cooldown passes with no request
         (rev,) = await aca.api.list_revisions("gemma")

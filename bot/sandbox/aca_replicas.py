@@ -2,19 +2,20 @@
 
 Replicas follow the revision's scale rule as ACA's KEDA-based scaler does: minReplicas always run; above that, a
 revision with traffic runs one replica while requests came within its cooldownPeriod (300 s when unset, ACA's
-default) and none otherwise, so minReplicas 0 with no traffic is 0 replicas. A replica's vLLM takes the time to
-read the model's weights and start its engine (from the catalog's weight size: sandbox estimates, not
-measurements); ACA's startup probe (initialDelaySeconds + periodSeconds x failureThreshold, from the template)
-fails a replica that is not up by then. The revision's runningState and healthState are what the stand-in
-reports: Processing while vLLM starts, Running + Healthy once /health answers, Failed + Unhealthy when the start
-fails. A provisioned revision scaled to zero reports Running with no health (no replica to probe: a sandbox
-choice).
+default; a request that came while its replica started counts until vLLM is up) and none otherwise, so
+minReplicas 0 with no traffic is 0 replicas. A replica's start is what the Cloud Run sandbox plays for the same
+configuration (bot/sandbox/lifecycle.py plan_startup, through the planner's as-deployed check): the revision's
+image, vLLM flags and startup probe, on its workload profile's GPU, GPU count and memory (skills/data/aca.yaml).
+So its lines, its time to ready, how it fails (an image too old for Gemma 4, bfloat16 on the T4, weights or KV
+cache that do not fit, a probe too short) and the KV cache its vLLM reports once up are derived from what was
+deployed. The revision's runningState and healthState are what the stand-in reports: Processing while vLLM
+starts, Running + Healthy once /health answers, Failed + Unhealthy when the start fails. A provisioned revision
+scaled to zero reports Running with no health (no replica to probe: a sandbox choice).
 
-Each replica's console (what `console(app)` returns) is vLLM's own start-up lines, as bot/sandbox/startup_lines.py
-writes them for Cloud Run (its sources there), on the container's port: the engine config, one tqdm line per
-checkpoint shard, "Model loading took" and "Application startup complete."; or the engine dying (without Cloud
-Run's own "Container called exit(1)."). A start the probe gives up on ends with "Startup probe failed N s after
-the container started." (the sandbox's words: ACA's system log line was not found in a source).
+Each replica's console (what `console(app)` returns) is those start-up lines (bot/sandbox/startup_lines.py, their
+sources there) without Cloud Run's own system lines, on the container's port. A start the probe gives up on ends
+with "Startup probe failed N s after the container started." (the sandbox's words: ACA's system log line was not
+found in a source). `fail_next_start` still makes the next replica's engine die with a given line (tests).
 
 Apps answer under /apps/<fqdn>/... (the sandbox maps an app's FQDN to `endpoint_of(fqdn)`): requests to the app's
 host are shared between its revisions by their traffic weights (spread evenly, in a fixed order, so a 90/10 split
@@ -26,6 +27,7 @@ kept, past min replicas) while requests reached it within its cooldown.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,14 +37,13 @@ from starlette.responses import Response
 
 from bot.sandbox import startup_lines as sl
 from bot.sandbox.aca_api import AcaStandIn, App, Revision, Runtime
+from bot.sandbox.lifecycle import Startup, plan_startup
 from bot.sandbox.vllm_sim import SimConfig, VllmSim
-from skills.capacity.aca_catalog import load_aca_catalog
-from skills.capacity.catalog import load_catalog
+from skills.capacity.aca_catalog import WorkloadProfile, load_aca_catalog
+from skills.targets.aca.spec import TAG_MODEL
+from skills.targets.cloud_run.render import ANNOTATION_MODEL
 
-READ_GB_PER_S = 0.5  # weights read from the Hub into a fresh replica (sandbox estimate)
-ENGINE_S = 30.0  # engine start-up after the weights: KV cache, CUDA graphs (sandbox estimate)
 DEFAULT_COOLDOWN_S = 300  # ACA's scale rule default cooldownPeriod
-DEFAULT_PROBE_BUDGET_S = 240  # ACA's default startup probe: 240 failures, one a second
 _PATH = re.compile(r"^/apps/([^/]+)(/.*)?$")
 
 
@@ -72,55 +73,67 @@ def _container(template: dict[str, Any]) -> dict[str, Any]:
     return next((c for c in containers if c.get("name") == "vllm"), containers[0])
 
 
-def weights_gb(template: dict[str, Any]) -> float:
-    """The weights vLLM loads for the container's --model (the catalog's figure)."""
-    args = [str(a) for a in _container(template).get("args") or []]
-    repo = _arg(args, "--model") or ""
-    cat = load_catalog()
-    model = next((m for m in cat.models.values() if m.hf_repo == repo or m.name == repo), None)
-    return cat.weights_gb(model) if model else 24.0  # an unknown model: a 12B bf16's size
+# ACA's default startup probe with ingress: TCP, initial delay 1 s, period 1 s, 240 failures (aca.yaml sources
+# health_probes), for a template without its own.
+DEFAULT_PROBE = {"initialDelaySeconds": 1, "periodSeconds": 1, "failureThreshold": 240}
 
 
-def startup_s(template: dict[str, Any]) -> float:
-    """Seconds from a replica's start to vLLM answering /health: the model's weights read, then the engine."""
-    return weights_gb(template) / READ_GB_PER_S + ENGINE_S
+def _profile(profile_type: str | None) -> WorkloadProfile:
+    aca = load_aca_catalog()
+    found = aca.profiles.get(profile_type or "")
+    if found is not None:
+        return found
+    default = aca.default_profile_for("a100-80gb")  # a profile the catalog does not know: the A100's
+    assert default is not None
+    return default
 
 
-def console_script(template: dict[str, Any], image: str, fail: str = "") -> list[sl.Line]:
-    """vLLM's start-up lines for this template, seconds after the replica starts (the last one at startup_s)."""
-    args = [str(a) for a in _container(template).get("args") or []]
-    model = _arg(args, "--model") or ""
-    port = _arg(args, "--port") or "8000"
-    cfg = {
-        "model": model,
-        "max_model_len": int(_arg(args, "--max-model-len") or 8192),
-        "gpu_memory_utilization": float(_arg(args, "--gpu-memory-utilization") or 0.9),
-        "kv_cache_dtype": _arg(args, "--kv-cache-dtype") or "auto",
-        "image": image,
+def as_service(template: dict[str, Any], profile_type: str | None, model: str | None = None) -> dict[str, Any]:
+    """The revision as lifecycle.plan_startup reads a service: its container's image, args and startup probe, the
+    workload profile's GPU, GPU count and memory per replica, and the model the app's tag names."""
+    c = _container(template)
+    wp = _profile(profile_type)
+    probe = next((p for p in c.get("probes") or [] if p.get("type") == "Startup"), None) or DEFAULT_PROBE
+    container = {
+        "image": str(c.get("image") or ""),
+        "args": [str(a) for a in c.get("args") or []],
+        "resources": {"limits": {"memory": f"{wp.memory_gib:g}Gi", "nvidia.com/gpu": str(wp.gpu_count)}},
+        "startupProbe": {k: probe[k] for k in DEFAULT_PROBE if k in probe},
     }
-    gb = weights_gb(template)
-    load_s = gb / READ_GB_PER_S
-    lines = sl.engine_config_lines(0.0, cfg)
-    if fail:
-        dies = [x for x in sl._engine_dies(3.5) if x.log != "varlog/system"]
-        return [*lines, sl.Line(3.0, fail, severity="ERROR"), *dies]
-    shards = max(1, round(gb / 5))  # checkpoints ship ~5 GB shards
-    lines += sl.shard_lines(3.0, load_s, shards)
-    lines.append(sl.loaded_line(3.0 + load_s, gb / 1.073741824, load_s))
-    lines += sl.ready_lines(startup_s(template) - 2.0, 0.0, 0)[2:]  # the KV figures belong to the fit, not here
-    for line in lines:  # the container listens on its own port, not Cloud Run's 8080
-        line.text = line.text.replace("'port': 8080", f"'port': {port}").replace(":8080", f":{port}")
-    return lines
+    return {
+        "template": {"containers": [container], "nodeSelector": {"accelerator": wp.gpu}},
+        "annotations": {ANNOTATION_MODEL: model} if model else {},
+    }
+
+
+def startup(template: dict[str, Any], profile_type: str | None, model: str | None = None) -> Startup:
+    """The replica's start as the Cloud Run sandbox would play it on this profile (its outcome, lines, when)."""
+    return plan_startup(as_service(template, profile_type, model), "", "")
+
+
+def startup_s(template: dict[str, Any], profile_type: str | None = None) -> float:
+    """Seconds from a replica's start to vLLM answering /health (or to its start failing)."""
+    return startup(template, profile_type).end_at
 
 
 def probe_budget_s(template: dict[str, Any]) -> float:
-    probes = _container(template).get("probes") or []
-    startup = next((p for p in probes if p.get("type") == "Startup"), None)
-    if startup is None:
-        return DEFAULT_PROBE_BUDGET_S
-    return float(startup.get("initialDelaySeconds", 0) or 0) + float(startup.get("periodSeconds", 10) or 10) * float(
-        startup.get("failureThreshold", 3) or 3
+    probe = as_service(template, None)["template"]["containers"][0]["startupProbe"]
+    return float(probe.get("initialDelaySeconds", 0) or 0) + float(probe.get("periodSeconds", 10) or 10) * float(
+        probe.get("failureThreshold", 3) or 3
     )
+
+
+def _aca_lines(s: Startup, port: str, budget: float) -> list[sl.Line]:
+    """A start's lines as an ACA replica's console shows them: vLLM's own, on the container's port; Cloud Run's
+    system lines (its instance start, its probe and container messages) left out; a start the startup probe gives
+    up on ends at the probe's budget with ACA's probe failure."""
+    lines = [x for x in s.lines if x.log != "varlog/system"]
+    if s.kind == "startup_probe_timeout":
+        lines = [x for x in lines if x.at < budget]
+        lines.append(sl.Line(budget, f"Startup probe failed {budget:g} s after the container started.", "ERROR"))
+    for line in lines:
+        line.text = line.text.replace("'port': 8080", f"'port': {port}").replace(":8080", f":{port}")
+    return lines
 
 
 class AcaReplicas:
@@ -152,6 +165,11 @@ class AcaReplicas:
         cooldown = float(scale.get("cooldownPeriod", DEFAULT_COOLDOWN_S) or DEFAULT_COOLDOWN_S)
         last = self.last_request.get(rev.name)
         provisioned = rev.provisioned_at or now
+        run = self.runs.get(rev.name)
+        if last is not None and run is not None and run.started <= last and run.failed_at is None:
+            # A request that came while the replica started waits for it (the scaler counts it until answered):
+            # the cooldown runs from when vLLM is up, not from the request, so a long start is not scaled away.
+            last = max(last, min(run.ready_at, now))
         busy = rev.active and last is not None and provisioned <= now and now - last < cooldown
         wanted = min(max(min_r, 1 if busy else 0), max_r)
         if wanted == 0:
@@ -174,29 +192,21 @@ class AcaReplicas:
     def _start(self, app: App, rev: Revision, at: float) -> _Run:
         args = [str(a) for a in _container(rev.template).get("args") or []]
         model = _arg(args, "--served-model-name") or _arg(args, "--model") or app.name
-        mml = int(_arg(args, "--max-model-len") or 8192)
-        image = str(_container(rev.template).get("image") or "")
-        ready = startup_s(rev.template)
+        prof = self.aca.profiles.get(app.body.get("properties", {}).get("workloadProfileName") or "")
+        tags = app.body.get("tags") or {}
+        s = startup(rev.template, prof.type if prof else None, tags.get(TAG_MODEL))
         budget = probe_budget_s(rev.template)
-        failed_at: float | None = None
-        lines = console_script(rev.template, image)
-        if self.fail_next_start:  # the engine dies at start-up: the probe never passes
-            lines = console_script(rev.template, image, fail=self.fail_next_start)
+        lines = _aca_lines(copy.deepcopy(s), _arg(args, "--port") or "8000", budget)
+        ready, failed_at = s.end_at, None
+        if self.fail_next_start:  # the engine dies at start-up with the given line (tests)
+            lines = [x for x in lines if x.at < 3.0] + [sl.Line(3.0, self.fail_next_start, severity="ERROR")]
+            lines += [x for x in sl.engine_dies(3.5) if x.log != "varlog/system"]
             self.fail_next_start = ""
-            failed_at, ready = at + min(lines[-1].at, budget), float("inf")
-        elif ready > budget:  # still loading when the startup probe gives up
-            lines = [x for x in lines if x.at < budget]
-            lines.append(sl.Line(budget, f"Startup probe failed {budget:g} s after the container started.", "ERROR"))
-            failed_at, ready = at + budget, float("inf")
-        run = _Run(
-            rev.name,
-            at,
-            at + ready,
-            failed_at,
-            VllmSim(SimConfig(model_id=model, max_model_len=mml)),
-            app=app.name,
-            lines=lines,
-        )
+            failed_at, ready = at + lines[-1].at, float("inf")
+        elif s.outcome != "ready":
+            failed_at, ready = at + (budget if s.kind == "startup_probe_timeout" else s.end_at), float("inf")
+        served = s.served or SimConfig(model_id=model, max_model_len=int(_arg(args, "--max-model-len") or 8192))
+        run = _Run(rev.name, at, at + ready, failed_at, VllmSim(served), app=app.name, lines=lines)
         self.runs[rev.name] = run
         return run
 

@@ -2,7 +2,8 @@
 
 Each breaks the app the way a teammate would with `az containerapp create/update`: a PUT straight to the ARM
 stand-in (bot/sandbox/aca_api.py) over HTTPS with its token, past the bot's planner and preflight. It seeds what
-the stand-in cannot decide on its own (`fail_next_revision`, the replicas' `fail_next_start`), waits for the
+the stand-in cannot decide from the configuration (an image pull: `fail_next_revision`; a replica's start, bf16 on
+the T4 or a probe too short, follows from the flags and the profile by itself), waits for the
 failure by the stand-in's own rules (its revision's provisioningState / runningState, read back over the wire as
 `az containerapp revision show` reads them), then POSTs the alert Azure Monitor's action group would send, in the
 common alert schema (handlers/alerts/azure_monitor.py names the schema's sources), to the bot's `/alerts/azure`.
@@ -52,12 +53,6 @@ T4 = "Consumption-GPU-NC8as-T4"
 IMAGE = "vllm/vllm-openai:v0.25.1"
 WORKSPACE_NAME = "gemma-env-logs"  # the Log Analytics workspace's ARM name in the sandbox (its own choice)
 PROFILE_A100 = "gemma4-12b-qat-aca-a100"
-# vLLM's refusal on a T4, quoted in skills/data/aca.yaml sources.vllm_bf16
-BF16_LINE = (
-    "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has "
-    "compute capability 7.5. You can use float16 instead by explicitly setting the `dtype` flag in CLI, for example: "
-    "--dtype=half."
-)
 MISSING_TAG = "vllm/vllm-openai:v0.251"  # a typo of v0.25.1 (the stand-in pulls nothing: the seed makes it fail)
 # The portal's notice (tests/data/aca_logs/portal_persistent_image_pull_errors.log, its source in the manifest)
 PULL_LINE = f'Persistent Image Pull Errors for image "{MISSING_TAG}". Please check https://aka.ms/cappsimagepullerrors.'
@@ -373,15 +368,9 @@ _SYSTEM_ERRORS = "ContainerAppSystemLogs_CL | where Type_s in ('Error', 'Warning
 
 
 async def _bf16_on_t4(sb: AcaSandbox, say: Narrate) -> None:
+    # No seed: the replica's vLLM refuses bfloat16 on the T4 by itself (bot/sandbox/aca_replicas.py derives the
+    # start from the revision's flags and its profile's GPU, as the Cloud Run sandbox does).
     body = app_body(sb.azure, profile=T4, model="gemma-4-e4b")
-    replicas = sb.azure.replicas
-
-    def seed() -> None:
-        replicas.fail_next_start = BF16_LINE
-
-    def unseed() -> None:
-        replicas.fail_next_start = ""
-
     await _break_revision(
         sb,
         say,
@@ -389,7 +378,6 @@ async def _bf16_on_t4(sb: AcaSandbox, say: Narrate) -> None:
         "gemma-4-E4B in bf16 (no `--dtype half`) on the serverless T4 profile",
         rule="vllm-replica-errors",
         query=_CONSOLE_ERRORS,
-        seed=(seed, unseed),
     )
 
 

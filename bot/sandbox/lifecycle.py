@@ -205,6 +205,9 @@ def plan_startup(
         return fail("container_exited_at_start", sl.unknown_architecture_lines(t - 2.0, "gemma4"))
     if image_problem is not None:
         return fail("cuda_incompatible", sl.driver_too_old_lines(t + 0.5, image_problem))
+    gpu = load_catalog().gpu(cfg["gpu"])
+    if not gpu.bf16 and cfg["dtype"] != "half":  # auto is the checkpoint's bfloat16, as the planner reads it
+        return fail("bf16_unsupported", sl.bf16_lines(t + 0.5, gpu.name, gpu.compute_capability))
     if cfg["fuse"] and not cfg["fuse_uid_ok"]:
         return fail("gcs_fuse_permission_denied", sl.fuse_denied_lines(t + 0.5, cfg["model"]))
     if not cfg["fuse"] and not cfg["hf_token"] and gated(cfg["model"]):

@@ -140,7 +140,22 @@ def ready_lines(at: float, kv_gib: float, kv_tokens: int) -> list[Line]:
     ]
 
 
-def _engine_dies(at: float) -> list[Line]:
+# The CUDA device name torch reports, where vLLM's bf16 refusal names it ("Your Tesla T4 GPU has compute capability
+# 7.5": the refusal as quoted in skills/data/aca.yaml sources.vllm_bf16); else the catalog GPU's name.
+CUDA_DEVICE = {"t4": "Tesla T4"}
+
+
+def bf16_lines(at: float, gpu: str, compute_capability: float) -> list[Line]:
+    """vLLM refusing bfloat16 on a GPU below compute capability 8.0 (the model's dtype, with no `--dtype half`)."""
+    text = (
+        "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your "
+        f"{CUDA_DEVICE.get(gpu, gpu)} GPU has compute capability {compute_capability:g}. You can use float16 instead "
+        "by explicitly setting the `dtype` flag in CLI, for example: --dtype=half."
+    )
+    return [Line(at, text, severity="ERROR"), *engine_dies(at + 0.5)]
+
+
+def engine_dies(at: float) -> list[Line]:
     return [
         Line(at, "[core.py:708] EngineCore failed to start.", severity="ERROR", vllm="ERROR"),
         Line(
@@ -169,7 +184,7 @@ def kv_failure_lines(at: float, mml: int, needed_gib: float, free_gib: float, fi
             "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
             severity="ERROR",
         ),
-        *_engine_dies(at + 0.6),
+        *engine_dies(at + 0.6),
     ]
 
 
@@ -212,7 +227,7 @@ def cuda_oom_lines(at: float, tried_gib: float, total_gib: float, free_gib: floa
             "412.33 MiB is reserved by PyTorch but unallocated.",
             severity="ERROR",
         ),
-        *_engine_dies(at + 0.6),
+        *engine_dies(at + 0.6),
     ]
 
 
@@ -306,5 +321,5 @@ def driver_too_old_lines(at: float, driver_cuda: str) -> list[Line]:
             "version that has been compiled with your version of the CUDA driver.",
             severity="ERROR",
         ),
-        *_engine_dies(at + 0.3)[1:],
+        *engine_dies(at + 0.3)[1:],
     ]
