@@ -90,6 +90,9 @@ async def test_scale_rollback_canary_promote_match_what_azure_holds(console: Con
     assert f"100% `{first}` (pinned)" in status, status  # what serves, not only what is latest
     assert "min 0 / max 1" in status, status  # the pinned revision's own replica range
 
+    plan = await console.line(f"/gemma deploy {PROFILE} --max-model-len 16384")  # planned, not confirmed
+    assert f"Traffic is pinned to the serving revision `{first}`" in plan and f"`{second}`'s" in plan, plan
+
     # Scale while pinned: built on what serves, and traffic goes back to the latest revision.
     plan = await console.line(f"/gemma scale 0 1 --service {APP}")
     assert f"on the serving revision `{first}`'s configuration" in plan, plan

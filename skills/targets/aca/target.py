@@ -489,6 +489,13 @@ class AcaTarget:
         )
         if current is None:
             plan.notes.append(f"The app is created in environment `{self.options.environment}` ({location}).")
+        elif (pinned := _pinned(current)) and pinned != current.latest_revision:
+            # After a rollback the app's template is not what serves: say which one the change list is against.
+            plan.notes.insert(
+                0,
+                f"Traffic is pinned to the serving revision `{pinned}`; the change list is against the app's template, "
+                f"`{current.latest_revision}`'s, which ARM compares with. The new revision then takes 100% once ready.",
+            )
         if environment is not None:
             plan.preflight = await aca_preflight(self.api, self.aca, environment, wp, cfg.max_instances)
         return plan
