@@ -127,12 +127,9 @@ STATUS_INSTANCES = re.compile(r"Instances\s+(\d+) now")
 # the suite's examples (tests/test_console_model.py) set aside their violations, so those examples keep checking
 # everything else, and a strict xfail there fails once a bug is fixed (then drop it here); the bench counts them.
 KNOWN_BUGS: dict[str, re.Pattern[str]] = {
-    # skills/targets/aca/target.py _plan_deploy: after a rollback pins 100% to an earlier revision, a deploy's
-    # "Changes to the running service" are diffed against the app's template (the latest revision's, which no longer
-    # serves) and the plan does not say so (the scale plan says "on the serving revision `X`'s configuration").
-    "aca-deploy-diff-base": re.compile(r"^an ACA plan's changes are against `[\w-]+` while `[\w-]+` serves, unsaid$"),
-    # Found and fixed (7bcbdcb): az containerapp create without the app's --tags and --transport; status's "one
-    # node, always on" (a TPU slice's words) for an ACA app at min = max = 1 replica.
+    # None open. Found and fixed: az containerapp create without the app's --tags and --transport, and status's "one
+    # node, always on" (a TPU slice's words) for an ACA app at min = max = 1 replica (7bcbdcb); an ACA deploy after a
+    # rollback diffed against the latest revision's template while the pinned one serves, unsaid (9514061).
 }
 
 

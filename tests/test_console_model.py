@@ -30,10 +30,6 @@ def _machine() -> ModuleType:
 MODEL = _machine()
 
 
-class KnownBugPresent(Exception):
-    """A violation of a bug in KNOWN_BUGS showed (what its xfail expects while the bug is there)."""
-
-
 @pytest.fixture(scope="module")
 def shared() -> Iterator[Any]:
     s = MODEL.Shared(redis_url=REDIS_URL).start()
@@ -136,30 +132,3 @@ def test_the_next_example_starts_on_an_empty_azure(shared: Any) -> None:
         machine.a_reset_clears_the_aca_world()
     finally:
         machine.teardown()
-
-
-@pytest.mark.parametrize(
-    "bug,steps",
-    [
-        (
-            "aca-deploy-diff-base",  # two revisions, a rollback to the first, then a deploy's plan
-            [
-                ("aca_deploy", {"profile": "gemma4-e4b-aca-t4", "mml": 32768, "low": None, "then": "confirm"}),
-                ("aca_deploy", {"profile": "gemma4-e4b-aca-t4", "mml": 8192, "low": None, "then": "confirm"}),
-                ("aca_rollback", {"then": "confirm"}),
-                ("aca_deploy", {"profile": "gemma4-12b-qat-aca-a100", "mml": None, "low": 1, "then": "leave"}),
-            ],
-        ),
-    ],
-)
-@pytest.mark.xfail(
-    raises=KnownBugPresent, strict=True, reason="a bug the console model found, reported (console_model.py KNOWN_BUGS)"
-)
-def test_a_known_bug_is_still_there(shared: Any, bug: str, steps: list[tuple[str, dict[str, Any]]]) -> None:
-    """Fails (xfail) while the bug is there; once it is fixed this passes, strict xfail fails the suite, and the
-    bug comes out of KNOWN_BUGS."""
-    MODEL.ConsoleModel.known_seen = []
-    _checked(MODEL.ConsoleModel(), steps)  # any other violation fails here, as everywhere
-    seen = [m for m in MODEL.ConsoleModel.known_seen if MODEL.known_bug(m) == bug]
-    if seen:
-        raise KnownBugPresent(seen[0])
