@@ -42,19 +42,24 @@ Azure Container Apps (the app `vllm-gemma4-aca` the ACA profiles deploy, on the 
 a deploy of each ACA profile (with --max-model-len, --min-instances), confirm, status, revisions, cost, destroy
 (typed name), fit on t4/a100-80gb and its Plan deploy button if it shows one, scale, rollback, a canary (its
 Promote comes from the `promote` rule), and the idle spells (ACA scales a min-0 revision to zero after its 300 s
-cooldown: 0.1 s of wall clock here). The world moves on at the sandbox's speed, so ACA invariants compare the
-bot's replies with what ARM answered while the bot asked (`spy_on_arm` records every app and revision document the
-stand-in serves; the stand-in's state is read, never advanced, by the oracle). Invariants:
+cooldown: 0.1 s of wall clock here). The app exists only once a deploy was confirmed, so a write or an idle spell
+is often followed, in the same rule, by a look at the app's status, revisions or cost, or its destroy (AFTER; the
+invariants check the world the write left first). The world moves on at the sandbox's speed, so ACA invariants
+compare the bot's replies with what ARM answered while the bot asked (`spy_on_arm` records every app and revision
+document the stand-in serves) and with the replicas the stand-in ran during the step; the oracle reads the
+stand-in's state, never advances it. Invariants:
 - status of the ACA app says what ARM showed: ready only when a provisioned, running, healthy revision takes
-  traffic; "scaled to zero" only when a provisioned revision with min replicas 0 ran no replica; not ready never
-  when every revision shown was serving healthy; a split and a pinned 100% are ARM's weights; the app's workload
-  profile named; `/gemma revisions` shares and "ready" as ARM showed them;
+  traffic (shown so, or with a replica up during the step); "scaled to zero / cold" only when a revision with
+  traffic and min replicas 0 had no replica up; not ready never when every revision shown was serving healthy; a
+  split and a pinned 100% are ARM's weights; the app's workload profile named; `/gemma revisions` shares and
+  "ready" as ARM showed them; a destroy plan's revision and running-replica counts as ARM's;
 - every confirmed ACA write has one settled record matching ARM (ok: a revision ARM showed healthy, or for a
   rollback/promote 100% on the revision named; a destroy's app gone; failed: not a revision ARM last showed
   healthy) and a write that succeeded changed the app;
-- one configuration, one price: an ACA plan's $/h (deploy or destroy), `/gemma cost` of the app and fit on an ACA
-  GPU are skills.capacity.aca_prices.aca_price of the workload profile each names in its region, and cost's
-  profile and region are the app's as ARM holds it;
+- one configuration, one price: an ACA plan's $/h (deploy, destroy, a scale's per replica, a canary's cost),
+  `/gemma cost` of the app (per replica, idle at min and busy at max replicas) and fit on an ACA GPU are
+  skills.capacity.aca_prices.aca_price of the workload profile each names in its region, and cost's profile and
+  region are the app's as ARM holds it;
 - the az equivalent (plan.cli "az") expresses every field the plan lists (`aca_unexpressed`: a flag with the
   plan's value, a flag's default, or the field named with its YAML route); a change to the running app is an
   update, not a create; a destroy deletes the app;
