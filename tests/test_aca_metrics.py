@@ -64,8 +64,9 @@ SPAN = 2 + START_MIN + 10  # the minutes scale_from_zero plays
 
 
 async def scale_from_zero(env: Env) -> str:
-    """A min-0 revision: one request at 2 min starts a replica (503 while vLLM loads), three answered START_MIN
-    later, none after; its 300 s cooldown ends 5 min after them. Time ends 10 min after them."""
+    """A min-0 revision: provisioned, it starts a replica (a new revision is ready when one of its replicas is);
+    one request at 2 min gets a 503 while vLLM loads, three are answered START_MIN later, none after; the 300 s
+    cooldown ends 5 min after them. Time ends 10 min after them."""
     handle = await env.aca.api.begin_put_app("gemma", app_body(env.aca.env_id(), min_replicas=0, suffix="one"))
     env.aca.clock.advance(PROVISION_S)
     assert (await env.aca.done(handle)).status == "Succeeded"
@@ -95,8 +96,8 @@ async def test_replicas_follow_the_revisions_replica_count() -> None:
         assert [s.labels for s in series] == [{"revision_name": rev}]
         assert [p.at - _EPOCH for p in series[0].points][:2] == [timedelta(minutes=1), timedelta(minutes=2)]
         by_minute = _by_minute(series)
-        # no replica before the request, one from its start (2 min) to the cooldown's end, none after
-        lived = [0, 0] + [1] * (START_MIN + 5) + [0] * 5
+        # one from the revision's provisioning (minute 0) to the cooldown's end, none after
+        lived = [1] * (2 + START_MIN + 5) + [0] * 5
         assert [by_minute[m] for m in range(SPAN)] == lived
         one = await env.metrics.series("gemma", "container/instance_count", SPAN, revision=rev)
         assert [_by_minute(one)[m] for m in range(SPAN)] == lived

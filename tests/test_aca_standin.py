@@ -295,18 +295,27 @@ async def test_the_console_is_vllms_start_up_on_the_containers_port() -> None:
         assert [at for at, _, _ in lines] == sorted(at for at, _, _ in lines)
 
 
-async def test_min_replicas_zero_scales_to_zero_until_a_request_comes() -> None:
+async def test_a_min_zero_revision_starts_once_rests_at_zero_and_a_request_wakes_it() -> None:
+    """A new revision runs a replica to become ready (ACA: a revision is ready when one of its replicas is), min
+    replicas 0 or not; after the cooldown with no request it rests at zero; the next request starts one again."""
     async with aca_env() as aca:
         await _created(aca, min_replicas=0)
+        up_s = startup_s(app_body(aca.env_id())["properties"]["template"], A100)
         (rev,) = await aca.api.list_revisions("gemma")
-        assert (rev.replicas, rev.running_state) == (0, "Running")
+        assert (rev.replicas, rev.running_state) == (1, "Processing")
         fqdn = aca.standin.fqdn("gemma")
         async with httpx.AsyncClient() as http:
+            aca.clock.advance(up_s)
+            (rev,) = await aca.api.list_revisions("gemma")
+            assert (rev.replicas, rev.running_state, rev.health_state) == (1, "Running", "Healthy")
+            aca.clock.advance(301)  # the cooldown passes with no request
+            (rev,) = await aca.api.list_revisions("gemma")
+            assert (rev.replicas, rev.running_state) == (0, "Running")
             assert (await http.get(f"{aca.replicas.endpoint_of(fqdn)}/health")).status_code == 503  # cold start
             (rev,) = await aca.api.list_revisions("gemma")
             assert (rev.replicas, rev.running_state) == (1, "Processing")
-            aca.clock.advance(startup_s(app_body(aca.env_id())["properties"]["template"], A100))
+            aca.clock.advance(up_s)
             assert (await http.get(f"{aca.replicas.endpoint_of(fqdn)}/health")).status_code == 200
-        aca.clock.advance(301)  # the cooldown passes with no request
+        aca.clock.advance(301)
         (rev,) = await aca.api.list_revisions("gemma")
         assert rev.replicas == 0

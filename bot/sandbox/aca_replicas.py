@@ -1,16 +1,17 @@
 """What runs in a sandbox Azure Container Apps revision: vLLM's replicas, simulated (bot/sandbox/vllm_sim.py).
 
 Replicas follow the revision's scale rule as ACA's KEDA-based scaler does: minReplicas always run; above that, a
-revision with traffic runs one replica while requests came within its cooldownPeriod (300 s when unset, ACA's
-default; a request that came while its replica started counts until vLLM is up) and none otherwise, so
-minReplicas 0 with no traffic is 0 replicas. A replica's start is what the Cloud Run sandbox plays for the same
-configuration (bot/sandbox/lifecycle.py plan_startup, through the planner's as-deployed check): the revision's
-image, vLLM flags and startup probe, on its workload profile's GPU, GPU count and memory (skills/data/aca.yaml).
-So its lines, its time to ready, how it fails (an image too old for Gemma 4, bfloat16 on the T4, weights or KV
-cache that do not fit, a probe too short) and the KV cache its vLLM reports once up are derived from what was
-deployed. The revision's runningState and healthState are what the stand-in reports: Processing while vLLM
-starts, Running + Healthy once /health answers, Failed + Unhealthy when the start fails. A provisioned revision
-scaled to zero reports Running with no health (no replica to probe: a sandbox choice).
+revision runs one replica once provisioned (a new revision is ready when a replica of it is) and while requests
+came within its cooldownPeriod (300 s when unset, ACA's default; a request that came while its replica started
+counts until vLLM is up), none otherwise: minReplicas 0 with no traffic rests at 0 replicas. A replica's start is
+what the Cloud Run sandbox plays for the same configuration (bot/sandbox/lifecycle.py plan_startup, through the
+planner's as-deployed check): the revision's image, vLLM flags and startup probe, on its workload profile's GPU,
+GPU count and memory (skills/data/aca.yaml). So its lines, its time to ready, how it fails (an image too old for
+Gemma 4, bfloat16 on the T4, weights or KV cache that do not fit, a probe too short) and the KV cache its vLLM
+reports once up are derived from what was deployed. The revision's runningState and healthState are what the
+stand-in reports: Processing while vLLM starts, Running + Healthy once /health answers, Failed + Unhealthy when
+the start fails (still so once scaled to zero). A provisioned revision scaled to zero reports Running with no
+health (no replica to probe: a sandbox choice).
 
 Each replica's console (what `console(app)` returns) is those start-up lines (bot/sandbox/startup_lines.py, their
 sources there) without Cloud Run's own system lines, on the container's port. A start the probe gives up on ends
@@ -145,6 +146,9 @@ class AcaReplicas:
         self.last_request: dict[str, float] = {}  # revision name -> when a request last reached it through ingress
         self._routed: dict[str, int] = {}  # app name -> requests its host routed by weight (the spread's position)
         self.fail_next_start = ""  # scenario: the next replica's vLLM dies at start-up with this line
+        # (revision, its creation) whose last replica failed to start, since scaled to zero (a later example of the
+        # bench may make a revision of the same name)
+        self.failed: set[tuple[str, float]] = set()
         self.retired: list[_Run] = []  # replicas scaled away: their lines stay in the logs (log_analytics_api.py)
         # (when, app, revision, HTTP status) of each request through ingress, for the metrics stand-in
         self.requests: list[tuple[float, str, str, int]] = []
@@ -165,6 +169,10 @@ class AcaReplicas:
         cooldown = float(scale.get("cooldownPeriod", DEFAULT_COOLDOWN_S) or DEFAULT_COOLDOWN_S)
         last = self.last_request.get(rev.name)
         provisioned = rev.provisioned_at or now
+        if rev.provisioned_at is not None:
+            # A new revision starts a replica to become ready (ACA: "a new revision is considered ready when one of
+            # its replicas starts and becomes ready", aca.yaml sources lifecycle), min replicas 0 or not.
+            last = max(last if last is not None else rev.provisioned_at, rev.provisioned_at)
         run = self.runs.get(rev.name)
         if last is not None and run is not None and run.started <= last and run.failed_at is None:
             # A request that came while the replica started waits for it (the scaler counts it until answered):
@@ -178,11 +186,16 @@ class AcaReplicas:
                 gone.stopped = min(now, last + cooldown) if last is not None and min_r == 0 else now
                 gone.stopped = max(gone.stopped, gone.started)
                 self.retired.append(gone)
+                if gone.failed_at is not None:
+                    self.failed.add((rev.name, rev.created))
+            if (rev.name, rev.created) in self.failed:  # its last replica never started: Failed, not resting at 0
+                return ("Failed", "Unhealthy", 0)
             return ("Running", "None", 0)
         run = self.runs.get(rev.name)
         if run is None:
             start = provisioned if min_r > 0 else max(provisioned, last or now)
             run = self._start(app, rev, start)
+            self.failed.discard((rev.name, rev.created))
         if run.failed_at is not None and now >= run.failed_at:
             return ("Failed", "Unhealthy", wanted)
         if now >= run.ready_at:

@@ -64,6 +64,9 @@ class _NoService:
         return None
 
 
+POLL_SIM_S = 60.0  # the most simulated time between two looks of a watch
+
+
 class Sandbox:
     def __init__(
         self,
@@ -205,8 +208,12 @@ class Sandbox:
             "vllm_service_name": self.service,
             "vllm_base_url": None,
             "model_bucket": None,
-            # Poll often enough that each phase of a fast simulated start is seen (Slack edits stay few).
-            "deploy_poll_s": min(settings.deploy_poll_s, 1.0),
+            # Poll often enough that each phase of a fast simulated start is seen (Slack edits stay few): at most a
+            # minute of simulated time apart, so a watch sees a state that lasts minutes (an ACA replica up for its
+            # 300 s cooldown before it scales to zero) however fast the clock runs (5000x: every 12 ms).
+            "deploy_poll_s": min(
+                settings.deploy_poll_s, 1.0, POLL_SIM_S / self.clock.speed if self.clock.speed else 1.0
+            ),
             **self.preflight.settings_update(),
             # The preflight scenarios change the stand-ins between two plans: a cached answer would hide that.
             "preflight_cache_s": 0,
