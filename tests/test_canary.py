@@ -271,6 +271,17 @@ async def test_a_canary_needs_one_revision_serving_everything(deps: Deps, sandbo
     assert "Promote or roll back the running canary first" in shown(reply)
 
 
+async def test_a_scale_during_a_canary_is_refused_and_changes_nothing(deps: Deps, sandbox: Sandbox) -> None:
+    """A scale sends 100% to the revision it makes: during a canary it would end the comparison unjudged (the
+    console model's long run saw one quietly promote the canary)."""
+    sandbox.fleet.arm("canary-holds")
+    await canary_thread(deps, sandbox)
+    split = traffic(sandbox)
+    reply, _ = await command(deps, "scale 0 1")
+    assert reply is not None and "is split" in reply.title and "end the canary unjudged" in reply.title
+    assert "Promote or roll back the canary first" in shown(reply) and traffic(sandbox) == split
+
+
 async def test_a_plain_rollback_during_a_canary_goes_back_to_the_stable_revision(deps: Deps, sandbox: Sandbox) -> None:
     sandbox.fleet.arm("canary-holds")
     baseline = next(iter(traffic(sandbox)))
