@@ -113,6 +113,8 @@ async def test_scale_rollback_canary_promote_match_what_azure_holds(console: Con
     assert canary.startswith(f"{APP}--canary-"), canary
     assert f"revision `{canary}` is ready and serving 10% of traffic" in out, out
     assert _weights(console) == {third: 90, canary: 10}
+    refused = await console.line(f"/gemma scale 1 1 --service {APP}")  # a scale would end the split unjudged
+    assert "is split" in refused and "Promote or roll back the running canary first" in refused, refused
     # Each label answers at its own host, reaching its revision only.
     info = await console.deps.targets.for_service(APP).get_service(APP)
     hosts = {t.tag: t.uri for t in info.traffic if t.tag}

@@ -59,19 +59,30 @@ def canary_percent(value: Any) -> int:
         ) from None
 
 
-def serving_revision(info: ServiceInfo) -> str:
-    """The revision holding all traffic, or InvalidInput saying why a canary cannot start from here."""
-    shares = [t for t in info.traffic if t.percent > 0]
-    if len(shares) == 1 and shares[0].percent == 100 and shares[0].revision:
-        return shares[0].revision
+Shares = list[tuple[str, int]]  # (revision, percent) of each revision that takes a share ('' : the latest)
+
+
+def refuse_split(service: str, shares: Shares, why: str) -> None:
+    """Refuse a write that needs one revision serving everything while traffic is split (a canary runs): `why`
+    says what the write would do to the split. Every target's scale and canary say it in these words."""
     if len(shares) > 1:
-        split = ", ".join(f"`{t.revision or 'latest'}` {t.percent}%" for t in shares)
+        split = ", ".join(f"`{r or 'latest'}` {p}%" for r, p in shares)
         raise InvalidInput(
-            f"Refused: traffic on `{info.name}` is already split ({split}); a canary compares one new revision with "
-            "the one serving everything.",
+            f"Refused: traffic on `{service}` is split ({split}); {why}.",
             "Promote or roll back the running canary first (`/gemma rollback` or its buttons).",
         )
+
+
+def serving_revision_of(service: str, shares: Shares) -> str:
+    """The revision holding all traffic, or InvalidInput saying why a canary cannot start from here."""
+    refuse_split(service, shares, "a canary compares one new revision with the one serving everything")
+    if len(shares) == 1 and shares[0][1] == 100 and shares[0][0]:
+        return shares[0][0]
     raise InvalidInput(
-        f"Refused: no revision of `{info.name}` serves traffic, so a canary has nothing to compare with.",
+        f"Refused: no revision of `{service}` serves traffic, so a canary has nothing to compare with.",
         "Deploy without --canary first.",
     )
+
+
+def serving_revision(info: ServiceInfo) -> str:
+    return serving_revision_of(info.name, [(t.revision, t.percent) for t in info.traffic if t.percent > 0])

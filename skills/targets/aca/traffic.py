@@ -31,7 +31,14 @@ from skills.errors import InvalidInput, NotFound, UserFacingError
 from skills.targets.aca import spec as aspec
 from skills.targets.aca.api import AppInfo, AppRevision, ContainerAppsApi
 from skills.targets.aca.az import az_update, traffic_of
-from skills.targets.canary import CANARY_TAG, STABLE_TAG, CanaryInfo, PromoteParams
+from skills.targets.canary import (
+    CANARY_TAG,
+    STABLE_TAG,
+    CanaryInfo,
+    PromoteParams,
+    refuse_split,
+    serving_revision_of,
+)
 from skills.targets.plan import Plan
 from skills.targets.plan_inputs import validate_params
 
@@ -168,13 +175,9 @@ async def plan_scale(scope: AcaScope, service: str, params: dict[str, Any]) -> P
     app = await _app(scope, service)
     revisions = await _revisions(scope, service)
     shares = {r: w for r, w in weights(app).items() if w > 0}
-    if len(shares) > 1:
-        split = ", ".join(f"`{r}` {w}%" for r, w in shares.items())
-        raise InvalidInput(
-            f"Refused: traffic on `{service}` is split ({split}); a scale makes one new revision, which would take "
-            "the latest-revision share only.",
-            "Promote or roll back the canary first (`/gemma rollback`, or its buttons), then scale.",
-        )
+    refuse_split(
+        service, list(shares.items()), "a scale makes one new revision, which would take the latest share only"
+    )
     serving = next(iter(shares), "")
     base_rev = revisions.get(serving)
     new = aspec.sendable(app.body)
@@ -373,17 +376,7 @@ async def apply_canary(scope: AcaScope, plan: Plan, percent: int) -> CanaryInfo:
             "Deploy it without --canary first.",
         )
     app = await _app(scope, plan.service)
-    shares = {r: w for r, w in weights(app).items() if w > 0}
-    if len(shares) != 1 or next(iter(shares.values())) != 100:
-        split = ", ".join(f"`{r}` {w}%" for r, w in shares.items()) or "no revision serves"
-        raise InvalidInput(
-            f"Refused: a canary compares one new revision with the one serving everything, and `{plan.service}` has "
-            f"{split}.",
-            "Promote or roll back the running canary first (`/gemma rollback` or its buttons)."
-            if len(shares) > 1
-            else "Deploy without --canary first.",
-        )
-    baseline = next(iter(shares))
+    baseline = serving_revision_of(plan.service, [(r, w) for r, w in weights(app).items() if w > 0])
     suffix = canary_suffix(plan.id)
     revision = scope.aca.traffic.revision_name.format(app=plan.service, suffix=suffix)
     spec = copy.deepcopy(plan.spec)

@@ -7,6 +7,7 @@ from typing import Any
 from skills.actions.params import DestroyParams, RollbackParams, ScaleParams
 from skills.errors import InvalidInput, NotFound
 from skills.ports import RevisionInfo, Runtime
+from skills.targets.canary import refuse_split
 from skills.targets.cloud_run.canary import stable_revision
 from skills.targets.cloud_run.diff import diff_specs, fingerprint
 from skills.targets.cloud_run.gcloud import destroy_command, update_commands
@@ -27,15 +28,8 @@ async def plan_scale(runtime: Runtime, env: DeployEnv, params: dict[str, Any]) -
     p: ScaleParams = validate_params(ScaleParams, params, "scale")
     service = p.service or env.service
     current = await current_spec(runtime, service)
-    shares = [t for t in (await runtime.get_service(service)).traffic if t.percent > 0]
-    if len(shares) > 1:
-        # A scale moves 100% to the revision it makes: during a canary that would end the comparison unjudged.
-        split = ", ".join(f"`{t.revision or 'latest'}` {t.percent}%" for t in shares)
-        raise InvalidInput(
-            f"Refused: traffic on `{service}` is split ({split}); a scale would send all of it to one new revision "
-            "and end the canary unjudged.",
-            "Promote or roll back the canary first (`/gemma rollback`, or its buttons), then scale.",
-        )
+    shares = [(t.revision, t.percent) for t in (await runtime.get_service(service)).traffic if t.percent > 0]
+    refuse_split(service, shares, "a scale would send all of it to one new revision and end the canary unjudged")
     base = await serving_base(runtime, service, current)
     new = strip_output_only(base.spec)
     new.setdefault("template", {}).setdefault("scaling", {}).update(
